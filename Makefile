@@ -1,0 +1,60 @@
+# One target per thing a person does. Non-Rust tools live in a pinned virtual environment
+# (.venv), installed on first use; nothing is installed globally.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+VENV        ?= .venv
+VENV_BIN    := $(CURDIR)/$(VENV)/bin
+VENV_STAMP  := $(VENV)/.installed-$(shell cat requirements.txt | cksum | cut -d' ' -f1)
+export PATH := $(VENV_BIN):$(PATH)
+# moto's server binary for the integration tests (tests/support starts one per test).
+export MOTO_SERVER := $(VENV_BIN)/moto_server
+
+EVENT ?= events/clean-batch.json
+WATCH_PORT ?= 9000
+TABLE_NAME ?= AuditMessages
+
+.PHONY: help venv fmt-check lint test unit build watch invoke clean
+
+help: ## list the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
+
+$(VENV_STAMP): requirements.txt
+	python3 -m venv $(VENV)
+	$(VENV_BIN)/pip install --disable-pip-version-check -q -r requirements.txt
+	rm -f $(VENV)/.installed-*
+	touch $@
+
+venv: $(VENV_STAMP) ## install the pinned Python tools (moto, cargo-lambda) into .venv
+
+fmt-check: ## cargo fmt --check
+	cargo fmt --all -- --check
+
+lint: fmt-check ## fmt and clippy, warnings are errors
+	cargo clippy --all-targets -- -D warnings
+
+unit: ## unit tests only (no local AWS endpoint needed)
+	cargo test --lib --bins
+
+# Other make files add their suites here (TEST_EXTRA += e2e).
+TEST_EXTRA ?=
+
+test: venv lint ## everything: fmt, clippy, unit, integration (moto), cargo lambda watch, end-to-end
+	@if command -v cargo-nextest >/dev/null; then cargo nextest run --all-targets --no-fail-fast; else cargo test --all-targets --no-fail-fast; fi
+	$(if $(strip $(TEST_EXTRA)),$(MAKE) $(TEST_EXTRA))
+
+build: venv ## the arm64 Lambda artefact (target/lambda/audit-receiver/bootstrap)
+	cargo lambda build --release --arm64
+
+watch: venv ## run the function locally (cargo lambda watch) against AWS_ENDPOINT_URL
+	TABLE_NAME=$(TABLE_NAME) cargo lambda watch -a 127.0.0.1 -P $(WATCH_PORT)
+
+invoke: venv ## invoke the running function: make invoke EVENT=events/<file>
+	cargo lambda invoke audit-receiver -a 127.0.0.1 -P $(WATCH_PORT) --data-file $(EVENT)
+
+clean: ## remove build output and the virtual environment
+	cargo clean
+	rm -rf $(VENV)
+
+# Deployment (template.yaml, sam) and the local stack / demo live in their own files.
+-include mk/*.mk

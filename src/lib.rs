@@ -1,0 +1,25 @@
+//! audit-receiver: SQS audit messages -> DynamoDB, written exactly once in effect, with
+//! partial batch failures. The flow: handler -> batch -> message -> store -> telemetry.
+
+pub mod batch;
+pub mod config;
+pub mod handler;
+pub mod message;
+pub mod store;
+pub mod telemetry;
+
+pub use batch::{BatchSettings, RetryPolicy};
+pub use config::Config;
+pub use handler::Handler;
+
+impl Config {
+    /// The batch settings this configuration stands for.
+    pub fn batch_settings(&self) -> BatchSettings {
+        BatchSettings {
+            max_concurrency: self.max_concurrency,
+            deadline_margin: self.deadline_margin,
+            retention_days: self.retention_days,
+            retry: RetryPolicy::default(),
+        }
+    }
+}

@@ -1,0 +1,19 @@
+//! Wiring only: configuration, logging, one DynamoDB client, the runtime loop.
+
+use audit_receiver::store::dynamodb::DynamoDbStore;
+use audit_receiver::{Config, Handler};
+use lambda_runtime::{Error, LambdaEvent, service_fn};
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<(), Error> {
+    lambda_runtime::tracing::init_default_subscriber();
+    let config =
+        Config::from_env().inspect_err(|error| tracing::error!(%error, "invalid configuration"))?;
+    let store = DynamoDbStore::new(DynamoDbStore::client_from_env().await, &config.table_name);
+    let handler = Handler::new(store, config.batch_settings());
+    let handler = &handler;
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<_>| {
+        handler.handle(event)
+    }))
+    .await
+}
