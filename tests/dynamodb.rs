@@ -1,0 +1,286 @@
+//! Black-box tests of the function against a real local DynamoDB (moto's server over HTTP):
+//! given a table, when a batch is handled, then the response and the items are as the SPEC says.
+
+mod support;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use support::*;
+
+const TIME: &str = "2026-11-22T12:00:00+02:00";
+
+fn body(text: &str) -> String {
+    format!(r#"{{"auditText":"{text}","auditTime":"{TIME}"}}"#)
+}
+
+#[tokio::test]
+async fn items_are_written_with_every_attribute_of_the_layout() {
+    let moto = Moto::start();
+    create_table(&moto.client(), TABLE).await;
+    let mut settings = settings();
+    settings.retention_days = Some(30);
+    let handler = handler(&moto.endpoint, TABLE, settings);
+
+    let mut record = record(
+        "sqs-1",
+        r#"{"auditText":"user alice signed in","auditTime":"2026-11-22T12:00:00.123456+02:00","actor":"alice"}"#,
+    );
+    record
+        .attributes
+        .insert("ApproximateReceiveCount".into(), "3".into());
+    let before = chrono::Utc::now();
+    let response = handler.handle(event(vec![record])).await.unwrap();
+    let after = chrono::Utc::now();
+
+    assert!(failed(&response).is_empty());
+    let items = scan(&moto.client(), TABLE).await;
+    assert_eq!(items.len(), 1);
+    let item = &items[0];
+    assert_eq!(s(item, "messageId"), "sqs-1");
+    assert_eq!(s(item, "auditTime"), "2026-11-22T10:00:00.123Z");
+    assert_eq!(s(item, "auditText"), "user alice signed in");
+    assert_eq!(s(item, "sqsMessageId"), "sqs-1");
+    assert_eq!(s(item, "sentAt"), "2026-11-22T12:00:00.000Z");
+    assert_eq!(item["receiveCount"], AttributeValue::N("3".into()));
+    assert_eq!(s(item, "eventSource"), QUEUE_ARN);
+    let received = s(item, "receivedAt");
+    assert_eq!(received.len(), "2026-11-22T10:00:00.000Z".len());
+    let received = chrono::DateTime::parse_from_rfc3339(&received).unwrap();
+    assert!(received >= before - chrono::Duration::milliseconds(1) && received <= after);
+    let extra = item["extra"].as_m().unwrap();
+    assert_eq!(extra["actor"], AttributeValue::S("alice".into()));
+    // TTL: 30 days after the audit time (2026-11-22T10:00:00Z = 1795341600).
+    assert_eq!(
+        item["expiresAt"],
+        AttributeValue::N((1_795_341_600 + 30 * 86_400).to_string())
+    );
+    assert_eq!(
+        item.len(),
+        10,
+        "no attribute beyond the layout: {:?}",
+        item.keys()
+    );
+}
+
+#[tokio::test]
+async fn duplicate_delivery_leaves_one_unchanged_item() {
+    let moto = Moto::start();
+    create_table(&moto.client(), TABLE).await;
+    let handler = handler(&moto.endpoint, TABLE, settings());
+
+    let first = record("sqs-1", &body("payment captured"));
+    handler.handle(event(vec![first.clone()])).await.unwrap();
+    let stored = scan(&moto.client(), TABLE).await;
+
+    let mut again = first;
+    again
+        .attributes
+        .insert("ApproximateReceiveCount".into(), "2".into());
+    let response = handler.handle(event(vec![again])).await.unwrap();
+
+    assert!(failed(&response).is_empty(), "a duplicate is a success");
+    assert_eq!(
+        scan(&moto.client(), TABLE).await,
+        stored,
+        "the item is unchanged"
+    );
+}
+
+#[tokio::test]
+async fn conflict_keeps_the_original_and_fails_the_record() {
+    let moto = Moto::start();
+    create_table(&moto.client(), TABLE).await;
+    let handler = handler(&moto.endpoint, TABLE, settings());
+
+    let original = r#"{"messageId":"order-42","auditText":"refund 10 EUR","auditTime":"2026-11-22T10:00:00Z"}"#;
+    let changed = r#"{"messageId":"order-42","auditText":"refund 1000 EUR","auditTime":"2026-11-22T10:00:00Z"}"#;
+    handler
+        .handle(event(vec![record("sqs-1", original)]))
+        .await
+        .unwrap();
+    let stored = scan(&moto.client(), TABLE).await;
+
+    let response = handler
+        .handle(event(vec![
+            record("sqs-2", changed),
+            record("sqs-3", &body("unrelated")),
+        ]))
+        .await
+        .unwrap();
+
+    assert_eq!(failed(&response), ["sqs-2"]);
+    let items = scan(&moto.client(), TABLE).await;
+    assert_eq!(items.len(), 2);
+    assert!(items.contains(&stored[0]), "the original item is untouched");
+}
+
+#[tokio::test]
+async fn producer_message_id_keys_the_item_and_a_redrive_with_a_new_sqs_id_writes_nothing() {
+    let moto = Moto::start();
+    create_table(&moto.client(), TABLE).await;
+    let handler = handler(&moto.endpoint, TABLE, settings());
+    let payload = r#"{"messageId":"orders-2026-42","auditText":"order 42 refunded","auditTime":"2026-11-22T10:15:00Z","amount":12.50}"#;
+
+    handler
+        .handle(event(vec![record("sqs-original", payload)]))
+        .await
+        .unwrap();
+    let stored = scan(&moto.client(), TABLE).await;
+    assert_eq!(stored.len(), 1);
+    assert_eq!(s(&stored[0], "messageId"), "orders-2026-42");
+    assert_eq!(s(&stored[0], "sqsMessageId"), "sqs-original");
+
+    // A DLQ redrive (and a producer retry) arrives with a new SQS message id.
+    let mut redriven = record("sqs-redriven", payload);
+    redriven
+        .attributes
+        .insert("SentTimestamp".into(), "1795352400000".into());
+    let response = handler.handle(event(vec![redriven])).await.unwrap();
+
+    assert!(failed(&response).is_empty());
+    assert_eq!(scan(&moto.client(), TABLE).await, stored);
+}
+
+#[tokio::test]
+async fn extra_fields_land_in_extra_with_dynamodb_types() {
+    let moto = Moto::start();
+    create_table(&moto.client(), TABLE).await;
+    let handler = handler(&moto.endpoint, TABLE, settings());
+    let body = r#"{"auditText":"key rotated","auditTime":"2026-11-22T10:00:00Z","actor":{"id":"u-1","roles":["admin"]},"attempt":3,"mfa":true,"ticket":null,"ledger":123456789012345678901234567890}"#;
+
+    let response = handler
+        .handle(event(vec![record("sqs-1", body)]))
+        .await
+        .unwrap();
+
+    assert!(failed(&response).is_empty());
+    let items = scan(&moto.client(), TABLE).await;
+    let extra = items[0]["extra"].as_m().unwrap();
+    assert_eq!(extra.len(), 5);
+    let actor = extra["actor"].as_m().unwrap();
+    assert_eq!(actor["id"], AttributeValue::S("u-1".into()));
+    assert_eq!(
+        actor["roles"],
+        AttributeValue::L(vec![AttributeValue::S("admin".into())])
+    );
+    assert_eq!(extra["attempt"], AttributeValue::N("3".into()));
+    assert_eq!(extra["mfa"], AttributeValue::Bool(true));
+    assert_eq!(extra["ticket"], AttributeValue::Null(true));
+    assert_eq!(
+        extra["ledger"],
+        AttributeValue::N("123456789012345678901234567890".into())
+    );
+}
+
+#[tokio::test]
+async fn a_body_that_would_exceed_400_kb_fails_alone() {
+    let moto = Moto::start();
+    create_table(&moto.client(), TABLE).await;
+    let handler = handler(&moto.endpoint, TABLE, settings());
+    let huge = format!(
+        r#"{{"auditText":"export","auditTime":"2026-11-22T10:00:00Z","manifest":"{}"}}"#,
+        "m".repeat(410 * 1024)
+    );
+
+    let response = handler
+        .handle(event(vec![
+            record("big", &huge),
+            record("small", &body("neighbour")),
+        ]))
+        .await
+        .unwrap();
+
+    assert_eq!(failed(&response), ["big"]);
+    let items = scan(&moto.client(), TABLE).await;
+    assert_eq!(items.len(), 1);
+    assert_eq!(s(&items[0], "messageId"), "small");
+}
+
+#[tokio::test]
+async fn a_missing_table_fails_every_record_without_an_invocation_error() {
+    let moto = Moto::start();
+    let handler = handler(&moto.endpoint, "NoSuchTable", settings());
+    let records = vec![
+        record("m1", &body("a")),
+        record("m2", &body("b")),
+        record("m3", "not json"),
+    ];
+
+    let response = handler
+        .handle(event(records))
+        .await
+        .expect("no invocation error");
+
+    assert_eq!(failed(&response), ["m1", "m2", "m3"]);
+}
+
+#[tokio::test]
+async fn five_hundred_records_in_one_batch_are_all_written() {
+    let moto = Moto::start();
+    create_table(&moto.client(), TABLE).await;
+    let handler = handler(&moto.endpoint, TABLE, settings());
+    let records: Vec<_> = (0..500)
+        .map(|i| {
+            record(
+                &format!("sqs-{i:03}"),
+                &format!(r#"{{"auditText":"event {i}","seq":{i}}}"#),
+            )
+        })
+        .collect();
+
+    let response = handler.handle(event(records)).await.unwrap();
+
+    assert!(failed(&response).is_empty());
+    let items = scan(&moto.client(), TABLE).await;
+    assert_eq!(items.len(), 500);
+    for (i, item) in items.iter().enumerate() {
+        assert_eq!(s(item, "messageId"), format!("sqs-{i:03}"));
+        assert_eq!(s(item, "auditText"), format!("event {i}"));
+    }
+}
+
+#[tokio::test]
+async fn a_record_without_message_id_fails_the_invocation_and_writes_nothing() {
+    let moto = Moto::start();
+    create_table(&moto.client(), TABLE).await;
+    let handler = handler(&moto.endpoint, TABLE, settings());
+    let mut nameless = record("x", &body("b"));
+    nameless.message_id = None;
+
+    let error = handler
+        .handle(event(vec![record("m1", &body("a")), nameless]))
+        .await
+        .unwrap_err();
+
+    assert!(error.to_string().contains("no messageId"), "{error}");
+    assert!(scan(&moto.client(), TABLE).await.is_empty());
+}
+
+#[tokio::test]
+async fn every_events_file_gets_the_documented_response() {
+    let moto = Moto::start();
+    create_table(&moto.client(), TABLE).await;
+    let handler = handler(&moto.endpoint, TABLE, settings());
+
+    // The order the README gives: redelivery and conflicting-payload follow what they repeat.
+    for name in EVENT_FILES {
+        let response = handler.handle(event_file(name)).await.expect(name);
+        let response = serde_json::to_value(&response).unwrap();
+        assert_eq!(response, expected_response(name), "{name}");
+    }
+    // clean 3 + mixed 2 + producer 1 + extra 1 + fifo 4 + oversized 1.
+    assert_eq!(scan(&moto.client(), TABLE).await.len(), 12);
+}
+
+#[test]
+fn every_events_file_is_listed_in_the_test() {
+    let mut files: Vec<String> = std::fs::read_dir(events_dir())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".json"))
+        .collect();
+    files.sort();
+    let mut listed: Vec<String> = EVENT_FILES.iter().map(|s| s.to_string()).collect();
+    listed.sort();
+    assert_eq!(files, listed);
+}
