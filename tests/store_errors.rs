@@ -1,0 +1,341 @@
+//! The DynamoDB adapter's error paths, through the real SDK over HTTP to a scripted endpoint
+//! that answers what DynamoDB answers in trouble: throttling, 5xx, conditional failures with and
+//! without ALL_OLD, validation errors, dropped connections and silence.
+
+mod support;
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use audit_receiver::message::{AuditItem, AuditMessage, Delivery, parse_audit_time};
+use audit_receiver::store::dynamodb::DynamoDbStore;
+use audit_receiver::store::{AuditStore, PutOutcome, StoreError};
+use lambda_runtime::{Context, LambdaEvent};
+use support::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+#[derive(Clone)]
+enum Reply {
+    Json(u16, String),
+    /// Close the connection without answering.
+    Drop,
+    /// Never answer.
+    Hang,
+}
+
+fn error(status: u16, kind: &str, message: &str) -> Reply {
+    Reply::Json(
+        status,
+        format!(r#"{{"__type":"com.amazonaws.dynamodb.v20120810#{kind}","message":"{message}"}}"#),
+    )
+}
+
+fn ok() -> Reply {
+    Reply::Json(200, "{}".into())
+}
+
+/// An HTTP endpoint that gives scripted replies in order (the last one repeats) and counts requests.
+struct Scripted {
+    endpoint: String,
+    replies: Arc<Mutex<VecDeque<Reply>>>,
+    requests: Arc<Mutex<usize>>,
+}
+
+impl Scripted {
+    async fn start(replies: Vec<Reply>) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let endpoint = format!("http://{}", listener.local_addr().unwrap());
+        let replies = Arc::new(Mutex::new(VecDeque::from(replies)));
+        let requests = Arc::new(Mutex::new(0));
+        let (r, n) = (replies.clone(), requests.clone());
+        tokio::spawn(async move {
+            while let Ok((socket, _)) = listener.accept().await {
+                tokio::spawn(serve(socket, r.clone(), n.clone()));
+            }
+        });
+        Self {
+            endpoint,
+            replies,
+            requests,
+        }
+    }
+
+    fn store(&self) -> DynamoDbStore {
+        DynamoDbStore::new(client(&self.endpoint), TABLE)
+    }
+
+    fn requests(&self) -> usize {
+        *self.requests.lock().unwrap()
+    }
+
+    fn remaining(&self) -> usize {
+        self.replies.lock().unwrap().len()
+    }
+}
+
+async fn serve(
+    mut socket: TcpStream,
+    replies: Arc<Mutex<VecDeque<Reply>>>,
+    requests: Arc<Mutex<usize>>,
+) {
+    let mut buffer = Vec::new();
+    loop {
+        // Read one request: headers, then Content-Length bytes of body.
+        let mut chunk = [0u8; 8192];
+        let header_end = loop {
+            if let Some(at) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
+                break at + 4;
+            }
+            match socket.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buffer.extend_from_slice(&chunk[..n]),
+            }
+        };
+        let headers = String::from_utf8_lossy(&buffer[..header_end]).to_lowercase();
+        let length: usize = headers
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length:"))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0);
+        while buffer.len() < header_end + length {
+            match socket.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buffer.extend_from_slice(&chunk[..n]),
+            }
+        }
+        buffer.drain(..header_end + length);
+        *requests.lock().unwrap() += 1;
+        let reply = {
+            let mut replies = replies.lock().unwrap();
+            if replies.len() > 1 {
+                replies.pop_front()
+            } else {
+                replies.front().cloned()
+            }
+        };
+        match reply.unwrap_or_else(ok) {
+            Reply::Json(status, body) => {
+                let head = format!(
+                    "HTTP/1.1 {status} Scripted\r\nContent-Type: application/x-amz-json-1.0\r\nContent-Length: {}\r\n\r\n",
+                    body.len()
+                );
+                if socket.write_all(head.as_bytes()).await.is_err()
+                    || socket.write_all(body.as_bytes()).await.is_err()
+                {
+                    return;
+                }
+            }
+            Reply::Drop => return,
+            Reply::Hang => {
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+                return;
+            }
+        }
+    }
+}
+
+fn item(body: &str) -> AuditItem {
+    let message = AuditMessage::parse(Some(body), None).unwrap();
+    let delivery = Delivery {
+        sqs_message_id: "sqs-1".into(),
+        sent_at: None,
+        receive_count: Some(1),
+        event_source: Some(QUEUE_ARN.into()),
+    };
+    AuditItem::new(
+        message,
+        delivery,
+        parse_audit_time("2026-11-22T10:00:01Z").unwrap(),
+        None,
+    )
+}
+
+const BODY: &str = r#"{"auditText":"login","auditTime":"2026-11-22T10:00:00Z","n":1.0}"#;
+
+fn condition_failed(old_item: Option<&str>) -> Reply {
+    let item = old_item
+        .map(|i| format!(r#","Item":{i}"#))
+        .unwrap_or_default();
+    Reply::Json(
+        400,
+        format!(
+            r#"{{"__type":"com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException","message":"The conditional request failed"{item}}}"#
+        ),
+    )
+}
+
+#[tokio::test]
+async fn throttling_is_a_retryable_error() {
+    for kind in [
+        "ProvisionedThroughputExceededException",
+        "ThrottlingException",
+        "RequestLimitExceeded",
+    ] {
+        let server = Scripted::start(vec![error(400, kind, "Rate exceeded")]).await;
+        let result = server.store().put_if_absent(&item(BODY)).await;
+        assert!(
+            matches!(&result, Err(e @ StoreError::Throttled(_)) if e.is_retryable()),
+            "{kind}: {result:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn server_errors_are_retryable() {
+    for reply in [
+        error(500, "InternalServerError", "Internal server error"),
+        Reply::Json(503, "<html>Service Unavailable</html>".into()),
+        Reply::Json(502, String::new()),
+    ] {
+        let server = Scripted::start(vec![reply]).await;
+        let result = server.store().put_if_absent(&item(BODY)).await;
+        assert!(
+            matches!(&result, Err(e @ StoreError::Unavailable(_)) if e.is_retryable()),
+            "{result:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_dropped_connection_is_retryable() {
+    let server = Scripted::start(vec![Reply::Drop]).await;
+    let result = server.store().put_if_absent(&item(BODY)).await;
+    assert!(
+        matches!(&result, Err(e @ StoreError::Unavailable(_)) if e.is_retryable()),
+        "{result:?}"
+    );
+}
+
+#[tokio::test]
+async fn condition_failure_with_the_same_payload_is_a_duplicate() {
+    // DynamoDB returns numbers normalised (1.0 -> 1) and other delivery metadata.
+    let old = r#"{"messageId":{"S":"sqs-0"},"auditTime":{"S":"2026-11-22T10:00:00.000Z"},"auditText":{"S":"login"},"sqsMessageId":{"S":"sqs-0"},"extra":{"M":{"n":{"N":"1"}}}}"#;
+    let server = Scripted::start(vec![condition_failed(Some(old))]).await;
+    assert_eq!(
+        server.store().put_if_absent(&item(BODY)).await,
+        Ok(PutOutcome::Duplicate)
+    );
+}
+
+#[tokio::test]
+async fn condition_failure_with_another_payload_is_a_conflict() {
+    let old = r#"{"messageId":{"S":"sqs-1"},"auditTime":{"S":"2026-11-22T10:00:00.000Z"},"auditText":{"S":"login"},"extra":{"M":{"n":{"N":"2"}}}}"#;
+    let server = Scripted::start(vec![condition_failed(Some(old))]).await;
+    assert_eq!(
+        server.store().put_if_absent(&item(BODY)).await,
+        Ok(PutOutcome::Conflict)
+    );
+}
+
+#[tokio::test]
+async fn condition_failure_without_all_old_is_not_taken_for_a_duplicate() {
+    let server = Scripted::start(vec![condition_failed(None)]).await;
+    let result = server.store().put_if_absent(&item(BODY)).await;
+    assert_eq!(result, Err(StoreError::Unverifiable));
+    assert!(!StoreError::Unverifiable.is_retryable());
+}
+
+#[tokio::test]
+async fn validation_and_missing_table_errors_are_final() {
+    let server = Scripted::start(vec![error(
+        400,
+        "ValidationException",
+        "One or more parameter values were invalid",
+    )])
+    .await;
+    let result = server.store().put_if_absent(&item(BODY)).await;
+    assert!(
+        matches!(&result, Err(e @ StoreError::Rejected(_)) if !e.is_retryable()),
+        "{result:?}"
+    );
+
+    let server = Scripted::start(vec![error(
+        400,
+        "ResourceNotFoundException",
+        "Requested resource not found",
+    )])
+    .await;
+    let result = server.store().put_if_absent(&item(BODY)).await;
+    assert!(
+        matches!(&result, Err(e @ StoreError::TableNotFound(_)) if !e.is_retryable()),
+        "{result:?}"
+    );
+}
+
+#[tokio::test]
+async fn the_batch_retries_transient_errors_within_the_invocation() {
+    let server = Scripted::start(vec![
+        error(
+            400,
+            "ProvisionedThroughputExceededException",
+            "Rate exceeded",
+        ),
+        error(500, "InternalServerError", "oops"),
+        Reply::Drop,
+        ok(),
+    ])
+    .await;
+    let handler = audit_receiver::Handler::new(server.store(), settings());
+
+    let response = handler
+        .handle(event(vec![record("m1", BODY)]))
+        .await
+        .unwrap();
+
+    assert!(failed(&response).is_empty());
+    assert_eq!(server.requests(), 4);
+    assert_eq!(server.remaining(), 1);
+}
+
+#[tokio::test]
+async fn the_batch_gives_up_after_bounded_retries_and_never_retries_validation_errors() {
+    let server = Scripted::start(vec![error(500, "InternalServerError", "down")]).await;
+    let handler = audit_receiver::Handler::new(server.store(), settings());
+    let response = handler
+        .handle(event(vec![record("m1", BODY)]))
+        .await
+        .unwrap();
+    assert_eq!(failed(&response), ["m1"]);
+    assert_eq!(server.requests(), settings().retry.max_attempts as usize);
+
+    let server = Scripted::start(vec![error(400, "ValidationException", "bad")]).await;
+    let handler = audit_receiver::Handler::new(server.store(), settings());
+    let response = handler
+        .handle(event(vec![record("m1", BODY)]))
+        .await
+        .unwrap();
+    assert_eq!(failed(&response), ["m1"]);
+    assert_eq!(server.requests(), 1);
+}
+
+#[tokio::test]
+async fn a_silent_store_cannot_make_lambda_time_out() {
+    let server = Scripted::start(vec![Reply::Hang]).await;
+    let handler = audit_receiver::Handler::new(server.store(), settings());
+    let now_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let mut context = Context::default();
+    context.deadline = now_ms + 1_500; // Lambda's deadline, 1.5 s away; margin 500 ms.
+    let mut event = aws_lambda_events::sqs::SqsEvent::default();
+    event.records = vec![
+        record("m1", BODY),
+        record("m2", BODY.replace("login", "logout").as_str()),
+    ];
+
+    let started = std::time::Instant::now();
+    let response = handler
+        .handle(LambdaEvent::new(event, context))
+        .await
+        .unwrap();
+    let elapsed = started.elapsed();
+
+    assert!(
+        elapsed < Duration::from_millis(1_300),
+        "answered after {elapsed:?}"
+    );
+    assert_eq!(failed(&response), ["m1", "m2"]);
+}
