@@ -1,0 +1,73 @@
+# Deployment: template.yaml with AWS SAM. validate and package need no AWS account;
+# deploy and redrive use the caller's AWS credentials (profile, environment or SSO).
+# The tools are pinned in requirements-deploy.txt and live in their own virtual environment,
+# .venv-deploy (aws-sam-cli's exact boto3 pin cannot share .venv with the local stack's).
+
+DEPLOY_VENV      ?= .venv-deploy
+DEPLOY_BIN       := $(CURDIR)/$(DEPLOY_VENV)/bin
+DEPLOY_STAMP     := $(DEPLOY_VENV)/.installed-$(shell cat requirements-deploy.txt | cksum | cut -d' ' -f1)
+# pip 23's resolver gives up on aws-sam-cli's pins; a newer pip, pinned, resolves them.
+DEPLOY_PIP       := pip==26.3
+# Deployment tools first on PATH: sam runs `cargo lambda` and zig (`python3 -m ziglang`) from it.
+DEPLOY_ENV       := PATH="$(DEPLOY_BIN):$$PATH" SAM_CLI_TELEMETRY=0
+# validate needs a region name to load the template, never credentials.
+VALIDATE_REGION  ?= us-east-1
+
+# Which samconfig.toml environment to use, and the stack it names (override: STACK_NAME=...).
+SAM_ENV          ?= default
+STACK_NAME       ?= $(shell python3 -c 'import tomllib,sys; c=tomllib.load(open("samconfig.toml","rb")).get(sys.argv[1],{}); print(next((c.get(k,{}).get("parameters",{}).get("stack_name") for k in ("deploy","global") if c.get(k,{}).get("parameters",{}).get("stack_name")),""))' $(SAM_ENV) 2>/dev/null)
+# Messages per second for the dead-letter redrive; empty lets SQS choose (up to 500/s).
+REDRIVE_RATE     ?=
+
+.PHONY: deploy-tools validate package deploy redrive redrive-status stack-outputs
+
+$(DEPLOY_STAMP): requirements-deploy.txt
+	python3 -m venv $(DEPLOY_VENV)
+	$(DEPLOY_BIN)/pip install --disable-pip-version-check -q $(DEPLOY_PIP)
+	$(DEPLOY_BIN)/pip install --disable-pip-version-check -q -r requirements-deploy.txt
+	echo "*" > $(DEPLOY_VENV)/.gitignore
+	rm -f $(DEPLOY_VENV)/.installed-*
+	touch $@
+
+deploy-tools: $(DEPLOY_STAMP) ## install the pinned sam, cfn-lint, aws CLI into .venv-deploy
+
+validate: $(DEPLOY_STAMP) ## lint template.yaml: cfn-lint and sam validate --lint (no AWS account)
+	$(DEPLOY_ENV) cfn-lint template.yaml
+	$(DEPLOY_ENV) sam validate --lint --template-file template.yaml --region $(VALIDATE_REGION)
+
+package: $(DEPLOY_STAMP) ## sam build: the arm64 bootstrap in .aws-sam/build (no AWS account)
+	$(DEPLOY_ENV) sam build --template-file template.yaml
+	@f=.aws-sam/build/AuditReceiverFunction/bootstrap; \
+	  test -x $$f || { echo "package: $$f missing" >&2; exit 1; }; \
+	  python3 -c 'import sys; h=open(sys.argv[1],"rb").read(20); sys.exit(0 if h[:4]==b"\x7fELF" and int.from_bytes(h[18:20],"little")==183 else 1)' $$f \
+	  || { echo "package: $$f is not an arm64 (aarch64) ELF binary" >&2; exit 1; }; \
+	  echo "package: $$f is an aarch64 ELF executable ($$(du -h $$f | cut -f1))"
+
+deploy: package ## build, then a guided sam deploy (asks for the stack name, region, parameters)
+	$(DEPLOY_ENV) sam deploy --guided --config-env $(SAM_ENV)
+
+stack-outputs: $(DEPLOY_STAMP) ## print the deployed stack's outputs (queue URLs and ARNs, table, function)
+	@test -n "$(STACK_NAME)" || { echo "no stack name: deploy first or pass STACK_NAME=..." >&2; exit 1; }
+	$(DEPLOY_ENV) aws cloudformation describe-stacks --stack-name "$(STACK_NAME)" \
+	  --query 'Stacks[0].Outputs[].[OutputKey,OutputValue]' --output table
+
+redrive: $(DEPLOY_STAMP) ## move dead-letter messages back to the audit queue (start-message-move-task)
+	@test -n "$(STACK_NAME)" || { echo "no stack name: deploy first or pass STACK_NAME=..." >&2; exit 1; }
+	@set -euo pipefail; export $(DEPLOY_ENV); \
+	  out() { aws cloudformation describe-stacks --stack-name "$(STACK_NAME)" \
+	    --query "Stacks[0].Outputs[?OutputKey=='$$1'].OutputValue" --output text; }; \
+	  dlq=$$(out AuditDeadLetterQueueArn); queue=$$(out AuditQueueArn); \
+	  test -n "$$dlq" -a -n "$$queue" || { echo "stack $(STACK_NAME) has no queue ARN outputs" >&2; exit 1; }; \
+	  echo "redrive: $$dlq -> $$queue"; \
+	  aws sqs start-message-move-task --source-arn "$$dlq" --destination-arn "$$queue" \
+	    $(if $(REDRIVE_RATE),--max-number-of-messages-per-second $(REDRIVE_RATE)); \
+	  echo "redrive: started; follow it with: make redrive-status"
+
+redrive-status: $(DEPLOY_STAMP) ## the dead-letter queue's recent move tasks and its message count
+	@test -n "$(STACK_NAME)" || { echo "no stack name: deploy first or pass STACK_NAME=..." >&2; exit 1; }
+	@set -euo pipefail; export $(DEPLOY_ENV); \
+	  out() { aws cloudformation describe-stacks --stack-name "$(STACK_NAME)" \
+	    --query "Stacks[0].Outputs[?OutputKey=='$$1'].OutputValue" --output text; }; \
+	  aws sqs list-message-move-tasks --source-arn "$$(out AuditDeadLetterQueueArn)" --output table; \
+	  aws sqs get-queue-attributes --queue-url "$$(out AuditDeadLetterQueueUrl)" --output table \
+	    --attribute-names ApproximateNumberOfMessages ApproximateNumberOfMessagesNotVisible
