@@ -765,6 +765,42 @@ fn outputs_name_the_queues_the_table_and_the_function() {
     }
 }
 
+/// `key = value` lines of one table of Cargo.toml (enough for the flat deploy table).
+fn cargo_table(table: &str) -> BTreeMap<String, String> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml");
+    let text = std::fs::read_to_string(path).expect("Cargo.toml is readable");
+    text.lines()
+        .skip_while(|l| l.trim() != format!("[{table}]"))
+        .skip(1)
+        .take_while(|l| !l.trim_start().starts_with('['))
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect()
+}
+
+#[test]
+fn cargo_lambda_deploy_settings_match_the_template_defaults() {
+    let t = template();
+    let deploy = cargo_table("package.metadata.lambda.deploy");
+    let default = |property: &str| {
+        let name = parameter_ref(&t, at(function(&t), &[property])).expect("a parameter");
+        scalar(at(parameter(&t, &name), &["Default"]))
+    };
+    assert_eq!(deploy.get("memory"), Some(&default("MemorySize")));
+    assert_eq!(deploy.get("timeout"), Some(&default("Timeout")));
+    assert_eq!(
+        deploy.get("runtime").map(|r| r.trim_matches('"')),
+        Some("provided.al2023")
+    );
+    let env = deploy
+        .get("env")
+        .expect("cargo lambda deploy sets the environment");
+    assert!(
+        env.contains(&format!("TABLE_NAME = \"{DEFAULT_TABLE_NAME}\"")),
+        "TABLE_NAME in {env}"
+    );
+}
+
 #[test]
 fn short_form_tags_read_as_their_long_form() {
     let short = long_form(serde_yaml::from_str("[!Ref A, !GetAtt B.Arn, !Sub 'x-${A}']").unwrap());
