@@ -47,10 +47,10 @@ build: venv ## the arm64 Lambda artefact (target/lambda/audit-receiver/bootstrap
 	cargo lambda build --release --arm64
 
 watch: venv ## run the function locally (cargo lambda watch) against AWS_ENDPOINT_URL
-	TABLE_NAME=$(TABLE_NAME) cargo lambda watch -a 127.0.0.1 -P $(WATCH_PORT)
+	TABLE_NAME=$(TABLE_NAME) cargo lambda watch --invoke-address 127.0.0.1 --invoke-port $(WATCH_PORT)
 
 invoke: venv ## invoke the running function: make invoke EVENT=events/<file>
-	cargo lambda invoke audit-receiver -a 127.0.0.1 -P $(WATCH_PORT) --data-file $(EVENT)
+	cargo lambda invoke audit-receiver --invoke-address 127.0.0.1 --invoke-port $(WATCH_PORT) --data-file $(EVENT)
 
 clean: ## remove build output and the virtual environment
 	cargo clean

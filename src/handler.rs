@@ -71,15 +71,18 @@ pub fn response(report: &BatchReport) -> SqsBatchResponse {
 }
 
 /// Lambda's deadline (epoch milliseconds) as a monotonic instant; 0 (a test's default context)
-/// means no deadline.
+/// means no deadline. `cargo lambda watch` sends its invoke timeout as a duration (for example
+/// `600000`) rather than an epoch time; a value before 2001 cannot be an epoch deadline, so it is
+/// read as milliseconds from now instead of as a deadline long past.
 fn deadline_instant(deadline_ms: u64) -> Option<Instant> {
-    if deadline_ms == 0 {
-        return None;
-    }
-    let deadline = UNIX_EPOCH + Duration::from_millis(deadline_ms);
-    let left = deadline
-        .duration_since(SystemTime::now())
-        .unwrap_or(Duration::ZERO);
+    const EPOCH_MS_2001: u64 = 1_000_000_000_000;
+    let left = match deadline_ms {
+        0 => return None,
+        relative if relative < EPOCH_MS_2001 => Duration::from_millis(relative),
+        epoch => (UNIX_EPOCH + Duration::from_millis(epoch))
+            .duration_since(SystemTime::now())
+            .unwrap_or(Duration::ZERO),
+    };
     Some(Instant::now() + left)
 }
 
@@ -100,5 +103,31 @@ impl From<HandlerError> for Diagnostic {
             },
             error_message: error.to_string(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deadline_is_read_as_epoch_time_or_as_an_emulator_duration() {
+        assert_eq!(deadline_instant(0), None);
+        let now_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64;
+        let left = |d: Option<Instant>| d.unwrap().saturating_duration_since(Instant::now());
+        let epoch = left(deadline_instant(now_ms + 30_000));
+        assert!(
+            epoch > Duration::from_secs(29) && epoch <= Duration::from_secs(30),
+            "{epoch:?}"
+        );
+        assert_eq!(left(deadline_instant(now_ms - 5_000)), Duration::ZERO);
+        let relative = left(deadline_instant(600_000));
+        assert!(
+            relative > Duration::from_secs(599) && relative <= Duration::from_secs(600),
+            "{relative:?}"
+        );
     }
 }
