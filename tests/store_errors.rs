@@ -12,8 +12,8 @@ use audit_receiver::message::{AuditItem, AuditMessage, Delivery, parse_audit_tim
 use audit_receiver::store::dynamodb::DynamoDbStore;
 use audit_receiver::store::{AuditStore, PutOutcome, StoreError};
 use lambda_runtime::{Context, LambdaEvent};
+use support::http::{read_request, write_response};
 use support::*;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 #[derive(Clone)]
@@ -81,31 +81,7 @@ async fn serve(
     requests: Arc<Mutex<usize>>,
 ) {
     let mut buffer = Vec::new();
-    loop {
-        // Read one request: headers, then Content-Length bytes of body.
-        let mut chunk = [0u8; 8192];
-        let header_end = loop {
-            if let Some(at) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
-                break at + 4;
-            }
-            match socket.read(&mut chunk).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => buffer.extend_from_slice(&chunk[..n]),
-            }
-        };
-        let headers = String::from_utf8_lossy(&buffer[..header_end]).to_lowercase();
-        let length: usize = headers
-            .lines()
-            .find_map(|l| l.strip_prefix("content-length:"))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(0);
-        while buffer.len() < header_end + length {
-            match socket.read(&mut chunk).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => buffer.extend_from_slice(&chunk[..n]),
-            }
-        }
-        buffer.drain(..header_end + length);
+    while read_request(&mut socket, &mut buffer).await.is_some() {
         *requests.lock().unwrap() += 1;
         let reply = {
             let mut replies = replies.lock().unwrap();
@@ -117,12 +93,10 @@ async fn serve(
         };
         match reply.unwrap_or_else(ok) {
             Reply::Json(status, body) => {
-                let head = format!(
-                    "HTTP/1.1 {status} Scripted\r\nContent-Type: application/x-amz-json-1.0\r\nContent-Length: {}\r\n\r\n",
-                    body.len()
-                );
-                if socket.write_all(head.as_bytes()).await.is_err()
-                    || socket.write_all(body.as_bytes()).await.is_err()
+                let headers = [("Content-Type", "application/x-amz-json-1.0")];
+                if write_response(&mut socket, status, &headers, body.as_bytes())
+                    .await
+                    .is_err()
                 {
                     return;
                 }

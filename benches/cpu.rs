@@ -1,0 +1,88 @@
+//! The pure CPU path, no I/O: parse and validate, build the item and its DynamoDB attributes,
+//! and the batch bookkeeping (dedupe, units, concurrency, outcomes, response), at 10, 1,000 and
+//! 10,000 records. Run with `cargo bench --bench cpu` (or `make bench`).
+
+mod support;
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use audit_receiver::handler::response;
+use audit_receiver::message::{AuditItem, AuditMessage, Delivery, parse_sent_timestamp};
+use audit_receiver::store::dynamodb::DynamoItem;
+use audit_receiver::store::{AuditStore, PutOutcome, StoreError};
+use audit_receiver::{BatchSettings, RetryPolicy, batch};
+use support::{event, measure, micros};
+
+/// Builds the DynamoDB attributes (the adapter's CPU work) and answers at once: everything the
+/// function does for a record except the SDK call.
+struct MappingOnly;
+
+impl AuditStore for MappingOnly {
+    async fn put_if_absent(&self, item: &AuditItem) -> Result<PutOutcome, StoreError> {
+        black_box(DynamoItem::try_from(item)?);
+        Ok(PutOutcome::Written)
+    }
+}
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let settings = BatchSettings {
+        max_concurrency: 32,
+        deadline_margin: Duration::from_millis(1000),
+        retention_days: Some(365),
+        retry: RetryPolicy::default(),
+    };
+    println!(
+        "| batch | parse + validate | + item + attributes | whole batch (bookkeeping, no I/O) | per record |"
+    );
+    println!("| ---: | ---: | ---: | ---: | ---: |");
+    for size in [10usize, 1_000, 10_000] {
+        let records = event(size, 1).records;
+        let budget = Duration::from_secs(2);
+        let (parse, _) = measure(5, budget, || {
+            for r in &records {
+                let sent =
+                    parse_sent_timestamp(r.attributes.get("SentTimestamp").map(String::as_str));
+                let _ = black_box(AuditMessage::parse(r.body.as_deref(), sent));
+            }
+        });
+        let (item, _) = measure(5, budget, || {
+            for r in &records {
+                let sent =
+                    parse_sent_timestamp(r.attributes.get("SentTimestamp").map(String::as_str));
+                let message = AuditMessage::parse(r.body.as_deref(), sent).unwrap();
+                let delivery = Delivery {
+                    sqs_message_id: r.message_id.clone().unwrap(),
+                    sent_at: sent,
+                    receive_count: Some(1),
+                    event_source: r.event_source_arn.clone(),
+                };
+                let item = AuditItem::new(message, delivery, chrono::Utc::now(), Some(365));
+                let _ = black_box(DynamoItem::try_from(&item));
+            }
+        });
+        let (whole, _) = measure(5, budget, || {
+            let report = runtime
+                .block_on(batch::process_batch(
+                    &MappingOnly,
+                    &settings,
+                    &records,
+                    None,
+                ))
+                .unwrap();
+            assert_eq!(report.written(), size);
+            black_box(response(&report));
+        });
+        println!(
+            "| {size} | {:.0} µs | {:.0} µs | {:.0} µs | {:.2} µs |",
+            micros(parse),
+            micros(item),
+            micros(whole),
+            micros(whole) / size as f64
+        );
+    }
+}

@@ -1,0 +1,84 @@
+//! Minimal HTTP/1.1 for scripted local endpoints (tests and benchmarks): read one request, write
+//! one response, keep-alive. Bodies are Content-Length only (the AWS SDK and the Lambda runtime
+//! client send no chunked requests). Hand-written: a server crate would split the build's features.
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+pub struct Request {
+    pub method: String,
+    pub path: String,
+    /// Header names in lower case.
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Request {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// The next request on a connection; `None` when the peer closed it. `buffer` keeps bytes that
+/// belong to the following request.
+pub async fn read_request(socket: &mut TcpStream, buffer: &mut Vec<u8>) -> Option<Request> {
+    let mut chunk = [0u8; 16384];
+    let header_end = loop {
+        if let Some(at) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
+            break at + 4;
+        }
+        match socket.read(&mut chunk).await {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => buffer.extend_from_slice(&chunk[..n]),
+        }
+    };
+    let head = String::from_utf8_lossy(&buffer[..header_end]).into_owned();
+    let mut lines = head.split("\r\n");
+    let mut start = lines.next()?.split(' ');
+    let (method, path) = (start.next()?.to_owned(), start.next()?.to_owned());
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    let length: usize = headers
+        .iter()
+        .find(|(n, _)| n == "content-length")
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0);
+    while buffer.len() < header_end + length {
+        match socket.read(&mut chunk).await {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => buffer.extend_from_slice(&chunk[..n]),
+        }
+    }
+    let body = buffer[header_end..header_end + length].to_vec();
+    buffer.drain(..header_end + length);
+    Some(Request {
+        method,
+        path,
+        headers,
+        body,
+    })
+}
+
+pub async fn write_response(
+    socket: &mut TcpStream,
+    status: u16,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> std::io::Result<()> {
+    let mut head = format!(
+        "HTTP/1.1 {status} Local\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    let mut out = head.into_bytes();
+    out.extend_from_slice(body);
+    socket.write_all(&out).await
+}
