@@ -18,6 +18,8 @@ SAM_ENV          ?= default
 STACK_NAME       ?= $(shell python3 -c 'import tomllib,sys; c=tomllib.load(open("samconfig.toml","rb")).get(sys.argv[1],{}); print(next((c.get(k,{}).get("parameters",{}).get("stack_name") for k in ("deploy","global") if c.get(k,{}).get("parameters",{}).get("stack_name")),""))' $(SAM_ENV) 2>/dev/null)
 # Messages per second for the dead-letter redrive; empty lets SQS choose (up to 500/s).
 REDRIVE_RATE     ?=
+# Extra options for every aws call of stack-outputs and redrive: AWS_ARGS="--profile prod --region eu-west-1".
+AWS_ARGS         ?=
 
 .PHONY: deploy-tools validate package deploy redrive redrive-status stack-outputs
 
@@ -48,26 +50,26 @@ deploy: package ## build, then a guided sam deploy (asks for the stack name, reg
 
 stack-outputs: $(DEPLOY_STAMP) ## print the deployed stack's outputs (queue URLs and ARNs, table, function)
 	@test -n "$(STACK_NAME)" || { echo "no stack name: deploy first or pass STACK_NAME=..." >&2; exit 1; }
-	$(DEPLOY_ENV) aws cloudformation describe-stacks --stack-name "$(STACK_NAME)" \
+	$(DEPLOY_ENV) aws $(AWS_ARGS) cloudformation describe-stacks --stack-name "$(STACK_NAME)" \
 	  --query 'Stacks[0].Outputs[].[OutputKey,OutputValue]' --output table
 
 redrive: $(DEPLOY_STAMP) ## move dead-letter messages back to the audit queue (start-message-move-task)
 	@test -n "$(STACK_NAME)" || { echo "no stack name: deploy first or pass STACK_NAME=..." >&2; exit 1; }
 	@set -euo pipefail; export $(DEPLOY_ENV); \
-	  out() { aws cloudformation describe-stacks --stack-name "$(STACK_NAME)" \
+	  out() { aws $(AWS_ARGS) cloudformation describe-stacks --stack-name "$(STACK_NAME)" \
 	    --query "Stacks[0].Outputs[?OutputKey=='$$1'].OutputValue" --output text; }; \
 	  dlq=$$(out AuditDeadLetterQueueArn); queue=$$(out AuditQueueArn); \
 	  test -n "$$dlq" -a -n "$$queue" || { echo "stack $(STACK_NAME) has no queue ARN outputs" >&2; exit 1; }; \
 	  echo "redrive: $$dlq -> $$queue"; \
-	  aws sqs start-message-move-task --source-arn "$$dlq" --destination-arn "$$queue" \
+	  aws $(AWS_ARGS) sqs start-message-move-task --source-arn "$$dlq" --destination-arn "$$queue" \
 	    $(if $(REDRIVE_RATE),--max-number-of-messages-per-second $(REDRIVE_RATE)); \
 	  echo "redrive: started; follow it with: make redrive-status"
 
 redrive-status: $(DEPLOY_STAMP) ## the dead-letter queue's recent move tasks and its message count
 	@test -n "$(STACK_NAME)" || { echo "no stack name: deploy first or pass STACK_NAME=..." >&2; exit 1; }
 	@set -euo pipefail; export $(DEPLOY_ENV); \
-	  out() { aws cloudformation describe-stacks --stack-name "$(STACK_NAME)" \
+	  out() { aws $(AWS_ARGS) cloudformation describe-stacks --stack-name "$(STACK_NAME)" \
 	    --query "Stacks[0].Outputs[?OutputKey=='$$1'].OutputValue" --output text; }; \
-	  aws sqs list-message-move-tasks --source-arn "$$(out AuditDeadLetterQueueArn)" --output table; \
-	  aws sqs get-queue-attributes --queue-url "$$(out AuditDeadLetterQueueUrl)" --output table \
+	  aws $(AWS_ARGS) sqs list-message-move-tasks --source-arn "$$(out AuditDeadLetterQueueArn)" --output table; \
+	  aws $(AWS_ARGS) sqs get-queue-attributes --queue-url "$$(out AuditDeadLetterQueueUrl)" --output table \
 	    --attribute-names ApproximateNumberOfMessages ApproximateNumberOfMessagesNotVisible
