@@ -1,0 +1,474 @@
+"""The whole local system in one object, for `make demo` and the end-to-end tests:
+moto_server -> stack from template.yaml -> fault proxy -> function (cargo lambda watch) ->
+local SQS trigger; plus the producer that sends a known mix of audit messages and the
+checker that proves, after the queue drained, that nothing was lost or doubled."""
+
+from __future__ import annotations
+
+import json
+import random
+import string
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from local import procs
+from local.faultproxy import FaultConfig, FaultProxy
+from local.stack import DEFAULT_TEMPLATE, Stack, create_stack, read_stack
+from local.trigger import Trigger, queue_depth, wait_drained
+
+
+def _client(service: str, endpoint: str):
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client(service, endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="test",
+                        aws_secret_access_key="test",
+                        config=Config(retries={"max_attempts": 8, "mode": "standard"}, max_pool_connections=16))
+
+
+class LocalSystem:
+    """Start with ``with LocalSystem(...) as system:``; everything is stopped on exit."""
+
+    def __init__(self, work_dir: Path, *, template: Path = DEFAULT_TEMPLATE,
+                 parameters: dict[str, str] | None = None, visibility_timeout: int | None = None,
+                 batching_window: float | None = None, faults: FaultConfig | None = None,
+                 pollers: int | None = None, function_env: dict[str, str] | None = None,
+                 function_mode: str | None = None):
+        self.work_dir = Path(work_dir)
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.stack: Stack = read_stack(template, parameters, visibility_timeout, batching_window)
+        self.faults = faults
+        self.pollers = pollers or min(self.stack.esm.maximum_concurrency or 2, 2)
+        self.function_env_extra = function_env or {}
+        self.function_mode = function_mode
+        self.moto: procs.Proc | None = None
+        self.endpoint = ""
+        self.proxy: FaultProxy | None = None
+        self.function: procs.Function | None = None
+        self.trigger: Trigger | None = None
+
+    # lifecycle --------------------------------------------------------------------------------
+    def start(self, ready_timeout: float = 1800) -> "LocalSystem":
+        try:
+            self.moto, self.endpoint = procs.start_moto(self.work_dir)
+            create_stack(self.stack, self.endpoint)
+            self.sqs = _client("sqs", self.endpoint)
+            self.ddb = _client("dynamodb", self.endpoint)
+            # The function reaches DynamoDB through the proxy (faults off unless configured).
+            self.proxy = FaultProxy(self.endpoint, self.faults or FaultConfig()).start()
+            self.proxy.enabled = False  # no faults while the function starts
+            env = procs.function_env(self.stack.function.environment, self.proxy.url, self.function_env_extra)
+            self.function = procs.Function(env, self.work_dir / "function.log",
+                                           timeout_s=self.stack.function.timeout_s, mode=self.function_mode,
+                                           concurrency=self.pollers)
+            self.function.start(ready_timeout)
+            self.proxy.enabled = self.faults is not None
+            src = self.stack.source_queue
+            self.trigger = Trigger(self.endpoint, src.url, src.arn, self.function.url,
+                                   batch_size=self.stack.esm.batch_size,
+                                   batching_window_s=self.stack.esm.batching_window_s, pollers=self.pollers,
+                                   report_batch_item_failures=self.stack.esm.report_batch_item_failures,
+                                   invoke_timeout_s=self.stack.function.timeout_s + 5,
+                                   log_path=str(self.work_dir / "trigger.log"))
+            self.trigger.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        for step in (lambda: self.trigger and self.trigger.stop(), lambda: self.function and self.function.stop(),
+                     lambda: self.proxy and self.proxy.stop(), lambda: self.moto and self.moto.stop()):
+            try:
+                step()
+            except Exception:  # noqa: BLE001 - stop the rest regardless
+                pass
+        self.trigger = self.function = self.proxy = self.moto = None
+
+    def __enter__(self) -> "LocalSystem":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # helpers ------------------------------------------------------------------------------------
+    @property
+    def queue_url(self) -> str:
+        return self.stack.source_queue.url
+
+    @property
+    def dlq_url(self) -> str:
+        return self.stack.dead_letter_queue.url
+
+    def depth(self, url: str | None = None) -> dict[str, int]:
+        return queue_depth(self.endpoint, url or self.queue_url, self.sqs)
+
+    def wait_drained(self, timeout: float, progress=None) -> bool:
+        return wait_drained(self.trigger, self.endpoint, self.queue_url, timeout, progress=progress)
+
+    def scan_table(self) -> list[dict]:
+        from boto3.dynamodb.types import TypeDeserializer
+
+        des = TypeDeserializer()
+        items, kwargs = [], {"TableName": self.stack.table_name}
+        while True:
+            page = self.ddb.scan(**kwargs)
+            items += [{k: des.deserialize(v) for k, v in it.items()} for it in page["Items"]]
+            if "LastEvaluatedKey" not in page:
+                return items
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def read_dlq(self) -> list[dict]:
+        """Every message in the dead-letter queue (received with a long visibility timeout, so
+        each is seen once, and left there)."""
+        out: dict[str, dict] = {}
+        empty = 0
+        while empty < 2:
+            msgs = self.sqs.receive_message(QueueUrl=self.dlq_url, MaxNumberOfMessages=10, WaitTimeSeconds=0,
+                                            VisibilityTimeout=600, MessageSystemAttributeNames=["All"]
+                                            ).get("Messages", [])
+            empty = empty + 1 if not msgs else 0
+            for m in msgs:
+                out[m["MessageId"]] = m
+        return list(out.values())
+
+
+# ---- the producer -----------------------------------------------------------------------------
+
+POISON_KINDS = {
+    # kind: (expected reason code, body maker)
+    "invalid_json": ("invalid_json", lambda r, i: '{"auditText": "unterminated ' + str(i)),
+    "not_an_object": ("not_an_object", lambda r, i: json.dumps([{"auditText": f"in an array {i}"}])),
+    "missing_audit_text": ("missing_audit_text", lambda r, i: json.dumps({"text": f"wrong field {i}"})),
+    "empty_audit_text": ("empty_audit_text", lambda r, i: json.dumps({"auditText": "", "n": i})),
+    "audit_text_number": ("invalid_field_type", lambda r, i: json.dumps({"auditText": 42, "n": i})),
+    "time_without_offset": ("audit_time_without_offset",
+                            lambda r, i: json.dumps({"auditText": f"local time {i}", "auditTime": "2026-11-22T10:00:00"})),
+    "unparseable_time": ("invalid_audit_time",
+                         lambda r, i: json.dumps({"auditText": f"bad time {i}", "auditTime": "yesterday at noon"})),
+    "message_id_too_long": ("invalid_message_id",
+                            lambda r, i: json.dumps({"auditText": f"long id {i}", "messageId": "x" * 300})),
+}
+
+
+@dataclass
+class Expected:
+    """One valid audit message as the table must hold it."""
+    text: str
+    extra: dict
+    producer_id: str | None
+    audit_time: str | None           # canonical, or None: from SentTimestamp
+    body: str
+    sqs_ids: list[str] = field(default_factory=list)
+
+    @property
+    def key(self) -> str:
+        return self.producer_id or self.sqs_ids[0]
+
+
+@dataclass
+class Ledger:
+    valid: list[Expected] = field(default_factory=list)
+    poison: dict[str, str] = field(default_factory=dict)        # sqs id -> poison kind
+    conflicts: dict[str, str] = field(default_factory=dict)     # sqs id -> producer id
+    sent: int = 0
+    producer_retries: int = 0
+
+    def expected_reason(self, sqs_id: str) -> str | None:
+        if sqs_id in self.poison:
+            return POISON_KINDS[self.poison[sqs_id]][0]
+        if sqs_id in self.conflicts:
+            return "conflict"
+        return None
+
+
+def canonical(dt: datetime) -> str:
+    dt = dt.astimezone(timezone.utc)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+
+
+def _rfc3339(r: random.Random, base: datetime) -> tuple[str, str]:
+    """A random RFC 3339 time with an offset and 0, 3, 6 or 9 fractional digits, and its
+    canonical UTC form (truncated to milliseconds)."""
+    instant = base + timedelta(seconds=r.randrange(0, 86400 * 30), microseconds=r.randrange(0, 10**6))
+    offset = timedelta(minutes=r.choice([0, 0, 60, 120, -300, 330, -600, 545]))
+    local = instant.astimezone(timezone(offset))
+    digits = r.choice([0, 3, 6, 9])
+    frac = ""
+    canon_instant = instant.replace(microsecond=0)
+    if digits:
+        us = f"{instant.microsecond:06d}"
+        frac = "." + (us + "".join(r.choice(string.digits) for _ in range(3)))[:digits]
+        canon_instant = instant.replace(microsecond=int(us[:3]) * 1000 if digits >= 3 else 0)
+    off = "Z" if offset == timedelta(0) and r.random() < 0.7 else \
+        ("+" if offset >= timedelta(0) else "-") + f"{abs(int(offset.total_seconds())) // 3600:02d}:" \
+        f"{abs(int(offset.total_seconds())) % 3600 // 60:02d}"
+    text = local.strftime("%Y-%m-%dT%H:%M:%S") + frac + off
+    return text, canonical(canon_instant)
+
+
+def _extra(r: random.Random, i: int) -> dict:
+    kinds = [
+        {},
+        {"actor": {"id": r.randrange(1, 10**6), "roles": r.sample(["admin", "clerk", "auditor", "ops"], 2)}},
+        {"amount": f"{r.randrange(0, 10**7)}.{r.randrange(0, 100):02d}", "currency": "EUR"},
+        {"amount": Decimal(f"{r.randrange(0, 10**7)}.{r.randrange(1, 100):02d}"), "approved": r.random() < 0.5,
+         "note": None},
+        {"tags": ["a", "b", str(i)], "nested": {"level": {"deep": [1, 2, {"x": "y"}]}}, "ratio": Decimal("0.125")},
+        {"empty_list": [], "empty_map": {}, "flag": False, "big": 12345678901234567890},
+    ]
+    return r.choice(kinds)
+
+
+def _dumps_exact(obj: Any) -> str:
+    if isinstance(obj, dict):
+        return "{" + ",".join(json.dumps(k) + ":" + _dumps_exact(v) for k, v in obj.items()) + "}"
+    if isinstance(obj, list):
+        return "[" + ",".join(_dumps_exact(v) for v in obj) + "]"
+    if isinstance(obj, Decimal):
+        return str(obj)
+    return json.dumps(obj)
+
+
+class Producer:
+    """Sends a seeded, known mix: valid messages (keyed by the SQS id, or by a producer
+    `messageId`; with or without `auditTime`; with `extra` fields of every JSON type), a share
+    sent twice by the producer (same body and producer id, a new SQS message), and poison."""
+
+    def __init__(self, system: LocalSystem, seed: int = 7, poison_share: float = 0.05,
+                 retry_share: float = 0.1, run_id: str | None = None):
+        self.system = system
+        self.r = random.Random(seed)
+        self.poison_share = poison_share
+        self.retry_share = retry_share
+        self.run = run_id or f"r{seed}"
+        self.ledger = Ledger()
+        self.base = datetime(2026, 11, 1, tzinfo=timezone.utc)
+        self._n = 0
+
+    def make(self, count: int) -> list[tuple[str, Any]]:
+        """`count` logical messages -> [(body, ledger entry or poison kind)] (retries included)."""
+        out: list[tuple[str, Any]] = []
+        r = self.r
+        for _ in range(count):
+            i = self._n
+            self._n += 1
+            if r.random() < self.poison_share:
+                kind = r.choice(sorted(POISON_KINDS))
+                out.append((POISON_KINDS[kind][1](r, i), kind))
+                continue
+            body: dict[str, Any] = {"auditText": f"{self.run} event {i}: " + r.choice(
+                ["user signed in", "invoice approved", "role granted", "record exported", "password reset",
+                 "Zürich office – badge ✓ \"quoted\" \\ back\nslash"])}
+            style = r.random()
+            producer_id = audit_time = None
+            if style < 0.5:
+                producer_id = f"{self.run}-p{i}"
+                body["messageId"] = producer_id
+            if style < 0.5 or r.random() < 0.6:
+                text, audit_time = _rfc3339(r, self.base)
+                body["auditTime"] = text
+            elif r.random() < 0.3:
+                body["auditTime"] = None  # explicit null: SentTimestamp is used
+            extra = _extra(r, i)
+            body.update(extra)
+            text = _dumps_exact(body)
+            exp = Expected(body["auditText"], extra, producer_id, audit_time, text)
+            out.append((text, exp))
+            # A producer retry resends the same body (same producer messageId and auditTime).
+            if producer_id and r.random() < self.retry_share:
+                out.append((text, exp))
+                self.ledger.producer_retries += 1
+        return out
+
+    def send(self, items: list[tuple[str, Any]]) -> None:
+        sqs, url = self.system.sqs, self.system.queue_url
+        for k in range(0, len(items), 10):
+            chunk = items[k:k + 10]
+            entries = [{"Id": str(j), "MessageBody": body} for j, (body, _) in enumerate(chunk)]
+            resp = sqs.send_message_batch(QueueUrl=url, Entries=entries)
+            if resp.get("Failed"):
+                raise RuntimeError(f"send failed: {resp['Failed']}")
+            for ok in resp["Successful"]:
+                body, what = chunk[int(ok["Id"])]
+                sqs_id = ok["MessageId"]
+                if isinstance(what, str):
+                    self.ledger.poison[sqs_id] = what
+                else:
+                    if not what.sqs_ids:
+                        self.ledger.valid.append(what)
+                    what.sqs_ids.append(sqs_id)
+            self.ledger.sent += len(chunk)
+
+    def produce(self, count: int, max_depth: int | None = None, progress=None) -> None:
+        """Send `count` logical messages; with `max_depth`, wait while the queue holds more
+        than that (a steady producer rather than one burst)."""
+        left = count
+        while left > 0:
+            n = min(left, 100)
+            if max_depth:
+                while sum(self.system.depth().values()) > max_depth:
+                    time.sleep(0.2)
+            self.send(self.make(n))
+            left -= n
+            if progress:
+                progress(count - left)
+
+    def send_conflicts(self, written: list[Expected], n: int) -> None:
+        """Same producer messageId and auditTime as a stored item, different auditText: a
+        conflict, which must fail and end in the dead-letter queue, leaving the item alone."""
+        keyed = [e for e in written if e.producer_id and e.audit_time][:n]
+        for e in keyed:
+            body = json.loads(e.body)
+            body["auditText"] = e.text + " (tampered)"
+            resp = self.system.sqs.send_message(QueueUrl=self.system.queue_url, MessageBody=json.dumps(body))
+            self.ledger.conflicts[resp["MessageId"]] = e.producer_id
+            self.ledger.sent += 1
+
+
+# ---- the checker ------------------------------------------------------------------------------
+
+def _norm(v: Any) -> Any:
+    """JSON (numbers as Decimal) and DynamoDB values (deserialised) to one comparable form."""
+    if isinstance(v, dict):
+        return {k: _norm(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_norm(x) for x in v]
+    if isinstance(v, bool) or v is None or isinstance(v, str):
+        return v
+    if isinstance(v, (int, float, Decimal)):
+        return Decimal(str(v)).normalize()
+    if isinstance(v, (set, frozenset)):
+        return sorted(_norm(x) for x in v)
+    return v
+
+
+@dataclass
+class Verdict:
+    sent: int
+    valid_expected: int
+    poison_expected: int
+    items_in_table: int
+    lost: list[str]                 # valid messages not in the table
+    duplicated: list[str]           # valid messages with more than one item
+    wrong_payload: list[str]        # item present but auditText/extra/auditTime differ
+    unexpected_items: list[str]     # items that no valid message explains
+    poison_not_in_dlq: list[str]
+    valid_in_dlq: list[str]
+    dlq_count: int
+    unexplained_in_dlq: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return not (self.lost or self.duplicated or self.wrong_payload or self.unexpected_items
+                    or self.poison_not_in_dlq or self.valid_in_dlq or self.unexplained_in_dlq)
+
+    def summary(self) -> dict:
+        return {k: (len(v) if isinstance(v, list) else v) for k, v in self.__dict__.items()}
+
+
+def verify(system: LocalSystem, ledger: Ledger) -> Verdict:
+    items = system.scan_table()
+    by_key: dict[str, list[dict]] = defaultdict(list)
+    for it in items:
+        by_key[it["messageId"]].append(it)
+    expected_keys = {}
+    for e in ledger.valid:
+        expected_keys[e.key] = e
+    lost, dup, wrong = [], [], []
+    for key, e in expected_keys.items():
+        got = by_key.get(key, [])
+        if not got:
+            lost.append(key)
+            continue
+        if len(got) > 1:
+            dup.append(key)
+        it = got[0]
+        problems = []
+        if it.get("auditText") != e.text:
+            problems.append("auditText")
+        if _norm(it.get("extra", {})) != _norm(e.extra):
+            problems.append(f"extra {it.get('extra')!r} != {e.extra!r}")
+        want_time = e.audit_time or it.get("sentAt")
+        if it.get("auditTime") != want_time:
+            problems.append(f"auditTime {it.get('auditTime')} != {want_time}")
+        if it.get("sqsMessageId") not in e.sqs_ids:
+            problems.append("sqsMessageId")
+        if it.get("eventSource") != system.stack.source_queue.arn:
+            problems.append("eventSource")
+        if problems:
+            wrong.append(f"{key}: {'; '.join(problems)}")
+    unexpected = [k for k in by_key if k not in expected_keys]
+
+    dlq = system.read_dlq()
+    dlq_ids = {m["MessageId"] for m in dlq}
+    valid_ids = {sid for e in ledger.valid for sid in e.sqs_ids}
+    failing_ids = set(ledger.poison) | set(ledger.conflicts)
+    return Verdict(
+        sent=ledger.sent, valid_expected=len(expected_keys), poison_expected=len(failing_ids),
+        items_in_table=len(items), lost=lost, duplicated=dup, wrong_payload=wrong,
+        unexpected_items=unexpected,
+        poison_not_in_dlq=sorted(failing_ids - dlq_ids), valid_in_dlq=sorted(dlq_ids & valid_ids),
+        dlq_count=len(dlq_ids), unexplained_in_dlq=sorted(dlq_ids - failing_ids - valid_ids))
+
+
+# ---- the function's logs ----------------------------------------------------------------------
+
+def log_events(path: Path) -> list[dict]:
+    """The function's JSON log lines (tracing JSON: fields under "fields" or at the top)."""
+    out = []
+    try:
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return out
+    for line in text.splitlines():
+        start = line.find("{")
+        if start < 0:
+            continue
+        try:
+            doc = json.loads(line[start:])
+        except ValueError:
+            continue
+        if not isinstance(doc, dict):
+            continue
+        flat = dict(doc)
+        if isinstance(doc.get("fields"), dict):
+            flat.update(doc["fields"])
+        out.append(flat)
+    return out
+
+
+def failure_reasons(path: Path) -> dict[str, list[str]]:
+    """sqs message id -> the reasons the function logged for it, in order."""
+    reasons: dict[str, list[str]] = defaultdict(list)
+    for ev in log_events(path):
+        if ev.get("message") == "record failed" and ev.get("sqs_message_id"):
+            reasons[ev["sqs_message_id"]].append(str(ev.get("reason")))
+    return reasons
+
+
+def batch_totals(path: Path) -> Counter:
+    """Sums of the per-invocation summary lines ("batch processed")."""
+    c: Counter = Counter()
+    for ev in log_events(path):
+        if ev.get("message") == "batch processed":
+            c["invocations"] += 1
+            for k in ("batch_size", "written", "duplicates", "failed"):
+                try:
+                    c[k] += int(ev.get(k) or 0)
+                except (TypeError, ValueError):
+                    pass
+            for part in str(ev.get("failed_by_reason") or "").split(","):
+                if "=" in part:
+                    code, n = part.split("=", 1)
+                    c[f"failed.{code}"] += int(n)
+    return c
+
+
+def emf_documents(path: Path) -> list[dict]:
+    return [ev for ev in log_events(path) if "_aws" in ev]

@@ -1,0 +1,92 @@
+"""The central promise, end to end and under faults: every message ends either in the table
+exactly once or in the dead-letter queue.
+
+The real function runs under `cargo lambda watch` and reaches DynamoDB through the fault proxy
+(HTTP 500, throttling, latency spikes, connections dropped before the store and after it wrote);
+the local trigger feeds it from the queue created from template.yaml. The producer sends valid
+messages, poison, and producer retries (same producer messageId, a new SQS message). After the
+queue drains, a second phase sends conflicting payloads for stored ids.
+"""
+
+import json
+import os
+import time
+
+from conftest import env_float, env_int
+from local.faultproxy import FAULTS, FaultConfig
+from local.harness import LocalSystem, Producer, batch_totals, emf_documents, failure_reasons, verify
+
+# Visibility timeout scaled down from the template's (180 s) so that a failed record returns,
+# and poison reaches the dead-letter queue (maxReceiveCount receives), within seconds.
+VISIBILITY_TIMEOUT = 3
+MAX_DEPTH = 300
+
+
+def fault_config(scale: float, seed: int) -> FaultConfig:
+    return FaultConfig(error500=0.03 * scale, throttle=0.03 * scale, latency=0.02 * scale,
+                       drop_before=0.02 * scale, drop_after=0.02 * scale, latency_s=(0.2, 1.5), seed=seed)
+
+
+def test_nothing_lost_nothing_doubled_under_faults(work_dir):
+    messages = env_int("E2E_MESSAGES", 1000)
+    scale = env_float("E2E_FAULT_SCALE", 1.0)
+    seed = env_int("E2E_SEED", 7)
+    drain_timeout = env_float("E2E_DRAIN_TIMEOUT", 600)
+    started = time.monotonic()
+    faults = fault_config(scale, seed)
+    with LocalSystem(work_dir, visibility_timeout=VISIBILITY_TIMEOUT, faults=faults) as system:
+        ready = time.monotonic()
+        producer = Producer(system, seed=seed, poison_share=0.05, retry_share=0.1)
+        last = [0.0]
+
+        def progress(done):
+            if time.monotonic() - last[0] > 30:
+                last[0] = time.monotonic()
+                print(f"  sent {done}/{messages}  trigger={system.trigger.stats.as_dict()}", flush=True)
+
+        # A steady producer, at most MAX_DEPTH messages waiting (moto's SQS costs grow with the
+        # queue's length; the function's work does not).
+        producer.produce(messages, max_depth=MAX_DEPTH, progress=progress)
+        assert system.wait_drained(drain_timeout), f"queue not drained: {system.depth()}"
+        # Phase 2: conflicting payloads for stored producer ids must fail and be dead-lettered.
+        producer.send_conflicts(producer.ledger.valid, 5)
+        assert system.wait_drained(120), f"queue not drained: {system.depth()}"
+        drained = time.monotonic()
+
+        ledger = producer.ledger
+        verdict = verify(system, ledger)
+        log = system.work_dir / "function.log"
+        reasons = failure_reasons(log)
+        totals = batch_totals(log)
+        proxy = system.proxy.stats.as_dict()
+        result = {
+            "messages_sent": ledger.sent, "logical_messages": messages, "producer_retries": ledger.producer_retries,
+            "poison": len(ledger.poison), "conflicts": len(ledger.conflicts),
+            "faults_injected": proxy["faults"], "faults_total": proxy["faults_total"],
+            "put_item_requests": proxy["targeted"],
+            "trigger": system.trigger.stats.as_dict(), "function_totals": dict(totals),
+            "verdict": verdict.summary(),
+            "lost": len(verdict.lost), "duplicated": len(verdict.duplicated),
+            "startup_s": round(ready - started, 1), "run_s": round(drained - ready, 1),
+        }
+        (work_dir / "result.json").write_text(json.dumps(result, indent=2))
+        print("\nRESULT " + json.dumps(result))
+
+        assert verdict.ok, json.dumps({"summary": verdict.summary(), "lost": verdict.lost[:10],
+                                       "duplicated": verdict.duplicated[:10], "wrong": verdict.wrong_payload[:10],
+                                       "unexpected": verdict.unexpected_items[:10],
+                                       "poison_not_in_dlq": verdict.poison_not_in_dlq[:10],
+                                       "valid_in_dlq": verdict.valid_in_dlq[:10]}, indent=1)
+        assert verdict.items_in_table == verdict.valid_expected
+        # Every kind of fault was injected, and the retries absorbed them.
+        for kind in FAULTS:
+            assert proxy["faults"].get(kind, 0) > 0, f"no {kind} fault was injected: {proxy}"
+        # The reason logged for every dead-lettered message is the one its poison calls for.
+        for sqs_id in list(ledger.poison) + list(ledger.conflicts):
+            want = ledger.expected_reason(sqs_id)
+            assert want in reasons.get(sqs_id, []), f"{sqs_id}: expected reason {want}, logged {reasons.get(sqs_id)}"
+        # Producer retries were absorbed as duplicates, and so were lost answers (drop_after).
+        assert totals["duplicates"] >= 1
+        # The function's EMF metrics agree with its summary lines.
+        docs = emf_documents(log)
+        assert sum(int(d.get("Written", 0)) for d in docs) == totals["written"]

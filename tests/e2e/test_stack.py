@@ -1,0 +1,100 @@
+"""The local stack is built from template.yaml: the reader evaluates the template's intrinsics,
+and the table and queues created on moto have the template's configuration."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from local import procs
+from local.cfn import Template, TemplateError, load_template
+from local.stack import DEFAULT_TEMPLATE, create_stack, read_stack
+
+SAMPLE = Path(__file__).parent / "data" / "sample-template.yaml"
+
+
+def test_short_tags_and_long_forms_evaluate_against_defaults():
+    stack = read_stack(SAMPLE)
+    assert stack.table_name == "AuditMessages"
+    assert stack.table_ttl_attribute == "expiresAt"
+    src, dlq = stack.source_queue, stack.dead_letter_queue
+    assert src.visibility_timeout == 181          # !FindInMap keyed by a parameter ("30")
+    assert dlq.name == "audit-receiver-local-dlq"  # !Sub list form, !If, pseudo parameter
+    assert json.loads(src.attributes["RedrivePolicy"]) == {"deadLetterTargetArn": dlq.arn, "maxReceiveCount": 5}
+    env = stack.function.environment
+    assert env["TABLE_NAME"] == "AuditMessages"    # Ref to a resource: its physical name
+    assert "RETENTION_DAYS" not in env             # !If -> AWS::NoValue removes the key
+    assert env["QUEUE_ARN"] == src.arn             # long-form Fn::GetAtt
+    assert env["JOINED"] == "a-10"
+    assert env["MAX_CONCURRENCY"] == "32"          # Globals.Function merged
+    assert stack.function.timeout_s == 30
+    esm = stack.esm
+    assert (esm.batch_size, esm.batching_window_s, esm.maximum_concurrency) == (10, 1.0, 5)
+    assert esm.report_batch_item_failures
+
+
+def test_parameters_conditions_and_numeric_mapping_keys():
+    stack = read_stack(SAMPLE, {"FunctionTimeoutSeconds": "60", "UseFifo": "true", "RetentionDays": "30"})
+    assert stack.source_queue.visibility_timeout == 361  # mapping key written as a YAML number
+    dlq = stack.dead_letter_queue
+    assert dlq.name.endswith(".fifo") and dlq.fifo
+    assert stack.function.environment["RETENTION_DAYS"] == "30"
+
+
+def test_bad_parameters_and_unknown_references_are_errors():
+    with pytest.raises(TemplateError, match="not one of"):
+        read_stack(SAMPLE, {"FunctionTimeoutSeconds": "45"})
+    with pytest.raises(TemplateError, match="unknown parameter"):
+        read_stack(SAMPLE, {"Nope": "1"})
+    tpl = Template(load_template(SAMPLE))
+    with pytest.raises(TemplateError):
+        tpl.resolve({"Ref": "Missing"}, "x")
+    with pytest.raises(TemplateError):
+        tpl.resolve({"Fn::ImportValue": "x"}, "x")
+
+
+def test_scaling_flags_change_only_what_they_name_and_are_recorded():
+    base = read_stack(DEFAULT_TEMPLATE)
+    scaled = read_stack(DEFAULT_TEMPLATE, visibility_timeout=3, batching_window=0)
+    assert scaled.source_queue.visibility_timeout == 3
+    assert scaled.scaled["VisibilityTimeout"] == {"template": base.source_queue.visibility_timeout, "local": 3}
+    assert scaled.esm.batch_size == base.esm.batch_size
+    assert scaled.dead_letter_queue.attributes == base.dead_letter_queue.attributes
+
+
+def test_real_template_matches_the_contract():
+    stack = read_stack(DEFAULT_TEMPLATE)
+    assert stack.table_logical_id == "AuditMessagesTable"
+    assert set(stack.queues) >= {"AuditQueue", "AuditDeadLetterQueue"}
+    assert stack.source_queue.logical_id == "AuditQueue"
+    assert stack.dead_letter_queue.logical_id == "AuditDeadLetterQueue"
+    assert stack.source_queue.max_receive_count >= 5
+    # Lambda's guidance: visibility timeout >= 6 x function timeout (+ batching window).
+    assert stack.source_queue.visibility_timeout >= 6 * stack.function.timeout_s + stack.esm.batching_window_s
+    assert stack.function.environment["TABLE_NAME"] == stack.table_name
+    assert stack.esm.report_batch_item_failures
+
+
+def test_create_stack_on_moto(work_dir):
+    moto, endpoint = procs.start_moto(work_dir)
+    try:
+        stack = create_stack(read_stack(DEFAULT_TEMPLATE), endpoint)
+        from local.harness import _client
+
+        ddb, sqs = _client("dynamodb", endpoint), _client("sqs", endpoint)
+        table = ddb.describe_table(TableName=stack.table_name)["Table"]
+        assert {(k["AttributeName"], k["KeyType"]) for k in table["KeySchema"]} == {
+            ("messageId", "HASH"), ("auditTime", "RANGE")}
+        assert table["BillingModeSummary"]["BillingMode"] == "PAY_PER_REQUEST"
+        ttl = ddb.describe_time_to_live(TableName=stack.table_name)["TimeToLiveDescription"]
+        assert ttl["AttributeName"] == "expiresAt" and ttl["TimeToLiveStatus"] == "ENABLED"
+        src = sqs.get_queue_attributes(QueueUrl=stack.source_queue.url, AttributeNames=["All"])["Attributes"]
+        assert src["VisibilityTimeout"] == str(stack.source_queue.visibility_timeout)
+        assert src["MessageRetentionPeriod"] == stack.source_queue.attributes["MessageRetentionPeriod"]
+        redrive = json.loads(src["RedrivePolicy"])
+        assert redrive["deadLetterTargetArn"] == stack.dead_letter_queue.arn
+        assert int(redrive["maxReceiveCount"]) == stack.source_queue.max_receive_count
+        dlq = sqs.get_queue_attributes(QueueUrl=stack.dead_letter_queue.url, AttributeNames=["All"])["Attributes"]
+        assert int(dlq["MessageRetentionPeriod"]) > int(src["MessageRetentionPeriod"])
+    finally:
+        moto.stop()
