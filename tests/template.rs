@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use audit_receiver::config::{DEFAULT_TABLE_NAME, MAX_CONCURRENCY_LIMIT};
 use audit_receiver::store::dynamodb::{PARTITION_KEY, SORT_KEY};
+use audit_receiver::telemetry::NAMESPACE;
 use serde_yaml::{Mapping, Value};
 
 /// SQS limits: the longest retention (14 days) and the longest visibility timeout (12 hours).
@@ -512,6 +513,42 @@ fn an_alarm_fires_when_the_dead_letter_queue_holds_any_message() {
     );
 }
 
+#[test]
+fn alarms_on_the_functions_metrics_use_its_namespace_and_dimension() {
+    // src/telemetry.rs emits EMF under NAMESPACE with the single dimension FunctionName; an
+    // alarm with another namespace or dimension set would watch a metric that never exists.
+    let t = template();
+    let alarms = resources_of_type(&t, "AWS::CloudWatch::Alarm");
+    let own: Vec<&Value> = alarms
+        .iter()
+        .map(|(_, a)| at(a, &["Properties"]))
+        .filter(|p| !scalar(at(p, &["Namespace"])).starts_with("AWS/"))
+        .collect();
+    assert!(
+        !own.is_empty(),
+        "an alarm watches the function's Failed metric"
+    );
+    for p in own {
+        assert_eq!(scalar(at(p, &["Namespace"])), NAMESPACE);
+        let metric = scalar(at(p, &["MetricName"]));
+        assert!(
+            metric == "Failed" || metric.starts_with("Failed."),
+            "{metric}"
+        );
+        let dimensions = one_or_many(at(p, &["Dimensions"]));
+        assert_eq!(
+            dimensions.len(),
+            1,
+            "{metric}: exactly the FunctionName dimension"
+        );
+        assert_eq!(at(&dimensions[0], &["Name"]).as_str(), Some("FunctionName"));
+        assert_eq!(
+            at(&dimensions[0], &["Value"]),
+            &reference("AuditReceiverFunction")
+        );
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Table
 
@@ -798,6 +835,25 @@ fn cargo_lambda_deploy_settings_match_the_template_defaults() {
     assert!(
         env.contains(&format!("TABLE_NAME = \"{DEFAULT_TABLE_NAME}\"")),
         "TABLE_NAME in {env}"
+    );
+}
+
+#[test]
+fn template_uses_no_yaml_tags_so_any_yaml_reader_can_load_it() {
+    // The local stack (Python, PyYAML's safe loader) creates its table and queues from this file.
+    fn has_tag(v: &Value) -> bool {
+        match v {
+            Value::Tagged(_) => true,
+            Value::Mapping(m) => m.iter().any(|(k, v)| has_tag(k) || has_tag(v)),
+            Value::Sequence(s) => s.iter().any(has_tag),
+            _ => false,
+        }
+    }
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/template.yaml");
+    let raw: Value = serde_yaml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    assert!(
+        !has_tag(&raw),
+        "write intrinsics in long form (Ref:, Fn::GetAtt:), not !Ref"
     );
 }
 
