@@ -21,7 +21,7 @@ REDRIVE_RATE     ?=
 # Extra options for every aws call of stack-outputs and redrive: AWS_ARGS="--profile prod --region eu-west-1".
 AWS_ARGS         ?=
 
-.PHONY: deploy-tools validate package deploy redrive redrive-status stack-outputs
+.PHONY: deploy-tools validate package deploy redrive redrive-status stack-outputs clean-deploy
 
 $(DEPLOY_STAMP): requirements-deploy.txt
 	python3 -m venv $(DEPLOY_VENV)
@@ -73,3 +73,6 @@ redrive-status: $(DEPLOY_STAMP) ## the dead-letter queue's recent move tasks and
 	  aws $(AWS_ARGS) sqs list-message-move-tasks --source-arn "$$(out AuditDeadLetterQueueArn)" --output table; \
 	  aws $(AWS_ARGS) sqs get-queue-attributes --queue-url "$$(out AuditDeadLetterQueueUrl)" --output table \
 	    --attribute-names ApproximateNumberOfMessages ApproximateNumberOfMessagesNotVisible
+
+clean-deploy: ## remove the sam build output (.aws-sam) and the deployment tools (.venv-deploy)
+	rm -rf .aws-sam $(DEPLOY_VENV)
