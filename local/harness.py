@@ -362,6 +362,7 @@ class Verdict:
     valid_in_dlq: list[str]
     dlq_count: int
     unexplained_in_dlq: list[str]
+    dlq_messages: list[dict] = field(default_factory=list)  # as received from the dead-letter queue
 
     @property
     def ok(self) -> bool:
@@ -369,7 +370,7 @@ class Verdict:
                     or self.poison_not_in_dlq or self.valid_in_dlq or self.unexplained_in_dlq)
 
     def summary(self) -> dict:
-        return {k: (len(v) if isinstance(v, list) else v) for k, v in self.__dict__.items()}
+        return {k: (len(v) if isinstance(v, list) else v) for k, v in self.__dict__.items() if k != "dlq_messages"}
 
 
 def verify(system: LocalSystem, ledger: Ledger) -> Verdict:
@@ -414,7 +415,7 @@ def verify(system: LocalSystem, ledger: Ledger) -> Verdict:
         items_in_table=len(items), lost=lost, duplicated=dup, wrong_payload=wrong,
         unexpected_items=unexpected,
         poison_not_in_dlq=sorted(failing_ids - dlq_ids), valid_in_dlq=sorted(dlq_ids & valid_ids),
-        dlq_count=len(dlq_ids), unexplained_in_dlq=sorted(dlq_ids - failing_ids - valid_ids))
+        dlq_count=len(dlq_ids), unexplained_in_dlq=sorted(dlq_ids - failing_ids - valid_ids), dlq_messages=dlq)
 
 
 # ---- the function's logs ----------------------------------------------------------------------

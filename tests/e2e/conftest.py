@@ -6,6 +6,7 @@ runs the long variant. Sizes come from the environment so that one test serves b
     E2E_FAULT_SCALE    multiplies every fault probability (default 1)
     E2E_SEED           seed of the producer and of the fault proxy (default 7)
     E2E_DRAIN_TIMEOUT  seconds allowed for the queue to drain (default 600)
+    E2E_VISIBILITY_TIMEOUT  the source queue's visibility timeout, scaled down (default 4)
     LOCAL_FUNCTION_MODE  "watch" (default) or "deadline-shim" (see local/procs.py)
 """
 

@@ -17,8 +17,10 @@ from local.faultproxy import FAULTS, FaultConfig
 from local.harness import LocalSystem, Producer, batch_totals, emf_documents, failure_reasons, verify
 
 # Visibility timeout scaled down from the template's (180 s) so that a failed record returns,
-# and poison reaches the dead-letter queue (maxReceiveCount receives), within seconds.
-VISIBILITY_TIMEOUT = 3
+# and poison reaches the dead-letter queue (maxReceiveCount receives), within seconds. It stays
+# well above the slowest invocation (latency spikes and retries included), as Lambda's guidance
+# asks, so that a valid message is not received again while it is being written.
+VISIBILITY_TIMEOUT = env_int("E2E_VISIBILITY_TIMEOUT", 4)
 MAX_DEPTH = 300
 
 

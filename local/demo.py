@@ -1,0 +1,245 @@
+"""`make demo`: the whole system on this machine, end to end, with no AWS account.
+
+Starts moto_server on 127.0.0.1, creates the table and both queues from template.yaml, runs the
+function under `cargo lambda watch`, sends a realistic mix of audit messages through the queue
+(valid ones, a producer retry, poison, and later a conflicting payload), drains it with the local
+SQS trigger (Lambda's event source mapping, emulated), and prints what happened: items written,
+duplicates absorbed, which messages went to the dead-letter queue and why (reasons from the
+function's own logs), and a few items from the table. Stops everything it started, also on
+Ctrl-C.
+
+    python -m local.demo [--messages N] [--faults] [--serve]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+from local import procs
+from local.faultproxy import FaultConfig
+from local.harness import POISON_KINDS, LocalSystem, Producer, batch_totals, failure_reasons, verify
+
+ROOT = Path(__file__).resolve().parent.parent
+DEMO_VISIBILITY_TIMEOUT = 2
+
+
+def out(text: str = "") -> None:
+    print(text, flush=True)
+
+
+def _sigterm(*_):
+    raise KeyboardInterrupt
+
+
+class Ticker:
+    """Prints how long a slow step has taken, and the last line of its log, every 20 s."""
+
+    def __init__(self, what: str, log: Path):
+        self.what, self.log = what, log
+        self.stop = threading.Event()
+        self.t0 = time.monotonic()
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self):
+        while not self.stop.wait(20):
+            last = ""
+            try:
+                lines = [ln.strip() for ln in self.log.read_text(errors="replace").splitlines() if ln.strip()]
+                last = lines[-1][:90] if lines else ""
+            except OSError:
+                pass
+            out(f"    … {self.what}, {time.monotonic() - self.t0:.0f} s so far   {last}")
+
+    def done(self):
+        self.stop.set()
+        return time.monotonic() - self.t0
+
+
+def plain(v):
+    """DynamoDB values (numbers as Decimal) back to plain JSON for display."""
+    from decimal import Decimal
+
+    if isinstance(v, dict):
+        return {k: plain(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [plain(x) for x in v]
+    if isinstance(v, Decimal):
+        return int(v) if v == v.to_integral_value() else float(v)
+    return v
+
+
+def short(sqs_id: str) -> str:
+    return sqs_id[:8]
+
+
+def clip(text: str, n: int) -> str:
+    text = text.replace("\n", "\\n")
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--messages", type=int, default=40, help="valid audit messages to send (default 40)")
+    ap.add_argument("--faults", action="store_true",
+                    help="put the fault proxy to work (HTTP 500, throttling, latency, dropped connections)")
+    ap.add_argument("--serve", action="store_true",
+                    help="start the stack and the function, print how to reach them, and wait for Ctrl-C")
+    ap.add_argument("--work-dir", default=str(ROOT / ".local" / "demo"), help="logs go here")
+    args = ap.parse_args(argv)
+    signal.signal(signal.SIGTERM, _sigterm)
+    work = Path(args.work_dir)
+    work.mkdir(parents=True, exist_ok=True)
+    for f in ("function.log", "trigger.log", "moto.log"):
+        (work / f).unlink(missing_ok=True)
+
+    faults = FaultConfig(error500=0.05, throttle=0.05, latency=0.03, drop_before=0.03, drop_after=0.03,
+                         latency_s=(0.3, 1.0), seed=11) if args.faults else None
+    system = LocalSystem(work, visibility_timeout=DEMO_VISIBILITY_TIMEOUT, faults=faults)
+    st = system.stack
+    src, dlq = st.source_queue, st.dead_letter_queue
+    out("audit-receiver, locally: SQS -> Lambda -> DynamoDB, all on 127.0.0.1")
+    out("")
+    out("From template.yaml:")
+    out(f"  table        {st.table_name}  (key messageId + auditTime, TTL on {st.table_ttl_attribute})")
+    out(f"  queue        {src.name}  (visibility timeout {st.scaled['VisibilityTimeout']['template']} s in the "
+        f"template, {src.visibility_timeout} s here so that retries take seconds)")
+    out(f"  dead letters {dlq.name}  (after {src.max_receive_count} receives)")
+    out(f"  trigger      batches of up to {st.esm.batch_size}, batching window {st.esm.batching_window_s:g} s, "
+        f"partial batch responses {'on' if st.esm.report_batch_item_failures else 'off'}")
+    out(f"  function     timeout {st.function.timeout_s} s, env "
+        + ", ".join(f"{k}={v}" for k, v in st.function.environment.items()))
+    out("")
+    try:
+        out("Starting moto_server, the stack and the function (cargo lambda watch).")
+        out("  The first run compiles the function: that takes a few minutes.")
+        ticker = Ticker("starting the function", work / "function.log")
+        try:
+            system.start()
+        finally:
+            took = ticker.done()
+        out(f"  up in {took:.0f} s: AWS endpoint {system.endpoint}, function on {system.function.url}")
+        out("")
+        if args.serve:
+            return serve(system)
+        return run_demo(system, args.messages, faults is not None)
+    except KeyboardInterrupt:
+        out("\nInterrupted: stopping everything that was started.")
+        return 130
+    finally:
+        system.stop()
+        procs.stop_all()
+        out(f"Stopped moto_server, the function and the trigger. Logs: {os.path.relpath(work, Path.cwd())}/")
+
+
+def serve(system: LocalSystem) -> int:
+    out("The trigger is polling the queue. Send audit messages with, for example:")
+    out(f"  AWS_ENDPOINT_URL={system.endpoint} AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test "
+        f"AWS_REGION=us-east-1 \\")
+    out(f"    .venv/bin/python -c \"import boto3; boto3.client('sqs').send_message(QueueUrl='{system.queue_url}', "
+        f"MessageBody='{{\\\"auditText\\\": \\\"hello\\\"}}')\"")
+    out(f"Table {system.stack.table_name} and the queues are on {system.endpoint}. Ctrl-C stops everything.")
+    while True:
+        time.sleep(3600)
+
+
+def run_demo(system: LocalSystem, n_valid: int, with_faults: bool) -> int:
+    t0 = time.monotonic()
+    producer = Producer(system, seed=2026, poison_share=0.0, retry_share=0.0, run_id="demo")
+    items = producer.make(n_valid)
+    # One producer retry: the same body (same producer messageId) sent again as a new message.
+    retry = next(((b, e) for b, e in items if not isinstance(e, str) and e.producer_id), None)
+    if retry:
+        items.insert(len(items) // 2, retry)
+        producer.ledger.producer_retries += 1
+    # One message of each poison kind.
+    for i, kind in enumerate(sorted(POISON_KINDS)):
+        items.insert((i * 7) % len(items), (POISON_KINDS[kind][1](producer.r, i), kind))
+    producer.send(items)
+    valid = len(producer.ledger.valid)
+    out(f"Sent {len(items)} messages: {valid} valid audit messages, 1 producer retry (same messageId, "
+        f"new SQS message), {len(POISON_KINDS)} poison messages.")
+    if with_faults:
+        out("The fault proxy between the function and DynamoDB injects HTTP 500, throttling, latency "
+            "spikes and dropped connections.")
+    drain(system, "Draining the queue")
+
+    # A conflict: a stored messageId sent again with a different payload.
+    producer.send_conflicts(producer.ledger.valid, 1)
+    out("Sent 1 more: a stored messageId with a different auditText (a conflict, never overwritten).")
+    drain(system, "Draining again")
+    elapsed = time.monotonic() - t0
+
+    verdict = verify(system, producer.ledger)
+    log = system.work_dir / "function.log"
+    reasons = failure_reasons(log)
+    totals = batch_totals(log)
+    items_in_table = system.scan_table()
+    out("")
+    out("=" * 78)
+    out("What happened")
+    out("=" * 78)
+    out(f"  function invocations      {system.trigger.stats.invocations:>5}   "
+        f"(records seen {totals['batch_size']}, retries included)")
+    out(f"  items written             {len(items_in_table):>5}   (one per valid audit message)")
+    out(f"  duplicates absorbed       {totals['duplicates']:>5}   (the producer retry"
+        + (", and writes whose answer was lost" if with_faults else "") + ")")
+    out(f"  records failed, retried   {totals['failed']:>5}   (poison fails on every receive until SQS "
+        f"dead-letters it)")
+    if with_faults:
+        f = system.proxy.stats.as_dict()
+        out(f"  faults injected           {f['faults_total']:>5}   {json.dumps(f['faults'])}")
+    dlq = verdict.dlq_messages
+    out("")
+    out(f"Dead-letter queue: {len(dlq)} messages, each with the reason the function logged for it")
+    for m in sorted(dlq, key=lambda m: (reasons.get(m["MessageId"], ["?"])[-1], m["MessageId"])):
+        why = reasons.get(m["MessageId"], ["(no reason logged)"])
+        # Reading the dead-letter queue is itself a receive: the function saw one fewer.
+        receives = int(m.get("Attributes", {}).get("ApproximateReceiveCount", "1")) - 1
+        out(f"  {short(m['MessageId'])}  {why[-1]:<26} failed {receives} times   body {clip(m['Body'], 36)}")
+    out("")
+    out("A few items from the table:")
+    shown = sorted(items_in_table, key=lambda it: (("extra" not in it), it["auditTime"]))[:4]
+    for it in shown:
+        extra = json.dumps(plain(it["extra"]), ensure_ascii=False) if it.get("extra") else "-"
+        out(f"  messageId  {clip(str(it['messageId']), 40)}")
+        out(f"    auditTime {it['auditTime']}   sentAt {it.get('sentAt')}   receiveCount {it.get('receiveCount')}")
+        out(f"    auditText {clip(it['auditText'], 60)}")
+        out(f"    extra     {clip(extra, 66)}")
+    out("")
+    lost, dup = len(verdict.lost), len(verdict.duplicated)
+    ok = verdict.ok
+    out(f"{'OK' if ok else 'PROBLEM'}: {verdict.valid_expected} valid messages -> {verdict.items_in_table} items "
+        f"(lost {lost}, duplicated {dup}); {verdict.poison_expected} bad messages -> dead-letter queue "
+        f"({verdict.dlq_count} there, {len(verdict.valid_in_dlq)} valid among them). {elapsed:.0f} s.")
+    if not ok:
+        out(json.dumps(verdict.summary()))
+    return 0 if ok else 1
+
+
+def drain(system: LocalSystem, what: str) -> None:
+    shown = [0.0]
+    t0 = time.monotonic()
+
+    def progress(depth):
+        if time.monotonic() - shown[0] >= 3:
+            shown[0] = time.monotonic()
+            waiting = depth["ApproximateNumberOfMessages"]
+            in_flight = depth["ApproximateNumberOfMessagesNotVisible"]
+            dlq = system.depth(system.dlq_url)["ApproximateNumberOfMessages"]
+            out(f"  {what} ({time.monotonic() - t0:>3.0f} s): {waiting:>3} waiting, {in_flight:>3} in flight or "
+                f"waiting to be retried, {dlq:>2} in the dead-letter queue")
+
+    if not system.wait_drained(600, progress=progress):
+        raise RuntimeError(f"the queue did not drain: {system.depth()}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
