@@ -25,5 +25,5 @@ e2e: venv ## end-to-end: >=1,000 messages through trigger and function with inje
 	E2E_MESSAGES=$(E2E_MESSAGES) $(PYTEST_E2E) --timeout 900 tests/e2e
 
 soak: venv ## the long end-to-end run: 100,000 messages, 3x the faults (SOAK_MESSAGES, SOAK_FAULTS)
-	E2E_MESSAGES=$(SOAK_MESSAGES) E2E_FAULT_SCALE=$(SOAK_FAULTS) E2E_DRAIN_TIMEOUT=7200 E2E_VISIBILITY_TIMEOUT=10 \
+	E2E_MESSAGES=$(SOAK_MESSAGES) E2E_FAULT_SCALE=$(SOAK_FAULTS) E2E_DRAIN_TIMEOUT=7200 E2E_VISIBILITY_TIMEOUT=10 E2E_POLLERS=8 \
 	  $(PYTEST_E2E) --timeout 10800 -s tests/e2e/test_nothing_lost.py

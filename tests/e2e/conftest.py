@@ -7,10 +7,12 @@ runs the long variant. Sizes come from the environment so that one test serves b
     E2E_SEED           seed of the producer and of the fault proxy (default 7)
     E2E_DRAIN_TIMEOUT  seconds allowed for the queue to drain (default 600)
     E2E_VISIBILITY_TIMEOUT  the source queue's visibility timeout, scaled down (default 4)
+    E2E_POLLERS        concurrent invocations of the trigger (default 4; the template allows 10)
     LOCAL_FUNCTION_MODE  "watch" (default) or "deadline-shim" (see local/procs.py)
 """
 
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -19,6 +21,15 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+
+def pytest_configure(config):
+    # A TERM (CI stopping, `kill`) unwinds like Ctrl-C, so that every fixture and `with` block
+    # stops the servers it started.
+    def on_term(*_):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_term)
 
 
 def env_int(name: str, default: int) -> int:

@@ -36,7 +36,8 @@ def test_nothing_lost_nothing_doubled_under_faults(work_dir):
     drain_timeout = env_float("E2E_DRAIN_TIMEOUT", 600)
     started = time.monotonic()
     faults = fault_config(scale, seed)
-    with LocalSystem(work_dir, visibility_timeout=VISIBILITY_TIMEOUT, faults=faults) as system:
+    pollers = env_int("E2E_POLLERS", 4)
+    with LocalSystem(work_dir, visibility_timeout=VISIBILITY_TIMEOUT, faults=faults, pollers=pollers) as system:
         ready = time.monotonic()
         producer = Producer(system, seed=seed, poison_share=0.05, retry_share=0.1)
         last = [0.0]
@@ -62,6 +63,7 @@ def test_nothing_lost_nothing_doubled_under_faults(work_dir):
         totals = batch_totals(log)
         proxy = system.proxy.stats.as_dict()
         result = {
+            "pollers": pollers, "visibility_timeout_s": VISIBILITY_TIMEOUT, "fault_scale": scale,
             "messages_sent": ledger.sent, "logical_messages": messages, "producer_retries": ledger.producer_retries,
             "poison": len(ledger.poison), "conflicts": len(ledger.conflicts),
             "faults_injected": proxy["faults"], "faults_total": proxy["faults_total"],
