@@ -14,7 +14,7 @@ EVENT ?= events/clean-batch.json
 WATCH_PORT ?= 9000
 TABLE_NAME ?= AuditMessages
 
-.PHONY: help venv fmt-check lint test unit build watch invoke clean
+.PHONY: help venv fmt-check lint test unit build build-zip bench bench-quick watch invoke clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
@@ -45,6 +45,19 @@ test: venv lint ## everything: fmt, clippy, unit, integration (moto), cargo lamb
 
 build: venv ## the arm64 Lambda artefact (target/lambda/audit-receiver/bootstrap)
 	cargo lambda build --release --arm64
+
+build-zip: venv ## the arm64 artefact zipped, as Lambda receives it (target/lambda/audit-receiver/bootstrap.zip)
+	cargo lambda build --release --arm64 --output-format zip
+
+bench: build-zip ## benchmarks next to the Powertools peer; writes BENCHMARKS.md (about 10 minutes)
+	mkdir -p target/bench
+	cargo bench --bench cpu | tee target/bench/cpu.md
+	cargo bench --bench load
+
+bench-quick: venv ## a shorter benchmark run (smaller sizes, no package build); writes BENCHMARKS.md
+	mkdir -p target/bench
+	cargo bench --bench cpu | tee target/bench/cpu.md
+	cargo bench --bench load -- --quick
 
 watch: venv ## run the function locally (cargo lambda watch) against AWS_ENDPOINT_URL
 	TABLE_NAME=$(TABLE_NAME) cargo lambda watch --invoke-address 127.0.0.1 --invoke-port $(WATCH_PORT)

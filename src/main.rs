@@ -2,6 +2,8 @@
 
 use audit_receiver::store::dynamodb::DynamoDbStore;
 use audit_receiver::{Config, Handler};
+use std::time::Duration;
+
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 
 #[tokio::main(flavor = "current_thread")]
@@ -10,6 +12,14 @@ async fn main() -> Result<(), Error> {
     let config =
         Config::from_env().inspect_err(|error| tracing::error!(%error, "invalid configuration"))?;
     let store = DynamoDbStore::new(DynamoDbStore::client_from_env().await, &config.table_name);
+    // Open as many connections as a default batch of 10 uses, while init still has the CPU.
+    match store
+        .warm_up(config.max_concurrency.min(10), Duration::from_secs(2))
+        .await
+    {
+        Ok(opened) => tracing::debug!(opened, "connections warmed"),
+        Err(error) => tracing::warn!(%error, table = %config.table_name, "start-up check failed"),
+    }
     let handler = Handler::new(store, config.batch_settings());
     let handler = &handler;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<_>| {

@@ -41,6 +41,7 @@ struct Scripted {
     endpoint: String,
     replies: Arc<Mutex<VecDeque<Reply>>>,
     requests: Arc<Mutex<usize>>,
+    connections: Arc<Mutex<usize>>,
 }
 
 impl Scripted {
@@ -49,9 +50,11 @@ impl Scripted {
         let endpoint = format!("http://{}", listener.local_addr().unwrap());
         let replies = Arc::new(Mutex::new(VecDeque::from(replies)));
         let requests = Arc::new(Mutex::new(0));
-        let (r, n) = (replies.clone(), requests.clone());
+        let connections = Arc::new(Mutex::new(0));
+        let (r, n, c) = (replies.clone(), requests.clone(), connections.clone());
         tokio::spawn(async move {
             while let Ok((socket, _)) = listener.accept().await {
+                *c.lock().unwrap() += 1;
                 tokio::spawn(serve(socket, r.clone(), n.clone()));
             }
         });
@@ -59,6 +62,7 @@ impl Scripted {
             endpoint,
             replies,
             requests,
+            connections,
         }
     }
 
@@ -68,6 +72,10 @@ impl Scripted {
 
     fn requests(&self) -> usize {
         *self.requests.lock().unwrap()
+    }
+
+    fn connections(&self) -> usize {
+        *self.connections.lock().unwrap()
     }
 
     fn remaining(&self) -> usize {
@@ -312,4 +320,40 @@ async fn a_silent_store_cannot_make_lambda_time_out() {
         "answered after {elapsed:?}"
     );
     assert_eq!(failed(&response), ["m1", "m2"]);
+}
+
+#[tokio::test]
+async fn warm_up_opens_the_connections_the_first_batch_uses() {
+    let server = Scripted::start(vec![ok()]).await;
+    let store = server.store();
+
+    assert_eq!(store.warm_up(5, Duration::from_secs(2)).await, Ok(5));
+    assert_eq!(server.connections(), 5);
+
+    let handler = audit_receiver::Handler::new(store, settings());
+    let records = (0..5).map(|i| record(&format!("m{i}"), BODY)).collect();
+    let response = handler.handle(event(records)).await.unwrap();
+
+    assert!(failed(&response).is_empty());
+    assert_eq!(server.requests(), 10);
+    assert_eq!(
+        server.connections(),
+        5,
+        "the batch reused the warm connections"
+    );
+}
+
+#[tokio::test]
+async fn warm_up_reports_a_missing_table() {
+    let server = Scripted::start(vec![error(
+        400,
+        "ResourceNotFoundException",
+        "Requested resource not found",
+    )])
+    .await;
+    let result = server.store().warm_up(2, Duration::from_secs(2)).await;
+    assert!(
+        matches!(result, Err(StoreError::TableNotFound(_))),
+        "{result:?}"
+    );
 }

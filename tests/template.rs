@@ -709,11 +709,17 @@ fn function_may_only_put_items_in_the_table_and_poll_its_own_queue() {
             .into_iter()
             .map(|(a, r)| (a.clone(), r.clone()))
             .collect::<Vec<_>>(),
-        vec![(
-            "dynamodb:PutItem".to_string(),
-            on(get_att("AuditMessagesTable", "Arn"))
-        )],
-        "PutItem on the table and nothing else in DynamoDB"
+        vec![
+            (
+                "dynamodb:DescribeTable".to_string(),
+                on(get_att("AuditMessagesTable", "Arn"))
+            ),
+            (
+                "dynamodb:PutItem".to_string(),
+                on(get_att("AuditMessagesTable", "Arn"))
+            )
+        ],
+        "PutItem on the table, DescribeTable for the start-up check, nothing else in DynamoDB"
     );
     let poll = [
         "sqs:DeleteMessage",

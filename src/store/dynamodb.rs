@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::operation::describe_table::DescribeTableError;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
 use serde_json::Value;
@@ -51,6 +52,32 @@ impl DynamoDbStore {
             .load()
             .await;
         Client::new(&config)
+    }
+}
+
+impl DynamoDbStore {
+    /// Runs during init, so that the first batch after a cold start does not pay TCP/TLS set-up:
+    /// `connections` concurrent `DescribeTable` calls (a read-only metadata action) leave that many
+    /// open connections in the client's pool. Also finds a missing table at start-up. Bounded by
+    /// `within`. Returns how many calls succeeded, or the first error.
+    pub async fn warm_up(&self, connections: usize, within: Duration) -> Result<usize, StoreError> {
+        let calls = (0..connections.max(1))
+            .map(|_| self.client.describe_table().table_name(&self.table).send());
+        let results = tokio::time::timeout(within, futures::future::join_all(calls))
+            .await
+            .map_err(|_| {
+                StoreError::Unavailable(format!("no answer within {} ms", within.as_millis()))
+            })?;
+        let opened = results.iter().filter(|r| r.is_ok()).count();
+        match results.into_iter().find_map(Result::err) {
+            None => Ok(opened),
+            Some(error) => Err(match error.into_service_error() {
+                DescribeTableError::ResourceNotFoundException(e) => {
+                    StoreError::TableNotFound(e.to_string())
+                }
+                other => StoreError::Rejected(other.to_string()),
+            }),
+        }
     }
 }
 
