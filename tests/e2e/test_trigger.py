@@ -198,3 +198,32 @@ def test_batch_size_and_batching_window_from_the_template(local_queue):
         assert sum(sizes) == 60 and max(sizes) == 25
     finally:
         fn.close()
+
+
+def test_fifo_records_carry_group_and_sequence_and_keep_group_order(local_queue):
+    endpoint = local_queue
+    sqs = _client("sqs", endpoint)
+    dlq_url = sqs.create_queue(QueueName="audit-dlq.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    url = sqs.create_queue(QueueName="audit.fifo", Attributes={
+        "FifoQueue": "true", "VisibilityTimeout": "1",
+        "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 5})})["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    for i in range(12):
+        sqs.send_message(QueueUrl=url, MessageBody=json.dumps({"auditText": f"{'AB'[i % 2]}{i}"}),
+                         MessageGroupId="AB"[i % 2], MessageDeduplicationId=f"d{i}")
+    fn = StandIn(lambda ev: (200, {"batchItemFailures": []}))
+    try:
+        t = Trigger(endpoint, url, arn, fn.url, batch_size=10, pollers=1, invoke_timeout_s=10)
+        with t:
+            assert wait_drained(t, endpoint, url, 30)
+        recs = fn.received()
+        assert len(recs) == 12
+        for r in recs:
+            assert {"MessageGroupId", "MessageDeduplicationId", "SequenceNumber"} <= set(r["attributes"])
+            assert r["eventSourceARN"].endswith(".fifo")
+        for group in "AB":
+            texts = [json.loads(r["body"])["auditText"] for r in recs if r["attributes"]["MessageGroupId"] == group]
+            assert texts == sorted(texts, key=lambda s: int(s[1:])), texts
+    finally:
+        fn.close()
