@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
 def serve(system: LocalSystem) -> int:
     out("The trigger is polling the queue. Send audit messages with, for example:")
     out(f"  AWS_ENDPOINT_URL={system.endpoint} AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test "
-        f"AWS_REGION=us-east-1 \\")
+        f"AWS_DEFAULT_REGION=us-east-1 \\")
     out(f"    .venv/bin/python -c \"import boto3; boto3.client('sqs').send_message(QueueUrl='{system.queue_url}', "
         f"MessageBody='{{\\\"auditText\\\": \\\"hello\\\"}}')\"")
     out(f"Table {system.stack.table_name} and the queues are on {system.endpoint}. Ctrl-C stops everything.")
