@@ -95,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work-dir", default=str(ROOT / ".local" / "demo"), help="logs go here")
     args = ap.parse_args(argv)
     signal.signal(signal.SIGTERM, _sigterm)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C, even if started with INT ignored
     work = Path(args.work_dir)
     work.mkdir(parents=True, exist_ok=True)
     for f in ("function.log", "trigger.log", "moto.log"):
