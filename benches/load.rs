@@ -173,7 +173,10 @@ impl Function {
             },
         );
         let spawned = Instant::now();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_audit-receiver"))
+        // BENCH_BINARY: another build of the function, e.g. one with symbols for a profiler.
+        let binary = std::env::var("BENCH_BINARY")
+            .unwrap_or_else(|_| env!("CARGO_BIN_EXE_audit-receiver").into());
+        let mut child = Command::new(binary)
             .env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .env("AWS_LAMBDA_RUNTIME_API", format!("127.0.0.1:{port}"))
@@ -340,6 +343,20 @@ struct Row {
     target: String,
 }
 
+/// `--cpu-only`: one 10,000-record batch at 0 ms RTT, for a profiler (`perf record -g -- ...`).
+fn cpu_only(endpoint: &str) {
+    let function = Function::start(endpoint, 32);
+    function.startup();
+    function.invoke(event_json(100, 3));
+    let before = function.cpu();
+    let (wall, _) = function.invoke(event_json(10_000, 4));
+    let cpu = function.cpu() - before;
+    println!(
+        "10000 records: {:.1} µs CPU per record, wall {wall:?}",
+        cpu.as_secs_f64() * 1e6 / 10_000.0
+    );
+}
+
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
@@ -357,6 +374,9 @@ fn main() {
     }
     let endpoint = format!("http://127.0.0.1:{port}");
     let set_rtt = |ms: u64| dynamo.rtt_ms.store(ms, Ordering::Relaxed);
+    if std::env::args().any(|a| a == "--cpu-only") {
+        return cpu_only(&endpoint);
+    }
     let rtt = Duration::from_millis(RTT_MS);
     let mut rows: Vec<Row> = Vec::new();
     let mut notes: Vec<String> = Vec::new();

@@ -134,6 +134,12 @@ fn item(body: &str) -> AuditItem {
     )
 }
 
+/// One conditional write through the real adapter against an endpoint giving `reply`.
+async fn put_once(reply: Reply) -> Result<PutOutcome, StoreError> {
+    let server = Scripted::start(vec![reply]).await;
+    server.store().put_if_absent(&item(BODY)).await
+}
+
 const BODY: &str = r#"{"auditText":"login","auditTime":"2026-11-22T10:00:00Z","n":1.0}"#;
 
 fn condition_failed(old_item: Option<&str>) -> Reply {
@@ -155,8 +161,7 @@ async fn throttling_is_a_retryable_error() {
         "ThrottlingException",
         "RequestLimitExceeded",
     ] {
-        let server = Scripted::start(vec![error(400, kind, "Rate exceeded")]).await;
-        let result = server.store().put_if_absent(&item(BODY)).await;
+        let result = put_once(error(400, kind, "Rate exceeded")).await;
         assert!(
             matches!(&result, Err(e @ StoreError::Throttled(_)) if e.is_retryable()),
             "{kind}: {result:?}"
@@ -171,8 +176,7 @@ async fn server_errors_are_retryable() {
         Reply::Json(503, "<html>Service Unavailable</html>".into()),
         Reply::Json(502, String::new()),
     ] {
-        let server = Scripted::start(vec![reply]).await;
-        let result = server.store().put_if_absent(&item(BODY)).await;
+        let result = put_once(reply).await;
         assert!(
             matches!(&result, Err(e @ StoreError::Unavailable(_)) if e.is_retryable()),
             "{result:?}"
@@ -182,8 +186,7 @@ async fn server_errors_are_retryable() {
 
 #[tokio::test]
 async fn a_dropped_connection_is_retryable() {
-    let server = Scripted::start(vec![Reply::Drop]).await;
-    let result = server.store().put_if_absent(&item(BODY)).await;
+    let result = put_once(Reply::Drop).await;
     assert!(
         matches!(&result, Err(e @ StoreError::Unavailable(_)) if e.is_retryable()),
         "{result:?}"
@@ -194,9 +197,8 @@ async fn a_dropped_connection_is_retryable() {
 async fn condition_failure_with_the_same_payload_is_a_duplicate() {
     // DynamoDB returns numbers normalised (1.0 -> 1) and other delivery metadata.
     let old = r#"{"messageId":{"S":"sqs-0"},"auditTime":{"S":"2026-11-22T10:00:00.000Z"},"auditText":{"S":"login"},"sqsMessageId":{"S":"sqs-0"},"extra":{"M":{"n":{"N":"1"}}}}"#;
-    let server = Scripted::start(vec![condition_failed(Some(old))]).await;
     assert_eq!(
-        server.store().put_if_absent(&item(BODY)).await,
+        put_once(condition_failed(Some(old))).await,
         Ok(PutOutcome::Duplicate)
     );
 }
@@ -204,42 +206,40 @@ async fn condition_failure_with_the_same_payload_is_a_duplicate() {
 #[tokio::test]
 async fn condition_failure_with_another_payload_is_a_conflict() {
     let old = r#"{"messageId":{"S":"sqs-1"},"auditTime":{"S":"2026-11-22T10:00:00.000Z"},"auditText":{"S":"login"},"extra":{"M":{"n":{"N":"2"}}}}"#;
-    let server = Scripted::start(vec![condition_failed(Some(old))]).await;
     assert_eq!(
-        server.store().put_if_absent(&item(BODY)).await,
+        put_once(condition_failed(Some(old))).await,
         Ok(PutOutcome::Conflict)
     );
 }
 
 #[tokio::test]
 async fn condition_failure_without_all_old_is_not_taken_for_a_duplicate() {
-    let server = Scripted::start(vec![condition_failed(None)]).await;
-    let result = server.store().put_if_absent(&item(BODY)).await;
-    assert_eq!(result, Err(StoreError::Unverifiable));
+    assert_eq!(
+        put_once(condition_failed(None)).await,
+        Err(StoreError::Unverifiable)
+    );
     assert!(!StoreError::Unverifiable.is_retryable());
 }
 
 #[tokio::test]
 async fn validation_and_missing_table_errors_are_final() {
-    let server = Scripted::start(vec![error(
+    let result = put_once(error(
         400,
         "ValidationException",
         "One or more parameter values were invalid",
-    )])
+    ))
     .await;
-    let result = server.store().put_if_absent(&item(BODY)).await;
     assert!(
         matches!(&result, Err(e @ StoreError::Rejected(_)) if !e.is_retryable()),
         "{result:?}"
     );
 
-    let server = Scripted::start(vec![error(
+    let result = put_once(error(
         400,
         "ResourceNotFoundException",
         "Requested resource not found",
-    )])
+    ))
     .await;
-    let result = server.store().put_if_absent(&item(BODY)).await;
     assert!(
         matches!(&result, Err(e @ StoreError::TableNotFound(_)) if !e.is_retryable()),
         "{result:?}"

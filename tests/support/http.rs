@@ -8,18 +8,7 @@ use tokio::net::TcpStream;
 pub struct Request {
     pub method: String,
     pub path: String,
-    /// Header names in lower case.
-    pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
-}
-
-impl Request {
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-    }
 }
 
 /// The next request on a connection; `None` when the peer closed it. `buffer` keeps bytes that
@@ -39,14 +28,10 @@ pub async fn read_request(socket: &mut TcpStream, buffer: &mut Vec<u8>) -> Optio
     let mut lines = head.split("\r\n");
     let mut start = lines.next()?.split(' ');
     let (method, path) = (start.next()?.to_owned(), start.next()?.to_owned());
-    let headers: Vec<(String, String)> = lines
+    let length: usize = lines
         .filter_map(|l| l.split_once(':'))
-        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
-        .collect();
-    let length: usize = headers
-        .iter()
-        .find(|(n, _)| n == "content-length")
-        .and_then(|(_, v)| v.parse().ok())
+        .find(|(name, _)| name.trim().eq_ignore_ascii_case("content-length"))
+        .and_then(|(_, value)| value.trim().parse().ok())
         .unwrap_or(0);
     while buffer.len() < header_end + length {
         match socket.read(&mut chunk).await {
@@ -56,12 +41,7 @@ pub async fn read_request(socket: &mut TcpStream, buffer: &mut Vec<u8>) -> Optio
     }
     let body = buffer[header_end..header_end + length].to_vec();
     buffer.drain(..header_end + length);
-    Some(Request {
-        method,
-        path,
-        headers,
-        body,
-    })
+    Some(Request { method, path, body })
 }
 
 pub async fn write_response(
