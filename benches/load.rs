@@ -578,11 +578,13 @@ fn main() {
         println!("- {note}");
     }
     let cpu_table = std::fs::read_to_string(work.join("cpu.md")).unwrap_or_default();
+    let findings = std::fs::read_to_string(root.join("benches/notes.md")).unwrap_or_default();
     write_report(
         &root.join("BENCHMARKS.md"),
         &table,
         &notes,
         &cpu_table,
+        &findings,
         quick,
     );
 }
@@ -649,7 +651,14 @@ fn status_kb_line(file: &str, field: &str) -> u64 {
         .unwrap_or(0)
 }
 
-fn write_report(path: &Path, table: &str, notes: &[String], cpu_table: &str, quick: bool) {
+fn write_report(
+    path: &Path,
+    table: &str,
+    notes: &[String],
+    cpu_table: &str,
+    findings: &str,
+    quick: bool,
+) {
     let machine = machine()
         .iter()
         .map(|(k, v)| format!("- {k}: {v}"))
@@ -678,7 +687,7 @@ fn write_report(path: &Path, table: &str, notes: &[String], cpu_table: &str, qui
          ## CPU path without I/O (`cargo bench --bench cpu`)\n\n\
          Median of repeated runs: parse and validate the bodies; the same plus building the item and its \
          DynamoDB attributes; the whole batch (dedupe, units, bounded concurrency, outcomes, response) with a \
-         store that maps the item and answers at once.\n\n{cpu_table}\n"
+         store that maps the item and answers at once.\n\n{cpu_table}\n\n{findings}"
     );
     std::fs::write(path, text).unwrap();
     println!("wrote {}", path.display());
