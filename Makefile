@@ -40,7 +40,7 @@ unit: ## unit tests only (no local AWS endpoint needed)
 TEST_EXTRA ?=
 
 test: venv lint ## everything: fmt, clippy, unit, integration (moto), cargo lambda watch, end-to-end
-	@if command -v cargo-nextest >/dev/null; then cargo nextest run --all-targets --no-fail-fast; else cargo test --all-targets --no-fail-fast; fi
+	@if command -v cargo-nextest >/dev/null; then cargo nextest run --lib --bins --tests --no-fail-fast; else cargo test --lib --bins --tests --no-fail-fast; fi
 	$(if $(strip $(TEST_EXTRA)),$(MAKE) $(TEST_EXTRA))
 
 build: venv ## the arm64 Lambda artefact (target/lambda/audit-receiver/bootstrap)
