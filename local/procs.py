@@ -115,16 +115,17 @@ def venv_bin(tool: str) -> str:
     return found
 
 
-def start_moto(log_dir: Path, port: int | None = None, fast: bool | None = None) -> tuple[Proc, str]:
-    """moto_server on 127.0.0.1. With `fast` (the default; LOCAL_MOTO_FAST=0 turns it off) the same server
-    through local/motoserver.py, whose one patch makes long SQS queues cheap."""
+def start_moto(log_dir: Path, port: int | None = None, plain: bool | None = None) -> tuple[Proc, str]:
+    """moto's server on 127.0.0.1, through local/motoserver.py (moto's own server with locks
+    that make it safe under concurrent clients, and a cheap clock). `plain` (LOCAL_PLAIN_MOTO=1)
+    runs the unpatched `moto_server`, which loses queued messages under concurrent pollers."""
     port = port or free_port()
-    if fast is None:
-        fast = os.environ.get("LOCAL_MOTO_FAST", "1") != "0"
-    if fast:
-        argv = [sys.executable, "-m", "local.motoserver"]
-    else:
+    if plain is None:
+        plain = os.environ.get("LOCAL_PLAIN_MOTO", "0") == "1"
+    if plain:
         argv = [os.environ.get("MOTO_SERVER") or venv_bin("moto_server")]
+    else:
+        argv = [sys.executable, "-m", "local.motoserver"]
     proc = Proc("moto_server", argv + ["-H", "127.0.0.1", "-p", str(port)], log_dir / "moto.log")
     wait_port(port, 30, proc)
     return proc, f"http://127.0.0.1:{port}"
