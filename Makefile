@@ -17,7 +17,7 @@ TABLE_NAME ?= AuditMessages
 .PHONY: help venv fmt-check lint test unit build build-zip bench bench-quick watch invoke clean
 
 help: ## list the targets
-	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
+	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 16
 
 $(VENV_STAMP): requirements.txt
 	python3 -m venv $(VENV)
