@@ -277,12 +277,7 @@ impl Drop for Function {
 }
 
 fn status_kb(pid: u32, field: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}:")))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0)
+    status_kb_line(&format!("/proc/{pid}/status"), field)
 }
 
 fn event_json(size: usize, seed: usize) -> String {

@@ -53,9 +53,7 @@ impl DynamoDbStore {
             .await;
         Client::new(&config)
     }
-}
 
-impl DynamoDbStore {
     /// Runs during init, so that the first batch after a cold start does not pay TCP/TLS set-up:
     /// `connections` concurrent `DescribeTable` calls (a read-only metadata action) leave that many
     /// open connections in the client's pool. Also finds a missing table at start-up. Bounded by
@@ -68,7 +66,7 @@ impl DynamoDbStore {
             .map_err(|_| {
                 StoreError::Unavailable(format!("no answer within {} ms", within.as_millis()))
             })?;
-        let opened = results.iter().filter(|r| r.is_ok()).count();
+        let opened = results.len();
         match results.into_iter().find_map(Result::err) {
             None => Ok(opened),
             Some(error) => Err(match error.into_service_error() {
