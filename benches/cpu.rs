@@ -39,6 +39,7 @@ fn main() {
         deadline_margin: Duration::from_millis(1000),
         retention_days: Some(365),
         retry: RetryPolicy::default(),
+        max_receive_count: 5,
     };
     println!(
         "| batch | parse + validate | + item + attributes | whole batch (bookkeeping, no I/O) | per record |"
@@ -61,6 +62,7 @@ fn main() {
                 let message = AuditMessage::parse(r.body.as_deref(), sent).unwrap();
                 let delivery = Delivery {
                     sqs_message_id: r.message_id.clone().unwrap(),
+                    original_message_id: r.message_id.clone().unwrap(),
                     sent_at: sent,
                     receive_count: Some(1),
                     event_source: r.event_source_arn.clone(),
@@ -72,7 +74,10 @@ fn main() {
         let (whole, _) = measure(5, budget, || {
             let report = runtime
                 .block_on(batch::process_batch(
-                    &MappingOnly,
+                    batch::Ports {
+                        store: &MappingOnly,
+                        dead_letters: None::<&audit_receiver::handler::NoDeadLetterQueue>,
+                    },
                     &settings,
                     &records,
                     None,

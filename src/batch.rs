@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::panic::AssertUnwindSafe;
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use aws_lambda_events::sqs::SqsMessage;
@@ -11,7 +12,13 @@ use chrono::{DateTime, Utc};
 use futures::{FutureExt, StreamExt, stream};
 use tokio::time::Instant;
 
-use crate::message::{AuditItem, AuditMessage, Delivery, InvalidMessage, parse_sent_timestamp};
+use crate::deadletter::{
+    Attribute, DeadLetter, DeadLetterQueue, FAILURE_CONTEXT, FAILURE_REASON, FailureContext,
+    MAX_ORIGINAL_ATTRIBUTES, SendError, is_transient,
+};
+use crate::message::{
+    AuditItem, AuditMessage, Delivery, InvalidMessage, canonical_time, parse_sent_timestamp,
+};
 use crate::store::{AuditStore, PutOutcome, StoreError};
 
 /// How a batch runs; built from `Config` in production, by hand in tests.
@@ -19,10 +26,15 @@ use crate::store::{AuditStore, PutOutcome, StoreError};
 pub struct BatchSettings {
     /// Writes in flight at most.
     pub max_concurrency: usize,
-    /// No record starts, and no write stays in flight, later than `deadline - margin`.
+    /// Time kept in hand before the deadline. No record starts, and no write stays in flight,
+    /// later than `deadline - margin`; dead-letter sends may use the first half of the margin
+    /// (until `deadline - margin / 2`); the second half pays for the response and telemetry.
     pub deadline_margin: Duration,
     pub retention_days: Option<u32>,
     pub retry: RetryPolicy,
+    /// The source queue's `maxReceiveCount`: a transient failure on this receive (or a later
+    /// one) is dead-lettered by the function, since SQS would move it without a reason.
+    pub max_receive_count: u64,
 }
 
 /// Retries of throttling, 5xx, timeouts and connection errors within the invocation.
@@ -35,7 +47,18 @@ pub struct RetryPolicy {
     pub max_delay: Duration,
     /// One attempt with no answer by then counts as a timeout (retryable).
     pub attempt_timeout: Duration,
+    /// Tokens of the invocation's shared retry budget, in the manner of the SDK's retry quota:
+    /// a retry costs `RETRY_COST` (a timeout `TIMEOUT_RETRY_COST`), a write that succeeds at
+    /// its first attempt gives one back. An empty budget ends retrying for every record: a
+    /// throttled table is not hammered with `MAX_CONCURRENCY` × attempts requests, and what is
+    /// left is reported for SQS to retry later.
+    pub retry_budget: u32,
 }
+
+/// What one retry draws from the budget.
+pub const RETRY_COST: i64 = 5;
+/// What one retry after a timeout draws (a timeout costs the table more than an error).
+pub const TIMEOUT_RETRY_COST: i64 = 10;
 
 impl Default for RetryPolicy {
     fn default() -> Self {
@@ -44,6 +67,7 @@ impl Default for RetryPolicy {
             base_delay: Duration::from_millis(25),
             max_delay: Duration::from_secs(1),
             attempt_timeout: Duration::from_secs(3),
+            retry_budget: 100,
         }
     }
 }
@@ -59,16 +83,53 @@ impl RetryPolicy {
     }
 }
 
+/// The retry budget of one invocation, shared by all its records.
+#[derive(Debug)]
+struct RetryBudget {
+    tokens: AtomicI64,
+    capacity: i64,
+}
+
+impl RetryBudget {
+    fn new(capacity: u32) -> Self {
+        Self {
+            tokens: AtomicI64::new(i64::from(capacity)),
+            capacity: i64::from(capacity),
+        }
+    }
+
+    /// Takes `cost` tokens if that many are left.
+    fn acquire(&self, cost: i64) -> bool {
+        self.tokens
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |t| {
+                (t >= cost).then_some(t - cost)
+            })
+            .is_ok()
+    }
+
+    fn refund(&self, tokens: i64) {
+        let _ = self
+            .tokens
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |t| {
+                Some((t + tokens).min(self.capacity))
+            });
+    }
+}
+
 /// What happened to one record.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
     Written,
     /// Already stored with the same payload: success, nothing written.
     Duplicate,
+    /// Failed, and sent to the dead-letter queue with its reason: reported as succeeded, so SQS
+    /// deletes it from the source queue.
+    DeadLettered(Failure),
+    /// Reported in `batchItemFailures`: SQS delivers it again (and its redrive policy applies).
     Failed(Failure),
 }
 
-/// Why a record is reported as failed (and so comes back, and ends in the dead-letter queue).
+/// Why a record failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum Failure {
     #[error(transparent)]
@@ -86,7 +147,7 @@ pub enum Failure {
 }
 
 impl Failure {
-    /// A stable code for logs, metrics and the demo's report.
+    /// A stable code for logs, metrics, the dead-letter queue and the demo's report.
     pub fn code(&self) -> &'static str {
         match self {
             Self::Invalid(invalid) => invalid.code(),
@@ -97,12 +158,20 @@ impl Failure {
             Self::GroupStopped => "group_stopped",
         }
     }
+
+    /// Another receive may succeed (throttling, an unavailable store, the deadline, a missing
+    /// table, a stopped FIFO group); everything else fails the same way every time.
+    pub fn is_transient(&self) -> bool {
+        is_transient(self.code())
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct RecordOutcome {
     pub sqs_message_id: String,
     pub outcome: Outcome,
+    /// Why a dead-letter send that was due did not happen (the record is then `Failed`).
+    pub dead_letter_error: Option<SendError>,
 }
 
 /// Every distinct record of the batch with its outcome, in batch order.
@@ -124,6 +193,7 @@ impl BatchReport {
         self.count(|o| matches!(o, Outcome::Duplicate))
     }
 
+    /// Records reported in `batchItemFailures`.
     pub fn failures(&self) -> impl Iterator<Item = (&str, &Failure)> {
         self.records.iter().filter_map(|r| match &r.outcome {
             Outcome::Failed(failure) => Some((r.sqs_message_id.as_str(), failure)),
@@ -131,17 +201,35 @@ impl BatchReport {
         })
     }
 
+    /// Records sent to the dead-letter queue (reported as succeeded).
+    pub fn dead_lettered(&self) -> impl Iterator<Item = (&str, &Failure)> {
+        self.records.iter().filter_map(|r| match &r.outcome {
+            Outcome::DeadLettered(failure) => Some((r.sqs_message_id.as_str(), failure)),
+            _ => None,
+        })
+    }
+
     pub fn failed_by_reason(&self) -> BTreeMap<&'static str, usize> {
-        let mut counts = BTreeMap::new();
-        for (_, failure) in self.failures() {
-            *counts.entry(failure.code()).or_insert(0) += 1;
-        }
-        counts
+        by_reason(self.failures())
+    }
+
+    pub fn dead_lettered_by_reason(&self) -> BTreeMap<&'static str, usize> {
+        by_reason(self.dead_lettered())
     }
 
     fn count(&self, pick: impl Fn(&Outcome) -> bool) -> usize {
         self.records.iter().filter(|r| pick(&r.outcome)).count()
     }
+}
+
+fn by_reason<'a>(
+    failures: impl Iterator<Item = (&'a str, &'a Failure)>,
+) -> BTreeMap<&'static str, usize> {
+    let mut counts = BTreeMap::new();
+    for (_, failure) in failures {
+        *counts.entry(failure.code()).or_insert(0) += 1;
+    }
+    counts
 }
 
 /// The only error that fails a whole batch: a failure could not be reported for this record.
@@ -153,9 +241,24 @@ pub enum BatchError {
     MissingMessageId { position: usize },
 }
 
+/// The ports a batch works through: the store, and the dead-letter queue when one is set.
+pub struct Ports<'a, S, Q> {
+    pub store: &'a S,
+    pub dead_letters: Option<&'a Q>,
+}
+
+/// The instants a batch works to.
+#[derive(Debug, Clone, Copy)]
+struct Cutoffs {
+    /// No record starts and no write is in flight after it.
+    work: Option<Instant>,
+    /// No dead-letter send is in flight after it.
+    send: Option<Instant>,
+}
+
 /// Processes a batch. `deadline` is when Lambda would stop the invocation (None: no deadline).
-pub async fn process_batch<S: AuditStore>(
-    store: &S,
+pub async fn process_batch<S: AuditStore, Q: DeadLetterQueue>(
+    ports: Ports<'_, S, Q>,
     settings: &BatchSettings,
     records: &[SqsMessage],
     deadline: Option<Instant>,
@@ -165,26 +268,38 @@ pub async fn process_batch<S: AuditStore>(
     let unique: Vec<usize> = (0..records.len())
         .filter(|&i| seen.insert(ids[i]))
         .collect();
-    let cutoff = deadline.map(|d| {
-        d.checked_sub(settings.deadline_margin)
-            .unwrap_or_else(Instant::now)
-    });
+    let before =
+        |margin: Duration| deadline.map(|d| d.checked_sub(margin).unwrap_or_else(Instant::now));
+    let cutoffs = Cutoffs {
+        work: before(settings.deadline_margin),
+        send: before(settings.deadline_margin / 2),
+    };
+    let budget = RetryBudget::new(settings.retry.retry_budget);
 
-    let slots: Vec<OnceLock<Outcome>> = records.iter().map(|_| OnceLock::new()).collect();
+    let slots: Vec<OnceLock<(Outcome, Option<SendError>)>> =
+        records.iter().map(|_| OnceLock::new()).collect();
     let work = stream::iter(units(records, &unique)).for_each_concurrent(
         settings.max_concurrency.max(1),
         |unit| {
-            let slots = &slots;
+            let (slots, budget, ports) = (&slots, &budget, &ports);
             async move {
                 // Set once a record of this unit fails: the rest of a FIFO group is not processed.
                 let mut stop: Option<Failure> = None;
                 for index in unit {
+                    let record = &records[index];
                     let outcome = match &stop {
                         Some(reason) => Outcome::Failed(reason.clone()),
-                        None if cutoff.is_some_and(|c| Instant::now() >= c) => {
+                        None if cutoffs.work.is_some_and(|c| Instant::now() >= c) => {
                             Outcome::Failed(Failure::Deadline)
                         }
-                        None => isolated(store, settings, &records[index], cutoff).await,
+                        None => isolated(ports.store, settings, budget, record, cutoffs.work).await,
+                    };
+                    let (outcome, send_error) = match outcome {
+                        Outcome::Failed(failure) => {
+                            settle(ports.dead_letters, settings, record, failure, cutoffs.send)
+                                .await
+                        }
+                        done => (done, None),
                     };
                     if let (None, Outcome::Failed(failure)) = (&stop, &outcome) {
                         stop = Some(match failure {
@@ -193,13 +308,13 @@ pub async fn process_batch<S: AuditStore>(
                         });
                     }
                     // Each index belongs to exactly one unit, so the slot is still empty.
-                    let _ = slots[index].set(outcome);
+                    let _ = slots[index].set((outcome, send_error));
                 }
             }
         },
     );
-    match cutoff {
-        // Whatever is still running at the cutoff is dropped, and reported below as unfinished.
+    match cutoffs.send {
+        // Whatever is still running then is dropped, and reported below as unfinished.
         Some(cutoff) => {
             let _ = tokio::time::timeout_at(cutoff, work).await;
         }
@@ -208,12 +323,16 @@ pub async fn process_batch<S: AuditStore>(
 
     let records_out = unique
         .iter()
-        .map(|&i| RecordOutcome {
-            sqs_message_id: ids[i].to_owned(),
-            outcome: slots[i]
+        .map(|&i| {
+            let (outcome, dead_letter_error) = slots[i]
                 .get()
                 .cloned()
-                .unwrap_or(Outcome::Failed(Failure::Deadline)),
+                .unwrap_or((Outcome::Failed(Failure::Deadline), None));
+            RecordOutcome {
+                sqs_message_id: ids[i].to_owned(),
+                outcome,
+                dead_letter_error,
+            }
         })
         .collect();
     Ok(BatchReport {
@@ -246,12 +365,8 @@ fn units(records: &[SqsMessage], unique: &[usize]) -> Vec<Vec<usize>> {
     let mut groups: HashMap<&str, usize> = HashMap::new();
     for &index in unique {
         let record = &records[index];
-        let fifo = record
-            .event_source_arn
-            .as_deref()
-            .is_some_and(|arn| arn.ends_with(".fifo"));
-        match record.attributes.get("MessageGroupId").filter(|_| fifo) {
-            Some(group) => match groups.get(group.as_str()) {
+        match fifo_group(record) {
+            Some(group) => match groups.get(group) {
                 Some(&unit) => units[unit].push(index),
                 None => {
                     groups.insert(group, units.len());
@@ -264,14 +379,28 @@ fn units(records: &[SqsMessage], unique: &[usize]) -> Vec<Vec<usize>> {
     units
 }
 
+/// The record's `MessageGroupId` when it comes from a FIFO queue.
+fn fifo_group(record: &SqsMessage) -> Option<&str> {
+    let fifo = record
+        .event_source_arn
+        .as_deref()
+        .is_some_and(|arn| arn.ends_with(".fifo"));
+    record
+        .attributes
+        .get("MessageGroupId")
+        .filter(|_| fifo)
+        .map(String::as_str)
+}
+
 /// One record, with a panic anywhere in it turned into a failure of that record only.
 async fn isolated<S: AuditStore>(
     store: &S,
     settings: &BatchSettings,
+    budget: &RetryBudget,
     record: &SqsMessage,
     cutoff: Option<Instant>,
 ) -> Outcome {
-    match AssertUnwindSafe(process_record(store, settings, record, cutoff))
+    match AssertUnwindSafe(process_record(store, settings, budget, record, cutoff))
         .catch_unwind()
         .await
     {
@@ -280,51 +409,103 @@ async fn isolated<S: AuditStore>(
     }
 }
 
+/// The identity of the record's original delivery: its own, or the one its `failureContext`
+/// carries when it was dead-lettered before and redriven. A malformed context is ignored.
+struct Original {
+    message_id: String,
+    sent_timestamp: Option<String>,
+}
+
+fn original(record: &SqsMessage) -> Original {
+    let own_id = record.message_id.clone().unwrap_or_default();
+    let own_sent = record.attributes.get("SentTimestamp").cloned();
+    let context = record
+        .message_attributes
+        .get(FAILURE_CONTEXT)
+        .and_then(|a| a.string_value.as_deref())
+        .and_then(|text| match FailureContext::parse(text) {
+            Ok(context) => Some(context),
+            Err(error) => {
+                tracing::warn!(sqs_message_id = %own_id, %error, "failureContext ignored");
+                None
+            }
+        });
+    match context {
+        Some(c) => Original {
+            message_id: c.sqs_message_id,
+            sent_timestamp: c.sent_timestamp.or(own_sent),
+        },
+        None => Original {
+            message_id: own_id,
+            sent_timestamp: own_sent,
+        },
+    }
+}
+
 async fn process_record<S: AuditStore>(
     store: &S,
     settings: &BatchSettings,
+    budget: &RetryBudget,
     record: &SqsMessage,
     cutoff: Option<Instant>,
 ) -> Outcome {
-    let attribute = |name: &str| record.attributes.get(name).map(String::as_str);
-    let sent_at = parse_sent_timestamp(attribute("SentTimestamp"));
+    let original = original(record);
+    let sent_at = parse_sent_timestamp(original.sent_timestamp.as_deref());
     let message = match AuditMessage::parse(record.body.as_deref(), sent_at) {
         Ok(message) => message,
         Err(invalid) => return Outcome::Failed(invalid.into()),
     };
     let delivery = Delivery {
         sqs_message_id: record.message_id.clone().unwrap_or_default(),
+        original_message_id: original.message_id,
         sent_at,
-        receive_count: attribute("ApproximateReceiveCount").and_then(|c| c.trim().parse().ok()),
+        receive_count: receive_count(record),
         event_source: record.event_source_arn.clone(),
     };
     let item = AuditItem::new(message, delivery, Utc::now(), settings.retention_days);
-    write(store, &item, &settings.retry, cutoff).await
+    write(store, &item, &settings.retry, budget, cutoff).await
 }
 
-/// One conditional write, retried while the error is transient, attempts remain and the
-/// backoff still ends before the cutoff.
+fn receive_count(record: &SqsMessage) -> Option<u64> {
+    record
+        .attributes
+        .get("ApproximateReceiveCount")
+        .and_then(|c| c.trim().parse().ok())
+}
+
+/// One conditional write, retried while the error is transient, attempts and the shared budget
+/// remain, and the backoff still ends before the cutoff.
 async fn write<S: AuditStore>(
     store: &S,
     item: &AuditItem,
     retry: &RetryPolicy,
+    budget: &RetryBudget,
     cutoff: Option<Instant>,
 ) -> Outcome {
     let mut attempt = 1;
     loop {
-        let budget = cutoff.map(|c| c.saturating_duration_since(Instant::now()));
-        if budget.is_some_and(|b| b.is_zero()) {
+        let left = cutoff.map(|c| c.saturating_duration_since(Instant::now()));
+        if left.is_some_and(|b| b.is_zero()) {
             return Outcome::Failed(Failure::Deadline);
         }
-        let limit = budget.map_or(retry.attempt_timeout, |b| b.min(retry.attempt_timeout));
-        let result = match tokio::time::timeout(limit, store.put_if_absent(item)).await {
-            Ok(result) => result,
-            Err(_) if limit < retry.attempt_timeout => return Outcome::Failed(Failure::Deadline),
-            Err(_) => Err(StoreError::Unavailable(format!(
-                "no answer within {} ms",
-                limit.as_millis()
-            ))),
+        let limit = left.map_or(retry.attempt_timeout, |b| b.min(retry.attempt_timeout));
+        let (result, timed_out) = match tokio::time::timeout(limit, store.put_if_absent(item)).await
+        {
+            Ok(result) => (result, false),
+            Err(_) if limit < retry.attempt_timeout => {
+                return Outcome::Failed(Failure::Deadline);
+            }
+            Err(_) => (
+                Err(StoreError::Unavailable(format!(
+                    "no answer within {} ms",
+                    limit.as_millis()
+                ))),
+                true,
+            ),
         };
+        if attempt == 1 && result.is_ok() {
+            budget.refund(1);
+        }
         match result {
             Ok(PutOutcome::Written) => return Outcome::Written,
             Ok(PutOutcome::Duplicate) => return Outcome::Duplicate,
@@ -332,6 +513,14 @@ async fn write<S: AuditStore>(
             Err(error) if error.is_retryable() && attempt < retry.max_attempts => {
                 let delay = retry.backoff(attempt);
                 if cutoff.is_some_and(|c| Instant::now() + delay >= c) {
+                    return Outcome::Failed(error.into());
+                }
+                let cost = if timed_out {
+                    TIMEOUT_RETRY_COST
+                } else {
+                    RETRY_COST
+                };
+                if !budget.acquire(cost) {
                     return Outcome::Failed(error.into());
                 }
                 tokio::time::sleep(delay).await;
@@ -342,10 +531,102 @@ async fn write<S: AuditStore>(
     }
 }
 
+/// A failed record: dead-lettered when a dead-letter queue is set and the failure is permanent,
+/// or transient on the last receive; otherwise, or when the send fails, reported failed.
+async fn settle<Q: DeadLetterQueue>(
+    dead_letters: Option<&Q>,
+    settings: &BatchSettings,
+    record: &SqsMessage,
+    failure: Failure,
+    cutoff: Option<Instant>,
+) -> (Outcome, Option<SendError>) {
+    let Some(queue) = dead_letters else {
+        return (Outcome::Failed(failure), None);
+    };
+    let last_receive = receive_count(record).is_some_and(|n| n >= settings.max_receive_count);
+    if failure.is_transient() && !last_receive {
+        return (Outcome::Failed(failure), None);
+    }
+    let letter = match dead_letter(record, &failure, Utc::now()) {
+        Ok(letter) => letter,
+        Err(error) => return (Outcome::Failed(failure), Some(error)),
+    };
+    let left = cutoff.map(|c| c.saturating_duration_since(Instant::now()));
+    let sent = match left {
+        Some(left) if left.is_zero() => Err(SendError::Deadline),
+        Some(left) => tokio::time::timeout(left, queue.send(&letter))
+            .await
+            .unwrap_or(Err(SendError::Deadline)),
+        None => queue.send(&letter).await,
+    };
+    match sent {
+        Ok(()) => (Outcome::DeadLettered(failure), None),
+        Err(error) => (Outcome::Failed(failure), Some(error)),
+    }
+}
+
+/// The dead-letter message of a failed record: its body byte for byte, its attributes, and
+/// `failureReason` and `failureContext` (with the original delivery's identity).
+pub fn dead_letter(
+    record: &SqsMessage,
+    failure: &Failure,
+    now: DateTime<Utc>,
+) -> Result<DeadLetter, SendError> {
+    let body = match record.body.as_deref() {
+        Some(body) if !body.is_empty() => body.to_owned(),
+        _ => return Err(SendError::NoBody),
+    };
+    let mut attributes: std::collections::BTreeMap<String, Attribute> = record
+        .message_attributes
+        .iter()
+        .filter(|(name, _)| *name != FAILURE_REASON && *name != FAILURE_CONTEXT)
+        .map(|(name, a)| {
+            let attribute = Attribute {
+                data_type: a.data_type.clone().unwrap_or_else(|| "String".into()),
+                string_value: a.string_value.clone(),
+                binary_value: a.binary_value.as_ref().map(|b| b.0.clone()),
+            };
+            (name.clone(), attribute)
+        })
+        .collect();
+    if attributes.len() > MAX_ORIGINAL_ATTRIBUTES {
+        return Err(SendError::TooManyAttributes(attributes.len()));
+    }
+    let original = original(record);
+    let context = FailureContext {
+        reason: failure.code().to_owned(),
+        detail: failure.to_string(),
+        sqs_message_id: original.message_id,
+        sent_timestamp: original.sent_timestamp,
+        receive_count: receive_count(record),
+        failed_at: canonical_time(now),
+        event_source_arn: record.event_source_arn.clone(),
+    };
+    attributes.insert(FAILURE_REASON.into(), Attribute::string(failure.code()));
+    attributes.insert(FAILURE_CONTEXT.into(), Attribute::string(context.to_json()));
+    let group_id = fifo_group(record).map(str::to_owned);
+    Ok(DeadLetter {
+        body,
+        attributes,
+        // FIFO: the record's own SQS message id deduplicates a repeated send of this delivery;
+        // a redriven delivery has a new id, so a second failure is never deduplicated away.
+        deduplication_id: group_id.as_ref().and(record.message_id.clone()),
+        group_id,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::deadletter::memory::MemoryDeadLetterQueue;
     use crate::store::memory::MemoryStore;
+
+    fn ports(store: &MemoryStore) -> Ports<'_, MemoryStore, MemoryDeadLetterQueue> {
+        Ports {
+            store,
+            dead_letters: None,
+        }
+    }
 
     const QUEUE: &str = "arn:aws:sqs:us-east-1:000000000000:AuditQueue";
     const FIFO_QUEUE: &str = "arn:aws:sqs:us-east-1:000000000000:AuditQueue.fifo";
@@ -360,7 +641,9 @@ mod tests {
                 base_delay: Duration::from_millis(1),
                 max_delay: Duration::from_millis(5),
                 attempt_timeout: Duration::from_secs(2),
+                retry_budget: 100,
             },
+            max_receive_count: 5,
         }
     }
 
@@ -408,7 +691,7 @@ mod tests {
     async fn clean_batch_writes_every_record() {
         let store = MemoryStore::new();
         let records: Vec<_> = (0..10).map(|i| valid(&format!("m{i}"))).collect();
-        let report = process_batch(&store, &settings(32), &records, None)
+        let report = process_batch(ports(&store), &settings(32), &records, None)
             .await
             .unwrap();
         assert_eq!(report.written(), 10);
@@ -420,7 +703,7 @@ mod tests {
     async fn invalid_records_fail_alone() {
         let store = MemoryStore::new();
         let records = vec![valid("ok-1"), record("bad", "not json"), valid("ok-2")];
-        let report = process_batch(&store, &settings(32), &records, None)
+        let report = process_batch(ports(&store), &settings(32), &records, None)
             .await
             .unwrap();
         assert_eq!(failed_ids(&report), ["bad"]);
@@ -437,7 +720,7 @@ mod tests {
     async fn concurrency_never_exceeds_the_bound() {
         let store = MemoryStore::new().with_delay(Duration::from_millis(20));
         let records: Vec<_> = (0..40).map(|i| valid(&format!("m{i}"))).collect();
-        let report = process_batch(&store, &settings(4), &records, None)
+        let report = process_batch(ports(&store), &settings(4), &records, None)
             .await
             .unwrap();
         assert_eq!(report.written(), 40);
@@ -453,7 +736,7 @@ mod tests {
             record("bad", "[]"),
             record("bad", "[]"),
         ];
-        let report = process_batch(&store, &settings(32), &records, None)
+        let report = process_batch(ports(&store), &settings(32), &records, None)
             .await
             .unwrap();
         assert_eq!(store.calls(), 1);
@@ -465,17 +748,18 @@ mod tests {
     #[tokio::test]
     async fn redelivery_is_a_duplicate_and_another_payload_a_conflict() {
         let store = MemoryStore::new();
-        let first = record("sqs-1", r#"{"auditText":"a","messageId":"p-1"}"#);
-        process_batch(&store, &settings(32), &[first], None)
+        let body = r#"{"auditText":"a","messageId":"p-1","auditTime":"2026-11-22T12:00:00Z"}"#;
+        let first = record("sqs-1", body);
+        process_batch(ports(&store), &settings(32), &[first], None)
             .await
             .unwrap();
 
-        let retry = record("sqs-2", r#"{"auditText":"a","messageId":"p-1"}"#);
+        let retry = record("sqs-2", body);
         let clash = record(
             "sqs-3",
             r#"{"auditText":"changed","messageId":"p-1","auditTime":"2026-11-22T12:00:00Z"}"#,
         );
-        let report = process_batch(&store, &settings(32), &[retry, clash], None)
+        let report = process_batch(ports(&store), &settings(32), &[retry, clash], None)
             .await
             .unwrap();
         assert_eq!(outcome_of(&report, "sqs-2"), &Outcome::Duplicate);
@@ -501,7 +785,7 @@ mod tests {
             fifo("a3", "A", ok),
             fifo("b3", "B", ok),
         ];
-        let report = process_batch(&store, &settings(32), &records, None)
+        let report = process_batch(ports(&store), &settings(32), &records, None)
             .await
             .unwrap();
         assert_eq!(failed_ids(&report), ["a2", "a3"]);
@@ -529,7 +813,7 @@ mod tests {
         let records: Vec<_> = (0..20)
             .map(|i| fifo(&format!("g{i:02}"), "G", r#"{"auditText":"x"}"#))
             .collect();
-        process_batch(&store, &settings(32), &records, None)
+        process_batch(ports(&store), &settings(32), &records, None)
             .await
             .unwrap();
         let expected: Vec<String> = (0..20).map(|i| format!("g{i:02}")).collect();
@@ -544,7 +828,7 @@ mod tests {
         for r in &mut records {
             r.attributes.insert("MessageGroupId".into(), "same".into());
         }
-        process_batch(&store, &settings(8), &records, None)
+        process_batch(ports(&store), &settings(8), &records, None)
             .await
             .unwrap();
         assert_eq!(store.max_in_flight(), 8);
@@ -555,7 +839,7 @@ mod tests {
         let store = MemoryStore::new();
         store.panic_on("boom");
         let records = vec![valid("m1"), valid("boom"), valid("m2")];
-        let report = process_batch(&store, &settings(32), &records, None)
+        let report = process_batch(ports(&store), &settings(32), &records, None)
             .await
             .unwrap();
         assert_eq!(
@@ -581,7 +865,7 @@ mod tests {
             (0..10).map(|_| StoreError::Unavailable("500".into())),
         );
         let records = vec![valid("flaky"), valid("gone"), valid("down")];
-        let report = process_batch(&store, &settings(32), &records, None)
+        let report = process_batch(ports(&store), &settings(32), &records, None)
             .await
             .unwrap();
         assert_eq!(outcome_of(&report, "flaky"), &Outcome::Written);
@@ -605,7 +889,7 @@ mod tests {
         let deadline = started + Duration::from_millis(500);
         // Margin 100 ms: writes in the first wave (2 in flight) finish at ~300 ms, the second
         // wave cannot finish before the cutoff at 400 ms, the rest never start.
-        let report = process_batch(&store, &settings(2), &records, Some(deadline))
+        let report = process_batch(ports(&store), &settings(2), &records, Some(deadline))
             .await
             .unwrap();
         let elapsed = started.elapsed();
@@ -622,7 +906,7 @@ mod tests {
         let store = MemoryStore::new();
         let records = vec![valid("m1"), valid("m2")];
         let deadline = Instant::now() + Duration::from_millis(50);
-        let report = process_batch(&store, &settings(32), &records, Some(deadline))
+        let report = process_batch(ports(&store), &settings(32), &records, Some(deadline))
             .await
             .unwrap();
         assert_eq!(store.calls(), 0);
@@ -634,7 +918,7 @@ mod tests {
         let store = MemoryStore::new();
         let mut nameless = valid("x");
         nameless.message_id = None;
-        let error = process_batch(&store, &settings(32), &[valid("m1"), nameless], None)
+        let error = process_batch(ports(&store), &settings(32), &[valid("m1"), nameless], None)
             .await
             .unwrap_err();
         assert_eq!(error, BatchError::MissingMessageId { position: 1 });

@@ -12,6 +12,9 @@ pub const MAX_CONCURRENCY_LIMIT: usize = 1024;
 pub const DEFAULT_DEADLINE_MARGIN_MS: u64 = 1000;
 const MAX_DEADLINE_MARGIN_MS: u64 = 900_000;
 const MAX_RETENTION_DAYS: u32 = 36_500;
+/// The source queue's `maxReceiveCount` when `MAX_RECEIVE_COUNT` is unset (the template's default).
+pub const DEFAULT_MAX_RECEIVE_COUNT: u64 = 5;
+const MAX_MAX_RECEIVE_COUNT: u64 = 1000;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
@@ -19,6 +22,9 @@ pub struct Config {
     pub max_concurrency: usize,
     pub deadline_margin: Duration,
     pub retention_days: Option<u32>,
+    /// When set, the function dead-letters failed records itself, with their reason.
+    pub dead_letter_queue_url: Option<String>,
+    pub max_receive_count: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -96,11 +102,41 @@ impl Config {
             ),
         };
 
+        let dead_letter_queue_url = match get("DEAD_LETTER_QUEUE_URL") {
+            None => None,
+            Some(v) if valid_queue_url(v.trim()) => Some(v.trim().to_owned()),
+            Some(v) => {
+                return Err(invalid(
+                    "DEAD_LETTER_QUEUE_URL",
+                    &v,
+                    "expected a queue URL (https://sqs.<region>.amazonaws.com/<account>/<name>)",
+                ));
+            }
+        };
+
+        let max_receive_count = match get("MAX_RECEIVE_COUNT") {
+            None => DEFAULT_MAX_RECEIVE_COUNT,
+            Some(v) => v
+                .trim()
+                .parse::<u64>()
+                .ok()
+                .filter(|n| (1..=MAX_MAX_RECEIVE_COUNT).contains(n))
+                .ok_or_else(|| {
+                    invalid(
+                        "MAX_RECEIVE_COUNT",
+                        &v,
+                        "expected the queue's maxReceiveCount, a whole number from 1 to 1000",
+                    )
+                })?,
+        };
+
         Ok(Self {
             table_name,
             max_concurrency,
             deadline_margin: Duration::from_millis(deadline_margin_ms),
             retention_days,
+            dead_letter_queue_url,
+            max_receive_count,
         })
     }
 }
@@ -111,6 +147,15 @@ fn invalid(name: &'static str, value: &str, rule: &'static str) -> ConfigError {
         value: value.to_owned(),
         rule,
     }
+}
+
+/// An http(s) URL with a host and a path: the form of every SQS queue URL (and of a local one).
+fn valid_queue_url(url: &str) -> bool {
+    let rest = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"));
+    rest.and_then(|r| r.split_once('/'))
+        .is_some_and(|(host, path)| !host.is_empty() && !path.is_empty() && !url.contains(' '))
 }
 
 fn valid_table_name(name: &str) -> bool {
@@ -139,6 +184,8 @@ mod tests {
         assert_eq!(config.max_concurrency, 32);
         assert_eq!(config.deadline_margin, Duration::from_millis(1000));
         assert_eq!(config.retention_days, None);
+        assert_eq!(config.dead_letter_queue_url, None);
+        assert_eq!(config.max_receive_count, 5);
     }
 
     #[test]
@@ -148,8 +195,18 @@ mod tests {
             ("MAX_CONCURRENCY", "1024"),
             ("DEADLINE_MARGIN_MS", "250"),
             ("RETENTION_DAYS", "365"),
+            (
+                "DEAD_LETTER_QUEUE_URL",
+                "https://sqs.eu-west-1.amazonaws.com/123456789012/AuditDeadLetterQueue",
+            ),
+            ("MAX_RECEIVE_COUNT", "7"),
         ])
         .unwrap();
+        assert_eq!(
+            config.dead_letter_queue_url.as_deref(),
+            Some("https://sqs.eu-west-1.amazonaws.com/123456789012/AuditDeadLetterQueue")
+        );
+        assert_eq!(config.max_receive_count, 7);
         assert_eq!(config.max_concurrency, 1024);
         assert_eq!(config.deadline_margin, Duration::from_millis(250));
         assert_eq!(config.retention_days, Some(365));
@@ -198,6 +255,28 @@ mod tests {
             (
                 &[("TABLE_NAME", "Audit"), ("RETENTION_DAYS", "forever")],
                 "RETENTION_DAYS",
+            ),
+            (
+                &[
+                    ("TABLE_NAME", "Audit"),
+                    ("DEAD_LETTER_QUEUE_URL", "AuditDLQ"),
+                ],
+                "DEAD_LETTER_QUEUE_URL",
+            ),
+            (
+                &[
+                    ("TABLE_NAME", "Audit"),
+                    ("DEAD_LETTER_QUEUE_URL", "arn:aws:sqs:us-east-1:1:q"),
+                ],
+                "DEAD_LETTER_QUEUE_URL",
+            ),
+            (
+                &[("TABLE_NAME", "Audit"), ("MAX_RECEIVE_COUNT", "0")],
+                "MAX_RECEIVE_COUNT",
+            ),
+            (
+                &[("TABLE_NAME", "Audit"), ("MAX_RECEIVE_COUNT", "five")],
+                "MAX_RECEIVE_COUNT",
             ),
         ];
         for (vars, name) in cases {

@@ -7,28 +7,53 @@ use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
 use lambda_runtime::{Diagnostic, LambdaEvent};
 use tokio::time::Instant;
 
-use crate::batch::{self, BatchError, BatchReport, BatchSettings};
+use crate::batch::{self, BatchError, BatchReport, BatchSettings, Ports};
+use crate::deadletter::{DeadLetter, DeadLetterQueue, SendError};
 use crate::store::AuditStore;
 use crate::telemetry;
 
-/// The function: a store and the batch settings, built once per process.
-pub struct Handler<S> {
+/// The function: a store, the dead-letter queue when one is set, and the batch settings, built
+/// once per process.
+pub struct Handler<S, Q = NoDeadLetterQueue> {
     store: S,
+    dead_letters: Option<Q>,
     settings: BatchSettings,
     function_name: Option<String>,
 }
 
+/// The dead-letter port of a handler without a dead-letter queue: never called.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoDeadLetterQueue;
+
+impl DeadLetterQueue for NoDeadLetterQueue {
+    async fn send(&self, _: &DeadLetter) -> Result<(), SendError> {
+        Err(SendError::Refused(
+            "no dead-letter queue is configured".into(),
+        ))
+    }
+}
+
 impl<S: AuditStore> Handler<S> {
+    /// A handler that only reports failures (SQS's redrive policy moves them).
     pub fn new(store: S, settings: BatchSettings) -> Self {
         Self {
             store,
+            dead_letters: None,
             settings,
             function_name: std::env::var("AWS_LAMBDA_FUNCTION_NAME").ok(),
         }
     }
+}
 
-    pub fn store(&self) -> &S {
-        &self.store
+impl<S: AuditStore, Q: DeadLetterQueue> Handler<S, Q> {
+    /// The same handler, dead-lettering failed records itself with their reason.
+    pub fn with_dead_letters<R: DeadLetterQueue>(self, queue: R) -> Handler<S, R> {
+        Handler {
+            store: self.store,
+            dead_letters: Some(queue),
+            settings: self.settings,
+            function_name: self.function_name,
+        }
     }
 
     /// Processes one SQS batch. Fails the whole invocation only when a record has no message id.
@@ -38,14 +63,13 @@ impl<S: AuditStore> Handler<S> {
     ) -> Result<SqsBatchResponse, HandlerError> {
         let started = Instant::now();
         let deadline = deadline_instant(event.context.deadline);
-        let report = batch::process_batch(
-            &self.store,
-            &self.settings,
-            &event.payload.records,
-            deadline,
-        )
-        .await
-        .inspect_err(|error| tracing::error!(%error, "batch rejected"))?;
+        let ports = Ports {
+            store: &self.store,
+            dead_letters: self.dead_letters.as_ref(),
+        };
+        let report = batch::process_batch(ports, &self.settings, &event.payload.records, deadline)
+            .await
+            .inspect_err(|error| tracing::error!(%error, "batch rejected"))?;
         telemetry::publish(
             &report,
             started.elapsed(),

@@ -3,6 +3,7 @@
 
 pub mod batch;
 pub mod config;
+pub mod deadletter;
 pub mod handler;
 pub mod message;
 pub mod store;
@@ -20,6 +21,7 @@ impl Config {
             deadline_margin: self.deadline_margin,
             retention_days: self.retention_days,
             retry: RetryPolicy::default(),
+            max_receive_count: self.max_receive_count,
         }
     }
 }

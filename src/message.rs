@@ -51,6 +51,23 @@ pub enum InvalidMessage {
     MissingAuditTime,
     #[error("messageId must be 1 to {MAX_MESSAGE_ID_CHARS} characters, found {0}")]
     InvalidMessageId(usize),
+    #[error(
+        "the body has a messageId but no auditTime: the item key is (messageId, auditTime), so a re-send would make a second item"
+    )]
+    MessageIdWithoutAuditTime,
+    #[error("{0}")]
+    InvalidNumber(NumberError),
+}
+
+/// Why a JSON number cannot be stored as a DynamoDB number.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NumberError {
+    #[error("a number has {0} significant digits; DynamoDB stores at most 38")]
+    TooPrecise(usize),
+    #[error("a number's magnitude is outside DynamoDB's 1E-130 to 1E+126")]
+    OutOfRange,
+    #[error("a number's exponent is too large to read")]
+    ExponentOverflow,
 }
 
 impl InvalidMessage {
@@ -66,6 +83,8 @@ impl InvalidMessage {
             Self::InvalidAuditTime(_) => "invalid_audit_time",
             Self::MissingAuditTime => "missing_audit_time",
             Self::InvalidMessageId(_) => "invalid_message_id",
+            Self::MessageIdWithoutAuditTime => "message_id_without_audit_time",
+            Self::InvalidNumber(_) => "invalid_number",
         }
     }
 }
@@ -94,9 +113,9 @@ impl AuditMessage {
             Some(other) => return Err(wrong_type(AUDIT_TEXT, "a string", &other)),
         };
 
-        let audit_time = match fields.remove(AUDIT_TIME) {
-            None | Some(Value::Null) => sent_at.ok_or(InvalidMessage::MissingAuditTime)?,
-            Some(Value::String(time)) => parse_audit_time(&time)?,
+        let (audit_time, time_in_body) = match fields.remove(AUDIT_TIME) {
+            None | Some(Value::Null) => (sent_at.ok_or(InvalidMessage::MissingAuditTime)?, false),
+            Some(Value::String(time)) => (parse_audit_time(&time)?, true),
             Some(other) => return Err(wrong_type(AUDIT_TIME, "an RFC 3339 string", &other)),
         };
 
@@ -111,12 +130,95 @@ impl AuditMessage {
             }
             Some(other) => return Err(wrong_type(MESSAGE_ID, "a string", &other)),
         };
+        if producer_message_id.is_some() && !time_in_body {
+            return Err(InvalidMessage::MessageIdWithoutAuditTime);
+        }
+        for value in fields.values() {
+            check_numbers(value).map_err(InvalidMessage::InvalidNumber)?;
+        }
 
         Ok(Self {
             producer_message_id,
             audit_time,
             audit_text,
             extra: fields,
+        })
+    }
+}
+
+/// Every number in `value` can be stored by DynamoDB.
+fn check_numbers(value: &Value) -> Result<(), NumberError> {
+    match value {
+        Value::Number(n) => check_number(&n.to_string()),
+        Value::Array(values) => values.iter().try_for_each(check_numbers),
+        Value::Object(map) => map.values().try_for_each(check_numbers),
+        _ => Ok(()),
+    }
+}
+
+/// DynamoDB's number rules: at most 38 significant digits, and zero or a magnitude from 1E-130
+/// up to (not including) 1E+126.
+pub fn check_number(text: &str) -> Result<(), NumberError> {
+    let decimal = Decimal::parse(text).ok_or(NumberError::ExponentOverflow)?;
+    if decimal.digits.is_empty() {
+        return Ok(()); // zero
+    }
+    if decimal.digits.len() > 38 {
+        return Err(NumberError::TooPrecise(decimal.digits.len()));
+    }
+    // value = 0.d1d2… × 10^exponent, so 1E-130 <= value < 1E+126 <=> -129 <= exponent <= 126.
+    if !(-129..=126).contains(&decimal.exponent) {
+        return Err(NumberError::OutOfRange);
+    }
+    Ok(())
+}
+
+/// A decimal number in normal form: value = (−1 if negative) × 0.`digits` × 10^`exponent`, with
+/// no leading or trailing zeros in `digits` (empty for zero). Equal values have equal forms.
+/// Hand-written because only equality and the digit count are needed; a bignum crate would add
+/// weight for no more.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decimal {
+    pub negative: bool,
+    pub digits: String,
+    pub exponent: i64,
+}
+
+impl Decimal {
+    /// Reads a JSON or DynamoDB number (`-12.50`, `1e2`, `5E-1`); None when it is not a number
+    /// or its exponent does not fit an i64.
+    pub fn parse(text: &str) -> Option<Self> {
+        let text = text.trim();
+        let (negative, unsigned) = match text.as_bytes().first()? {
+            b'-' => (true, &text[1..]),
+            b'+' => (false, &text[1..]),
+            _ => (false, text),
+        };
+        let (mantissa, exponent) = match unsigned.find(['e', 'E']) {
+            Some(at) => (&unsigned[..at], unsigned[at + 1..].parse::<i64>().ok()?),
+            None => (unsigned, 0),
+        };
+        let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+        if int.is_empty() && frac.is_empty()
+            || !int.chars().chain(frac.chars()).all(|c| c.is_ascii_digit())
+        {
+            return None;
+        }
+        let digits = format!("{int}{frac}");
+        let leading = digits.len() - digits.trim_start_matches('0').len();
+        let significant = digits.trim_start_matches('0').trim_end_matches('0');
+        if significant.is_empty() {
+            return Some(Self {
+                negative: false,
+                digits: String::new(),
+                exponent: 0,
+            });
+        }
+        let shift = i64::try_from(int.len()).ok()? - i64::try_from(leading).ok()?;
+        Some(Self {
+            negative,
+            digits: significant.to_owned(),
+            exponent: exponent.checked_add(shift)?,
         })
     }
 }
@@ -188,10 +290,44 @@ fn json_kind(value: &Value) -> &'static str {
     }
 }
 
+/// Shards per UTC day of the `byAuditTime` index: `auditBucket` is `YYYY-MM-DD#NN`, NN `00`-`31`.
+pub const AUDIT_BUCKET_SHARDS: u32 = 32;
+
+/// FNV-1a, 32 bits (offset basis 2166136261, prime 16777619), as the SPEC fixes it so that any
+/// reader can compute a bucket. Hand-written: four lines, and a crate would add a dependency
+/// whose output must still be pinned by these same test vectors.
+pub fn fnv1a_32(bytes: &[u8]) -> u32 {
+    bytes.iter().fold(2_166_136_261u32, |hash, &byte| {
+        (hash ^ u32::from(byte)).wrapping_mul(16_777_619)
+    })
+}
+
+/// The item's `auditBucket`: the UTC day of its canonical `auditTime` and the shard of its
+/// `messageId`.
+pub fn audit_bucket(message_id: &str, canonical_audit_time: &str) -> String {
+    let day = canonical_audit_time
+        .get(..10)
+        .unwrap_or(canonical_audit_time);
+    format!("{day}#{}", bucket_shard(message_id))
+}
+
+/// The two-digit shard of a `messageId`.
+pub fn bucket_shard(message_id: &str) -> String {
+    format!(
+        "{:02}",
+        fnv1a_32(message_id.as_bytes()) % AUDIT_BUCKET_SHARDS
+    )
+}
+
 /// Where and how a message was delivered: the SQS side of the item.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Delivery {
+    /// This delivery's SQS message id (the item's `sqsMessageId`).
     pub sqs_message_id: String,
+    /// The SQS message id of the original delivery: this one's, or the one a redriven record
+    /// carries in its `failureContext`. The item's `messageId` when the body has none.
+    pub original_message_id: String,
+    /// `SentTimestamp` of the original delivery.
     pub sent_at: Option<DateTime<Utc>>,
     pub receive_count: Option<u64>,
     pub event_source: Option<String>,
@@ -202,6 +338,8 @@ pub struct Delivery {
 pub struct AuditItem {
     pub message_id: String,
     pub audit_time: String,
+    /// `YYYY-MM-DD#NN`, the key of the `byAuditTime` index (`audit_bucket`).
+    pub audit_bucket: String,
     pub audit_text: String,
     pub sqs_message_id: String,
     pub sent_at: Option<String>,
@@ -223,11 +361,14 @@ impl AuditItem {
     ) -> Self {
         let expires_at =
             retention_days.map(|days| message.audit_time.timestamp() + i64::from(days) * 86_400);
+        let message_id = message
+            .producer_message_id
+            .unwrap_or_else(|| delivery.original_message_id.clone());
+        let audit_time = canonical_time(message.audit_time);
         Self {
-            message_id: message
-                .producer_message_id
-                .unwrap_or_else(|| delivery.sqs_message_id.clone()),
-            audit_time: canonical_time(message.audit_time),
+            audit_bucket: audit_bucket(&message_id, &audit_time),
+            message_id,
+            audit_time,
             audit_text: message.audit_text,
             sqs_message_id: delivery.sqs_message_id,
             sent_at: delivery.sent_at.map(canonical_time),
@@ -329,7 +470,7 @@ mod tests {
     #[test]
     fn producer_message_id_and_extra_fields_are_kept() {
         let message = parse(
-            r#"{"auditText":"login","messageId":"order-7","actor":{"id":42},"amount":12.50,"big":123456789012345678901234567890}"#,
+            r#"{"auditText":"login","messageId":"order-7","auditTime":"2026-11-22T10:00:00Z","actor":{"id":42},"amount":12.50,"big":123456789012345678901234567890}"#,
         )
         .unwrap();
         assert_eq!(message.producer_message_id.as_deref(), Some("order-7"));
@@ -391,8 +532,31 @@ mod tests {
                 "invalid_audit_time",
             ),
             (
-                Some(r#"{"auditText":"x","messageId":""}"#),
+                Some(r#"{"auditText":"x","messageId":"","auditTime":"2026-11-22T10:00:00Z"}"#),
                 "invalid_message_id",
+            ),
+            (
+                Some(r#"{"auditText":"x","messageId":"p-1"}"#),
+                "message_id_without_audit_time",
+            ),
+            (
+                Some(r#"{"auditText":"x","messageId":"p-1","auditTime":null}"#),
+                "message_id_without_audit_time",
+            ),
+            (
+                Some(r#"{"auditText":"x","n":123456789012345678901234567890123456789}"#),
+                "invalid_number",
+            ),
+            (Some(r#"{"auditText":"x","n":1e126}"#), "invalid_number"),
+            (Some(r#"{"auditText":"x","n":-1e126}"#), "invalid_number"),
+            (Some(r#"{"auditText":"x","n":1e-131}"#), "invalid_number"),
+            (
+                Some(r#"{"auditText":"x","deep":[{"n":1e99999999999999999999}]}"#),
+                "invalid_number",
+            ),
+            (
+                Some(r#"{"auditText":"x","n":9e9223372036854775807}"#),
+                "invalid_number",
             ),
         ];
         for (body, code) in cases {
@@ -402,10 +566,77 @@ mod tests {
     }
 
     #[test]
+    fn fnv1a_matches_the_published_test_vectors() {
+        // From the FNV reference test suite (32-bit FNV-1a).
+        assert_eq!(fnv1a_32(b""), 0x811c_9dc5);
+        assert_eq!(fnv1a_32(b"a"), 0xe40c_292c);
+        assert_eq!(fnv1a_32(b"foobar"), 0xbf9c_f968);
+    }
+
+    #[test]
+    fn audit_bucket_is_the_utc_day_and_the_shard_of_the_message_id() {
+        // 0xbf9cf968 = 3214735720; 3214735720 % 32 = 8.
+        assert_eq!(
+            audit_bucket("foobar", "2026-11-22T10:00:00.000Z"),
+            "2026-11-22#08"
+        );
+        // 0xe40c292c % 32 = 12; an offset time is bucketed by its UTC day.
+        let utc = canonical_time(parse_audit_time("2026-11-23T01:30:00+02:00").unwrap());
+        assert_eq!(audit_bucket("a", &utc), "2026-11-22#12");
+        for id in ["x", "order-7", "é", "a much longer producer id"] {
+            let shard: u32 = bucket_shard(id).parse().unwrap();
+            assert!(shard < AUDIT_BUCKET_SHARDS);
+            assert_eq!(bucket_shard(id).len(), 2);
+        }
+    }
+
+    #[test]
+    fn numbers_dynamodb_can_store_are_kept() {
+        for n in [
+            "0",
+            "-0.0",
+            "1e125",
+            "9.9999999999999999999999999999999999999e125",
+            "1e-130",
+            "-1e-130",
+            "12345678901234567890123456789012345678",
+            "1234567890123456789012345678901234567800000",
+            "0.000000000000000000000000000000000000000000012345",
+        ] {
+            let body = format!(r#"{{"auditText":"x","n":{n}}}"#);
+            let message = parse(&body).unwrap_or_else(|e| panic!("{n}: {e}"));
+            assert_eq!(
+                Decimal::parse(&message.extra["n"].to_string()),
+                Decimal::parse(n),
+                "value kept"
+            );
+        }
+    }
+
+    #[test]
+    fn decimals_compare_by_value() {
+        let d = |t: &str| Decimal::parse(t).unwrap();
+        assert_eq!(d("1"), d("1.0"));
+        assert_eq!(d("100"), d("1e2"));
+        assert_eq!(d("0.5"), d("5E-1"));
+        assert_eq!(d("-0"), d("0"));
+        assert_ne!(d("1"), d("-1"));
+        assert_ne!(d("0.1"), d("0.01"));
+        assert_eq!(Decimal::parse("1e9223372036854775807"), None, "overflow");
+        assert_eq!(Decimal::parse("abc"), None);
+    }
+
+    #[test]
     fn message_id_length_is_counted_in_characters() {
-        let ok = format!(r#"{{"auditText":"x","messageId":"{}"}}"#, "é".repeat(256));
+        let ok = format!(
+            r#"{{"auditText":"x","messageId":"{}","auditTime":"2026-11-22T10:00:00Z"}}"#,
+            "é".repeat(256)
+        );
         assert!(parse(&ok).is_ok());
-        let long = format!(r#"{{"auditText":"x","messageId":"{}"}}"#, "a".repeat(257));
+        let long = format!(
+            r#"{{"auditText":"x","messageId":"{}","auditTime":"2026-11-22T10:00:00Z"}}"#,
+            "a".repeat(257)
+        );
         assert_eq!(parse(&long), Err(InvalidMessage::InvalidMessageId(257)));
     }
 
@@ -419,6 +650,7 @@ mod tests {
     fn item_uses_producer_id_or_sqs_id_and_expires_from_audit_time() {
         let delivery = Delivery {
             sqs_message_id: "sqs-1".into(),
+            original_message_id: "sqs-1".into(),
             sent_at: sent(),
             receive_count: Some(2),
             event_source: Some("arn:aws:sqs:us-east-1:000000000000:AuditQueue".into()),
@@ -436,7 +668,8 @@ mod tests {
         assert_eq!(item.expires_at, Some(1_795_348_800 + 86_400));
 
         let item = AuditItem::new(
-            parse(r#"{"auditText":"x","messageId":"p-1"}"#).unwrap(),
+            parse(r#"{"auditText":"x","messageId":"p-1","auditTime":"2026-11-22T10:00:00Z"}"#)
+                .unwrap(),
             delivery,
             received,
             None,

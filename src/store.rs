@@ -6,7 +6,41 @@ pub mod memory;
 
 use std::future::Future;
 
-use crate::message::AuditItem;
+use serde_json::Value;
+
+use crate::message::{AuditItem, Decimal};
+
+/// The payload rule every store applies when an item with the key exists: the same `auditText`
+/// and the same `extra`, numbers compared by value (`1.0` equals `1`, as DynamoDB normalises
+/// them). Delivery metadata (`sqsMessageId`, `receivedAt`, …) naturally differs.
+pub fn same_payload(stored: &AuditItem, new: &AuditItem) -> bool {
+    stored.audit_text == new.audit_text
+        && stored.extra.len() == new.extra.len()
+        && stored
+            .extra
+            .iter()
+            .all(|(k, v)| new.extra.get(k).is_some_and(|w| same_json(v, w)))
+}
+
+/// Structural JSON equality with numbers compared by value.
+pub fn same_json(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => {
+            let (x, y) = (x.to_string(), y.to_string());
+            x == y
+                || matches!((Decimal::parse(&x), Decimal::parse(&y)), (Some(p), Some(q)) if p == q)
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| same_json(p, q))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, p)| y.get(k).is_some_and(|q| same_json(p, q)))
+        }
+        _ => a == b,
+    }
+}
 
 /// What a conditional write found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

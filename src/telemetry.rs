@@ -7,7 +7,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value, json};
 
-use crate::batch::{BatchReport, Failure};
+use crate::batch::{BatchReport, Failure, Outcome};
 
 /// The EMF namespace of the function's metrics.
 pub const NAMESPACE: &str = "AuditReceiver";
@@ -19,28 +19,40 @@ pub fn publish(
     now: DateTime<Utc>,
     function_name: Option<&str>,
 ) {
-    for (sqs_message_id, failure) in report.failures() {
+    for record in &report.records {
+        let sqs_message_id = record.sqs_message_id.as_str();
+        let (failure, message) = match &record.outcome {
+            Outcome::Failed(failure) => (failure, "record failed"),
+            Outcome::DeadLettered(failure) => (failure, "record dead-lettered"),
+            _ => continue,
+        };
         let reason = failure.code();
+        let dead_letter_error = record.dead_letter_error.as_ref().map(ToString::to_string);
         match failure {
             // A conflict is a producer bug or tampering: a person has to look at it.
             Failure::Conflict | Failure::Panic => {
-                tracing::error!(sqs_message_id, reason, error = %failure, "record failed")
+                tracing::error!(sqs_message_id, reason, error = %failure, dead_letter_error, "{message}")
             }
-            _ => tracing::warn!(sqs_message_id, reason, error = %failure, "record failed"),
+            _ => {
+                tracing::warn!(sqs_message_id, reason, error = %failure, dead_letter_error, "{message}")
+            }
         }
     }
-    let failed_by_reason = report
-        .failed_by_reason()
-        .iter()
-        .map(|(code, n)| format!("{code}={n}"))
-        .collect::<Vec<_>>()
-        .join(",");
+    let joined = |counts: std::collections::BTreeMap<&str, usize>| {
+        counts
+            .iter()
+            .map(|(code, n)| format!("{code}={n}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
     tracing::info!(
         batch_size = report.received,
         written = report.written(),
         duplicates = report.duplicates(),
+        dead_lettered = report.dead_lettered().count(),
+        dead_lettered_by_reason = joined(report.dead_lettered_by_reason()),
         failed = report.failures().count(),
-        failed_by_reason,
+        failed_by_reason = joined(report.failed_by_reason()),
         oldest_message_age_ms = oldest_age_ms(report, now),
         duration_ms = duration.as_millis() as u64,
         "batch processed"
@@ -55,7 +67,8 @@ pub fn publish(
     let _ = out.flush();
 }
 
-/// The EMF document: Written, Duplicates, Failed, one `Failed.<reason>` per reason seen,
+/// The EMF document: Written, Duplicates, DeadLettered and Failed, one `DeadLettered.<reason>` and
+/// `Failed.<reason>` per reason seen,
 /// BatchSize, OldestMessageAgeMs (now − earliest SentTimestamp) and DurationMs.
 pub fn metrics_document(
     report: &BatchReport,
@@ -67,8 +80,16 @@ pub fn metrics_document(
         ("BatchSize".into(), "Count", json!(report.received)),
         ("Written".into(), "Count", json!(report.written())),
         ("Duplicates".into(), "Count", json!(report.duplicates())),
+        (
+            "DeadLettered".into(),
+            "Count",
+            json!(report.dead_lettered().count()),
+        ),
         ("Failed".into(), "Count", json!(report.failures().count())),
     ];
+    for (code, count) in report.dead_lettered_by_reason() {
+        values.push((format!("DeadLettered.{code}"), "Count", json!(count)));
+    }
     for (code, count) in report.failed_by_reason() {
         values.push((format!("Failed.{code}"), "Count", json!(count)));
     }
@@ -115,16 +136,17 @@ fn oldest_age_ms(report: &BatchReport, now: DateTime<Utc>) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::batch::{Outcome, RecordOutcome};
+    use crate::batch::RecordOutcome;
     use crate::message::InvalidMessage;
 
     fn report() -> BatchReport {
         let record = |id: &str, outcome| RecordOutcome {
             sqs_message_id: id.into(),
             outcome,
+            dead_letter_error: None,
         };
         BatchReport {
-            received: 5,
+            received: 6,
             records: vec![
                 record("a", Outcome::Written),
                 record("b", Outcome::Duplicate),
@@ -132,6 +154,10 @@ mod tests {
                 record(
                     "d",
                     Outcome::Failed(Failure::Invalid(InvalidMessage::EmptyAuditText)),
+                ),
+                record(
+                    "e",
+                    Outcome::DeadLettered(Failure::Invalid(InvalidMessage::MissingAuditText)),
                 ),
             ],
             oldest_sent_at: DateTime::from_timestamp_millis(1_795_348_800_000),
@@ -152,7 +178,9 @@ mod tests {
         assert_eq!(directive["Namespace"], "AuditReceiver");
         assert_eq!(directive["Dimensions"], json!([["FunctionName"]]));
         assert_eq!(doc["FunctionName"], "audit-receiver");
-        assert_eq!(doc["BatchSize"], 5);
+        assert_eq!(doc["BatchSize"], 6);
+        assert_eq!(doc["DeadLettered"], 1);
+        assert_eq!(doc["DeadLettered.missing_audit_text"], 1);
         assert_eq!(doc["Written"], 1);
         assert_eq!(doc["Duplicates"], 1);
         assert_eq!(doc["Failed"], 2);

@@ -122,6 +122,7 @@ fn item(body: &str) -> AuditItem {
     let message = AuditMessage::parse(Some(body), None).unwrap();
     let delivery = Delivery {
         sqs_message_id: "sqs-1".into(),
+        original_message_id: "sqs-1".into(),
         sent_at: None,
         receive_count: Some(1),
         event_source: Some(QUEUE_ARN.into()),

@@ -12,12 +12,16 @@ use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailur
 use serde_json::Value;
 
 use super::{AuditStore, PutOutcome, StoreError};
-use crate::message::AuditItem;
+use crate::message::{AuditItem, Decimal};
 
 /// The table's partition key.
 pub const PARTITION_KEY: &str = "messageId";
 /// The table's sort key.
 pub const SORT_KEY: &str = "auditTime";
+/// The hash key of the `byAuditTime` index (its range key is `auditTime`).
+pub const AUDIT_BUCKET: &str = "auditBucket";
+/// The global secondary index that reads the trail in time order.
+pub const TIME_INDEX: &str = "byAuditTime";
 /// DynamoDB's item size limit (400 KB).
 pub const MAX_ITEM_BYTES: usize = 400 * 1024;
 
@@ -42,7 +46,12 @@ impl DynamoDbStore {
     /// SDK's standard sources; no SDK retries, since the batch retries within the invocation's
     /// deadline; a short connect timeout so that a dead endpoint fails fast and is retried.
     pub async fn client_from_env() -> Client {
-        let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        Self::client_from_conf(&Self::sdk_config_from_env().await)
+    }
+
+    /// The SDK configuration the function's clients share (loaded once).
+    pub async fn sdk_config_from_env() -> aws_config::SdkConfig {
+        aws_config::defaults(aws_config::BehaviorVersion::latest())
             .retry_config(aws_config::retry::RetryConfig::disabled())
             .timeout_config(
                 aws_config::timeout::TimeoutConfig::builder()
@@ -50,8 +59,11 @@ impl DynamoDbStore {
                     .build(),
             )
             .load()
-            .await;
-        Client::new(&config)
+            .await
+    }
+
+    pub fn client_from_conf(config: &aws_config::SdkConfig) -> Client {
+        Client::new(config)
     }
 
     /// Runs during init, so that the first batch after a cold start does not pay TCP/TLS set-up:
@@ -117,6 +129,7 @@ impl TryFrom<&AuditItem> for DynamoItem {
         };
         put(PARTITION_KEY, AttributeValue::S(item.message_id.clone()));
         put(SORT_KEY, AttributeValue::S(item.audit_time.clone()));
+        put(AUDIT_BUCKET, AttributeValue::S(item.audit_bucket.clone()));
         put("auditText", AttributeValue::S(item.audit_text.clone()));
         put(
             "sqsMessageId",
@@ -195,7 +208,7 @@ fn compare_payload(item: &AuditItem, old: &HashMap<String, AttributeValue>) -> P
 fn same_value(a: &AttributeValue, b: &AttributeValue) -> bool {
     match (a, b) {
         (AttributeValue::N(x), AttributeValue::N(y)) => {
-            x == y || matches!((normal_number(x), normal_number(y)), (Some(p), Some(q)) if p == q)
+            x == y || matches!((Decimal::parse(x), Decimal::parse(y)), (Some(p), Some(q)) if p == q)
         }
         (AttributeValue::L(x), AttributeValue::L(y)) => {
             x.len() == y.len() && x.iter().zip(y).all(|(p, q)| same_value(p, q))
@@ -207,35 +220,6 @@ fn same_value(a: &AttributeValue, b: &AttributeValue) -> bool {
         }
         _ => a == b,
     }
-}
-
-/// A decimal number as (negative, significant digits, exponent) with value 0.digits × 10^exponent.
-/// Hand-written because only equality is needed; a bignum crate would add weight for no more.
-fn normal_number(text: &str) -> Option<(bool, String, i64)> {
-    let text = text.trim();
-    let (negative, unsigned) = match text.as_bytes().first()? {
-        b'-' => (true, &text[1..]),
-        b'+' => (false, &text[1..]),
-        _ => (false, text),
-    };
-    let (mantissa, exponent) = match unsigned.find(['e', 'E']) {
-        Some(at) => (&unsigned[..at], unsigned[at + 1..].parse::<i64>().ok()?),
-        None => (unsigned, 0),
-    };
-    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
-    if int.is_empty() && frac.is_empty()
-        || !int.chars().chain(frac.chars()).all(|c| c.is_ascii_digit())
-    {
-        return None;
-    }
-    let digits = format!("{int}{frac}");
-    let leading = digits.len() - digits.trim_start_matches('0').len();
-    let significant = digits.trim_start_matches('0').trim_end_matches('0');
-    if significant.is_empty() {
-        return Some((false, String::new(), 0));
-    }
-    let exponent = exponent + int.len() as i64 - leading as i64;
-    Some((negative, significant.to_owned(), exponent))
 }
 
 /// DynamoDB's item size: attribute names plus values, by the rules AWS documents (strings by
@@ -269,7 +253,7 @@ fn value_size(value: &AttributeValue) -> usize {
 }
 
 fn number_size(text: &str) -> usize {
-    let digits = normal_number(text).map_or(text.len(), |(_, digits, _)| digits.len());
+    let digits = Decimal::parse(text).map_or(text.len(), |d| d.digits.len());
     digits.div_ceil(2) + 1
 }
 
@@ -341,6 +325,7 @@ mod tests {
         let message = AuditMessage::parse(Some(body), None).unwrap();
         let delivery = Delivery {
             sqs_message_id: "sqs-1".into(),
+            original_message_id: "sqs-1".into(),
             sent_at: Some(parse_audit_time("2026-11-22T10:00:00Z").unwrap()),
             receive_count: Some(1),
             event_source: Some("arn:aws:sqs:us-east-1:000000000000:AuditQueue".into()),
@@ -363,6 +348,7 @@ mod tests {
         assert_eq!(s("messageId").as_deref(), Some("sqs-1"));
         assert_eq!(s("auditTime").as_deref(), Some("2026-11-22T10:00:00.000Z"));
         assert_eq!(s("auditText").as_deref(), Some("login"));
+        assert_eq!(s("auditBucket").as_deref(), Some("2026-11-22#24"));
         assert_eq!(s("sqsMessageId").as_deref(), Some("sqs-1"));
         assert_eq!(s("sentAt").as_deref(), Some("2026-11-22T10:00:00.000Z"));
         assert_eq!(s("receivedAt").as_deref(), Some("2026-11-22T10:00:01.000Z"));

@@ -96,6 +96,8 @@ impl AuditStore for MemoryStore {
             return Err(error);
         }
 
+        // The same size rule as the DynamoDB adapter, applied before any write.
+        super::dynamodb::DynamoItem::try_from(item)?;
         let mut items = lock(&self.items);
         let key = (item.message_id.clone(), item.audit_time.clone());
         match items.get(&key) {
@@ -103,9 +105,7 @@ impl AuditStore for MemoryStore {
                 items.insert(key, item.clone());
                 Ok(PutOutcome::Written)
             }
-            Some(old) if old.audit_text == item.audit_text && old.extra == item.extra => {
-                Ok(PutOutcome::Duplicate)
-            }
+            Some(old) if super::same_payload(old, item) => Ok(PutOutcome::Duplicate),
             Some(_) => Ok(PutOutcome::Conflict),
         }
     }

@@ -187,6 +187,7 @@ pub fn settings() -> BatchSettings {
             max_delay: Duration::from_millis(50),
             ..RetryPolicy::default()
         },
+        max_receive_count: 5,
     }
 }
 
