@@ -48,8 +48,8 @@ pub struct RetryPolicy {
     /// One attempt with no answer by then counts as a timeout (retryable).
     pub attempt_timeout: Duration,
     /// Tokens of the invocation's shared retry budget, in the manner of the SDK's retry quota:
-    /// a retry costs `RETRY_COST` (a timeout `TIMEOUT_RETRY_COST`), a write that succeeds at
-    /// its first attempt gives one back. An empty budget ends retrying for every record: a
+    /// a retry costs `RETRY_COST` (a timeout `TIMEOUT_RETRY_COST`) and gives it back when it
+    /// succeeds; a write that succeeds at its first attempt adds one (up to the start value). An empty budget ends retrying for every record: a
     /// throttled table is not hammered with `MAX_CONCURRENCY` × attempts requests, and what is
     /// left is reported for SQS to retry later.
     pub retry_budget: u32,
@@ -483,6 +483,7 @@ async fn write<S: AuditStore>(
     cutoff: Option<Instant>,
 ) -> Outcome {
     let mut attempt = 1;
+    let mut drawn = 0;
     loop {
         let left = cutoff.map(|c| c.saturating_duration_since(Instant::now()));
         if left.is_some_and(|b| b.is_zero()) {
@@ -503,8 +504,10 @@ async fn write<S: AuditStore>(
                 true,
             ),
         };
-        if attempt == 1 && result.is_ok() {
-            budget.refund(1);
+        if result.is_ok() {
+            // As the SDK's retry quota: a first-attempt success adds a token, a retry that
+            // succeeded gives back what it drew.
+            budget.refund(if attempt == 1 { 1 } else { drawn });
         }
         match result {
             Ok(PutOutcome::Written) => return Outcome::Written,
@@ -523,6 +526,7 @@ async fn write<S: AuditStore>(
                 if !budget.acquire(cost) {
                     return Outcome::Failed(error.into());
                 }
+                drawn = cost;
                 tokio::time::sleep(delay).await;
                 attempt += 1;
             }
@@ -619,6 +623,7 @@ pub fn dead_letter(
 mod tests {
     use super::*;
     use crate::deadletter::memory::MemoryDeadLetterQueue;
+    use crate::deadletter::{FAILURE_CONTEXT, FailureContext, SendError};
     use crate::store::memory::MemoryStore;
 
     fn ports(store: &MemoryStore) -> Ports<'_, MemoryStore, MemoryDeadLetterQueue> {
@@ -716,7 +721,7 @@ mod tests {
         assert_eq!(store.items().len(), 2);
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn concurrency_never_exceeds_the_bound() {
         let store = MemoryStore::new().with_delay(Duration::from_millis(20));
         let records: Vec<_> = (0..40).map(|i| valid(&format!("m{i}"))).collect();
@@ -807,7 +812,7 @@ mod tests {
         assert_eq!(report.written(), 4);
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn fifo_records_of_one_group_are_written_in_order_one_at_a_time() {
         let store = MemoryStore::new().with_delay(Duration::from_millis(5));
         let records: Vec<_> = (0..20)
@@ -821,7 +826,7 @@ mod tests {
         assert_eq!(store.max_in_flight(), 1);
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn standard_queue_ignores_message_group_ids() {
         let store = MemoryStore::new().with_delay(Duration::from_millis(20));
         let mut records: Vec<_> = (0..8).map(|i| valid(&format!("m{i}"))).collect();
@@ -849,7 +854,7 @@ mod tests {
         assert_eq!(report.written(), 2);
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn transient_errors_are_retried_and_permanent_ones_are_not() {
         let store = MemoryStore::new();
         store.fail_next(
@@ -881,7 +886,7 @@ mod tests {
         assert_eq!(store.calls(), 7);
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_slow_store_is_cut_at_the_deadline_and_unfinished_records_fail() {
         let store = MemoryStore::new().with_delay(Duration::from_millis(300));
         let records: Vec<_> = (0..10).map(|i| valid(&format!("m{i}"))).collect();
@@ -892,16 +897,14 @@ mod tests {
         let report = process_batch(ports(&store), &settings(2), &records, Some(deadline))
             .await
             .unwrap();
-        let elapsed = started.elapsed();
-        assert!(
-            elapsed < Duration::from_millis(450),
-            "returned after {elapsed:?}"
-        );
+        // Tokio's paused clock: the answer comes exactly at the send cutoff (deadline - 50 ms),
+        // where the unfinished second wave is dropped, never later.
+        assert!(started.elapsed() <= Duration::from_millis(450));
         assert_eq!(report.written(), 2);
         assert_eq!(report.failed_by_reason().get("deadline"), Some(&8));
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn no_record_starts_when_the_deadline_margin_is_already_reached() {
         let store = MemoryStore::new();
         let records = vec![valid("m1"), valid("m2")];
@@ -923,6 +926,361 @@ mod tests {
             .unwrap_err();
         assert_eq!(error, BatchError::MissingMessageId { position: 1 });
         assert_eq!(store.calls(), 0);
+    }
+
+    // ---- dead-lettering ------------------------------------------------------------------------
+
+    fn with_dlq<'a>(
+        store: &'a MemoryStore,
+        dlq: &'a MemoryDeadLetterQueue,
+    ) -> Ports<'a, MemoryStore, MemoryDeadLetterQueue> {
+        Ports {
+            store,
+            dead_letters: Some(dlq),
+        }
+    }
+
+    fn received(mut record: SqsMessage, count: u64) -> SqsMessage {
+        record
+            .attributes
+            .insert("ApproximateReceiveCount".into(), count.to_string());
+        record
+    }
+
+    fn with_attribute(mut record: SqsMessage, name: &str, value: &str) -> SqsMessage {
+        let mut attribute = aws_lambda_events::sqs::SqsMessageAttribute::default();
+        attribute.string_value = Some(value.to_owned());
+        attribute.data_type = Some("String".into());
+        record.message_attributes.insert(name.to_owned(), attribute);
+        record
+    }
+
+    fn reasons(dlq: &MemoryDeadLetterQueue) -> Vec<String> {
+        dlq.sent()
+            .iter()
+            .map(|l| l.reason().unwrap_or_default().to_owned())
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn permanent_failures_are_dead_lettered_at_the_first_receive_and_reported_succeeded() {
+        let (store, dlq) = (MemoryStore::new(), MemoryDeadLetterQueue::new());
+        let body = "{not json";
+        let poison = with_attribute(record("bad", body), "tenant", "acme");
+        let report = process_batch(
+            with_dlq(&store, &dlq),
+            &settings(32),
+            &[valid("ok"), poison],
+            None,
+        )
+        .await
+        .unwrap();
+        assert!(failed_ids(&report).is_empty(), "nothing comes back");
+        assert!(matches!(
+            outcome_of(&report, "bad"),
+            Outcome::DeadLettered(Failure::Invalid(InvalidMessage::InvalidJson(_)))
+        ));
+        let sent = dlq.sent();
+        assert_eq!(sent.len(), 1);
+        let letter = &sent[0];
+        assert_eq!(letter.body, body, "the body byte for byte");
+        assert_eq!(letter.reason(), Some("invalid_json"));
+        assert_eq!(
+            letter.attributes["tenant"].string_value.as_deref(),
+            Some("acme"),
+            "original attributes kept"
+        );
+        let context = letter.context().unwrap();
+        assert_eq!(context.reason, "invalid_json");
+        assert_eq!(context.sqs_message_id, "bad");
+        assert_eq!(context.sent_timestamp.as_deref(), Some("1795348800000"));
+        assert_eq!(context.receive_count, Some(1));
+        assert_eq!(context.event_source_arn.as_deref(), Some(QUEUE));
+        assert!(!context.detail.is_empty() && !context.detail.contains(body));
+        assert_eq!(letter.group_id, None);
+        assert_eq!(letter.deduplication_id, None);
+    }
+
+    #[tokio::test]
+    async fn transient_failures_come_back_until_the_last_receive_then_are_dead_lettered() {
+        let (store, dlq) = (MemoryStore::new(), MemoryDeadLetterQueue::new());
+        store.fail_next(
+            "early",
+            (0..3).map(|_| StoreError::Throttled("slow down".into())),
+        );
+        store.fail_next(
+            "last",
+            (0..3).map(|_| StoreError::Throttled("slow down".into())),
+        );
+        let records = vec![received(valid("early"), 4), received(valid("last"), 5)];
+        let report = process_batch(with_dlq(&store, &dlq), &settings(32), &records, None)
+            .await
+            .unwrap();
+        assert_eq!(failed_ids(&report), ["early"]);
+        assert!(matches!(
+            outcome_of(&report, "last"),
+            Outcome::DeadLettered(Failure::Store(StoreError::Throttled(_)))
+        ));
+        assert_eq!(reasons(&dlq), ["throttled"]);
+    }
+
+    #[tokio::test]
+    async fn a_failed_send_reports_the_record_failed_so_sqs_keeps_it() {
+        let (store, dlq) = (MemoryStore::new(), MemoryDeadLetterQueue::new());
+        dlq.refuse_all(SendError::QueueMissing(
+            "AWS.SimpleQueueService.NonExistentQueue".into(),
+        ));
+        let report = process_batch(
+            with_dlq(&store, &dlq),
+            &settings(32),
+            &[record("bad", "[]")],
+            None,
+        )
+        .await
+        .unwrap();
+        assert_eq!(failed_ids(&report), ["bad"]);
+        assert!(matches!(
+            report.records[0].dead_letter_error,
+            Some(SendError::QueueMissing(_))
+        ));
+    }
+
+    #[tokio::test]
+    async fn records_sqs_cannot_carry_again_stay_on_the_sqs_path() {
+        let (store, dlq) = (MemoryStore::new(), MemoryDeadLetterQueue::new());
+        let mut no_body = record("no-body", "");
+        no_body.body = None;
+        let empty_body = record("empty-body", "");
+        let mut crowded = record("crowded", "[]");
+        for i in 0..9 {
+            crowded = with_attribute(crowded, &format!("a{i}"), "v");
+        }
+        let mut eight = record("eight", "[]");
+        for i in 0..8 {
+            eight = with_attribute(eight, &format!("a{i}"), "v");
+        }
+        let report = process_batch(
+            with_dlq(&store, &dlq),
+            &settings(32),
+            &[no_body, empty_body, crowded, eight],
+            None,
+        )
+        .await
+        .unwrap();
+        assert_eq!(failed_ids(&report), ["no-body", "empty-body", "crowded"]);
+        assert!(matches!(
+            report.records[2].dead_letter_error,
+            Some(SendError::TooManyAttributes(9))
+        ));
+        assert!(matches!(
+            outcome_of(&report, "eight"),
+            Outcome::DeadLettered(_)
+        ));
+        assert_eq!(dlq.sent()[0].attributes.len(), 10);
+    }
+
+    #[tokio::test]
+    async fn a_dead_lettered_fifo_record_lets_its_group_go_on_in_order() {
+        let (store, dlq) = (MemoryStore::new(), MemoryDeadLetterQueue::new());
+        let ok = r#"{"auditText":"x"}"#;
+        let records = vec![
+            fifo("a1", "A", ok),
+            fifo("a2", "A", "poison"),
+            fifo("a3", "A", ok),
+        ];
+        let report = process_batch(with_dlq(&store, &dlq), &settings(32), &records, None)
+            .await
+            .unwrap();
+        assert!(failed_ids(&report).is_empty());
+        assert_eq!(store.write_order(), ["a1", "a3"]);
+        let letter = &dlq.sent()[0];
+        assert_eq!(letter.group_id.as_deref(), Some("A"));
+        assert_eq!(letter.deduplication_id.as_deref(), Some("a2"));
+    }
+
+    #[tokio::test]
+    async fn a_fifo_group_stops_when_its_dead_letter_send_fails() {
+        let (store, dlq) = (MemoryStore::new(), MemoryDeadLetterQueue::new());
+        dlq.fail_next([SendError::Unavailable("connection failed".into())]);
+        let ok = r#"{"auditText":"x"}"#;
+        let records = vec![fifo("a1", "A", "poison"), fifo("a2", "A", ok)];
+        let report = process_batch(with_dlq(&store, &dlq), &settings(32), &records, None)
+            .await
+            .unwrap();
+        assert_eq!(failed_ids(&report), ["a1", "a2"]);
+        assert_eq!(
+            outcome_of(&report, "a2"),
+            &Outcome::Failed(Failure::GroupStopped)
+        );
+        assert!(store.write_order().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_redriven_record_is_its_original_delivery() {
+        let (store, dlq) = (MemoryStore::new(), MemoryDeadLetterQueue::new());
+        // First delivery: written under its SQS id and SentTimestamp.
+        process_batch(
+            with_dlq(&store, &dlq),
+            &settings(32),
+            &[valid("orig")],
+            None,
+        )
+        .await
+        .unwrap();
+        // Redriven: a new SQS id and a new SentTimestamp, the original in failureContext.
+        let context = FailureContext {
+            reason: "throttled".into(),
+            detail: String::new(),
+            sqs_message_id: "orig".into(),
+            sent_timestamp: Some("1795348800000".into()),
+            receive_count: Some(5),
+            failed_at: "2026-11-22T12:00:01.000Z".into(),
+            event_source_arn: None,
+        };
+        let mut redriven = with_attribute(
+            record("redriven", r#"{"auditText":"text of orig"}"#),
+            FAILURE_CONTEXT,
+            &context.to_json(),
+        );
+        redriven
+            .attributes
+            .insert("SentTimestamp".into(), "1795349999999".into());
+        let report = process_batch(with_dlq(&store, &dlq), &settings(32), &[redriven], None)
+            .await
+            .unwrap();
+        assert_eq!(outcome_of(&report, "redriven"), &Outcome::Duplicate);
+        let items = store.items();
+        assert_eq!(items.len(), 1);
+        assert_eq!(items[0].message_id, "orig");
+        assert_eq!(
+            items[0].sent_at.as_deref(),
+            Some("2026-11-22T12:00:00.000Z")
+        );
+    }
+
+    #[tokio::test]
+    async fn a_malformed_failure_context_is_ignored_not_a_failure() {
+        let (store, dlq) = (MemoryStore::new(), MemoryDeadLetterQueue::new());
+        let records = vec![
+            with_attribute(valid("m1"), FAILURE_CONTEXT, "not json"),
+            with_attribute(valid("m2"), FAILURE_CONTEXT, r#"{"reason":"throttled"}"#),
+        ];
+        let report = process_batch(with_dlq(&store, &dlq), &settings(32), &records, None)
+            .await
+            .unwrap();
+        assert_eq!(report.written(), 2);
+        let keys: Vec<String> = store.items().into_iter().map(|i| i.message_id).collect();
+        assert_eq!(keys, ["m1", "m2"]);
+    }
+
+    #[tokio::test]
+    async fn a_record_failing_again_after_a_redrive_keeps_its_original_identity() {
+        let (store, dlq) = (MemoryStore::new(), MemoryDeadLetterQueue::new());
+        let context = FailureContext {
+            reason: "throttled".into(),
+            detail: String::new(),
+            sqs_message_id: "first-id".into(),
+            sent_timestamp: Some("1795340000000".into()),
+            receive_count: Some(5),
+            failed_at: String::new(),
+            event_source_arn: None,
+        };
+        let again = with_attribute(
+            record("second-id", "[]"),
+            FAILURE_CONTEXT,
+            &context.to_json(),
+        );
+        process_batch(with_dlq(&store, &dlq), &settings(32), &[again], None)
+            .await
+            .unwrap();
+        let letter = &dlq.sent()[0];
+        let new_context = letter.context().unwrap();
+        assert_eq!(new_context.reason, "not_an_object");
+        assert_eq!(new_context.sqs_message_id, "first-id");
+        assert_eq!(new_context.sent_timestamp.as_deref(), Some("1795340000000"));
+        assert_eq!(
+            letter.attributes.len(),
+            2,
+            "the old context is replaced, not kept beside the new one"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn records_cut_off_by_the_deadline_on_their_last_receive_are_dead_lettered_in_the_margin()
+    {
+        let store = MemoryStore::new().with_delay(Duration::from_millis(300));
+        let dlq = MemoryDeadLetterQueue::new();
+        let records: Vec<_> = (0..4)
+            .map(|i| received(valid(&format!("m{i}")), 5))
+            .collect();
+        let deadline = Instant::now() + Duration::from_millis(500);
+        let report = process_batch(
+            with_dlq(&store, &dlq),
+            &settings(2),
+            &records,
+            Some(deadline),
+        )
+        .await
+        .unwrap();
+        assert_eq!(report.written(), 2);
+        assert_eq!(report.dead_lettered_by_reason().get("deadline"), Some(&2));
+        assert!(failed_ids(&report).is_empty());
+    }
+
+    #[tokio::test]
+    async fn without_a_dead_letter_queue_failures_are_only_reported() {
+        let store = MemoryStore::new();
+        let report = process_batch(
+            ports(&store),
+            &settings(32),
+            &[received(record("bad", "[]"), 9)],
+            None,
+        )
+        .await
+        .unwrap();
+        assert_eq!(failed_ids(&report), ["bad"]);
+    }
+
+    // ---- the shared retry budget ----------------------------------------------------------------
+
+    #[tokio::test(start_paused = true)]
+    async fn a_fully_throttled_batch_draws_on_one_retry_budget() {
+        let store = MemoryStore::new();
+        let records: Vec<_> = (0..100).map(|i| valid(&format!("m{i}"))).collect();
+        for r in &records {
+            store.fail_next(
+                r.message_id.as_deref().unwrap(),
+                (0..10).map(|_| StoreError::Throttled("ThrottlingException".into())),
+            );
+        }
+        let mut settings = settings(32);
+        settings.retry.max_attempts = 5;
+        let report = process_batch(ports(&store), &settings, &records, None)
+            .await
+            .unwrap();
+        assert_eq!(report.failed_by_reason().get("throttled"), Some(&100));
+        // 100 first attempts and 100 / RETRY_COST retries, not 100 × 5 attempts.
+        assert_eq!(store.calls(), 100 + 100 / RETRY_COST as usize);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn successes_refill_the_budget_for_occasional_faults() {
+        let store = MemoryStore::new();
+        let records: Vec<_> = (0..200).map(|i| valid(&format!("m{i}"))).collect();
+        // Every fourth record is throttled once: 50 retries drawing 250 tokens in all, more
+        // than the 100 at the start; each retry that succeeds gives its tokens back.
+        for r in records.iter().step_by(4) {
+            store.fail_next(
+                r.message_id.as_deref().unwrap(),
+                [StoreError::Throttled("ThrottlingException".into())],
+            );
+        }
+        let mut settings = settings(1);
+        settings.retry.retry_budget = 100;
+        let report = process_batch(ports(&store), &settings, &records, None)
+            .await
+            .unwrap();
+        assert_eq!(report.written(), 200);
     }
 
     #[test]

@@ -38,6 +38,8 @@ async fn items_are_written_with_every_attribute_of_the_layout() {
     assert_eq!(s(item, "messageId"), "sqs-1");
     assert_eq!(s(item, "auditTime"), "2026-11-22T10:00:00.123Z");
     assert_eq!(s(item, "auditText"), "user alice signed in");
+    // FNV-1a("sqs-1") % 32 = 24: the time index's key.
+    assert_eq!(s(item, "auditBucket"), "2026-11-22#24");
     assert_eq!(s(item, "sqsMessageId"), "sqs-1");
     assert_eq!(s(item, "sentAt"), "2026-11-22T12:00:00.000Z");
     assert_eq!(item["receiveCount"], AttributeValue::N("3".into()));
@@ -55,7 +57,7 @@ async fn items_are_written_with_every_attribute_of_the_layout() {
     );
     assert_eq!(
         item.len(),
-        10,
+        11,
         "no attribute beyond the layout: {:?}",
         item.keys()
     );

@@ -5,59 +5,56 @@ mod support;
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
+
 use std::time::Duration;
+use support::group::Group;
 
 use support::*;
 
-/// `cargo lambda watch` and the function it starts, in one process group killed on drop.
+/// `cargo lambda watch` and the function it starts, stopped on drop (support::group).
 struct Watch {
     port: u16,
     log: PathBuf,
-    pid: u32,
-    _process: Process,
+    _group: Group,
 }
 
 impl Watch {
     fn start(endpoint: &str) -> Self {
-        use std::os::unix::process::CommandExt;
         let port = free_port();
         let log = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("watch-{port}.log"));
         let out = std::fs::File::create(&log).unwrap();
-        let child = cargo_lambda()
-            .args([
-                "watch",
-                "--ignore-changes",
-                "--invoke-address",
-                "127.0.0.1",
-                "--invoke-port",
-            ])
-            .arg(port.to_string())
-            .env("TABLE_NAME", TABLE)
-            .env("AWS_ENDPOINT_URL", endpoint)
-            .env("AWS_ACCESS_KEY_ID", "test")
-            .env("AWS_SECRET_ACCESS_KEY", "test")
-            .env("AWS_REGION", "us-east-1")
-            .env("AWS_LAMBDA_LOG_FORMAT", "JSON")
-            .env("AWS_LAMBDA_LOG_LEVEL", "INFO")
-            .stdin(Stdio::null())
-            .stdout(out.try_clone().unwrap())
-            .stderr(out)
-            .process_group(0)
-            .spawn()
-            .expect("cargo lambda watch (cargo-lambda from .venv: run `make test`)");
-        let pid = child.id();
-        let mut process = Process(child);
+        let mut group = Group::spawn(
+            cargo_lambda()
+                .args([
+                    "watch",
+                    "--ignore-changes",
+                    "--invoke-address",
+                    "127.0.0.1",
+                    "--invoke-port",
+                ])
+                .arg(port.to_string())
+                .env("TABLE_NAME", TABLE)
+                .env("AWS_ENDPOINT_URL", endpoint)
+                .env("AWS_ACCESS_KEY_ID", "test")
+                .env("AWS_SECRET_ACCESS_KEY", "test")
+                .env("AWS_REGION", "us-east-1")
+                .env("AWS_LAMBDA_LOG_FORMAT", "JSON")
+                .env("AWS_LAMBDA_LOG_LEVEL", "INFO")
+                .stdin(Stdio::null())
+                .stdout(out.try_clone().unwrap())
+                .stderr(out),
+        )
+        .expect("cargo lambda watch (cargo-lambda from .venv: run `make test`)");
         wait_for_port(
             port,
             Duration::from_secs(120),
-            &mut process.0,
+            &mut group.child,
             "cargo lambda watch",
         );
         Self {
             port,
             log,
-            pid,
-            _process: process,
+            _group: group,
         }
     }
 
@@ -88,16 +85,6 @@ impl Watch {
 
     fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for Watch {
-    fn drop(&mut self) {
-        // The watcher starts the function as a child: stop the whole group, with SIGKILL. With
-        // SIGTERM, cargo-lambda's shutdown also took down the shell that ran the tests here.
-        let _ = Command::new("kill")
-            .args(["-TERM", &format!("-{}", self.pid)])
-            .status();
     }
 }
 
@@ -156,8 +143,8 @@ async fn every_events_file_through_cargo_lambda_watch_gets_the_documented_respon
         .collect();
     assert_eq!(
         failures.len(),
-        10 + 1 + 2 + 1,
-        "mixed 10, conflict 1, fifo 2, oversized 1"
+        12 + 1 + 2 + 1,
+        "mixed 12, conflict 1, fifo 2, oversized 1"
     );
     for failure in &failures {
         assert!(

@@ -2,6 +2,7 @@
 //! test and stopped on drop, plus helpers to build SQS events and read the table back.
 #![allow(dead_code)] // each test binary uses a different part of the harness
 
+pub mod group;
 pub mod http;
 
 use std::collections::HashMap;
