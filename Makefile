@@ -23,9 +23,13 @@ TABLE_NAME ?= AuditMessages
 help: ## list the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 16
 
+# cargo-lambda's wheel requires ziglang (about 380 MB, unpinned), which only cross-compiling
+# needs (`make build`); `cargo lambda watch` and `invoke` run without it. So cargo-lambda is
+# installed without dependencies and the rest of requirements.txt as usual.
 $(VENV_STAMP): requirements.txt
 	python3 -m venv $(VENV)
-	$(VENV_BIN)/pip install --disable-pip-version-check -q -r requirements.txt
+	$(VENV_BIN)/pip install --disable-pip-version-check -q --no-deps $$(grep -E '^cargo-lambda==' requirements.txt)
+	grep -vE '^cargo-lambda==' requirements.txt | $(VENV_BIN)/pip install --disable-pip-version-check -q -r /dev/stdin
 	rm -f $(VENV)/.installed-*
 	touch $@
 
@@ -33,7 +37,7 @@ venv: $(VENV_STAMP) ## install the pinned Python tools (moto, cargo-lambda) into
 
 # Installing requirements.txt again removes every stamp, this one included.
 $(BENCH_STAMP): $(VENV_STAMP) requirements-bench.txt
-	$(VENV_BIN)/pip install --disable-pip-version-check -q -r requirements.txt -r requirements-bench.txt
+	$(VENV_BIN)/pip install --disable-pip-version-check -q -r requirements-bench.txt
 	rm -f $(VENV)/.installed-bench-*
 	touch $@
 
