@@ -1,11 +1,15 @@
 # One target per thing a person does. Non-Rust tools live in a pinned virtual environment
-# (.venv), installed on first use; nothing is installed globally.
+# (.venv), installed on first use; nothing is installed globally. requirements.txt is what
+# `make demo` and `make test` need; requirements-bench.txt adds the benchmark peer and zig, for
+# the targets that use them (bench, bench-quick, build, build-zip).
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
 VENV        ?= .venv
 VENV_BIN    := $(CURDIR)/$(VENV)/bin
 VENV_STAMP  := $(VENV)/.installed-$(shell cat requirements.txt | cksum | cut -d' ' -f1)
+# The extras' stamp covers both files: a change in either reinstalls them.
+BENCH_STAMP := $(VENV)/.installed-bench-$(shell cat requirements.txt requirements-bench.txt | cksum | cut -d' ' -f1)
 export PATH := $(VENV_BIN):$(PATH)
 # moto's server binary for the integration tests (tests/support starts one per test).
 export MOTO_SERVER := $(VENV_BIN)/moto_server
@@ -14,18 +18,30 @@ EVENT ?= events/clean-batch.json
 WATCH_PORT ?= 9000
 TABLE_NAME ?= AuditMessages
 
-.PHONY: help venv fmt-check lint test unit build build-zip bench bench-quick watch invoke clean
+.PHONY: help venv venv-bench fmt-check lint test unit build build-zip bench bench-quick watch invoke clean
 
 help: ## list the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 16
 
+# cargo-lambda's wheel requires ziglang (about 380 MB, unpinned), which only cross-compiling
+# needs (`make build`); `cargo lambda watch` and `invoke` run without it. So cargo-lambda is
+# installed without dependencies and the rest of requirements.txt as usual.
 $(VENV_STAMP): requirements.txt
 	python3 -m venv $(VENV)
-	$(VENV_BIN)/pip install --disable-pip-version-check -q -r requirements.txt
+	$(VENV_BIN)/pip install --disable-pip-version-check -q --no-deps $$(grep -E '^cargo-lambda==' requirements.txt)
+	grep -vE '^cargo-lambda==' requirements.txt | $(VENV_BIN)/pip install --disable-pip-version-check -q -r /dev/stdin
 	rm -f $(VENV)/.installed-*
 	touch $@
 
 venv: $(VENV_STAMP) ## install the pinned Python tools (moto, cargo-lambda) into .venv
+
+# Installing requirements.txt again removes every stamp, this one included.
+$(BENCH_STAMP): $(VENV_STAMP) requirements-bench.txt
+	$(VENV_BIN)/pip install --disable-pip-version-check -q -r requirements-bench.txt
+	rm -f $(VENV)/.installed-bench-*
+	touch $@
+
+venv-bench: $(BENCH_STAMP) ## add the benchmark peer (Powertools) and zig (arm64 builds) to .venv
 
 fmt-check: ## cargo fmt --check
 	cargo fmt --all -- --check
@@ -43,21 +59,21 @@ test: venv lint ## everything: fmt, clippy, unit, integration (moto), cargo lamb
 	@if command -v cargo-nextest >/dev/null; then cargo nextest run --lib --bins --tests --no-fail-fast; else cargo test --lib --bins --tests --no-fail-fast; fi
 	$(if $(strip $(TEST_EXTRA)),$(MAKE) $(TEST_EXTRA))
 
-build: venv ## the arm64 Lambda artefact (target/lambda/audit-receiver/bootstrap)
+build: venv-bench ## the arm64 Lambda artefact (target/lambda/audit-receiver/bootstrap)
 	cargo lambda build --release --arm64
 
-build-zip: venv ## the arm64 artefact zipped, as Lambda receives it (target/lambda/audit-receiver/bootstrap.zip)
+build-zip: venv-bench ## the arm64 artefact zipped, as Lambda receives it (target/lambda/audit-receiver/bootstrap.zip)
 	cargo lambda build --release --arm64 --output-format zip
 
 bench: build-zip ## benchmarks next to the Powertools peer; writes BENCHMARKS.md (about 10 minutes)
 	mkdir -p target/bench
 	cargo bench --bench cpu | tee target/bench/cpu.md
-	cargo bench --bench load
+	PEER_PYTHON=$(VENV_BIN)/python cargo bench --bench load
 
-bench-quick: venv ## a shorter benchmark run (smaller sizes, no package build); writes BENCHMARKS.md
+bench-quick: venv-bench ## a shorter benchmark run (smaller sizes, no package build); writes BENCHMARKS.md
 	mkdir -p target/bench
 	cargo bench --bench cpu | tee target/bench/cpu.md
-	cargo bench --bench load -- --quick
+	PEER_PYTHON=$(VENV_BIN)/python cargo bench --bench load -- --quick
 
 watch: venv ## run the function locally (cargo lambda watch) against AWS_ENDPOINT_URL
 	TABLE_NAME=$(TABLE_NAME) cargo lambda watch --invoke-address 127.0.0.1 --invoke-port $(WATCH_PORT)

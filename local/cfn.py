@@ -1,16 +1,16 @@
 """Read template.yaml the way CloudFormation would, far enough for the local stack.
 
 The local stack must be built from the template's own definitions, so that local and deployed
-configuration cannot drift. This module loads the SAM/CloudFormation template (YAML short tags
-such as ``!Ref`` and ``!Sub`` as well as the long ``Fn::`` forms) and evaluates the simple
-intrinsic functions against the parameter defaults (or explicit overrides):
+configuration cannot drift. This module loads the SAM/CloudFormation template (the long
+``Fn::`` forms that template.yaml is written in, and the YAML short tags such as ``!Ref`` of the
+same functions) and evaluates, against the parameter defaults (or explicit overrides), only the
+intrinsic functions template.yaml uses or is about to use:
 
-    Ref (parameters, pseudo parameters, resources), Fn::GetAtt, Fn::FindInMap, Fn::Sub,
-    Fn::Join, Fn::Select, Fn::Split, Fn::If, Fn::Equals, Fn::Not, Fn::And, Fn::Or,
-    Condition, AWS::NoValue
+    Ref (parameters, pseudo parameters, resources), Fn::GetAtt (Arn, QueueName), Fn::FindInMap,
+    Fn::Sub, Fn::Join, Fn::If, and in Conditions Fn::Equals and Fn::Not; AWS::NoValue
 
-Anything it cannot evaluate locally raises ``TemplateError`` naming the path, rather than
-guessing. Physical names follow CloudFormation: an explicit ``TableName``/``QueueName``/
+Anything else raises ``TemplateError`` naming the path, rather than guessing: a template change
+that needs another function adds it here, with a case in tests/e2e/test_stack.py. Physical names follow CloudFormation: an explicit ``TableName``/``QueueName``/
 ``FunctionName`` is used as written, otherwise ``<stack>-<LogicalId>`` (``.fifo`` appended
 for FIFO queues), without CloudFormation's random suffix so that runs are repeatable.
 """
@@ -54,12 +54,10 @@ def _tag_constructor(fn_name: str):
     return construct
 
 
-for _short in ("Base64", "Cidr", "FindInMap", "GetAtt", "GetAZs", "ImportValue", "Join",
-               "Select", "Split", "Sub", "Transform", "And", "Equals", "If", "Not", "Or",
-               "ToJsonString", "Length"):
+# Short tags of the supported functions only; any other tag is a YAML error naming it.
+for _short in ("FindInMap", "GetAtt", "Join", "Sub", "Equals", "If", "Not"):
     _Loader.add_constructor(f"!{_short}", _tag_constructor(f"Fn::{_short}"))
 _Loader.add_constructor("!Ref", _tag_constructor("Ref"))
-_Loader.add_constructor("!Condition", _tag_constructor("Condition"))
 
 
 def load_template(path: str | Path) -> dict:
@@ -221,10 +219,6 @@ class Template:
         name = self.physical_name(logical_id)
         if rtype == "AWS::SQS::Queue" and attr == "QueueName":
             return name
-        if rtype == "AWS::SQS::Queue" and attr == "QueueUrl":
-            return self.queue_url(name)
-        if rtype == "AWS::DynamoDB::Table" and attr == "StreamArn":
-            return self.arn(logical_id) + "/stream/local"
         raise TemplateError(f"Fn::GetAtt {logical_id}.{attr} is not supported locally")
 
     # the evaluator ------------------------------------------------------------------------
@@ -236,8 +230,7 @@ class Template:
             return node
         if len(node) == 1:
             (key, arg), = node.items()
-            if key == "Ref" or key.startswith("Fn::") or (
-                    key == "Condition" and isinstance(arg, str) and where.startswith("Conditions.")):
+            if key == "Ref" or key.startswith("Fn::"):
                 return self._intrinsic(key, arg, where)
         out = {}
         for k, v in node.items():
@@ -257,8 +250,6 @@ class Template:
             if name in self.resources:
                 return self.ref(name)
             raise TemplateError(f"{here} to unknown name {name!r}")
-        if fn == "Condition":
-            return self.condition(arg)
         if fn == "Fn::GetAtt":
             if isinstance(arg, str):
                 arg = arg.split(".", 1)
@@ -283,12 +274,6 @@ class Template:
             sep, items = arg
             items = self.resolve(items, where)
             return str(sep).join(_as_str(i) for i in items)
-        if fn == "Fn::Select":
-            idx, items = self.resolve(arg[0], where), self.resolve(arg[1], where)
-            return items[int(idx)]
-        if fn == "Fn::Split":
-            sep, text = arg[0], self.resolve(arg[1], where)
-            return str(text).split(sep)
         if fn == "Fn::If":
             cond, yes, no = arg
             return self.resolve(yes if self.condition(cond) else no, where)
@@ -297,13 +282,6 @@ class Template:
             return _as_str(a) == _as_str(b)
         if fn == "Fn::Not":
             return not self.resolve(arg[0], where)
-        if fn == "Fn::And":
-            return all(self.resolve(a, where) for a in arg)
-        if fn == "Fn::Or":
-            return any(self.resolve(a, where) for a in arg)
-        if fn == "Fn::ToJsonString":
-            import json
-            return json.dumps(self.resolve(arg, where), separators=(",", ":"))
         raise TemplateError(f"{here} is not supported by the local stack")
 
     def _sub(self, text: str, variables: dict, here: str) -> str:

@@ -21,12 +21,44 @@ entry point with the given arguments, patches these and nothing else:
   receive — the same value, 15x faster with 1,000 messages queued;
 * the retention check of each received message reads the queue's retention period instead of
   computing every queue attribute (counts included) — the same answer without a scan.
+
+The patches reach into moto's private names. On a moto that lacks one of them (or whose
+``receive_message`` takes other arguments), ``patch()`` raises ``MotoPatchError`` naming it and
+the pinned version, and patches nothing: running unpatched would bring back the races quietly.
 """
 
 import functools
+import inspect
 import sys
 import threading
 import time
+
+
+PINNED_MOTO = "moto[server]==5.2.5"  # requirements.txt; the patches below are written for it
+
+# The private moto names patch() replaces or wraps. Each must exist: a moto without one would
+# run unpatched (racy, slow) and fail far from the cause, so patch() refuses to start instead.
+SQS_LOCKED = ("send_message", "send_message_batch", "delete_message", "delete_message_batch",
+              "change_message_visibility", "change_message_visibility_batch", "purge_queue",
+              "get_queue_attributes", "set_queue_attributes", "create_queue", "delete_queue")
+SQS_REPLACED = ("receive_message", "is_message_valid_based_on_retention_period", "get_queue")
+RECEIVE_PARAMETERS = ("self", "queue_name", "count", "wait_seconds_timeout", "visibility_timeout",
+                      "message_attribute_names")
+DDB_LOCKED = ("put_item", "update_item", "delete_item", "transact_write_items", "batch_write_item")
+
+
+class MotoPatchError(RuntimeError):
+    pass
+
+
+def _require(owner, names, where: str) -> None:
+    missing = [name for name in names if not hasattr(owner, name)]
+    if missing:
+        import moto
+        raise MotoPatchError(
+            f"local/motoserver.py cannot patch moto {getattr(moto, '__version__', '?')}: "
+            f"{where} has no {', '.join(missing)}. The patches are written for {PINNED_MOTO} "
+            f"(requirements.txt); install that version (make venv) or update the patches.")
 
 
 def _locked(lock, fn):
@@ -39,18 +71,29 @@ def _locked(lock, fn):
 
 
 def patch() -> None:
+    """Applies every patch, or raises MotoPatchError naming what this moto lacks (and patches
+    nothing)."""
     import moto.dynamodb.models as ddb_models
     import moto.sqs.models as sqs_models
 
-    # --- SQS: one lock around every operation on messages -------------------------------------
-    sqs_lock = threading.RLock()
     backend = sqs_models.SQSBackend
-    for name in ("send_message", "send_message_batch", "delete_message", "delete_message_batch",
-                 "change_message_visibility", "change_message_visibility_batch", "purge_queue",
-                 "get_queue_attributes", "set_queue_attributes", "create_queue", "delete_queue",
-                 "start_message_move_task"):
-        if hasattr(backend, name):
-            setattr(backend, name, _locked(sqs_lock, getattr(backend, name)))
+    ddb_backend = ddb_models.DynamoDBBackend
+    _require(backend, SQS_LOCKED + SQS_REPLACED, "moto.sqs.models.SQSBackend")
+    _require(sqs_models.Queue, ("wait_for_messages",), "moto.sqs.models.Queue")
+    _require(sqs_models, ("unix_time_millis",), "moto.sqs.models")
+    _require(ddb_backend, DDB_LOCKED, "moto.dynamodb.models.DynamoDBBackend")
+    # The long-poll wrapper below calls moto's receive_message with these arguments, in order.
+    params = list(inspect.signature(backend.receive_message).parameters)
+    if params[:6] != list(RECEIVE_PARAMETERS):
+        raise MotoPatchError(
+            f"local/motoserver.py cannot patch moto: SQSBackend.receive_message takes {params}, "
+            f"not {list(RECEIVE_PARAMETERS)} as in {PINNED_MOTO} (requirements.txt)")
+
+    # --- SQS: one lock around every operation on messages -------------------------------------
+    # (moto 5.2.5 has no StartMessageMoveTask, so there is nothing of it to lock.)
+    sqs_lock = threading.RLock()
+    for name in SQS_LOCKED:
+        setattr(backend, name, _locked(sqs_lock, getattr(backend, name)))
 
     original_receive = backend.receive_message
 
@@ -72,10 +115,8 @@ def patch() -> None:
 
     # --- DynamoDB: conditional writes are atomic -------------------------------------------------
     ddb_lock = threading.RLock()
-    ddb_backend = ddb_models.DynamoDBBackend
-    for name in ("put_item", "update_item", "delete_item", "transact_write_items", "batch_write_item"):
-        if hasattr(ddb_backend, name):
-            setattr(ddb_backend, name, _locked(ddb_lock, getattr(ddb_backend, name)))
+    for name in DDB_LOCKED:
+        setattr(ddb_backend, name, _locked(ddb_lock, getattr(ddb_backend, name)))
 
     # --- SQS: a cheap clock ----------------------------------------------------------------------
     original_clock = sqs_models.unix_time_millis

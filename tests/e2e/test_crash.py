@@ -8,6 +8,7 @@ records already written come back as duplicates.
 """
 
 import json
+import queue
 import threading
 import time
 
@@ -33,7 +34,7 @@ def test_function_killed_mid_batch_and_restarted(work_dir):
         kill_at = [int(MESSAGES * (k + 1) / (KILLS + 1)) for k in range(KILLS)]
         puts = [0]
         lock = threading.Lock()
-        crash = threading.Event()
+        crashes: queue.Queue[threading.Event] = queue.Queue()
         kills: list[dict] = []
 
         def on_put(_target):
@@ -41,19 +42,23 @@ def test_function_killed_mid_batch_and_restarted(work_dir):
                 puts[0] += 1
                 hit = puts[0] in kill_at
             if hit:
-                crash.set()
-                time.sleep(1.0)  # this write is still in flight when the function dies
+                # Hold this write until the function is dead, then let it reach the store.
+                killed = threading.Event()
+                crashes.put(killed)
+                killed.wait(timeout=120)
 
         def killer():
             while len(kills) < KILLS:
-                if not crash.wait(timeout=1):
+                try:
+                    killed = crashes.get(timeout=1)
+                except queue.Empty:
                     if stop.is_set():
                         return
                     continue
-                crash.clear()
                 in_flight = system.trigger.in_flight
                 t0 = time.monotonic()
                 system.function.kill()
+                killed.set()
                 system.function.start(ready_timeout=300)
                 kills.append({"in_flight_invocations": in_flight, "restart_s": round(time.monotonic() - t0, 1)})
 

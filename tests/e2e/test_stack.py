@@ -49,8 +49,12 @@ def test_bad_parameters_and_unknown_references_are_errors():
     tpl = Template(load_template(SAMPLE))
     with pytest.raises(TemplateError):
         tpl.resolve({"Ref": "Missing"}, "x")
-    with pytest.raises(TemplateError):
-        tpl.resolve({"Fn::ImportValue": "x"}, "x")
+    # Only the functions template.yaml uses are evaluated; anything else is an error, not a guess.
+    for unsupported in ({"Fn::ImportValue": "x"}, {"Fn::Select": [0, ["a"]]},
+                        {"Fn::Split": [",", "a,b"]}, {"Fn::And": [True, True]},
+                        {"Fn::GetAtt": ["AuditMessagesTable", "StreamArn"]}):
+        with pytest.raises(TemplateError):
+            tpl.resolve(unsupported, "x")
 
 
 def test_scaling_flags_change_only_what_they_name_and_are_recorded():

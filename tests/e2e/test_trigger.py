@@ -12,7 +12,7 @@ import pytest
 from local import procs
 from local.harness import _client
 from local.stack import DEFAULT_TEMPLATE, create_stack, read_stack
-from local.trigger import Trigger, WholeBatchFailure, failed_ids, wait_drained
+from local.trigger import Trigger, WholeBatchFailure, failed_ids, queue_depth, wait_drained
 
 
 class StandIn:
@@ -47,6 +47,14 @@ class StandIn:
 
     def received(self) -> list[dict]:
         return [r for ev in self.events for r in ev["Records"]]
+
+
+def wait_until(condition, timeout: float, what: str) -> None:
+    end = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.05)
 
 
 @pytest.fixture
@@ -178,16 +186,19 @@ def test_a_bad_answer_fails_the_whole_batch(local_queue, answer, cause):
 
 def test_batch_size_and_batching_window_from_the_template(local_queue):
     endpoint = local_queue
-    stack = make_stack(endpoint, {"BatchSize": "25", "BatchingWindow": "2"}, vt=30)
-    assert (stack.esm.batch_size, stack.esm.batching_window_s) == (25, 2.0)
+    stack = make_stack(endpoint, {"BatchSize": "25", "BatchingWindow": "5"}, vt=30)
+    assert (stack.esm.batch_size, stack.esm.batching_window_s) == (25, 5.0)
     fn = StandIn(lambda ev: (200, {"batchItemFailures": []}))
     try:
         sqs_url = stack.source_queue.url
         src = stack.source_queue
-        t = Trigger(endpoint, src.url, src.arn, fn.url, batch_size=25, batching_window_s=2.0, pollers=1)
+        t = Trigger(endpoint, src.url, src.arn, fn.url, batch_size=25, batching_window_s=5.0, pollers=1)
         with t:
             send(endpoint, sqs_url, [json.dumps({"auditText": f"a{i}"}) for i in range(3)])
-            time.sleep(0.8)  # inside the window: gathered into the same batch
+            # The trigger holds the first three (received, in flight) and waits out its window:
+            # four more sent now are gathered into the same batch.
+            wait_until(lambda: queue_depth(endpoint, sqs_url)["ApproximateNumberOfMessagesNotVisible"] == 3,
+                       10, "the trigger to receive the first three messages")
             send(endpoint, sqs_url, [json.dumps({"auditText": f"b{i}"}) for i in range(4)])
             assert wait_drained(t, endpoint, sqs_url, 30)
             first = len(fn.events)
