@@ -18,7 +18,7 @@ EVENT ?= events/clean-batch.json
 WATCH_PORT ?= 9000
 TABLE_NAME ?= AuditMessages
 
-.PHONY: help venv venv-bench fmt-check lint test unit build build-zip bench bench-quick watch invoke clean
+.PHONY: help venv venv-bench fmt-check lint test test-suites unit build build-zip bench bench-quick watch invoke clean
 
 help: ## list the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 16
@@ -56,6 +56,11 @@ unit: ## unit tests only (no local AWS endpoint needed)
 TEST_EXTRA ?=
 
 test: venv lint ## everything: fmt, clippy, unit, integration (moto), cargo lambda watch, end-to-end
+	$(VENV_BIN)/python -m local.canary -- $(MAKE) --no-print-directory test-suites
+
+# The suites themselves; `make test` runs them under local/canary.py, which proves that they
+# signalled no process outside their own and left none behind.
+test-suites:
 	@if command -v cargo-nextest >/dev/null; then cargo nextest run --lib --bins --tests --no-fail-fast; else cargo test --lib --bins --tests --no-fail-fast; fi
 	$(if $(strip $(TEST_EXTRA)),$(MAKE) $(TEST_EXTRA))
 

@@ -1,0 +1,87 @@
+"""Runs a command (the test suites) and proves it harmed nothing outside itself.
+
+    python -m local.canary -- cargo nextest run ...
+
+Before the command, a canary process is started in a session of its own, outside every group
+the tests create; after it, the canary must still be alive, and no process of this checkout
+(moto_server, cargo lambda watch, the function) that the command started may be left running.
+A stray signal to every process (`kill -TERM -1`, which procps-ng's `kill -TERM -12` turns into)
+or to the wrong group would kill the canary; this wrapper ignores SIGTERM and SIGHUP while the
+command runs, so that it survives to say so. Exit status: the command's, or 3 when the canary
+died or processes were left behind (those are then stopped).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def ours() -> dict[int, str]:
+    """Processes whose command line names this checkout, or that run in it (cargo lambda watch)."""
+    found = {}
+    root = str(ROOT)
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+            cwd = os.readlink(entry / "cwd")
+        except OSError:
+            continue
+        if not cmdline:
+            continue
+        servers = ("moto_server", "local.motoserver", "cargo-lambda", "lambda watch", "audit-receiver")
+        if (root in cmdline or cwd == root or cwd.startswith(root + "/")) and any(s in cmdline for s in servers):
+            found[int(entry.name)] = cmdline
+    return found
+
+
+def main(argv: list[str]) -> int:
+    if "--" in argv:
+        argv = argv[argv.index("--") + 1:]
+    if not argv:
+        print("usage: python -m local.canary -- COMMAND [ARGS...]", file=sys.stderr)
+        return 2
+    strays: list[str] = []
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda n, _f: strays.append(signal.Signals(n).name))
+    before = set(ours())
+    canary = subprocess.Popen(["sleep", "86400"], start_new_session=True, stdin=subprocess.DEVNULL)
+    try:
+        status = subprocess.call(argv, env={**os.environ, "CANARY_PID": str(canary.pid)})
+    finally:
+        canary_alive = canary.poll() is None
+        if canary_alive:
+            os.killpg(canary.pid, signal.SIGKILL)
+        canary.wait()
+    problems = []
+    if not canary_alive:
+        problems.append(f"the canary process (pid {canary.pid}, its own session) was killed by "
+                        f"{signal.Signals(-canary.returncode).name if canary.returncode < 0 else canary.returncode}: "
+                        "a test signalled a process it did not start")
+    if strays:
+        problems.append(f"this wrapper received {', '.join(strays)} from the command's run")
+    left = {pid: cmd for pid, cmd in ours().items() if pid not in before}
+    if left:
+        problems.append("processes left behind: " + "; ".join(f"{pid} {cmd[:120]}" for pid, cmd in left.items()))
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    for p in problems:
+        print(f"canary: {p}", file=sys.stderr)
+    if problems:
+        return status or 3
+    print("canary: alive after the run; no process left behind", file=sys.stderr)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
