@@ -256,6 +256,13 @@ def create_stack(stack: Stack, endpoint: str) -> Stack:
     order = sorted(stack.queues.values(), key=lambda q: "RedrivePolicy" in q.attributes)
     for q in order:
         q.url = sqs.create_queue(QueueName=q.name, Attributes=q.attributes)["QueueUrl"]
+    # The function's environment names queues by their AWS URL ({Ref: AuditDeadLetterQueue});
+    # locally the same queue has the endpoint's URL.
+    tpl = stack._tpl  # type: ignore[attr-defined]
+    aws_urls = {tpl.queue_url(q.name): q.url for q in stack.queues.values()}
+    for name, value in list(stack.function.environment.items()):
+        if value in aws_urls:
+            stack.function.environment[name] = aws_urls[value]
     return stack
 
 

@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use audit_receiver::config::{DEFAULT_TABLE_NAME, MAX_CONCURRENCY_LIMIT};
+use audit_receiver::deadletter::{PERMANENT_REASONS, TRANSIENT_REASONS};
 use audit_receiver::store::dynamodb::{PARTITION_KEY, SORT_KEY};
 use audit_receiver::telemetry::NAMESPACE;
 use serde_yaml::{Mapping, Value};
@@ -518,22 +519,35 @@ fn alarms_on_the_functions_metrics_use_its_namespace_and_dimension() {
     // src/telemetry.rs emits EMF under NAMESPACE with the single dimension FunctionName; an
     // alarm with another namespace or dimension set would watch a metric that never exists.
     let t = template();
-    let alarms = resources_of_type(&t, "AWS::CloudWatch::Alarm");
-    let own: Vec<&Value> = alarms
-        .iter()
-        .map(|(_, a)| at(a, &["Properties"]))
-        .filter(|p| !scalar(at(p, &["Namespace"])).starts_with("AWS/"))
-        .collect();
-    assert!(
-        !own.is_empty(),
-        "an alarm watches the function's Failed metric"
-    );
-    for p in own {
+    let mut own: Vec<Value> = Vec::new();
+    for (_, alarm) in resources_of_type(&t, "AWS::CloudWatch::Alarm") {
+        let p = at(alarm, &["Properties"]);
+        match p.get("Metrics") {
+            // Metric math: every MetricStat of the function's namespace counts.
+            Some(metrics) => own.extend(
+                one_or_many(metrics)
+                    .iter()
+                    .filter_map(|m| m.get("MetricStat"))
+                    .map(|stat| at(stat, &["Metric"]))
+                    .filter(|m| !scalar(at(m, &["Namespace"])).starts_with("AWS/"))
+                    .cloned(),
+            ),
+            None if !scalar(at(p, &["Namespace"])).starts_with("AWS/") => own.push(p.clone()),
+            None => {}
+        }
+    }
+    let emitted = ["Failed", "DeadLettered"];
+    let mut watched = BTreeSet::new();
+    for p in &own {
         assert_eq!(scalar(at(p, &["Namespace"])), NAMESPACE);
         let metric = scalar(at(p, &["MetricName"]));
+        let (base, reason) = metric.split_once('.').unwrap_or((metric.as_str(), ""));
+        assert!(emitted.contains(&base), "{metric} is not emitted");
         assert!(
-            metric == "Failed" || metric.starts_with("Failed."),
-            "{metric}"
+            reason.is_empty()
+                || PERMANENT_REASONS.contains(&reason)
+                || TRANSIENT_REASONS.contains(&reason),
+            "{metric}: {reason} is no reason code"
         );
         let dimensions = one_or_many(at(p, &["Dimensions"]));
         assert_eq!(
@@ -546,6 +560,10 @@ fn alarms_on_the_functions_metrics_use_its_namespace_and_dimension() {
             at(&dimensions[0], &["Value"]),
             &reference("AuditReceiverFunction")
         );
+        watched.insert(metric);
+    }
+    for metric in ["Failed", "DeadLettered.conflict", "Failed.conflict"] {
+        assert!(watched.contains(metric), "no alarm watches {metric}");
     }
 }
 
@@ -681,7 +699,7 @@ fn function_role_is_its_own_and_sam_adds_no_policies() {
 }
 
 #[test]
-fn function_may_only_put_items_in_the_table_and_poll_its_own_queue() {
+fn function_may_only_put_items_poll_its_own_queue_and_send_dead_letters() {
     let t = template();
     let mut granted: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for s in role_statements(&t) {
@@ -726,7 +744,15 @@ fn function_may_only_put_items_in_the_table_and_poll_its_own_queue() {
         "sqs:GetQueueAttributes",
         "sqs:ReceiveMessage",
     ];
-    for (action, resources) in granted.iter().filter(|(a, _)| a.starts_with("sqs:")) {
+    assert_eq!(
+        granted.get("sqs:SendMessage"),
+        Some(&on(get_att("AuditDeadLetterQueue", "Arn"))),
+        "SendMessage on the dead-letter queue only"
+    );
+    for (action, resources) in granted
+        .iter()
+        .filter(|(a, _)| a.starts_with("sqs:") && *a != "sqs:SendMessage")
+    {
         assert!(
             poll.contains(&action.as_str()),
             "{action} is more than the event source mapping needs"
@@ -784,6 +810,29 @@ fn environment_values_stay_within_what_the_function_accepts() {
         &params_with(&t, &[(&name, "30".into())])
     ));
     assert_eq!(retention[2], reference("AWS::NoValue"));
+
+    // Dead-lettering by the function: to the template's dead-letter queue, with the very
+    // maxReceiveCount the queue's redrive policy uses.
+    assert_eq!(
+        at(vars, &["DEAD_LETTER_QUEUE_URL"]),
+        &reference("AuditDeadLetterQueue")
+    );
+    let redrive = at(props(&t, "AuditQueue"), &["RedrivePolicy"]);
+    assert_eq!(
+        at(vars, &["MAX_RECEIVE_COUNT"]),
+        at(redrive, &["maxReceiveCount"]),
+        "MAX_RECEIVE_COUNT and the redrive policy's maxReceiveCount come from one parameter"
+    );
+    assert_eq!(
+        at(redrive, &["deadLetterTargetArn"]),
+        &get_att("AuditDeadLetterQueue", "Arn")
+    );
+    let name = parameter_ref(&t, at(vars, &["MAX_RECEIVE_COUNT"])).expect("a parameter");
+    let (min, max, _) = numeric_range(&t, &name);
+    assert!(
+        min >= 1 && max <= 1000,
+        "within what MAX_RECEIVE_COUNT accepts"
+    );
 }
 
 #[test]
@@ -841,6 +890,11 @@ fn cargo_lambda_deploy_settings_match_the_template_defaults() {
     assert!(
         env.contains(&format!("TABLE_NAME = \"{DEFAULT_TABLE_NAME}\"")),
         "TABLE_NAME in {env}"
+    );
+    let receives = scalar(at(parameter(&t, "MaxReceiveCount"), &["Default"]));
+    assert!(
+        env.contains(&format!("MAX_RECEIVE_COUNT = \"{receives}\"")),
+        "MAX_RECEIVE_COUNT in step with the queue's maxReceiveCount: {env}"
     );
 }
 

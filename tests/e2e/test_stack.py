@@ -98,6 +98,11 @@ def test_create_stack_on_moto(work_dir):
         redrive = json.loads(src["RedrivePolicy"])
         assert redrive["deadLetterTargetArn"] == stack.dead_letter_queue.arn
         assert int(redrive["maxReceiveCount"]) == stack.source_queue.max_receive_count
+        # The function dead-letters to the local dead-letter queue, with the queue's maxReceiveCount.
+        env = stack.function.environment
+        assert env["DEAD_LETTER_QUEUE_URL"] == stack.dead_letter_queue.url
+        assert env["DEAD_LETTER_QUEUE_URL"].startswith(endpoint)
+        assert int(env["MAX_RECEIVE_COUNT"]) == stack.source_queue.max_receive_count
         dlq = sqs.get_queue_attributes(QueueUrl=stack.dead_letter_queue.url, AttributeNames=["All"])["Attributes"]
         assert int(dlq["MessageRetentionPeriod"]) > int(src["MessageRetentionPeriod"])
     finally:
