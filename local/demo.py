@@ -3,9 +3,10 @@
 Starts moto_server on 127.0.0.1, creates the table and both queues from template.yaml, runs the
 function under `cargo lambda watch`, sends a realistic mix of audit messages through the queue
 (valid ones, a producer retry, poison, and later a conflicting payload), drains it with the local
-SQS trigger (Lambda's event source mapping, emulated), and prints what happened: items written,
-duplicates absorbed, which messages went to the dead-letter queue and why (reasons from the
-function's own logs), and a few items from the table. Stops everything it started, also on
+SQS trigger (Lambda's event source mapping, emulated), lets the table throttle for a while so that
+some records reach their last receive, and prints what happened: the trail in time order
+(`auditctl query`), the dead-letter queue with each message's reason (`auditctl dlq list`), and a
+`auditctl dlq redrive --reason throttled` that lands the throttled ones in the table once. Stops everything it started, also on
 Ctrl-C.
 
     python -m local.demo [--messages N] [--faults] [--serve]
@@ -17,6 +18,7 @@ import argparse
 import json
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -25,7 +27,7 @@ from pathlib import Path
 
 from local import procs
 from local.faultproxy import FaultConfig
-from local.harness import POISON_KINDS, LocalSystem, Producer, batch_totals, failure_reasons, verify
+from local.harness import POISON_KINDS, LocalSystem, Producer, batch_totals, verify
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO_VISIBILITY_TIMEOUT = 2
@@ -153,6 +155,7 @@ def serve(system: LocalSystem) -> int:
 
 def run_demo(system: LocalSystem, n_valid: int, with_faults: bool) -> int:
     t0 = time.monotonic()
+    auditctl = build_auditctl(system)
     producer = Producer(system, seed=2026, poison_share=0.0, retry_share=0.0, run_id="demo")
     items = producer.make(n_valid)
     # One producer retry: the same body (same producer messageId) sent again as a new message.
@@ -165,8 +168,8 @@ def run_demo(system: LocalSystem, n_valid: int, with_faults: bool) -> int:
         items.insert((i * 7) % len(items), (POISON_KINDS[kind][1](producer.r, i), kind))
     producer.send(items)
     valid = len(producer.ledger.valid)
-    out(f"Sent {len(items)} messages: {valid} valid audit messages, 1 producer retry (same messageId, "
-        f"new SQS message), {len(POISON_KINDS)} poison messages.")
+    out(f"Sent {len(items)} messages, in no particular time order: {valid} valid audit messages, 1 producer "
+        f"retry (same messageId, new SQS message), {len(POISON_KINDS)} poison messages.")
     if with_faults:
         out("The fault proxy between the function and DynamoDB injects HTTP 500, throttling, latency "
             "spikes and dropped connections.")
@@ -176,11 +179,20 @@ def run_demo(system: LocalSystem, n_valid: int, with_faults: bool) -> int:
     producer.send_conflicts(producer.ledger.valid, 1)
     out("Sent 1 more: a stored messageId with a different auditText (a conflict, never overwritten).")
     drain(system, "Draining again")
+
+    # Transient failures: the table throttles every write for a while. The records come back until
+    # their last receive (maxReceiveCount), when the function dead-letters them with the reason.
+    saved = (system.proxy.config, system.proxy.enabled)
+    system.proxy.config, system.proxy.enabled = FaultConfig(throttle=1.0, seed=3), True
+    throttled_producer = Producer(system, seed=77, poison_share=0.0, retry_share=0.0, run_id="throttled")
+    throttled_producer.send(throttled_producer.make(3))
+    out(f"Sent 3 more while the table throttles every write: they come back {system.stack.source_queue.max_receive_count}"
+        " times, then the function dead-letters them with their reason.")
+    drain(system, "Throttled")
+    system.proxy.config, system.proxy.enabled = saved
     elapsed = time.monotonic() - t0
 
-    verdict = verify(system, producer.ledger)
     log = system.work_dir / "function.log"
-    reasons = failure_reasons(log)
     totals = batch_totals(log)
     items_in_table = system.scan_table()
     out("")
@@ -192,37 +204,61 @@ def run_demo(system: LocalSystem, n_valid: int, with_faults: bool) -> int:
     out(f"  items written             {len(items_in_table):>5}   (one per valid audit message)")
     out(f"  duplicates absorbed       {totals['duplicates']:>5}   (the producer retry"
         + (", and writes whose answer was lost" if with_faults else "") + ")")
-    out(f"  records failed, retried   {totals['failed']:>5}   (poison fails on every receive until SQS "
-        f"dead-letters it)")
+    out(f"  dead-lettered             {totals['dead_lettered']:>5}   (poison at its first receive, "
+        "throttled ones at their last, each with its reason)")
+    out(f"  reported failed, retried  {totals['failed']:>5}   (transient failures before the last receive)")
     if with_faults:
         f = system.proxy.stats.as_dict()
         out(f"  faults injected           {f['faults_total']:>5}   {json.dumps(f['faults'])}")
-    dlq = verdict.dlq_messages
     out("")
-    out(f"Dead-letter queue: {len(dlq)} messages, each with the reason the function logged for it")
-    for m in sorted(dlq, key=lambda m: (reasons.get(m["MessageId"], ["?"])[-1], m["MessageId"])):
-        why = reasons.get(m["MessageId"], ["(no reason logged)"])
-        # Reading the dead-letter queue is itself a receive: the function saw one fewer.
-        receives = int(m.get("Attributes", {}).get("ApproximateReceiveCount", "1")) - 1
-        out(f"  {short(m['MessageId'])}  {why[-1]:<26} failed {receives} times   body {clip(m['Body'], 36)}")
+    out("The trail in time order (auditctl query, from the byAuditTime index):")
+    times = sorted(it["auditTime"] for it in items_in_table)
+    run_auditctl(auditctl, system, ["query", "--from", times[0], "--to", times[-1], "--limit", "12"])
     out("")
-    out("A few items from the table:")
-    shown = sorted(items_in_table, key=lambda it: (("extra" not in it), it["auditTime"]))[:4]
-    for it in shown:
-        extra = json.dumps(plain(it["extra"]), ensure_ascii=False) if it.get("extra") else "-"
-        out(f"  messageId  {clip(str(it['messageId']), 40)}")
-        out(f"    auditTime {it['auditTime']}   sentAt {it.get('sentAt')}   receiveCount {it.get('receiveCount')}")
-        out(f"    auditText {clip(it['auditText'], 60)}")
-        out(f"    extra     {clip(extra, 66)}")
+    out("The dead-letter queue, reasons read from each message (auditctl dlq list):")
+    run_auditctl(auditctl, system, ["dlq", "list"])
+    out("")
+    out("The table is back: redrive the throttled ones (auditctl dlq redrive --reason throttled).")
+    run_auditctl(auditctl, system, ["dlq", "redrive", "--reason", "throttled"])
+    drain(system, "Redriven")
+    ledger = producer.ledger
+    ledger.valid += throttled_producer.ledger.valid
+    ledger.sent += throttled_producer.ledger.sent
+    verdict = verify(system, ledger)
+    for e in throttled_producer.ledger.valid:
+        got = [it for it in system.scan_table() if it["messageId"] == e.key]
+        out(f"  {clip(e.key, 40):<40} {len(got)} item, auditTime {got[0]['auditTime'] if got else '-'}")
     out("")
     lost, dup = len(verdict.lost), len(verdict.duplicated)
     ok = verdict.ok
     out(f"{'OK' if ok else 'PROBLEM'}: {verdict.valid_expected} valid messages -> {verdict.items_in_table} items "
         f"(lost {lost}, duplicated {dup}); {verdict.poison_expected} bad messages -> dead-letter queue "
-        f"({verdict.dlq_count} there, {len(verdict.valid_in_dlq)} valid among them). {elapsed:.0f} s.")
+        f"({verdict.dlq_count} there, each with its reason, {len(verdict.valid_in_dlq)} valid among them). "
+        f"{elapsed:.0f} s.")
     if not ok:
         out(json.dumps(verdict.summary()))
     return 0 if ok else 1
+
+
+def build_auditctl(system: LocalSystem) -> Path:
+    """The operator's CLI, built in the same debug build the function uses."""
+    env = dict(os.environ, CARGO_TERM_COLOR="never")
+    subprocess.run(["cargo", "build", "--quiet", "--bin", "auditctl"], cwd=ROOT, env=env, check=True)
+    return ROOT / "target" / "debug" / "auditctl"
+
+
+def run_auditctl(binary: Path, system: LocalSystem, args: list[str]) -> None:
+    env = procs.function_env({}, system.endpoint, {
+        "TABLE_NAME": system.stack.table_name,
+        "AUDIT_QUEUE_URL": system.queue_url,
+        "DEAD_LETTER_QUEUE_URL": system.dlq_url,
+    })
+    out(f"  $ auditctl {' '.join(args)}")
+    result = subprocess.run([str(binary), *args], env=env, capture_output=True, text=True, timeout=120)
+    for line in (result.stdout + result.stderr).rstrip().splitlines():
+        out(f"    {line}")
+    if result.returncode != 0:
+        raise RuntimeError(f"auditctl {' '.join(args)} exited with {result.returncode}")
 
 
 def drain(system: LocalSystem, what: str) -> None:

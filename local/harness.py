@@ -123,19 +123,62 @@ class LocalSystem:
                 return items
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
-    def read_dlq(self) -> list[dict]:
+    def read_dlq(self, visibility_timeout: int = 600) -> list[dict]:
         """Every message in the dead-letter queue (received with a long visibility timeout, so
-        each is seen once, and left there)."""
+        each is seen once, and left there). Each gets ``original_id`` (the SQS message id of the
+        original delivery: ``failureContext.sqsMessageId``, or its own id when SQS moved it) and
+        ``reason`` (``failureReason``, or ``max_receives`` when SQS moved it)."""
         out: dict[str, dict] = {}
         empty = 0
         while empty < 2:
             msgs = self.sqs.receive_message(QueueUrl=self.dlq_url, MaxNumberOfMessages=10, WaitTimeSeconds=0,
-                                            VisibilityTimeout=600, MessageSystemAttributeNames=["All"]
+                                            VisibilityTimeout=visibility_timeout,
+                                            MessageSystemAttributeNames=["All"], MessageAttributeNames=["All"]
                                             ).get("Messages", [])
             empty = empty + 1 if not msgs else 0
             for m in msgs:
-                out[m["MessageId"]] = m
+                out[m["MessageId"]] = describe_dead_letter(m)
         return list(out.values())
+
+    def peek_dlq(self) -> list[dict]:
+        """The dead-letter queue's messages, each made visible again at once (as `auditctl dlq
+        list` leaves the queue)."""
+        msgs = self.read_dlq(visibility_timeout=60)
+        for m in msgs:
+            self.sqs.change_message_visibility(QueueUrl=self.dlq_url, ReceiptHandle=m["ReceiptHandle"],
+                                               VisibilityTimeout=0)
+        return msgs
+
+    def redrive(self, reasons: set[str] | None = None) -> int:
+        """Moves dead-lettered messages (of these reasons) back to the source queue as
+        ``auditctl dlq redrive`` does: body and attributes kept (``failureContext`` carries the
+        original identity), sent before it is deleted. Returns how many moved."""
+        moved = 0
+        for m in self.read_dlq(visibility_timeout=60):
+            if reasons is not None and m["reason"] not in reasons:
+                self.sqs.change_message_visibility(QueueUrl=self.dlq_url, ReceiptHandle=m["ReceiptHandle"],
+                                                   VisibilityTimeout=0)
+                continue
+            attrs = {k: {kk: vv for kk, vv in v.items() if kk in ("DataType", "StringValue", "BinaryValue")}
+                     for k, v in (m.get("MessageAttributes") or {}).items()}
+            self.sqs.send_message(QueueUrl=self.queue_url, MessageBody=m["Body"], MessageAttributes=attrs)
+            self.sqs.delete_message(QueueUrl=self.dlq_url, ReceiptHandle=m["ReceiptHandle"])
+            moved += 1
+        return moved
+
+
+def describe_dead_letter(m: dict) -> dict:
+    """A received dead-letter message with its original id and reason read from its attributes."""
+    attrs = m.get("MessageAttributes") or {}
+    reason = (attrs.get("failureReason") or {}).get("StringValue") or "max_receives"
+    original = m["MessageId"]
+    try:
+        context = json.loads((attrs.get("failureContext") or {}).get("StringValue") or "null")
+        if isinstance(context, dict) and context.get("sqsMessageId"):
+            original = context["sqsMessageId"]
+    except ValueError:
+        context = None
+    return {**m, "original_id": original, "reason": reason, "context": context}
 
 
 # ---- the producer -----------------------------------------------------------------------------
@@ -153,7 +196,14 @@ POISON_KINDS = {
                          lambda r, i: json.dumps({"auditText": f"bad time {i}", "auditTime": "yesterday at noon"})),
     "message_id_too_long": ("invalid_message_id",
                             lambda r, i: json.dumps({"auditText": f"long id {i}", "messageId": "x" * 300})),
+    "number_out_of_range": ("invalid_number",
+                            lambda r, i: '{"auditText": "ledger %d", "amount": 1e200}' % i),
+    # A producer id without auditTime: its key would be (messageId, SentTimestamp), a new item on
+    # every re-send. The producer re-sends these (see RESENT_POISON): each copy is dead-lettered.
+    "producer_id_without_time": ("message_id_without_audit_time",
+                                 lambda r, i: json.dumps({"auditText": f"re-sent {i}", "messageId": f"np-{i}"})),
 }
+RESENT_POISON = {"producer_id_without_time"}
 
 
 @dataclass
@@ -260,7 +310,11 @@ class Producer:
             self._n += 1
             if r.random() < self.poison_share:
                 kind = r.choice(sorted(POISON_KINDS))
-                out.append((POISON_KINDS[kind][1](r, i), kind))
+                body = POISON_KINDS[kind][1](r, i)
+                out.append((body, kind))
+                if kind in RESENT_POISON:
+                    out.append((body, kind))  # the producer's re-send: a new SQS message
+                    self.ledger.producer_retries += 1
                 continue
             body: dict[str, Any] = {"auditText": f"{self.run} event {i}: " + r.choice(
                 ["user signed in", "invoice approved", "role granted", "record exported", "password reset",
@@ -362,12 +416,15 @@ class Verdict:
     valid_in_dlq: list[str]
     dlq_count: int
     unexplained_in_dlq: list[str]
+    doubled_in_dlq: list[str] = field(default_factory=list)    # one original id, several messages
+    wrong_reason: list[str] = field(default_factory=list)      # dead-lettered with another reason
     dlq_messages: list[dict] = field(default_factory=list)  # as received from the dead-letter queue
 
     @property
     def ok(self) -> bool:
         return not (self.lost or self.duplicated or self.wrong_payload or self.unexpected_items
-                    or self.poison_not_in_dlq or self.valid_in_dlq or self.unexplained_in_dlq)
+                    or self.poison_not_in_dlq or self.valid_in_dlq or self.unexplained_in_dlq
+                    or self.doubled_in_dlq or self.wrong_reason)
 
     def summary(self) -> dict:
         return {k: (len(v) if isinstance(v, list) else v) for k, v in self.__dict__.items() if k != "dlq_messages"}
@@ -407,15 +464,21 @@ def verify(system: LocalSystem, ledger: Ledger) -> Verdict:
     unexpected = [k for k in by_key if k not in expected_keys]
 
     dlq = system.read_dlq()
-    dlq_ids = {m["MessageId"] for m in dlq}
+    per_original = Counter(m["original_id"] for m in dlq)
+    dlq_ids = set(per_original)
     valid_ids = {sid for e in ledger.valid for sid in e.sqs_ids}
     failing_ids = set(ledger.poison) | set(ledger.conflicts)
+    wrong_reason = [f"{m['original_id']}: {m['reason']} != {ledger.expected_reason(m['original_id'])}"
+                    for m in dlq if m["original_id"] in failing_ids
+                    and m["reason"] != ledger.expected_reason(m["original_id"])]
     return Verdict(
         sent=ledger.sent, valid_expected=len(expected_keys), poison_expected=len(failing_ids),
         items_in_table=len(items), lost=lost, duplicated=dup, wrong_payload=wrong,
         unexpected_items=unexpected,
         poison_not_in_dlq=sorted(failing_ids - dlq_ids), valid_in_dlq=sorted(dlq_ids & valid_ids),
-        dlq_count=len(dlq_ids), unexplained_in_dlq=sorted(dlq_ids - failing_ids - valid_ids), dlq_messages=dlq)
+        dlq_count=len(dlq), unexplained_in_dlq=sorted(dlq_ids - failing_ids - valid_ids),
+        doubled_in_dlq=sorted(k for k, n in per_original.items() if n > 1), wrong_reason=wrong_reason,
+        dlq_messages=dlq)
 
 
 # ---- the function's logs ----------------------------------------------------------------------
@@ -445,10 +508,10 @@ def log_events(path: Path) -> list[dict]:
 
 
 def failure_reasons(path: Path) -> dict[str, list[str]]:
-    """sqs message id -> the reasons the function logged for it, in order."""
+    """sqs message id -> the reasons the function logged for it (failed or dead-lettered), in order."""
     reasons: dict[str, list[str]] = defaultdict(list)
     for ev in log_events(path):
-        if ev.get("message") == "record failed" and ev.get("sqs_message_id"):
+        if ev.get("message") in ("record failed", "record dead-lettered") and ev.get("sqs_message_id"):
             reasons[ev["sqs_message_id"]].append(str(ev.get("reason")))
     return reasons
 
@@ -459,15 +522,16 @@ def batch_totals(path: Path) -> Counter:
     for ev in log_events(path):
         if ev.get("message") == "batch processed":
             c["invocations"] += 1
-            for k in ("batch_size", "written", "duplicates", "failed"):
+            for k in ("batch_size", "written", "duplicates", "dead_lettered", "failed"):
                 try:
                     c[k] += int(ev.get(k) or 0)
                 except (TypeError, ValueError):
                     pass
-            for part in str(ev.get("failed_by_reason") or "").split(","):
-                if "=" in part:
-                    code, n = part.split("=", 1)
-                    c[f"failed.{code}"] += int(n)
+            for kind in ("failed", "dead_lettered"):
+                for part in str(ev.get(f"{kind}_by_reason") or "").split(","):
+                    if "=" in part:
+                        code, n = part.split("=", 1)
+                        c[f"{kind}.{code}"] += int(n)
     return c
 
 

@@ -62,6 +62,7 @@ class TriggerStats:
     records_in_failed_batches: int = 0
     delete_errors: int = 0
     max_batch: int = 0
+    receives: Counter = field(default_factory=Counter)  # SQS message id -> times handed to the function
 
     def as_dict(self) -> dict:
         return {"invocations": self.invocations, "records_invoked": self.records_invoked,
@@ -242,6 +243,7 @@ class Trigger:
             self.stats.invocations += 1
             self.stats.records_invoked += len(records)
             self.stats.max_batch = max(self.stats.max_batch, len(records))
+            self.stats.receives.update(ids)
         started = time.monotonic()
         cause = None
         failed: set[str] = set()
