@@ -679,6 +679,13 @@ mod tests {
         record
     }
 
+    fn failure_code(outcome: &Outcome) -> Option<&'static str> {
+        match outcome {
+            Outcome::Failed(failure) | Outcome::DeadLettered(failure) => Some(failure.code()),
+            _ => None,
+        }
+    }
+
     fn failed_ids(report: &BatchReport) -> Vec<&str> {
         report.failures().map(|(id, _)| id).collect()
     }
@@ -712,11 +719,10 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(failed_ids(&report), ["bad"]);
+        // The reason, not serde_json's wording of it.
         assert_eq!(
-            outcome_of(&report, "bad"),
-            &Outcome::Failed(Failure::Invalid(InvalidMessage::InvalidJson(
-                "expected ident at line 1 column 2".into()
-            )))
+            failure_code(outcome_of(&report, "bad")),
+            Some("invalid_json")
         );
         assert_eq!(store.items().len(), 2);
     }
@@ -795,10 +801,8 @@ mod tests {
             .unwrap();
         assert_eq!(failed_ids(&report), ["a2", "a3"]);
         assert_eq!(
-            outcome_of(&report, "a2").clone(),
-            Outcome::Failed(Failure::Invalid(InvalidMessage::InvalidJson(
-                "expected value at line 1 column 1".into()
-            )))
+            failure_code(outcome_of(&report, "a2")),
+            Some("invalid_json")
         );
         assert_eq!(
             outcome_of(&report, "a3"),

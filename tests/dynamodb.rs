@@ -116,7 +116,8 @@ async fn conflict_keeps_the_original_and_fails_the_record() {
 }
 
 #[tokio::test]
-async fn producer_message_id_keys_the_item_and_a_redrive_with_a_new_sqs_id_writes_nothing() {
+async fn producer_message_id_and_audit_time_key_the_item_so_a_re_send_with_a_new_sqs_id_writes_nothing()
+ {
     let moto = Moto::start();
     create_table(&moto.client(), TABLE).await;
     let handler = handler(&moto.endpoint, TABLE, settings());
@@ -131,7 +132,8 @@ async fn producer_message_id_keys_the_item_and_a_redrive_with_a_new_sqs_id_write
     assert_eq!(s(&stored[0], "messageId"), "orders-2026-42");
     assert_eq!(s(&stored[0], "sqsMessageId"), "sqs-original");
 
-    // A DLQ redrive (and a producer retry) arrives with a new SQS message id.
+    // A producer re-send (or a redrive) arrives with a new SQS message id and SentTimestamp;
+    // redrives of messages without messageId or auditTime: tests/deadletter.rs.
     let mut redriven = record("sqs-redriven", payload);
     redriven
         .attributes

@@ -7,7 +7,7 @@ pub mod http;
 
 use std::collections::HashMap;
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -260,8 +260,4 @@ pub const EVENT_FILES: &[&str] = &[
 
 pub fn events_dir() -> PathBuf {
     project_root().join("events")
-}
-
-pub fn exists(path: &Path) -> bool {
-    path.exists()
 }
