@@ -23,7 +23,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def ours() -> dict[int, str]:
-    """Processes whose command line names this checkout, or that run in it (cargo lambda watch)."""
+    """Servers running in this checkout (their working directory is in it): moto_server,
+    cargo lambda watch, the function. Another checkout's servers, even ones started with this
+    checkout's tools, are not ours."""
     found = {}
     root = str(ROOT)
     for entry in Path("/proc").iterdir():
@@ -37,7 +39,7 @@ def ours() -> dict[int, str]:
         if not cmdline:
             continue
         servers = ("moto_server", "local.motoserver", "cargo-lambda", "lambda watch", "audit-receiver")
-        if (root in cmdline or cwd == root or cwd.startswith(root + "/")) and any(s in cmdline for s in servers):
+        if (cwd == root or cwd.startswith(root + "/")) and any(s in cmdline for s in servers):
             found[int(entry.name)] = cmdline
     return found
 

@@ -26,7 +26,7 @@ def test_a_killed_canary_fails_the_run():
 
 
 def test_a_server_left_running_fails_the_run_and_is_stopped():
-    # A process that names this checkout's moto_server, started in its own session and left.
+    # A process that runs this checkout's moto_server (in the checkout), in its own session, left.
     code = (f"import subprocess; subprocess.Popen(['bash', '-c', 'exec -a {ROOT}/.venv/bin/moto_server sleep 600'], "
             "start_new_session=True)")
     result = run(code)
