@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use audit_receiver::config::{DEFAULT_TABLE_NAME, MAX_CONCURRENCY_LIMIT};
-use audit_receiver::store::dynamodb::{PARTITION_KEY, SORT_KEY};
+use audit_receiver::store::dynamodb::{AUDIT_BUCKET, PARTITION_KEY, SORT_KEY, TIME_INDEX};
 use audit_receiver::telemetry::NAMESPACE;
 use serde_yaml::{Mapping, Value};
 
@@ -565,13 +565,14 @@ fn table_key_schema_is_the_one_the_code_writes() {
             )
         })
         .collect();
-    let expected: BTreeMap<String, String> = [(PARTITION_KEY, "S"), (SORT_KEY, "S")]
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
+    let expected: BTreeMap<String, String> =
+        [(PARTITION_KEY, "S"), (SORT_KEY, "S"), (AUDIT_BUCKET, "S")]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
     assert_eq!(
         attributes, expected,
-        "only key attributes are declared, both strings"
+        "only key attributes (of the table and the time index) are declared, all strings"
     );
     let keys: Vec<(String, String)> = one_or_many(at(table, &["KeySchema"]))
         .iter()
@@ -589,10 +590,7 @@ fn table_key_schema_is_the_one_the_code_writes() {
             (SORT_KEY.to_string(), "RANGE".to_string())
         ]
     );
-    assert!(
-        table.get("GlobalSecondaryIndexes").is_none()
-            && table.get("LocalSecondaryIndexes").is_none()
-    );
+    assert!(table.get("LocalSecondaryIndexes").is_none());
 
     let name = parameter_ref(&t, at(table, &["TableName"])).expect("the table name is a parameter");
     assert_eq!(
@@ -603,6 +601,46 @@ fn table_key_schema_is_the_one_the_code_writes() {
         at(function(&t), &["Environment", "Variables", "TABLE_NAME"]),
         &reference("AuditMessagesTable"),
         "the function writes to this table"
+    );
+}
+
+/// The key schema of an index or table, as (attribute, key type) pairs.
+fn key_schema(value: &Value) -> Vec<(String, String)> {
+    one_or_many(at(value, &["KeySchema"]))
+        .iter()
+        .map(|k| {
+            (
+                scalar(at(k, &["AttributeName"])),
+                scalar(at(k, &["KeyType"])),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn time_index_is_the_one_auditctl_queries() {
+    let t = template();
+    let table = props(&t, "AuditMessagesTable");
+    let indexes = one_or_many(at(table, &["GlobalSecondaryIndexes"]));
+    assert_eq!(indexes.len(), 1, "one global secondary index");
+    let index = &indexes[0];
+    assert_eq!(scalar(at(index, &["IndexName"])), TIME_INDEX);
+    assert_eq!(
+        key_schema(index),
+        vec![
+            (AUDIT_BUCKET.to_string(), "HASH".to_string()),
+            (SORT_KEY.to_string(), "RANGE".to_string())
+        ],
+        "auditBucket (the day's shard) then auditTime, as the items are written"
+    );
+    assert_eq!(
+        scalar(at(index, &["Projection", "ProjectionType"])),
+        "ALL",
+        "auditctl prints whole items from the index alone"
+    );
+    assert!(
+        index.get("ProvisionedThroughput").is_none(),
+        "the table is on demand"
     );
 }
 
