@@ -340,7 +340,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
                         flag: "--queue-url",
                         output: "AuditQueueUrl",
                     })?;
-                    if rate.is_some_and(|r| !(r > 0.0)) {
+                    if rate.is_some_and(|r| r.is_nan() || r <= 0.0) {
                         return Err(Failure::Usage("--rate must be above 0".into()));
                     }
                     let options = RedriveOptions {

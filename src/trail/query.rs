@@ -115,11 +115,7 @@ impl Reader {
         range: TimeRange,
         options: QueryOptions,
     ) -> impl Stream<Item = Result<TrailItem, TrailError>> + use<> {
-        let mut days = if range.is_empty() {
-            Vec::new()
-        } else {
-            range.days()
-        };
+        let mut days = range.days();
         if options.order == Order::Descending {
             days.reverse();
         }

@@ -63,6 +63,9 @@ impl TimeRange {
 
     /// The UTC days (`YYYY-MM-DD`) the range spans, first to last; none when empty.
     pub fn days(&self) -> Vec<String> {
+        if self.is_empty() {
+            return Vec::new();
+        }
         let day =
             |time: &str| NaiveDate::parse_from_str(time.get(..10).unwrap_or(time), "%Y-%m-%d");
         let (Ok(first), Ok(last)) = (day(&self.from), day(&self.to)) else {
