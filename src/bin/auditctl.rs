@@ -357,7 +357,8 @@ async fn run(cli: Cli) -> Result<(), Failure> {
                     for (reason, n) in &report.moved {
                         println!("  {reason:<32} {n}");
                     }
-                    println!("left in the dead-letter queue: {}", total(&report.left));
+                    let left = if dry_run { "would leave" } else { "left" };
+                    println!("{left} in the dead-letter queue: {}", total(&report.left));
                     for (reason, n) in &report.left {
                         println!("  {reason:<32} {n}");
                     }

@@ -5,7 +5,7 @@
 use std::io::{self, Write};
 use std::marker::PhantomData;
 
-use comfy_table::{ColumnConstraint, ContentArrangement, Table, Width, presets};
+use comfy_table::{ContentArrangement, Table, presets};
 use serde_json::Value;
 
 /// How rows are printed.
@@ -23,6 +23,15 @@ pub enum Format {
 pub struct Column {
     pub name: &'static str,
     pub table_width: Option<usize>,
+}
+
+impl Column {
+    /// The width of its table cells: at least the header's, so that chunks without a header
+    /// line up with the first.
+    fn cell_width(&self) -> Option<usize> {
+        self.table_width
+            .map(|width| width.max(self.name.chars().count()))
+    }
 }
 
 /// Something printed as one row.
@@ -80,7 +89,7 @@ impl<W: Write, R: Record> Printer<W, R> {
                 let row = R::COLUMNS
                     .iter()
                     .zip(cells)
-                    .filter_map(|(column, cell)| column.table_width.map(|w| truncate(&cell, w)))
+                    .filter_map(|(column, cell)| column.cell_width().map(|w| fit(&cell, w)))
                     .collect();
                 self.pending.push(row);
                 if self.pending.len() >= TABLE_CHUNK {
@@ -128,13 +137,7 @@ impl<W: Write, R: Record> Printer<W, R> {
         let mut table = Table::new();
         table
             .load_preset(presets::ASCII_MARKDOWN)
-            .set_content_arrangement(ContentArrangement::Disabled)
-            .set_constraints(shown.iter().map(|c| {
-                let width = c.table_width.unwrap_or_default();
-                ColumnConstraint::Absolute(Width::Fixed(
-                    u16::try_from(width + 2).unwrap_or(u16::MAX),
-                ))
-            }));
+            .set_content_arrangement(ContentArrangement::Disabled);
         if !self.header_done {
             table.set_header(shown.iter().map(|c| c.name));
             self.header_done = true;
@@ -147,12 +150,15 @@ impl<W: Write, R: Record> Printer<W, R> {
     }
 }
 
-/// At most `width` characters on one line: control characters become spaces, and a cut ends in
-/// `…`.
-fn truncate(text: &str, width: usize) -> String {
+/// Exactly `width` characters on one line, so that every chunk has the same column widths:
+/// control characters become spaces, a cut ends in `…`, short text is padded.
+fn fit(text: &str, width: usize) -> String {
     let clean = text.chars().map(|c| if c.is_control() { ' ' } else { c });
-    if text.chars().count() <= width {
-        return clean.collect();
+    let length = text.chars().count();
+    if length <= width {
+        let mut cell: String = clean.collect();
+        cell.extend(std::iter::repeat_n(' ', width - length));
+        return cell;
     }
     let mut cut: String = clean.take(width.saturating_sub(1)).collect();
     cut.push('…');
@@ -260,8 +266,8 @@ mod tests {
     }
 
     #[test]
-    fn truncation_removes_line_breaks() {
-        assert_eq!(truncate("a\nb", 10), "a b");
-        assert_eq!(truncate("abcdef", 3), "ab…");
+    fn cells_are_fitted_to_their_width_on_one_line() {
+        assert_eq!(fit("a\nb", 5), "a b  ");
+        assert_eq!(fit("abcdef", 3), "ab…");
     }
 }
