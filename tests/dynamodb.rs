@@ -53,9 +53,15 @@ async fn items_are_written_with_every_attribute_of_the_layout() {
         item["expiresAt"],
         AttributeValue::N((1_795_341_600 + 30 * 86_400).to_string())
     );
+    // The time index's key: the UTC day and the FNV-1a shard of "sqs-1" (SPEC "The item written").
+    assert_eq!(
+        s(item, "auditBucket"),
+        audit_receiver::message::audit_bucket("sqs-1", "2026-11-22T10:00:00.123Z")
+    );
+    assert!(s(item, "auditBucket").starts_with("2026-11-22#"));
     assert_eq!(
         item.len(),
-        10,
+        11,
         "no attribute beyond the layout: {:?}",
         item.keys()
     );

@@ -200,6 +200,8 @@ where
                 }
             }
         }
+        // `fill` returned true, so each source in the heap has a front row: the `?`s below
+        // cannot end the stream early.
         let next = state.heap.pop()?.source;
         let row = state.sources[next].pop()?;
         match state.sources[next].fill(order).await {
