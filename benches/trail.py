@@ -110,8 +110,9 @@ def main() -> int:
         raise SystemExit(f"{binary} missing: cargo build --release --bin auditctl")
 
     port = free_port()
+    log = open(os.environ.get("MOTO_LOG", os.devnull), "wb")
     moto = subprocess.Popen([args.moto, "-H", "127.0.0.1", "-p", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=log, stderr=subprocess.STDOUT)
     endpoint = f"http://127.0.0.1:{port}"
     try:
         for _ in range(600):
@@ -150,8 +151,11 @@ def main() -> int:
             print(f"# {size}: {r['stats']}; peak RSS {r['rss_mb']:.1f} MB; loaded in {load_s:.0f} s",
                   file=sys.stderr)
     finally:
+        status = moto.poll()
         moto.kill()
         moto.wait()
+        if status is not None:
+            print(f"moto_server exited early with {status} (MOTO_LOG=<file> keeps its log)", file=sys.stderr)
 
     print("## Reading the trail (`benches/trail.py`)\n")
     print(f"`auditctl query` (release build) over {len(DAYS)} UTC days of items on moto "
