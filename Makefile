@@ -65,10 +65,10 @@ test-suites:
 	$(if $(strip $(TEST_EXTRA)),$(MAKE) $(TEST_EXTRA))
 
 build: venv-bench ## the arm64 Lambda artefact (target/lambda/audit-receiver/bootstrap)
-	cargo lambda build --release --arm64
+	cargo lambda build --release --arm64 --bin audit-receiver
 
 build-zip: venv-bench ## the arm64 artefact zipped, as Lambda receives it (target/lambda/audit-receiver/bootstrap.zip)
-	cargo lambda build --release --arm64 --output-format zip
+	cargo lambda build --release --arm64 --bin audit-receiver --output-format zip
 
 bench: build-zip ## benchmarks next to the Powertools peer; writes BENCHMARKS.md (about 10 minutes)
 	mkdir -p target/bench

@@ -8,6 +8,7 @@ pub mod handler;
 pub mod message;
 pub mod store;
 pub mod telemetry;
+pub mod trail;
 
 pub use batch::{BatchSettings, RetryPolicy};
 pub use config::Config;

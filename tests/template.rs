@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use audit_receiver::config::{DEFAULT_TABLE_NAME, MAX_CONCURRENCY_LIMIT};
 use audit_receiver::deadletter::{PERMANENT_REASONS, TRANSIENT_REASONS};
-use audit_receiver::store::dynamodb::{PARTITION_KEY, SORT_KEY};
+use audit_receiver::store::dynamodb::{AUDIT_BUCKET, PARTITION_KEY, SORT_KEY, TIME_INDEX};
 use audit_receiver::telemetry::NAMESPACE;
 use serde_yaml::{Mapping, Value};
 
@@ -583,13 +583,14 @@ fn table_key_schema_is_the_one_the_code_writes() {
             )
         })
         .collect();
-    let expected: BTreeMap<String, String> = [(PARTITION_KEY, "S"), (SORT_KEY, "S")]
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
+    let expected: BTreeMap<String, String> =
+        [(PARTITION_KEY, "S"), (SORT_KEY, "S"), (AUDIT_BUCKET, "S")]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
     assert_eq!(
         attributes, expected,
-        "only key attributes are declared, both strings"
+        "only key attributes (of the table and the time index) are declared, all strings"
     );
     let keys: Vec<(String, String)> = one_or_many(at(table, &["KeySchema"]))
         .iter()
@@ -607,10 +608,7 @@ fn table_key_schema_is_the_one_the_code_writes() {
             (SORT_KEY.to_string(), "RANGE".to_string())
         ]
     );
-    assert!(
-        table.get("GlobalSecondaryIndexes").is_none()
-            && table.get("LocalSecondaryIndexes").is_none()
-    );
+    assert!(table.get("LocalSecondaryIndexes").is_none());
 
     let name = parameter_ref(&t, at(table, &["TableName"])).expect("the table name is a parameter");
     assert_eq!(
@@ -621,6 +619,46 @@ fn table_key_schema_is_the_one_the_code_writes() {
         at(function(&t), &["Environment", "Variables", "TABLE_NAME"]),
         &reference("AuditMessagesTable"),
         "the function writes to this table"
+    );
+}
+
+/// The key schema of an index or table, as (attribute, key type) pairs.
+fn key_schema(value: &Value) -> Vec<(String, String)> {
+    one_or_many(at(value, &["KeySchema"]))
+        .iter()
+        .map(|k| {
+            (
+                scalar(at(k, &["AttributeName"])),
+                scalar(at(k, &["KeyType"])),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn time_index_is_the_one_auditctl_queries() {
+    let t = template();
+    let table = props(&t, "AuditMessagesTable");
+    let indexes = one_or_many(at(table, &["GlobalSecondaryIndexes"]));
+    assert_eq!(indexes.len(), 1, "one global secondary index");
+    let index = &indexes[0];
+    assert_eq!(scalar(at(index, &["IndexName"])), TIME_INDEX);
+    assert_eq!(
+        key_schema(index),
+        vec![
+            (AUDIT_BUCKET.to_string(), "HASH".to_string()),
+            (SORT_KEY.to_string(), "RANGE".to_string())
+        ],
+        "auditBucket (the day's shard) then auditTime, as the items are written"
+    );
+    assert_eq!(
+        scalar(at(index, &["Projection", "ProjectionType"])),
+        "ALL",
+        "auditctl prints whole items from the index alone"
+    );
+    assert!(
+        index.get("ProvisionedThroughput").is_none(),
+        "the table is on demand"
     );
 }
 
@@ -923,4 +961,126 @@ fn short_form_tags_read_as_their_long_form() {
     let long: Value =
         serde_yaml::from_str("[{Ref: A}, {Fn::GetAtt: [B, Arn]}, {Fn::Sub: 'x-${A}'}]").unwrap();
     assert_eq!(short, long);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dashboard
+
+/// The metrics src/telemetry.rs emits under NAMESPACE (besides `Failed.<reason>` and
+/// `DeadLettered.<reason>`, one per reason code of src/deadletter.rs).
+const EMITTED: &[&str] = &[
+    "Written",
+    "Duplicates",
+    "DeadLettered",
+    "Failed",
+    "BatchSize",
+    "OldestMessageAgeMs",
+    "DurationMs",
+];
+
+fn emitted(metric: &str) -> bool {
+    use audit_receiver::deadletter::{PERMANENT_REASONS, TRANSIENT_REASONS};
+    let reason = |r: &str| PERMANENT_REASONS.contains(&r) || TRANSIENT_REASONS.contains(&r);
+    EMITTED.contains(&metric)
+        || metric.strip_prefix("Failed.").is_some_and(reason)
+        || metric.strip_prefix("DeadLettered.").is_some_and(reason)
+}
+
+/// The dashboard body with `${...}` substitutions replaced by placeholders, as JSON.
+fn dashboard_body(t: &Value) -> serde_json::Value {
+    let sub = at(props(t, "AuditDashboard"), &["DashboardBody", "Fn::Sub"]);
+    let template = at(sub, &[])
+        .as_sequence()
+        .expect("Fn::Sub long form: [text, variables]");
+    let text = scalar(&template[0]);
+    let variables = template[1].as_mapping().expect("variables");
+    let mut body = text.replace("${AWS::Region}", "us-east-1");
+    for name in variables.keys() {
+        body = body.replace(&format!("${{{}}}", scalar(name)), "X");
+    }
+    assert!(
+        !body.contains("${"),
+        "every substitution is defined: {body}"
+    );
+    serde_json::from_str(&body).unwrap_or_else(|e| panic!("the dashboard body is JSON: {e}"))
+}
+
+#[test]
+fn dashboard_shows_only_metrics_the_function_emits_and_the_pipeline_around_it() {
+    let t = template();
+    let body = dashboard_body(&t);
+    let mut own = BTreeSet::new();
+    let mut other = BTreeSet::new();
+    let mut searches = Vec::new();
+    for widget in body["widgets"].as_array().expect("widgets") {
+        for metric in widget["properties"]["metrics"].as_array().expect("metrics") {
+            let metric = metric.as_array().expect("a metric is an array");
+            if let Some(expression) = metric[0]["expression"].as_str() {
+                searches.push(expression.to_owned());
+                continue;
+            }
+            let namespace = metric[0].as_str().expect("namespace");
+            let name = metric[1].as_str().expect("metric name").to_owned();
+            if namespace == NAMESPACE {
+                assert_eq!(
+                    metric[2].as_str(),
+                    Some("FunctionName"),
+                    "{name}: the function's only dimension"
+                );
+                own.insert(name);
+            } else {
+                other.insert(format!("{namespace} {name}"));
+            }
+        }
+    }
+    for name in &own {
+        assert!(emitted(name), "the function never emits {name}");
+    }
+    for name in [
+        "Written",
+        "Duplicates",
+        "DeadLettered",
+        "Failed",
+        "OldestMessageAgeMs",
+        "DurationMs",
+    ] {
+        assert!(own.contains(name), "the dashboard shows {name}");
+    }
+    for search in &searches {
+        assert!(
+            search.contains(&format!("{{{NAMESPACE},FunctionName}}")),
+            "{search}"
+        );
+        let name = search
+            .split("MetricName=")
+            .nth(1)
+            .and_then(|rest| rest.split(['\'', ' ']).next())
+            .unwrap_or_else(|| panic!("a search by metric name: {search}"));
+        assert!(
+            emitted(name),
+            "SEARCH for {name}, which the function never emits"
+        );
+    }
+    assert!(searches.iter().any(|s| s.contains("MetricName=Failed")));
+    assert!(
+        searches
+            .iter()
+            .any(|s| s.contains("MetricName=DeadLettered"))
+    );
+    for metric in [
+        "AWS/SQS ApproximateNumberOfMessagesVisible",
+        "AWS/SQS ApproximateAgeOfOldestMessage",
+        "AWS/Lambda Errors",
+        "AWS/Lambda Throttles",
+        "AWS/DynamoDB WriteThrottleEvents",
+        "AWS/DynamoDB ThrottledRequests",
+    ] {
+        assert!(other.contains(metric), "the dashboard shows {metric}");
+    }
+    assert!(
+        at(&t, &["Outputs", "AuditDashboardUrl", "Value", "Fn::Sub"])
+            .as_str()
+            .is_some_and(|url| url.contains("#dashboards:name=${AuditDashboard}")),
+        "the dashboard's URL is an output"
+    );
 }

@@ -11,14 +11,16 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use audit_receiver::store::dynamodb::{DynamoDbStore, PARTITION_KEY, SORT_KEY};
+use audit_receiver::store::dynamodb::{
+    AUDIT_BUCKET, DynamoDbStore, PARTITION_KEY, SORT_KEY, TIME_INDEX,
+};
 use audit_receiver::{BatchSettings, Handler, RetryPolicy};
 use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType,
-    ScalarAttributeType,
+    AttributeDefinition, AttributeValue, BillingMode, GlobalSecondaryIndex, KeySchemaElement,
+    KeyType, Projection, ProjectionType, ScalarAttributeType,
 };
 use lambda_runtime::{Context, LambdaEvent};
 
@@ -120,8 +122,13 @@ pub fn client(endpoint: &str) -> Client {
     Client::from_conf(config)
 }
 
-/// The audit table with the key schema the code uses.
+/// The audit table with the key schema and the `byAuditTime` index the code uses.
 pub async fn create_table(client: &Client, name: &str) {
+    create_table_with(client, name, true).await;
+}
+
+/// The audit table, with or without the `byAuditTime` index (an older deployment lacks it).
+pub async fn create_table_with(client: &Client, name: &str, time_index: bool) {
     let key = |name: &str, kind| {
         KeySchemaElement::builder()
             .attribute_name(name)
@@ -134,17 +141,32 @@ pub async fn create_table(client: &Client, name: &str) {
             .attribute_type(ScalarAttributeType::S)
             .build()
     };
-    client
+    let mut request = client
         .create_table()
         .table_name(name)
         .billing_mode(BillingMode::PayPerRequest)
         .key_schema(key(PARTITION_KEY, KeyType::Hash).expect("key"))
         .key_schema(key(SORT_KEY, KeyType::Range).expect("key"))
         .attribute_definitions(attribute(PARTITION_KEY).expect("attribute"))
-        .attribute_definitions(attribute(SORT_KEY).expect("attribute"))
-        .send()
-        .await
-        .expect("create table");
+        .attribute_definitions(attribute(SORT_KEY).expect("attribute"));
+    if time_index {
+        request = request
+            .attribute_definitions(attribute(AUDIT_BUCKET).expect("attribute"))
+            .global_secondary_indexes(
+                GlobalSecondaryIndex::builder()
+                    .index_name(TIME_INDEX)
+                    .key_schema(key(AUDIT_BUCKET, KeyType::Hash).expect("key"))
+                    .key_schema(key(SORT_KEY, KeyType::Range).expect("key"))
+                    .projection(
+                        Projection::builder()
+                            .projection_type(ProjectionType::All)
+                            .build(),
+                    )
+                    .build()
+                    .expect("index"),
+            );
+    }
+    request.send().await.expect("create table");
 }
 
 /// Every item in the table, sorted by key.

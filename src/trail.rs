@@ -1,0 +1,60 @@
+//! Owns reading the trail and working the dead-letter queue for operators (`auditctl`): the time
+//! range, the shard fan-out over the `byAuditTime` index, the k-way merge, output formats, and the
+//! dead-letter list and redrive. Must not know the Lambda runtime or batching; it reuses the
+//! library's item names, bucket rule and `failureContext` format rather than restating them.
+
+pub mod dlq;
+pub mod item;
+pub mod merge;
+pub mod output;
+pub mod query;
+pub mod range;
+
+/// What went wrong, each with the fix in words. `auditctl` exits 1 on these.
+#[derive(Debug, thiserror::Error)]
+pub enum TrailError {
+    #[error("table {table} not found at {at}: set TABLE_NAME or --table, or deploy the stack")]
+    TableNotFound { table: String, at: String },
+    #[error(
+        "table {table} has no index {index} (the trail is read in time order from it): deploy the current template.yaml, which adds it"
+    )]
+    NoTimeIndex { table: String, index: String },
+    #[error("no {what} URL: set {env} or {flag} (stack output {output})")]
+    NoQueueUrl {
+        what: &'static str,
+        env: &'static str,
+        flag: &'static str,
+        output: &'static str,
+    },
+    #[error("queue {url} not found: check {env} or {flag}, or deploy the stack")]
+    QueueNotFound {
+        url: String,
+        env: &'static str,
+        flag: &'static str,
+    },
+    #[error("{0}")]
+    Aws(String),
+    #[error("writing the output: {0}")]
+    Output(#[from] std::io::Error),
+}
+
+/// An SDK error in words: the service's code and message when there is one, else the SDK's own
+/// account of it (with its source chain, which names the connection problem).
+pub fn sdk_error<E, R>(error: &aws_sdk_dynamodb::error::SdkError<E, R>) -> String
+where
+    E: aws_sdk_dynamodb::error::ProvideErrorMetadata + std::error::Error + 'static,
+    R: std::fmt::Debug,
+{
+    use aws_sdk_dynamodb::error::ProvideErrorMetadata;
+    if let (Some(code), message) = (error.code(), error.message()) {
+        return format!("{code}: {}", message.unwrap_or_default());
+    }
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}

@@ -1,0 +1,273 @@
+//! Owns the output formats of `auditctl`: `jsonl` (one JSON object per row), `csv` (for pipes)
+//! and `table` (for a terminal), written row by row as rows arrive. Must not know where rows come
+//! from.
+
+use std::io::{self, Write};
+use std::marker::PhantomData;
+
+use comfy_table::{ContentArrangement, Table, presets};
+use serde_json::Value;
+
+/// How rows are printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// Aligned columns for a terminal, long text truncated.
+    Table,
+    /// One JSON object per line, every attribute, numbers with their exact digits.
+    Jsonl,
+    /// Comma-separated values with a header line (RFC 4180 quoting).
+    Csv,
+}
+
+/// A column: its name, and its width in the table format (`None`: not in the table).
+pub struct Column {
+    pub name: &'static str,
+    pub table_width: Option<usize>,
+}
+
+impl Column {
+    /// The width of its table cells: at least the header's, so that chunks without a header
+    /// line up with the first.
+    fn cell_width(&self) -> Option<usize> {
+        self.table_width
+            .map(|width| width.max(self.name.chars().count()))
+    }
+}
+
+/// Something printed as one row.
+pub trait Record {
+    const COLUMNS: &'static [Column];
+    /// The whole row as JSON (the `jsonl` format).
+    fn json(&self) -> Value;
+    /// One text per column of `COLUMNS`, in full (the `csv` format; the table truncates).
+    fn cells(&self) -> Vec<String>;
+}
+
+/// Rows of the table format rendered together: fixed column widths make chunks line up into one
+/// table, so rows appear while the rest is still being read.
+const TABLE_CHUNK: usize = 50;
+
+/// Writes records of one kind in one format.
+pub struct Printer<W: Write, R: Record> {
+    format: Format,
+    out: W,
+    pending: Vec<Vec<String>>,
+    header_done: bool,
+    rows: u64,
+    kind: PhantomData<R>,
+}
+
+impl<W: Write, R: Record> Printer<W, R> {
+    pub fn new(format: Format, out: W) -> Self {
+        Self {
+            format,
+            out,
+            pending: Vec::new(),
+            header_done: false,
+            rows: 0,
+            kind: PhantomData,
+        }
+    }
+
+    pub fn rows(&self) -> u64 {
+        self.rows
+    }
+
+    pub fn print(&mut self, record: &R) -> io::Result<()> {
+        self.rows += 1;
+        match self.format {
+            Format::Jsonl => {
+                serde_json::to_writer(&mut self.out, &record.json())?;
+                self.out.write_all(b"\n")
+            }
+            Format::Csv => {
+                self.csv_header()?;
+                csv_line(&mut self.out, record.cells())
+            }
+            Format::Table => {
+                let cells = record.cells();
+                let row = R::COLUMNS
+                    .iter()
+                    .zip(cells)
+                    .filter_map(|(column, cell)| column.cell_width().map(|w| fit(&cell, w)))
+                    .collect();
+                self.pending.push(row);
+                if self.pending.len() >= TABLE_CHUNK {
+                    self.table_chunk()?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Writes what is pending (and the header when there were no rows) and flushes.
+    pub fn finish(&mut self) -> io::Result<()> {
+        match self.format {
+            Format::Csv => self.csv_header()?,
+            Format::Table => self.table_chunk()?,
+            Format::Jsonl => {}
+        }
+        self.out.flush()
+    }
+
+    /// Flushes what is written so far (the table keeps its pending chunk).
+    pub fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
+    }
+
+    fn csv_header(&mut self) -> io::Result<()> {
+        if !self.header_done {
+            self.header_done = true;
+            csv_line(
+                &mut self.out,
+                R::COLUMNS.iter().map(|c| c.name.to_owned()).collect(),
+            )?;
+        }
+        Ok(())
+    }
+
+    fn table_chunk(&mut self) -> io::Result<()> {
+        if self.header_done && self.pending.is_empty() {
+            return Ok(());
+        }
+        let shown: Vec<&Column> = R::COLUMNS
+            .iter()
+            .filter(|c| c.table_width.is_some())
+            .collect();
+        let mut table = Table::new();
+        table
+            .load_preset(presets::ASCII_MARKDOWN)
+            .set_content_arrangement(ContentArrangement::Disabled);
+        if !self.header_done {
+            table.set_header(shown.iter().map(|c| c.name));
+            self.header_done = true;
+        }
+        table.add_rows(self.pending.drain(..));
+        for line in table.lines() {
+            writeln!(self.out, "{line}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Exactly `width` characters on one line, so that every chunk has the same column widths:
+/// control characters become spaces, a cut ends in `…`, short text is padded.
+fn fit(text: &str, width: usize) -> String {
+    let clean = text.chars().map(|c| if c.is_control() { ' ' } else { c });
+    let length = text.chars().count();
+    if length <= width {
+        let mut cell: String = clean.collect();
+        cell.extend(std::iter::repeat_n(' ', width - length));
+        return cell;
+    }
+    let mut cut: String = clean.take(width.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
+}
+
+/// One CSV line: a field is quoted when it holds a comma, a quote, or a line break, quotes
+/// doubled (RFC 4180). Hand-written: these ten lines are all of CSV that output needs, where the
+/// csv crate would add a dependency (and CI build time) for them.
+fn csv_line<W: Write>(out: &mut W, fields: Vec<String>) -> io::Result<()> {
+    for (i, field) in fields.iter().enumerate() {
+        if i > 0 {
+            out.write_all(b",")?;
+        }
+        if field.contains([',', '"', '\n', '\r']) {
+            write!(out, "\"{}\"", field.replace('"', "\"\""))?;
+        } else {
+            out.write_all(field.as_bytes())?;
+        }
+    }
+    out.write_all(b"\r\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Pair(&'static str, &'static str);
+
+    impl Record for Pair {
+        const COLUMNS: &'static [Column] = &[
+            Column {
+                name: "a",
+                table_width: Some(6),
+            },
+            Column {
+                name: "hidden",
+                table_width: None,
+            },
+        ];
+        fn json(&self) -> Value {
+            serde_json::json!({"a": self.0, "hidden": self.1})
+        }
+        fn cells(&self) -> Vec<String> {
+            vec![self.0.to_owned(), self.1.to_owned()]
+        }
+    }
+
+    fn printed(format: Format, rows: &[Pair]) -> String {
+        let mut printer = Printer::<Vec<u8>, Pair>::new(format, Vec::new());
+        for row in rows {
+            printer.print(row).unwrap();
+        }
+        printer.finish().unwrap();
+        String::from_utf8(printer.out).unwrap()
+    }
+
+    #[test]
+    fn csv_quotes_commas_quotes_and_line_breaks() {
+        assert_eq!(
+            printed(
+                Format::Csv,
+                &[Pair("plain", "a,b"), Pair("say \"hi\"", "two\nlines")]
+            ),
+            "a,hidden\r\nplain,\"a,b\"\r\n\"say \"\"hi\"\"\",\"two\nlines\"\r\n"
+        );
+        assert_eq!(
+            printed(Format::Csv, &[]),
+            "a,hidden\r\n",
+            "a header even when empty"
+        );
+    }
+
+    #[test]
+    fn jsonl_is_one_object_per_line() {
+        assert_eq!(
+            printed(Format::Jsonl, &[Pair("x", "y"), Pair("z", "w")]),
+            "{\"a\":\"x\",\"hidden\":\"y\"}\n{\"a\":\"z\",\"hidden\":\"w\"}\n"
+        );
+    }
+
+    #[test]
+    fn table_truncates_and_keeps_columns_aligned_across_chunks() {
+        let rows: Vec<Pair> = (0..TABLE_CHUNK + 3)
+            .map(|i| {
+                if i % 2 == 0 {
+                    Pair("short", "")
+                } else {
+                    Pair("a much longer text", "")
+                }
+            })
+            .collect();
+        let text = printed(Format::Table, &rows);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines.len(),
+            2 + rows.len(),
+            "one header, one rule, one line per row"
+        );
+        assert!(lines[0].contains(" a "), "{}", lines[0]);
+        assert!(!text.contains("hidden"));
+        assert!(text.contains("a muc…"), "{text}");
+        let width = lines[0].chars().count();
+        assert!(lines.iter().all(|l| l.chars().count() == width), "{text}");
+    }
+
+    #[test]
+    fn cells_are_fitted_to_their_width_on_one_line() {
+        assert_eq!(fit("a\nb", 5), "a b  ");
+        assert_eq!(fit("abcdef", 3), "ab…");
+    }
+}
