@@ -16,12 +16,12 @@ VALIDATE_REGION  ?= us-east-1
 # Which samconfig.toml environment to use, and the stack it names (override: STACK_NAME=...).
 SAM_ENV          ?= default
 STACK_NAME       ?= $(shell python3 -c 'import tomllib,sys; c=tomllib.load(open("samconfig.toml","rb")).get(sys.argv[1],{}); print(next((c.get(k,{}).get("parameters",{}).get("stack_name") for k in ("deploy","global") if c.get(k,{}).get("parameters",{}).get("stack_name")),""))' $(SAM_ENV) 2>/dev/null)
-# Messages per second for the dead-letter redrive; empty lets SQS choose (up to 500/s).
+# Messages per second for the dead-letter redrive; empty: as fast as it goes.
 REDRIVE_RATE     ?=
 # Extra options for every aws call of stack-outputs and redrive: AWS_ARGS="--profile prod --region eu-west-1".
 AWS_ARGS         ?=
 
-.PHONY: deploy-tools validate package deploy redrive redrive-status stack-outputs clean-deploy
+.PHONY: deploy-tools validate package deploy redrive dlq-list stack-outputs clean-deploy
 
 $(DEPLOY_STAMP): requirements-deploy.txt
 	python3 -m venv $(DEPLOY_VENV)
@@ -53,26 +53,27 @@ stack-outputs: $(DEPLOY_STAMP) ## print the deployed stack's outputs (queue URLs
 	$(DEPLOY_ENV) aws $(AWS_ARGS) cloudformation describe-stacks --stack-name "$(STACK_NAME)" \
 	  --query 'Stacks[0].Outputs[].[OutputKey,OutputValue]' --output table
 
-redrive: $(DEPLOY_STAMP) ## move dead-letter messages back to the audit queue (start-message-move-task)
-	@test -n "$(STACK_NAME)" || { echo "no stack name: deploy first or pass STACK_NAME=..." >&2; exit 1; }
-	@set -euo pipefail; export $(DEPLOY_ENV); \
-	  out() { aws $(AWS_ARGS) cloudformation describe-stacks --stack-name "$(STACK_NAME)" \
-	    --query "Stacks[0].Outputs[?OutputKey=='$$1'].OutputValue" --output text; }; \
-	  dlq=$$(out AuditDeadLetterQueueArn); queue=$$(out AuditQueueArn); \
-	  test -n "$$dlq" -a -n "$$queue" || { echo "stack $(STACK_NAME) has no queue ARN outputs" >&2; exit 1; }; \
-	  echo "redrive: $$dlq -> $$queue"; \
-	  aws $(AWS_ARGS) sqs start-message-move-task --source-arn "$$dlq" --destination-arn "$$queue" \
-	    $(if $(REDRIVE_RATE),--max-number-of-messages-per-second $(REDRIVE_RATE)); \
-	  echo "redrive: started; follow it with: make redrive-status"
+# The dead-letter queue is worked with auditctl (docs/auditctl.md): it keeps each message's
+# identity across the redrive, where SQS's StartMessageMoveTask gives it a new message id and
+# SentTimestamp. These targets only fill in the queue URLs from the stack's outputs.
+AUDITCTL         ?= cargo run --release --quiet --bin auditctl --
+# Only this reason (REDRIVE_REASON=throttled), at most this many per second (REDRIVE_RATE=50).
+REDRIVE_REASON   ?=
 
-redrive-status: $(DEPLOY_STAMP) ## the dead-letter queue's recent move tasks and its message count
+redrive: $(DEPLOY_STAMP) ## redrive dead-letter messages with auditctl (REDRIVE_REASON, REDRIVE_RATE); keeps their identity
 	@test -n "$(STACK_NAME)" || { echo "no stack name: deploy first or pass STACK_NAME=..." >&2; exit 1; }
 	@set -euo pipefail; export $(DEPLOY_ENV); \
 	  out() { aws $(AWS_ARGS) cloudformation describe-stacks --stack-name "$(STACK_NAME)" \
 	    --query "Stacks[0].Outputs[?OutputKey=='$$1'].OutputValue" --output text; }; \
-	  aws $(AWS_ARGS) sqs list-message-move-tasks --source-arn "$$(out AuditDeadLetterQueueArn)" --output table; \
-	  aws $(AWS_ARGS) sqs get-queue-attributes --queue-url "$$(out AuditDeadLetterQueueUrl)" --output table \
-	    --attribute-names ApproximateNumberOfMessages ApproximateNumberOfMessagesNotVisible
+	  DEAD_LETTER_QUEUE_URL=$$(out AuditDeadLetterQueueUrl) AUDIT_QUEUE_URL=$$(out AuditQueueUrl) \
+	    $(AUDITCTL) $(AWS_ARGS) dlq redrive $(if $(REDRIVE_REASON),--reason $(REDRIVE_REASON)) $(if $(REDRIVE_RATE),--rate $(REDRIVE_RATE))
+
+dlq-list: $(DEPLOY_STAMP) ## the dead-letter queue's messages with their reasons (auditctl dlq list)
+	@test -n "$(STACK_NAME)" || { echo "no stack name: deploy first or pass STACK_NAME=..." >&2; exit 1; }
+	@set -euo pipefail; export $(DEPLOY_ENV); \
+	  out() { aws $(AWS_ARGS) cloudformation describe-stacks --stack-name "$(STACK_NAME)" \
+	    --query "Stacks[0].Outputs[?OutputKey=='$$1'].OutputValue" --output text; }; \
+	  DEAD_LETTER_QUEUE_URL=$$(out AuditDeadLetterQueueUrl) $(AUDITCTL) $(AWS_ARGS) dlq list
 
 clean-deploy: ## remove the sam build output (.aws-sam) and the deployment tools (.venv-deploy)
 	rm -rf .aws-sam $(DEPLOY_VENV)
