@@ -8,7 +8,6 @@ pub mod handler;
 pub mod message;
 pub mod store;
 pub mod telemetry;
-pub mod trail;
 
 pub use batch::{BatchSettings, RetryPolicy};
 pub use config::Config;

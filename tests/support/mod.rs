@@ -29,8 +29,13 @@ pub const QUEUE_ARN: &str = "arn:aws:sqs:us-east-1:123456789012:AuditQueue";
 
 pub type Item = HashMap<String, AttributeValue>;
 
+/// The repository's root: this package's directory, or its parent for the auditctl package.
 pub fn project_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    let package = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    match package.join("template.yaml").exists() {
+        true => package,
+        false => package.parent().map(PathBuf::from).unwrap_or(package),
+    }
 }
 
 /// A port that was free a moment ago.

@@ -6,13 +6,13 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use audit_receiver::config::DEFAULT_TABLE_NAME;
-use audit_receiver::trail::TrailError;
-use audit_receiver::trail::dlq::{DeadLetterQueue, Listed, ListedWithBody, RedriveOptions};
-use audit_receiver::trail::item::TrailItem;
-use audit_receiver::trail::merge::Order;
-use audit_receiver::trail::output::{Format, Printer};
-use audit_receiver::trail::query::{QueryOptions, Reader};
-use audit_receiver::trail::range::TimeRange;
+use auditctl::TrailError;
+use auditctl::dlq::{DeadLetterQueue, Listed, ListedWithBody, RedriveOptions};
+use auditctl::item::TrailItem;
+use auditctl::merge::Order;
+use auditctl::output::{Format, Printer};
+use auditctl::query::{QueryOptions, Reader};
+use auditctl::range::TimeRange;
 use clap::{Args, Parser, Subcommand};
 use futures::{Stream, StreamExt};
 

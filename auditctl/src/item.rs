@@ -8,7 +8,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use serde_json::{Map, Number, Value};
 
 use super::merge::Keyed;
-use crate::store::dynamodb::{PARTITION_KEY, SORT_KEY};
+use audit_receiver::store::dynamodb::{PARTITION_KEY, SORT_KEY};
 
 /// One stored item, with the two strings the merge orders by taken out once.
 #[derive(Debug, Clone, PartialEq)]

@@ -14,8 +14,8 @@ use serde_json::{Value, json};
 
 use super::TrailError;
 use super::output::{Column, Record};
-use crate::deadletter::{FAILURE_CONTEXT, FAILURE_REASON, FailureContext, MAX_RECEIVES};
-use crate::message::canonical_time;
+use audit_receiver::deadletter::{FAILURE_CONTEXT, FAILURE_REASON, FailureContext, MAX_RECEIVES};
+use audit_receiver::message::canonical_time;
 
 /// SQS allows at most 10 message attributes.
 const MAX_ATTRIBUTES: usize = 10;

@@ -16,8 +16,8 @@ use super::item::TrailItem;
 use super::merge::{Order, merge};
 use super::range::TimeRange;
 use super::{TrailError, sdk_error};
-use crate::message::AUDIT_BUCKET_SHARDS;
-use crate::store::dynamodb::{AUDIT_BUCKET, PARTITION_KEY, SORT_KEY, TIME_INDEX};
+use audit_receiver::message::AUDIT_BUCKET_SHARDS;
+use audit_receiver::store::dynamodb::{AUDIT_BUCKET, PARTITION_KEY, SORT_KEY, TIME_INDEX};
 
 /// How a query reads.
 #[derive(Debug, Clone, Copy)]

@@ -4,7 +4,7 @@
 
 use chrono::{DateTime, Duration, NaiveDate, SubsecRound, Utc};
 
-use crate::message::{InvalidMessage, canonical_time, parse_audit_time};
+use audit_receiver::message::{InvalidMessage, canonical_time, parse_audit_time};
 
 /// Inclusive bounds on the stored `auditTime` strings. Empty when no millisecond lies between
 /// the times given (`--from 10:00:00.0005Z --to 10:00:00.0009Z`).

@@ -2,6 +2,7 @@
 //! items written by the function's own code and messages in the queues, when the binary runs,
 //! then its output, exit status and the queues are as the SPEC says.
 
+#[path = "../../tests/support/mod.rs"]
 mod support;
 
 use std::collections::HashMap;
