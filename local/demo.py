@@ -223,6 +223,8 @@ def run_demo(system: LocalSystem, n_valid: int, with_faults: bool) -> int:
     drain(system, "Redriven")
     ledger = producer.ledger
     ledger.valid += throttled_producer.ledger.valid
+    # Written by the redrive's delivery: its sqsMessageId is the redriven message's new id.
+    system.redriven_keys |= {e.key for e in throttled_producer.ledger.valid}
     ledger.sent += throttled_producer.ledger.sent
     verdict = verify(system, ledger)
     for e in throttled_producer.ledger.valid:

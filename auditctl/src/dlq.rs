@@ -139,7 +139,7 @@ const fn column(name: &'static str, table_width: Option<usize>) -> Column {
 impl Record for Listed<'_> {
     const COLUMNS: &'static [Column] = &[
         column("messageId", Some(36)),
-        column("reason", Some(28)),
+        column("reason", Some(29)),
         column("originalSqsMessageId", Some(36)),
         column("failedAt", Some(24)),
         column("receiveCount", Some(7)),
@@ -156,7 +156,7 @@ impl Record for Listed<'_> {
 impl Record for ListedWithBody<'_> {
     const COLUMNS: &'static [Column] = &[
         column("messageId", Some(36)),
-        column("reason", Some(28)),
+        column("reason", Some(29)),
         column("originalSqsMessageId", Some(36)),
         column("failedAt", Some(24)),
         column("receiveCount", Some(7)),
