@@ -22,18 +22,6 @@ use support::*;
 
 const TIME: &str = "2026-11-22T10:00:00Z";
 
-fn sqs(endpoint: &str) -> aws_sdk_sqs::Client {
-    let config = aws_sdk_sqs::Config::builder()
-        .behavior_version(aws_sdk_sqs::config::BehaviorVersion::latest())
-        .endpoint_url(endpoint)
-        .region(aws_sdk_sqs::config::Region::new("us-east-1"))
-        .credentials_provider(aws_sdk_sqs::config::Credentials::new(
-            "test", "test", None, None, "tests",
-        ))
-        .build();
-    aws_sdk_sqs::Client::from_conf(config)
-}
-
 async fn create_queue(sqs: &aws_sdk_sqs::Client, name: &str, max_size: Option<u32>) -> String {
     let mut request = sqs.create_queue().queue_name(name);
     if name.ends_with(".fifo") {
@@ -132,7 +120,7 @@ impl Stack {
     async fn start(dlq_name: &str) -> Self {
         let moto = Moto::start();
         create_table(&moto.client(), TABLE).await;
-        let sqs = sqs(&moto.endpoint);
+        let sqs = sqs_client(&moto.endpoint);
         let dlq_url = create_queue(&sqs, dlq_name, None).await;
         Self { moto, sqs, dlq_url }
     }
@@ -324,7 +312,7 @@ async fn a_body_at_the_size_limit_is_dead_lettered_whole() {
 async fn a_dead_letter_queue_that_refuses_the_size_leaves_the_record_to_sqs() {
     let moto = Moto::start();
     create_table(&moto.client(), TABLE).await;
-    let sqs = sqs(&moto.endpoint);
+    let sqs = sqs_client(&moto.endpoint);
     // A dead-letter queue that takes less than the source queue: the send is refused.
     let dlq_url = create_queue(&sqs, "SmallDeadLetterQueue", Some(1_024)).await;
     let handler = handler(&moto.endpoint, TABLE, settings())

@@ -21,18 +21,6 @@ const BIG: &str = "1234567890123456789012345.5";
 // -----------------------------------------------------------------------------------------
 // Harness
 
-fn sqs_client(endpoint: &str) -> aws_sdk_sqs::Client {
-    let config = aws_sdk_sqs::Config::builder()
-        .behavior_version(aws_sdk_sqs::config::BehaviorVersion::latest())
-        .endpoint_url(endpoint)
-        .region(aws_sdk_sqs::config::Region::new("us-east-1"))
-        .credentials_provider(aws_sdk_sqs::config::Credentials::new(
-            "test", "test", None, None, "tests",
-        ))
-        .build();
-    aws_sdk_sqs::Client::from_conf(config)
-}
-
 /// Runs auditctl against `endpoint` with a clean AWS environment.
 fn auditctl(endpoint: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut command = Command::new(env!("CARGO_BIN_EXE_auditctl"));

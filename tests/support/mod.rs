@@ -127,6 +127,19 @@ pub fn client(endpoint: &str) -> Client {
     Client::from_conf(config)
 }
 
+/// An SQS client for a local endpoint.
+pub fn sqs_client(endpoint: &str) -> aws_sdk_sqs::Client {
+    let config = aws_sdk_sqs::Config::builder()
+        .behavior_version(aws_sdk_sqs::config::BehaviorVersion::latest())
+        .endpoint_url(endpoint)
+        .region(aws_sdk_sqs::config::Region::new("us-east-1"))
+        .credentials_provider(aws_sdk_sqs::config::Credentials::new(
+            "test", "test", None, None, "tests",
+        ))
+        .build();
+    aws_sdk_sqs::Client::from_conf(config)
+}
+
 /// The audit table with the key schema and the `byAuditTime` index the code uses.
 pub async fn create_table(client: &Client, name: &str) {
     create_table_with(client, name, true).await;
