@@ -21,6 +21,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 FUNCTION_NAME = "audit-receiver"
+# cargo lambda watch's --timeout: how long an idle instance may wait for its next invocation.
+WATCH_IDLE_TIMEOUT_S = 86_400
 _started: list["Proc"] = []
 _lock = threading.Lock()
 
@@ -192,8 +194,13 @@ class Function:
         return shutil.which("cargo", path=self.env.get("PATH")) or "cargo"
 
     def start(self, ready_timeout: float = 1800) -> "Function":
+        # `--timeout` is also how long cargo lambda watch (1.9.2) lets an idle function instance
+        # wait on the runtime API's /next: after that it answers without a request id, which
+        # lambda_runtime 1.5 treats as fatal (the instance panics and is not restarted). Lambda's
+        # /next waits for as long as it takes, so the local stack gives it a day; the trigger
+        # enforces the template's Timeout on each invocation itself (invoke_timeout_s).
         argv = [self._cargo(), "lambda", "watch", "--invoke-address", "127.0.0.1", "--invoke-port",
-                str(self.port), "--ignore-changes", "--timeout", str(self.timeout_s + 5)]
+                str(self.port), "--ignore-changes", "--timeout", str(WATCH_IDLE_TIMEOUT_S)]
         if self.mode == "deadline-shim":
             self._build(ready_timeout)
             argv.append("--only-lambda-apis")
