@@ -14,7 +14,7 @@ use tokio::time::Instant;
 
 use crate::deadletter::{
     Attribute, DeadLetter, DeadLetterQueue, FAILURE_CONTEXT, FAILURE_REASON, FailureContext,
-    MAX_ORIGINAL_ATTRIBUTES, SendError, is_transient,
+    MAX_ORIGINAL_ATTRIBUTES, MalformedContext, SendError, is_transient,
 };
 use crate::message::{
     AuditItem, AuditMessage, Delivery, InvalidMessage, canonical_time, parse_sent_timestamp,
@@ -410,35 +410,36 @@ async fn isolated<S: AuditStore>(
 }
 
 /// The identity of the record's original delivery: its own, or the one its `failureContext`
-/// carries when it was dead-lettered before and redriven. A malformed context is ignored.
+/// carries when it was dead-lettered before and redriven. A malformed context is ignored; it is
+/// returned beside the identity so that the caller logs it once per record.
 struct Original {
     message_id: String,
     sent_timestamp: Option<String>,
 }
 
-fn original(record: &SqsMessage) -> Original {
+fn original(record: &SqsMessage) -> (Original, Option<MalformedContext>) {
     let own_id = record.message_id.clone().unwrap_or_default();
     let own_sent = record.attributes.get("SentTimestamp").cloned();
     let context = record
         .message_attributes
         .get(FAILURE_CONTEXT)
         .and_then(|a| a.string_value.as_deref())
-        .and_then(|text| match FailureContext::parse(text) {
-            Ok(context) => Some(context),
-            Err(error) => {
-                tracing::warn!(sqs_message_id = %own_id, %error, "failureContext ignored");
-                None
-            }
-        });
+        .map(FailureContext::parse);
     match context {
-        Some(c) => Original {
-            message_id: c.sqs_message_id,
-            sent_timestamp: c.sent_timestamp.or(own_sent),
-        },
-        None => Original {
-            message_id: own_id,
-            sent_timestamp: own_sent,
-        },
+        Some(Ok(c)) => (
+            Original {
+                message_id: c.sqs_message_id,
+                sent_timestamp: c.sent_timestamp.or(own_sent),
+            },
+            None,
+        ),
+        malformed => (
+            Original {
+                message_id: own_id,
+                sent_timestamp: own_sent,
+            },
+            malformed.and_then(Result::err),
+        ),
     }
 }
 
@@ -449,7 +450,10 @@ async fn process_record<S: AuditStore>(
     record: &SqsMessage,
     cutoff: Option<Instant>,
 ) -> Outcome {
-    let original = original(record);
+    let (original, malformed) = original(record);
+    if let Some(error) = malformed {
+        tracing::warn!(sqs_message_id = ?record.message_id, %error, "failureContext ignored");
+    }
     let sent_at = parse_sent_timestamp(original.sent_timestamp.as_deref());
     let message = match AuditMessage::parse(record.body.as_deref(), sent_at) {
         Ok(message) => message,
@@ -596,7 +600,8 @@ pub fn dead_letter(
     if attributes.len() > MAX_ORIGINAL_ATTRIBUTES {
         return Err(SendError::TooManyAttributes(attributes.len()));
     }
-    let original = original(record);
+    // A malformed context was logged when the record was processed; here it is only ignored.
+    let (original, _) = original(record);
     let context = FailureContext {
         reason: failure.code().to_owned(),
         detail: failure.to_string(),

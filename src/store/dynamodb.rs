@@ -42,14 +42,10 @@ impl DynamoDbStore {
         }
     }
 
-    /// The client as the function uses it: credentials, region and `AWS_ENDPOINT_URL` from the
-    /// SDK's standard sources; no SDK retries, since the batch retries within the invocation's
-    /// deadline; a short connect timeout so that a dead endpoint fails fast and is retried.
-    pub async fn client_from_env() -> Client {
-        Self::client_from_conf(&Self::sdk_config_from_env().await)
-    }
-
-    /// The SDK configuration the function's clients share (loaded once).
+    /// The SDK configuration the function's clients share, loaded once: credentials, region and
+    /// `AWS_ENDPOINT_URL` from the SDK's standard sources; no SDK retries, since the batch retries
+    /// within the invocation's deadline (the dead-letter client sets its own); a short connect
+    /// timeout so that a dead endpoint fails fast and is retried.
     pub async fn sdk_config_from_env() -> aws_config::SdkConfig {
         aws_config::defaults(aws_config::BehaviorVersion::latest())
             .retry_config(aws_config::retry::RetryConfig::disabled())
