@@ -5,6 +5,7 @@ use audit_receiver::deadletter::DeadLetterQueue;
 use audit_receiver::deadletter::sqs::SqsDeadLetterQueue;
 use audit_receiver::store::dynamodb::DynamoDbStore;
 use audit_receiver::{Config, Handler};
+use std::sync::Arc;
 use std::time::Duration;
 
 use lambda_runtime::{Error, LambdaEvent, service_fn};
@@ -13,8 +14,32 @@ use lambda_runtime::{Error, LambdaEvent, service_fn};
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-#[tokio::main(flavor = "current_thread")]
-async fn main() -> Result<(), Error> {
+/// Invocations served at once by one process: Lambda Managed Instances set
+/// `AWS_LAMBDA_MAX_CONCURRENCY`; a classic environment leaves it unset (one at a time).
+fn invocations_at_once() -> usize {
+    std::env::var("AWS_LAMBDA_MAX_CONCURRENCY")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .unwrap_or(1)
+        .max(1)
+}
+
+fn main() -> Result<(), Error> {
+    let at_once = invocations_at_once();
+    // One invocation at a time: one thread polls the writes, the runtime client and the timers,
+    // with no cross-thread wake-ups (the cheapest per record). Several at once (Managed
+    // Instances, several vCPUs per environment): a worker thread per vCPU.
+    let runtime = if at_once > 1 {
+        tokio::runtime::Builder::new_multi_thread()
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+    }
+    .enable_all()
+    .build()?;
+    runtime.block_on(start(at_once))
+}
+
+async fn start(at_once: usize) -> Result<(), Error> {
     lambda_runtime::tracing::init_default_subscriber();
     let config =
         Config::from_env().inspect_err(|error| tracing::error!(%error, "invalid configuration"))?;
@@ -32,16 +57,29 @@ async fn main() -> Result<(), Error> {
     match &config.dead_letter_queue_url {
         Some(url) => {
             let queue = SqsDeadLetterQueue::new(SqsDeadLetterQueue::client_from_conf(&sdk), url);
-            run(handler.with_dead_letters(queue)).await
+            run(handler.with_dead_letters(queue), at_once).await
         }
-        None => run(handler).await,
+        None => run(handler, at_once).await,
     }
 }
 
-async fn run<Q: DeadLetterQueue>(handler: Handler<DynamoDbStore, Q>) -> Result<(), Error> {
-    let handler = &handler;
-    lambda_runtime::run(service_fn(move |event: LambdaEvent<_>| {
-        handler.handle(event)
-    }))
-    .await
+async fn run<Q: DeadLetterQueue + 'static>(
+    handler: Handler<DynamoDbStore, Q>,
+    at_once: usize,
+) -> Result<(), Error> {
+    if at_once > 1 {
+        tracing::debug!(at_once, "serving several invocations at once");
+        let handler = Arc::new(handler);
+        lambda_runtime::run_concurrent(service_fn(move |event: LambdaEvent<_>| {
+            let handler = handler.clone();
+            async move { handler.handle(event).await }
+        }))
+        .await
+    } else {
+        let handler = &handler;
+        lambda_runtime::run(service_fn(move |event: LambdaEvent<_>| {
+            handler.handle(event)
+        }))
+        .await
+    }
 }

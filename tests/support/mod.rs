@@ -4,6 +4,7 @@
 
 pub mod group;
 pub mod http;
+pub mod runtime_api;
 
 use std::collections::HashMap;
 use std::net::{SocketAddr, TcpListener, TcpStream};
