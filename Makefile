@@ -18,7 +18,7 @@ EVENT ?= events/clean-batch.json
 WATCH_PORT ?= 9000
 TABLE_NAME ?= AuditMessages
 
-.PHONY: help venv venv-bench fmt-check lint test test-suites unit build build-zip bench bench-quick watch invoke clean
+.PHONY: help venv venv-bench peers fmt-check lint test test-suites unit build build-zip bench bench-quick watch invoke clean
 
 help: ## list the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 16
@@ -41,7 +41,19 @@ $(BENCH_STAMP): $(VENV_STAMP) requirements-bench.txt
 	rm -f $(VENV)/.installed-bench-*
 	touch $@
 
-venv-bench: $(BENCH_STAMP) ## add the benchmark peer (Powertools) and zig (arm64 builds) to .venv
+# The TypeScript benchmark peer (benches/peer-ts): its pinned node_modules, from package-lock.json
+# with `npm ci` (Node >= 20 and npm on PATH). The stamp lives in node_modules, which `npm ci`
+# replaces whole, so a changed lock file reinstalls it.
+PEER_TS       := benches/peer-ts
+PEER_TS_STAMP := $(PEER_TS)/node_modules/.installed-$(shell cat $(PEER_TS)/package-lock.json | cksum | cut -d' ' -f1)
+
+$(PEER_TS_STAMP): $(PEER_TS)/package-lock.json $(PEER_TS)/package.json
+	npm ci --no-audit --no-fund --prefix $(PEER_TS)
+	touch $@
+
+venv-bench: $(BENCH_STAMP) ## add the benchmark peer (Powertools Python) and zig (arm64 builds) to .venv
+
+peers: venv-bench $(PEER_TS_STAMP) ## the benchmark peers: Powertools Python (.venv) and TypeScript (benches/peer-ts)
 
 fmt-check: ## cargo fmt --check
 	cargo fmt --all -- --check
@@ -70,12 +82,15 @@ build: venv-bench ## the arm64 Lambda artefact (target/lambda/audit-receiver/boo
 build-zip: venv-bench ## the arm64 artefact zipped, as Lambda receives it (target/lambda/audit-receiver/bootstrap.zip)
 	cargo lambda build --release --arm64 --bin audit-receiver --output-format zip
 
-bench: build-zip ## benchmarks next to the Powertools peer; writes BENCHMARKS.md (about 10 minutes)
+# The load bench measures the function inside cgroups with each Lambda memory size's CPU share
+# (root, cgroup v1 cpu controller; rows are marked skipped where it cannot write them), and builds
+# the naive Rust peer (benches/naive_peer.rs) itself with `cargo bench --no-run`.
+bench: build-zip peers ## benchmarks next to the peers (Powertools TS and Python, naive Rust); writes BENCHMARKS.md and its charts (about 10 minutes)
 	mkdir -p target/bench
 	cargo bench --bench cpu | tee target/bench/cpu.md
 	PEER_PYTHON=$(VENV_BIN)/python cargo bench --bench load
 
-bench-quick: venv-bench ## a shorter benchmark run (smaller sizes, no package build); writes BENCHMARKS.md
+bench-quick: peers ## a shorter benchmark run (smaller sizes, no package build); writes BENCHMARKS.md
 	mkdir -p target/bench
 	cargo bench --bench cpu | tee target/bench/cpu.md
 	PEER_PYTHON=$(VENV_BIN)/python cargo bench --bench load -- --quick
