@@ -1,66 +1,59 @@
-//! The I/O figures: the real release binary run against a local Lambda Runtime API and a local
-//! DynamoDB endpoint that answers PutItem after a fixed injected round trip, next to the Python
-//! peer (Powertools `BatchProcessor` + boto3) driven with the same events against the same
-//! endpoint. Prints a table and writes BENCHMARKS.md. Run with `make bench`.
+//! The I/O figures, the way Lambda runs the function: the real release binary against the
+//! project's Lambda Runtime API stand-in and a DynamoDB stand-in that answers every request after
+//! an injected round trip (RTT), over plain HTTP and over TLS (a certificate made at run time,
+//! trusted through `SSL_CERT_FILE`), inside a cgroup with the CPU share of a Lambda memory size.
+//! Next to it, in the same run and against the same endpoints: Powertools for TypeScript,
+//! Powertools for Python, and the naive Rust loop (`benches/naive_peer.rs`). Prints the tables,
+//! writes BENCHMARKS.md and its charts. Run with `make bench` (`make bench-quick`: fewer sizes).
 
 #[path = "../tests/support/http.rs"]
 mod http;
+#[path = "../tests/support/runtime_api.rs"]
+mod runtime_api;
 mod support;
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, mpsc};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use http::{read_request, write_response};
-use tokio::net::TcpListener;
+use runtime_api::{ApiEvent, AsyncHandler, RuntimeApi, bind, serve_on_thread};
+use support::chart::{self, Series, Series2};
+use tokio::io::{AsyncRead, AsyncWrite};
 
-const RTT_MS: u64 = 50;
-const FUNCTION_ARN: &str = "arn:aws:lambda:us-east-1:123456789012:function:audit-receiver";
+/// Lambda gives a function one vCPU at 1,769 MB, and CPU in proportion below that.
+const ONE_VCPU_MB: u32 = 1_769;
+const MEMORY_SIZES: [u32; 4] = [128, 256, 512, 1_769];
+/// Round trips: the latency table's (as before), and the per-memory-size table's.
+const RTT_LATENCY_MS: u64 = 50;
+const RTT_SHARE_MS: u64 = 10;
+/// The function's bound on writes in flight (template.yaml's default).
+const MAX_CONCURRENCY: usize = 32;
+/// us-east-1 list prices, arm64 (AWS Lambda pricing page, as published on 2026-05-11; see
+/// docs/scaling.md for the sources): per GB-second of duration (first tier), per request.
+const PRICE_GB_SECOND: f64 = 0.000_013_333_4;
+const PRICE_REQUEST: f64 = 0.20 / 1_000_000.0;
+/// Today's figure before this work (BENCHMARKS.md at 0fe1266, plain HTTP, 10,000 records).
+const BEFORE_CPU_US: f64 = 112.7;
+const BEFORE_RSS_10_000_MB: f64 = 60.8;
 
-/// Runs async servers on a thread of their own, so the harness's waiting never slows them.
-fn serve_on_thread(listener: std::net::TcpListener, handler: impl AsyncHandler) {
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async move {
-            listener.set_nonblocking(true).unwrap();
-            let listener = TcpListener::from_std(listener).unwrap();
-            let handler = Arc::new(handler);
-            while let Ok((socket, _)) = listener.accept().await {
-                let _ = socket.set_nodelay(true);
-                tokio::spawn(handler.clone().connection(socket));
-            }
-        });
-    });
-}
+// ---------------------------------------------------------------------------------------------
+// The DynamoDB stand-in: `{}` to every request (PutItem: written; DescribeTable: the start-up
+// check) after the injected round trip; plain HTTP and TLS on two ports.
 
-trait AsyncHandler: Send + Sync + 'static {
-    fn connection(
-        self: Arc<Self>,
-        socket: tokio::net::TcpStream,
-    ) -> impl Future<Output = ()> + Send;
-}
-
-fn bind() -> (std::net::TcpListener, u16) {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    (listener, port)
-}
-
-/// A DynamoDB endpoint that answers every request with `{}` (PutItem: written) after `rtt`.
-struct FakeDynamo {
+struct Dynamo {
     rtt_ms: AtomicU64,
     requests: AtomicUsize,
+    tls: Option<tokio_rustls::TlsAcceptor>,
 }
 
-impl AsyncHandler for FakeDynamo {
-    async fn connection(self: Arc<Self>, mut socket: tokio::net::TcpStream) {
+impl Dynamo {
+    async fn serve<S: AsyncRead + AsyncWrite + Unpin>(&self, mut socket: S) {
         let mut buffer = Vec::new();
         while read_request(&mut socket, &mut buffer).await.is_some() {
             self.requests.fetch_add(1, Ordering::Relaxed);
@@ -82,120 +75,273 @@ impl AsyncHandler for FakeDynamo {
     }
 }
 
-enum ApiEvent {
-    NextRequested(Instant),
-    Delivered(Instant),
-    Response(Instant, String),
-    Error(String),
-}
-
-/// The Lambda Runtime API: hands out one queued event per `next`, reports what comes back.
-struct RuntimeApi {
-    queue: tokio::sync::Mutex<tokio::sync::mpsc::UnboundedReceiver<String>>,
-    events: std::sync::Mutex<mpsc::Sender<ApiEvent>>,
-}
-
-impl RuntimeApi {
-    fn report(&self, event: ApiEvent) {
-        let _ = self.events.lock().unwrap().send(event);
-    }
-}
-
-impl AsyncHandler for RuntimeApi {
-    async fn connection(self: Arc<Self>, mut socket: tokio::net::TcpStream) {
-        let mut buffer = Vec::new();
-        while let Some(request) = read_request(&mut socket, &mut buffer).await {
-            if request.method == "GET" && request.path.ends_with("/invocation/next") {
-                self.report(ApiEvent::NextRequested(Instant::now()));
-                let Some(body) = self.queue.lock().await.recv().await else {
-                    return;
-                };
-                let deadline = SystemTime::now()
-                    .duration_since(UNIX_EPOCH)
-                    .unwrap()
-                    .as_millis()
-                    + 900_000;
-                let deadline = deadline.to_string();
-                let headers = [
-                    ("Content-Type", "application/json"),
-                    ("Lambda-Runtime-Aws-Request-Id", "bench-request"),
-                    ("Lambda-Runtime-Deadline-Ms", deadline.as_str()),
-                    ("Lambda-Runtime-Invoked-Function-Arn", FUNCTION_ARN),
-                    (
-                        "Lambda-Runtime-Trace-Id",
-                        "Root=1-00000000-000000000000000000000000",
-                    ),
-                ];
-                self.report(ApiEvent::Delivered(Instant::now()));
-                if write_response(&mut socket, 200, &headers, body.as_bytes())
-                    .await
-                    .is_err()
-                {
-                    return;
-                }
-            } else {
-                let at = Instant::now();
-                let body = String::from_utf8_lossy(&request.body).into_owned();
-                if request.path.ends_with("/response") {
-                    self.report(ApiEvent::Response(at, body));
-                } else {
-                    self.report(ApiEvent::Error(format!(
-                        "{} {}: {body}",
-                        request.method, request.path
-                    )));
-                }
-                if write_response(&mut socket, 202, &[], b"{}").await.is_err() {
-                    return;
+impl AsyncHandler for Dynamo {
+    async fn connection(self: Arc<Self>, socket: tokio::net::TcpStream) {
+        match &self.tls {
+            Some(acceptor) => {
+                if let Ok(socket) = acceptor.accept(socket).await {
+                    self.serve(socket).await;
                 }
             }
+            None => self.serve(socket).await,
         }
     }
 }
 
-/// One function process with its own Runtime API.
+/// Both endpoints, the CA file that makes the TLS one trusted, and the round trip they inject.
+struct Endpoints {
+    plain: Arc<Dynamo>,
+    tls: Arc<Dynamo>,
+    plain_url: String,
+    tls_url: String,
+    ca_file: PathBuf,
+}
+
+impl Endpoints {
+    fn start(work: &Path) -> Self {
+        let (ca_pem, acceptor) = tls_acceptor();
+        let ca_file = work.join("stand-in-ca.pem");
+        std::fs::write(&ca_file, ca_pem).unwrap();
+        let start = |tls| {
+            let (listener, port) = bind();
+            let dynamo = Arc::new(Dynamo {
+                rtt_ms: AtomicU64::new(0),
+                requests: AtomicUsize::new(0),
+                tls,
+            });
+            serve_on_thread(listener, dynamo.clone());
+            (dynamo, port)
+        };
+        let (plain, plain_port) = start(None);
+        let (tls, tls_port) = start(Some(acceptor));
+        Self {
+            plain,
+            tls,
+            plain_url: format!("http://127.0.0.1:{plain_port}"),
+            tls_url: format!("https://127.0.0.1:{tls_port}"),
+            ca_file,
+        }
+    }
+
+    fn set_rtt(&self, ms: u64) {
+        self.plain.rtt_ms.store(ms, Ordering::Relaxed);
+        self.tls.rtt_ms.store(ms, Ordering::Relaxed);
+    }
+
+    fn url(&self, tls: bool) -> &str {
+        if tls { &self.tls_url } else { &self.plain_url }
+    }
+
+    fn requests(&self) -> usize {
+        self.plain.requests.load(Ordering::Relaxed) + self.tls.requests.load(Ordering::Relaxed)
+    }
+}
+
+/// A CA and a server certificate for 127.0.0.1 and localhost, made now (rcgen); the CA's PEM
+/// for the clients, and the acceptor for the stand-in.
+fn tls_acceptor() -> (String, tokio_rustls::TlsAcceptor) {
+    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "audit-receiver bench CA");
+    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().unwrap()).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let server = CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
+        .unwrap()
+        .signed_by(&key, &ca)
+        .unwrap();
+    let config = tokio_rustls::rustls::ServerConfig::builder()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![server.der().clone(), ca.der().clone()],
+            tokio_rustls::rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+        )
+        .unwrap();
+    (ca.pem(), tokio_rustls::TlsAcceptor::from(Arc::new(config)))
+}
+
+// ---------------------------------------------------------------------------------------------
+// The CPU share of a Lambda memory size: a cgroup (v1 cpu controller) with a CFS quota of
+// memory/1,769 of one core per period.
+
+struct CpuShare {
+    memory_mb: u32,
+    dir: PathBuf,
+}
+
+impl CpuShare {
+    fn create(memory_mb: u32) -> Result<Self, String> {
+        let root = Path::new("/sys/fs/cgroup/cpu");
+        if !root.join("cpu.cfs_quota_us").exists() {
+            return Err("no cgroup v1 cpu controller at /sys/fs/cgroup/cpu".into());
+        }
+        let dir = root.join(format!("audit-receiver-bench-{memory_mb}"));
+        let period = 100_000u64;
+        let quota = (period * u64::from(memory_mb) / u64::from(ONE_VCPU_MB)).max(1_000);
+        std::fs::create_dir_all(&dir)
+            .and_then(|_| std::fs::write(dir.join("cpu.cfs_period_us"), period.to_string()))
+            .and_then(|_| std::fs::write(dir.join("cpu.cfs_quota_us"), quota.to_string()))
+            .map_err(|e| format!("cannot write the cgroup {}: {e}", dir.display()))?;
+        Ok(Self { memory_mb, dir })
+    }
+
+    /// `program args…`, started inside this cgroup from its first instruction: a shell joins the
+    /// cgroup and then becomes the program (exec), so the pid stays the same.
+    fn command(&self, program: &Path) -> Command {
+        let mut command = Command::new("sh");
+        command
+            .arg("-c")
+            .arg(r#"echo $$ > "$0" && exec "$@""#)
+            .arg(self.dir.join("cgroup.procs"))
+            .arg(program);
+        command
+    }
+}
+
+impl Drop for CpuShare {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+fn command_in(share: Option<&CpuShare>, program: &Path) -> Command {
+    match share {
+        Some(share) => share.command(program),
+        None => Command::new(program),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The contenders.
+
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+enum Contender {
+    Ours,
+    Naive,
+    Node,
+    Python,
+}
+
+const CONTENDERS: [Contender; 4] = [
+    Contender::Ours,
+    Contender::Naive,
+    Contender::Node,
+    Contender::Python,
+];
+
+impl Contender {
+    fn name(self) -> &'static str {
+        match self {
+            Contender::Ours => "audit-receiver",
+            Contender::Naive => "naive Rust (join_all)",
+            Contender::Node => "Powertools TypeScript",
+            Contender::Python => "Powertools Python",
+        }
+    }
+}
+
+/// Where the programs are.
+struct Programs {
+    root: PathBuf,
+    ours: PathBuf,
+    naive: Result<PathBuf, String>,
+    python: PathBuf,
+    node_peer: PathBuf,
+}
+
+impl Programs {
+    fn find(root: &Path) -> Self {
+        // BENCH_BINARY: another build of the function, e.g. one with symbols for a profiler.
+        let ours = std::env::var("BENCH_BINARY")
+            .unwrap_or_else(|_| env!("CARGO_BIN_EXE_audit-receiver").into())
+            .into();
+        let python = std::env::var("PEER_PYTHON")
+            .map(PathBuf::from)
+            .unwrap_or_else(|_| root.join(".venv/bin/python"));
+        Self {
+            root: root.to_owned(),
+            ours,
+            naive: naive_peer_binary(),
+            python,
+            node_peer: root.join("benches/peer-ts/bench.mjs"),
+        }
+    }
+}
+
+/// The naive peer's executable: a bench target of this package, built by the same `cargo bench`.
+fn naive_peer_binary() -> Result<PathBuf, String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let output = Command::new(cargo)
+        .args([
+            "bench",
+            "--bench",
+            "naive_peer",
+            "--no-run",
+            "--message-format=json",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| format!("cargo: {e}"))?;
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|m| m["target"]["name"] == "naive_peer")
+        .find_map(|m| m["executable"].as_str().map(PathBuf::from))
+        .ok_or_else(|| "cargo bench --bench naive_peer --no-run built no executable".into())
+}
+
+/// One Rust function process (ours or the naive peer) with its own Runtime API.
 struct Function {
     child: Child,
-    queue: tokio::sync::mpsc::UnboundedSender<String>,
-    events: mpsc::Receiver<ApiEvent>,
+    api: RuntimeApi,
     spawned: Instant,
 }
 
+struct Launch<'a> {
+    binary: &'a Path,
+    endpoint: &'a str,
+    ca_file: &'a Path,
+    share: Option<&'a CpuShare>,
+    /// Lambda Managed Instances' setting; None leaves it unset (a classic environment).
+    at_once: Option<usize>,
+}
+
 impl Function {
-    fn start(dynamo_endpoint: &str, max_concurrency: usize) -> Self {
-        let (listener, port) = bind();
-        let (queue, queue_rx) = tokio::sync::mpsc::unbounded_channel();
-        let (events_tx, events) = mpsc::channel();
-        serve_on_thread(
-            listener,
-            RuntimeApi {
-                queue: tokio::sync::Mutex::new(queue_rx),
-                events: std::sync::Mutex::new(events_tx),
-            },
-        );
-        let spawned = Instant::now();
-        // BENCH_BINARY: another build of the function, e.g. one with symbols for a profiler.
-        let binary = std::env::var("BENCH_BINARY")
-            .unwrap_or_else(|_| env!("CARGO_BIN_EXE_audit-receiver").into());
-        let mut child = Command::new(binary)
+    fn start(launch: &Launch) -> Self {
+        let api = RuntimeApi::start(Duration::from_secs(900));
+        let memory = launch.share.map_or(ONE_VCPU_MB, |s| s.memory_mb);
+        let mut command = command_in(launch.share, launch.binary);
+        command
             .env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("AWS_LAMBDA_RUNTIME_API", format!("127.0.0.1:{port}"))
+            .env("AWS_LAMBDA_RUNTIME_API", api.address())
             .env("AWS_LAMBDA_FUNCTION_NAME", "audit-receiver")
             .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
-            .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256")
+            .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", memory.to_string())
             .env("AWS_LAMBDA_LOG_FORMAT", "JSON")
-            .env("AWS_ENDPOINT_URL", dynamo_endpoint)
+            .env("AWS_ENDPOINT_URL", launch.endpoint)
+            .env("SSL_CERT_FILE", launch.ca_file)
             .env("AWS_ACCESS_KEY_ID", "bench")
             .env("AWS_SECRET_ACCESS_KEY", "bench")
             .env("AWS_SESSION_TOKEN", "bench")
             .env("AWS_REGION", "us-east-1")
             .env("TABLE_NAME", "AuditMessages")
-            .env("MAX_CONCURRENCY", max_concurrency.to_string())
+            .env("MAX_CONCURRENCY", MAX_CONCURRENCY.to_string())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("the release binary");
+            .stderr(Stdio::inherit());
+        if let Some(n) = launch.at_once {
+            command.env("AWS_LAMBDA_MAX_CONCURRENCY", n.to_string());
+        }
+        // Allocator experiments without a rebuild (MIMALLOC_*), passed through.
+        for (name, value) in std::env::vars().filter(|(n, _)| n.starts_with("MIMALLOC_")) {
+            command.env(name, value);
+        }
+        let spawned = Instant::now();
+        let mut child = command.spawn().expect("the function binary");
         // Drain the logs as Lambda's log agent does (a pipe, not /dev/null).
         let mut stdout = child.stdout.take().unwrap();
         std::thread::spawn(move || {
@@ -204,44 +350,82 @@ impl Function {
         });
         Self {
             child,
-            queue,
-            events,
+            api,
             spawned,
         }
     }
 
     /// Process start to the first `next` request.
-    fn startup(&self) -> Duration {
-        loop {
-            match self
-                .events
-                .recv_timeout(Duration::from_secs(30))
-                .expect("the function polled")
-            {
-                ApiEvent::NextRequested(at) => return at - self.spawned,
-                ApiEvent::Error(e) => panic!("init error: {e}"),
-                _ => {}
-            }
-        }
+    fn startup(&mut self) -> Duration {
+        let at = self
+            .api
+            .first_next(Duration::from_secs(60))
+            .expect("the function polled");
+        at - self.spawned
     }
 
-    /// Delivers one event; returns the time from delivery to the response, and the response.
-    fn invoke(&self, event: String) -> (Duration, String) {
-        self.queue.send(event).unwrap();
-        let mut delivered = None;
-        loop {
+    /// Delivers one event; delivery to response, and the response.
+    fn invoke(&mut self, event: String) -> (Duration, String) {
+        self.api
+            .invoke(event, Duration::from_secs(600))
+            .expect("a response")
+    }
+
+    /// Batches fed back to back for `budget`, `ahead` queued at any time (1 invocation at a
+    /// time in a classic environment: the next event is there as soon as the last is
+    /// answered). Records per second from the first delivery to the last response; the median
+    /// latency of a batch; CPU per record.
+    fn sustained(&mut self, event: &str, records: usize, ahead: usize, budget: Duration) -> Run {
+        let cpu_before = self.cpu();
+        let mut pending = std::collections::VecDeque::new();
+        for _ in 0..ahead {
+            pending.push_back(self.api.enqueue(event.to_owned()));
+        }
+        let started = Instant::now();
+        let mut first_delivery = None;
+        let mut last_response = started;
+        let mut latencies = Vec::new();
+        let mut answered = 0usize;
+        let mut open: BTreeMap<String, Instant> = BTreeMap::new();
+        while answered < pending.len() + answered || !pending.is_empty() {
             match self
-                .events
-                .recv_timeout(Duration::from_secs(600))
-                .expect("a response")
+                .api
+                .next_event(Duration::from_secs(120))
+                .expect("progress")
             {
-                ApiEvent::Delivered(at) => delivered = Some(at),
-                ApiEvent::Response(at, body) => {
-                    return (at - delivered.expect("delivered first"), body);
+                ApiEvent::Delivered(id, at) => {
+                    first_delivery.get_or_insert(at);
+                    open.insert(id, at);
                 }
-                ApiEvent::Error(e) => panic!("invocation error: {e}"),
+                ApiEvent::Response(id, at, body) => {
+                    assert_eq!(failures(&body), 0, "{body}");
+                    if let Some(delivered) = open.remove(&id) {
+                        latencies.push(at - delivered);
+                    }
+                    pending.retain(|p| *p != id);
+                    answered += 1;
+                    last_response = at;
+                    if started.elapsed() < budget {
+                        pending.push_back(self.api.enqueue(event.to_owned()));
+                    }
+                }
+                ApiEvent::Error(_, _, body) | ApiEvent::InitError(body) => {
+                    panic!("invocation error: {body}")
+                }
                 ApiEvent::NextRequested(_) => {}
             }
+            if pending.is_empty() {
+                break;
+            }
+        }
+        let cpu = self.cpu() - cpu_before;
+        let wall = last_response - first_delivery.unwrap_or(started);
+        let total = answered * records;
+        Run {
+            records_per_second: total as f64 / wall.as_secs_f64(),
+            batch_latency: median(latencies),
+            cpu_per_record_us: cpu.as_secs_f64() * 1e6 / total as f64,
+            peak_rss_mb: self.peak_rss_mb(),
         }
     }
 
@@ -265,7 +449,7 @@ impl Function {
 
     /// Peak resident set size, in MB.
     fn peak_rss_mb(&self) -> f64 {
-        status_kb(self.child.id(), "VmHWM") as f64 / 1024.0
+        status_kb_line(&format!("/proc/{}/status", self.child.id()), "VmHWM") as f64 / 1024.0
     }
 }
 
@@ -276,12 +460,33 @@ impl Drop for Function {
     }
 }
 
-fn status_kb(pid: u32, field: &str) -> u64 {
-    status_kb_line(&format!("/proc/{pid}/status"), field)
+/// What a sustained run measured.
+#[derive(Clone, Copy, Debug)]
+struct Run {
+    records_per_second: f64,
+    batch_latency: Duration,
+    cpu_per_record_us: f64,
+    peak_rss_mb: f64,
+}
+
+fn which(program: &str) -> Result<String, String> {
+    std::env::var("PATH")
+        .unwrap_or_default()
+        .split(':')
+        .map(|dir| Path::new(dir).join(program))
+        .find(|p| p.is_file())
+        .map(|p| p.display().to_string())
+        .ok_or_else(|| format!("{program} is not on PATH"))
 }
 
 fn event_json(size: usize, seed: usize) -> String {
     serde_json::to_string(&support::event(size, seed)).unwrap()
+}
+
+fn event_file(work: &Path, size: usize, seed: usize) -> PathBuf {
+    let file = work.join(format!("event-{size}-{seed}.json"));
+    std::fs::write(&file, event_json(size, seed)).unwrap();
+    file
 }
 
 fn failures(response: &str) -> usize {
@@ -293,63 +498,219 @@ fn failures(response: &str) -> usize {
 
 fn median(mut xs: Vec<Duration>) -> Duration {
     xs.sort();
-    xs[xs.len() / 2]
+    xs.get(xs.len() / 2).copied().unwrap_or_default()
 }
 
-/// The Python peer's figures, from benches/peer/bench.py, or why there are none.
-fn run_peer(
-    scenario: &str,
-    endpoint: &str,
-    event_file: &Path,
-    repeat: usize,
-) -> Result<serde_json::Value, String> {
-    let python = std::env::var("PEER_PYTHON").unwrap_or_else(|_| ".venv/bin/python".into());
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let output = Command::new(root.join(&python))
-        .arg(root.join("benches/peer/bench.py"))
-        .args([scenario, endpoint])
-        .arg(event_file)
-        .arg(repeat.to_string())
-        .env("AWS_ACCESS_KEY_ID", "bench")
-        .env("AWS_SECRET_ACCESS_KEY", "bench")
-        .env("AWS_SESSION_TOKEN", "bench")
-        .env("AWS_REGION", "us-east-1")
-        .env("AWS_DEFAULT_REGION", "us-east-1")
-        .env("TABLE_NAME", "AuditMessages")
-        .env("POWERTOOLS_SERVICE_NAME", "audit-receiver-peer")
-        .output()
-        .map_err(|e| format!("cannot run {python}: {e}"))?;
-    if !output.status.success() {
-        return Err(String::from_utf8_lossy(&output.stderr)
-            .lines()
-            .last()
-            .unwrap_or("failed")
-            .to_owned());
+fn status_kb_line(file: &str, field: &str) -> u64 {
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn pass(ok: bool) -> &'static str {
+    if ok { "**met**" } else { "**NOT met**" }
+}
+
+/// A cell for a figure that may be missing, with why.
+fn cell<T>(value: &Result<T, String>, show: impl Fn(&T) -> String) -> String {
+    match value {
+        Ok(v) => show(v),
+        Err(e) => format!("n/a ({})", e.replace('|', "/")),
     }
-    serde_json::from_slice(&output.stdout).map_err(|e| format!("peer output: {e}"))
 }
 
-struct Row {
-    figure: String,
-    ours: String,
-    peer: String,
-    limit: String,
-    ratio: String,
-    target: String,
+// ---------------------------------------------------------------------------------------------
+// The measurements.
+
+struct Bench {
+    programs: Programs,
+    endpoints: Endpoints,
+    work: PathBuf,
+    quick: bool,
 }
 
-/// `--cpu-only`: one 10,000-record batch at 0 ms RTT, for a profiler (`perf record -g -- ...`).
-fn cpu_only(endpoint: &str) {
-    let function = Function::start(endpoint, 32);
-    function.startup();
-    function.invoke(event_json(100, 3));
-    let before = function.cpu();
-    let (wall, _) = function.invoke(event_json(10_000, 4));
-    let cpu = function.cpu() - before;
-    println!(
-        "10000 records: {:.1} µs CPU per record, wall {wall:?}",
-        cpu.as_secs_f64() * 1e6 / 10_000.0
-    );
+impl Bench {
+    fn launch<'a>(
+        &'a self,
+        who: Contender,
+        tls: bool,
+        share: Option<&'a CpuShare>,
+    ) -> Result<Launch<'a>, String> {
+        let binary = match who {
+            Contender::Ours => self.programs.ours.as_path(),
+            Contender::Naive => self
+                .programs
+                .naive
+                .as_ref()
+                .map_err(Clone::clone)?
+                .as_path(),
+            _ => unreachable!("the peers run through their drivers"),
+        };
+        Ok(Launch {
+            binary,
+            endpoint: self.endpoints.url(tls),
+            ca_file: &self.endpoints.ca_file,
+            share,
+            at_once: None,
+        })
+    }
+
+    /// A peer's driver (`benches/peer/bench.py`, `benches/peer-ts/bench.mjs`): it calls the
+    /// handler in-process (no Runtime API, which favours the peer) and prints its figures as JSON.
+    fn peer(
+        &self,
+        peer: Contender,
+        scenario: &str,
+        tls: bool,
+        event_file: &Path,
+        repeat: usize,
+        share: Option<&CpuShare>,
+    ) -> Result<serde_json::Value, String> {
+        let programs = &self.programs;
+        let ca_file = &self.endpoints.ca_file;
+        let (program, script) = match peer {
+            Contender::Python => (
+                programs.python.clone(),
+                programs.root.join("benches/peer/bench.py"),
+            ),
+            Contender::Node => (PathBuf::from(which("node")?), programs.node_peer.clone()),
+            _ => unreachable!("the Rust contenders run as functions"),
+        };
+        let memory = share.map_or(ONE_VCPU_MB, |s| s.memory_mb);
+        let output = command_in(share, &program)
+            .arg(script)
+            .args([scenario, self.endpoints.url(tls)])
+            .arg(event_file)
+            .arg(repeat.to_string())
+            .current_dir(&programs.root)
+            .env("AWS_ACCESS_KEY_ID", "bench")
+            .env("AWS_SECRET_ACCESS_KEY", "bench")
+            .env("AWS_SESSION_TOKEN", "bench")
+            .env("AWS_REGION", "us-east-1")
+            .env("AWS_DEFAULT_REGION", "us-east-1")
+            .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", memory.to_string())
+            .env("AWS_CA_BUNDLE", ca_file)
+            .env("NODE_EXTRA_CA_CERTS", ca_file)
+            .env("TABLE_NAME", "AuditMessages")
+            .env("POWERTOOLS_SERVICE_NAME", "audit-receiver-peer")
+            .env("POWERTOOLS_LOG_LEVEL", "WARN")
+            .output()
+            .map_err(|e| format!("cannot run {}: {e}", program.display()))?;
+        if !output.status.success() {
+            return Err(String::from_utf8_lossy(&output.stderr)
+                .lines()
+                .rfind(|l| !l.trim().is_empty())
+                .unwrap_or("failed")
+                .to_owned());
+        }
+        serde_json::from_slice(&output.stdout).map_err(|e| format!("peer output: {e}"))
+    }
+
+    /// CPU per record and peak RSS for one batch of `size` at 0 ms RTT.
+    fn cpu_per_record(&self, who: Contender, tls: bool, size: usize) -> Result<(f64, f64), String> {
+        self.endpoints.set_rtt(0);
+        match who {
+            Contender::Ours | Contender::Naive => {
+                let mut function = Function::start(&self.launch(who, tls, None)?);
+                function.startup();
+                function.invoke(event_json(100, 3)); // warm, as in a warm Lambda
+                let before = function.cpu();
+                let (_, response) = function.invoke(event_json(size, 4));
+                let cpu = function.cpu() - before;
+                if failures(&response) != 0 {
+                    return Err(format!("{} records failed", failures(&response)));
+                }
+                Ok((
+                    cpu.as_secs_f64() * 1e6 / size as f64,
+                    function.peak_rss_mb(),
+                ))
+            }
+            peer => {
+                let file = event_file(&self.work, size, 5);
+                let out = self.peer(peer, "cpu", tls, &file, 1, None)?;
+                let cpu = out["cpu_seconds"].as_f64().ok_or("no cpu_seconds")?;
+                let rss = out["max_rss_mb"].as_f64().unwrap_or(f64::NAN);
+                Ok((cpu * 1e6 / size as f64, rss))
+            }
+        }
+    }
+
+    /// Median latency of a batch of `size` at the current RTT, warm.
+    fn latency(&self, who: Contender, size: usize, runs: usize) -> Result<Duration, String> {
+        match who {
+            Contender::Ours | Contender::Naive => {
+                let mut function = Function::start(&self.launch(who, true, None)?);
+                function.startup();
+                function.invoke(event_json(10, 2));
+                let latencies = (0..runs)
+                    .map(|run| {
+                        let (latency, response) = function.invoke(event_json(size, 100 + run));
+                        match failures(&response) {
+                            0 => Ok(latency),
+                            n => Err(format!("{n} of {size} records failed")),
+                        }
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok(median(latencies))
+            }
+            peer => {
+                let file = event_file(&self.work, size, 900);
+                let out = self.peer(peer, "latency", true, &file, runs, None)?;
+                out["seconds"]
+                    .as_f64()
+                    .map(Duration::from_secs_f64)
+                    .ok_or_else(|| "no seconds".into())
+            }
+        }
+    }
+
+    /// One execution environment with a memory size's CPU share, fed batches of 10 back to
+    /// back at the share's RTT, over TLS.
+    fn sustained(&self, who: Contender, share: &CpuShare, budget: Duration) -> Result<Run, String> {
+        self.endpoints.set_rtt(RTT_SHARE_MS);
+        match who {
+            Contender::Ours | Contender::Naive => {
+                let mut function = Function::start(&self.launch(who, true, Some(share))?);
+                function.startup();
+                function.invoke(event_json(10, 7));
+                Ok(function.sustained(&event_json(10, 8), 10, 1, budget))
+            }
+            peer => {
+                let file = event_file(&self.work, 10, 8);
+                let out = self.peer(
+                    peer,
+                    "sustained",
+                    true,
+                    &file,
+                    budget.as_secs().max(1) as usize,
+                    Some(share),
+                )?;
+                let f = |k: &str| out[k].as_f64().ok_or(format!("no {k} in {out}"));
+                let records = f("records")? * f("batches")?;
+                Ok(Run {
+                    records_per_second: f("records_per_second")?,
+                    batch_latency: Duration::from_secs_f64(f("batch_seconds_median")?),
+                    cpu_per_record_us: f("cpu_seconds")? * 1e6 / records,
+                    peak_rss_mb: f("max_rss_mb")?,
+                })
+            }
+        }
+    }
+}
+
+/// Lambda's bill for a million messages in batches of 10 (100,000 invocations) at `memory_mb`,
+/// each invocation billed its duration rounded up to the millisecond.
+fn cost_per_million(memory_mb: u32, batch: Duration) -> f64 {
+    let invocations = 100_000.0;
+    let billed_seconds = (batch.as_secs_f64() * 1e3).ceil() / 1e3;
+    invocations * (billed_seconds * f64::from(memory_mb) / 1024.0 * PRICE_GB_SECOND + PRICE_REQUEST)
 }
 
 fn main() {
@@ -361,259 +722,699 @@ fn main() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let work = root.join("target/bench");
     std::fs::create_dir_all(&work).unwrap();
-
-    let dynamo = Arc::new(FakeDynamo {
-        rtt_ms: AtomicU64::new(0),
-        requests: AtomicUsize::new(0),
-    });
-    let (listener, port) = bind();
-    {
-        let handler = FakeDynamoHandle(dynamo.clone());
-        serve_on_thread(listener, handler);
-    }
-    let endpoint = format!("http://127.0.0.1:{port}");
-    let set_rtt = |ms: u64| dynamo.rtt_ms.store(ms, Ordering::Relaxed);
+    let bench = Bench {
+        programs: Programs::find(&root),
+        endpoints: Endpoints::start(&work),
+        work: work.clone(),
+        quick,
+    };
     if std::env::args().any(|a| a == "--cpu-only") {
-        return cpu_only(&endpoint);
+        let tls = std::env::args().any(|a| a == "--tls");
+        let (us, rss) = bench
+            .cpu_per_record(Contender::Ours, tls, 10_000)
+            .expect("a run");
+        println!("10000 records (tls {tls}): {us:.1} µs CPU per record, peak RSS {rss:.1} MB");
+        let mut function = Function::start(&bench.launch(Contender::Ours, tls, None).unwrap());
+        function.startup();
+        function.invoke(event_json(10, 6));
+        println!("batch of 10: peak RSS {:.1} MB", function.peak_rss_mb());
+        return;
     }
-    let rtt = Duration::from_millis(RTT_MS);
-    let mut rows: Vec<Row> = Vec::new();
-    let mut notes: Vec<String> = Vec::new();
+    if std::env::args().any(|a| a == "--startup-only") {
+        // Where start-up goes: wall and the process's own CPU up to the first `next`.
+        for tls in [false, true] {
+            for _ in 0..5 {
+                let mut function =
+                    Function::start(&bench.launch(Contender::Ours, tls, None).unwrap());
+                let wall = function.startup();
+                println!("tls {tls}: {wall:?} wall, {:?} CPU", function.cpu());
+            }
+        }
+        return;
+    }
+    let report = measure(&bench);
+    let text = report.render(&bench);
+    println!("{text}");
+    std::fs::write(root.join("BENCHMARKS.md"), text).unwrap();
+    report.charts(&root);
+    println!("wrote BENCHMARKS.md, benchmarks-latency.svg, benchmarks-throughput.svg");
+}
 
-    // --- Start-up: process start to the first request for an event.
-    set_rtt(0);
-    let startups: Vec<Duration> = (0..if quick { 5 } else { 20 })
-        .map(|_| Function::start(&endpoint, 32).startup())
-        .collect();
-    let startup = median(startups);
-    let peer_startup = {
+/// One memory size's runs, or why the size was skipped (no cgroup).
+type ShareFigures = Result<BTreeMap<Contender, Result<Run, String>>, String>;
+
+/// Everything one run measured.
+struct Report {
+    startup: Duration,
+    startup_plain: Duration,
+    peer_startup: BTreeMap<Contender, Result<Duration, String>>,
+    cold_first_batch: Duration,
+    warm_batch: Duration,
+    cold_requests: usize,
+    cpu: BTreeMap<(Contender, bool), Result<(f64, f64), String>>,
+    cpu_sizes: BTreeMap<Contender, usize>,
+    latency: BTreeMap<(Contender, usize), Result<Duration, String>>,
+    sizes: Vec<usize>,
+    shares: BTreeMap<u32, ShareFigures>,
+    rss_10: f64,
+    at_once: Vec<(usize, Run)>,
+    zip_mb: Option<f64>,
+    cpu_table: String,
+}
+
+fn measure(bench: &Bench) -> Report {
+    let quick = bench.quick;
+    let endpoints = &bench.endpoints;
+    let programs = &bench.programs;
+
+    // --- Start-up: process start to the first `next`, the endpoint answering at once.
+    endpoints.set_rtt(0);
+    let runs = if quick { 5 } else { 20 };
+    let startup_of = |tls| {
+        median(
+            (0..runs)
+                .map(|_| {
+                    Function::start(&bench.launch(Contender::Ours, tls, None).unwrap()).startup()
+                })
+                .collect(),
+        )
+    };
+    let startup = startup_of(true);
+    let startup_plain = startup_of(false);
+    eprintln!("start-up: {startup:?} (TLS), {startup_plain:?} (plain)");
+    let mut peer_startup = BTreeMap::new();
+    let time_command = |mut command: Command| -> Result<Duration, String> {
         let started = Instant::now();
-        let status = Command::new(root.join(".venv/bin/python"))
-            .args([
-                "-c",
-                "import sys; sys.path.insert(0, 'benches/peer'); import handler",
-            ])
-            .current_dir(&root)
+        let status = command
+            .current_dir(&programs.root)
             .env("AWS_DEFAULT_REGION", "us-east-1")
+            .env("AWS_REGION", "us-east-1")
             .env("TABLE_NAME", "AuditMessages")
-            .status();
-        status
-            .ok()
-            .filter(|s| s.success())
-            .map(|_| started.elapsed())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .map_err(|e| e.to_string())?;
+        let took = started.elapsed();
+        status.success().then_some(took).ok_or("failed".into())
     };
-    rows.push(Row {
-        figure: "start-up: process start → first `next` (median of runs)".into(),
-        ours: format!("{:.1} ms", startup.as_secs_f64() * 1e3),
-        peer: peer_startup.map_or("n/a".into(), |d| {
-            format!("{:.0} ms (imports only)", d.as_secs_f64() * 1e3)
-        }),
-        limit: "—".into(),
-        ratio: peer_startup.map_or("".into(), |p| {
-            format!("{:.0}× faster", p.as_secs_f64() / startup.as_secs_f64())
-        }),
-        target: format!("≤ 30 ms: {}", pass(startup <= Duration::from_millis(30))),
+    let mut python = Command::new(&programs.python);
+    python.args([
+        "-c",
+        "import sys; sys.path.insert(0, 'benches/peer'); import handler",
+    ]);
+    peer_startup.insert(Contender::Python, time_command(python));
+    let node = which("node").map(|node| {
+        let mut command = Command::new(node);
+        command.args([
+            "--input-type=module",
+            "-e",
+            "await import('./benches/peer-ts/handler.mjs')",
+        ]);
+        command
     });
+    peer_startup.insert(Contender::Node, node.and_then(time_command));
+    let naive = bench.launch(Contender::Naive, true, None).map(|launch| {
+        median(
+            (0..runs)
+                .map(|_| Function::start(&launch).startup())
+                .collect(),
+        )
+    });
+    peer_startup.insert(Contender::Naive, naive);
 
-    // --- Cold start: the first batch after init, against the injected round trip.
-    set_rtt(RTT_MS);
-    let function = Function::start(&endpoint, 32);
-    function.startup();
-    let requests_before = dynamo.requests.load(Ordering::Relaxed);
-    let (cold, response) = function.invoke(event_json(10, 0));
+    // --- Cold start: process start to the first batch of 10 answered, at the latency RTT.
+    endpoints.set_rtt(RTT_LATENCY_MS);
+    let mut function = Function::start(&bench.launch(Contender::Ours, true, None).unwrap());
+    let requests_before = endpoints.requests();
+    let first = function.api.enqueue(event_json(10, 0));
+    let (_, response) = function
+        .api
+        .response(&first, Duration::from_secs(60))
+        .unwrap();
+    let cold_first_batch = function.spawned.elapsed();
     assert_eq!(failures(&response), 0, "{response}");
-    let (warm, _) = function.invoke(event_json(10, 1));
+    let cold_requests = endpoints.requests() - requests_before - 10;
+    let (warm_batch, _) = function.invoke(event_json(10, 1));
     drop(function);
-    notes.push(format!(
-        "First batch of 10 after a cold start: {:.0} ms ({:.2} RTT); the next batch: {:.0} ms ({:.2} RTT). Requests during the first batch: {}.",
-        cold.as_secs_f64() * 1e3,
-        cold.as_secs_f64() / rtt.as_secs_f64(),
-        warm.as_secs_f64() * 1e3,
-        warm.as_secs_f64() / rtt.as_secs_f64(),
-        dynamo.requests.load(Ordering::Relaxed) - requests_before - 10
-    ));
+    eprintln!("cold: first batch {cold_first_batch:?}, warm {warm_batch:?}");
 
-    // --- Batch latency in round trips, MAX_CONCURRENCY 32.
-    let sizes: &[usize] = if quick {
-        &[10, 100, 1_000]
+    // --- CPU per record at 0 ms RTT, plain and TLS.
+    let mut cpu = BTreeMap::new();
+    let mut cpu_sizes = BTreeMap::new();
+    for who in CONTENDERS {
+        let size = match (who, quick) {
+            (Contender::Python, _) => 1_000,
+            (Contender::Node, _) => 2_000,
+            (_, true) => 2_000,
+            (_, false) => 10_000,
+        };
+        cpu_sizes.insert(who, size);
+        for tls in [false, true] {
+            let figure = bench.cpu_per_record(who, tls, size);
+            eprintln!("cpu {} tls {tls}: {figure:?}", who.name());
+            cpu.insert((who, tls), figure);
+        }
+    }
+
+    // --- Latency by batch size at 50 ms RTT, TLS.
+    endpoints.set_rtt(RTT_LATENCY_MS);
+    let sizes: Vec<usize> = if quick {
+        vec![10, 100, 1_000]
     } else {
-        &[10, 100, 1_000, 10_000]
+        vec![10, 100, 1_000, 10_000]
     };
-    let function = Function::start(&endpoint, 32);
-    function.startup();
-    function.invoke(event_json(10, 2)); // connections warm, as in a warm Lambda
-    for (n, &size) in sizes.iter().enumerate() {
-        let runs = if size <= 100 { 5 } else { 1 };
-        let latencies: Vec<Duration> = (0..runs)
-            .map(|run| {
-                let (latency, response) = function.invoke(event_json(size, 100 + n * 10 + run));
-                assert_eq!(failures(&response), 0);
-                latency
-            })
-            .collect();
-        let latency = median(latencies);
-        let in_rtt = latency.as_secs_f64() / rtt.as_secs_f64();
-        let ideal = size.div_ceil(32) as f64;
-        let event_file = work.join(format!("event-{size}.json"));
-        std::fs::write(&event_file, event_json(size, 900 + n)).unwrap();
-        let peer = if size <= 100 {
-            run_peer("latency", &endpoint, &event_file, 3).ok()
-        } else {
-            None
-        };
-        let peer_rtt = peer
-            .as_ref()
-            .and_then(|p| p["seconds"].as_f64())
-            .map(|s| s / rtt.as_secs_f64());
-        let target = match size {
-            10 => format!("≤ 1.6 RTT: {}", pass(in_rtt <= 1.6)),
-            100 => format!("≤ {:.1} RTT: {}", 1.3 * ideal, pass(in_rtt <= 1.3 * ideal)),
-            _ => "reported".into(),
-        };
-        rows.push(Row {
-            figure: format!("batch of {size}, {RTT_MS} ms RTT: latency"),
-            ours: format!("{:.0} ms = {in_rtt:.2} RTT", latency.as_secs_f64() * 1e3),
-            peer: peer_rtt.map_or(format!("{size} RTT (sequential)"), |p| {
-                format!("{p:.2} RTT")
-            }),
-            limit: format!("{ideal:.0} RTT (⌈{size}/32⌉)"),
-            ratio: format!(
-                "{:.2}× the limit; {:.0}× faster than sequential",
-                in_rtt / ideal,
-                size as f64 / in_rtt
-            ),
-            target,
+    let mut latency = BTreeMap::new();
+    for who in CONTENDERS {
+        for &size in &sizes {
+            let largest = match who {
+                Contender::Python => 100,
+                Contender::Node => 1_000,
+                _ => usize::MAX,
+            };
+            if size > largest {
+                continue;
+            }
+            let runs = if size <= 100 { 5 } else { 1 };
+            let figure = bench.latency(who, size, runs);
+            eprintln!("latency {} {size}: {figure:?}", who.name());
+            latency.insert((who, size), figure);
+        }
+    }
+
+    // --- Each memory size's CPU share: batch of 10 at 10 ms RTT, fed back to back.
+    let budget = Duration::from_secs(if quick { 2 } else { 4 });
+    let mut shares = BTreeMap::new();
+    for memory_mb in MEMORY_SIZES {
+        let figures = CpuShare::create(memory_mb).map(|share| {
+            CONTENDERS
+                .iter()
+                .map(|&who| {
+                    let run = bench.sustained(who, &share, budget);
+                    eprintln!("{memory_mb} MB {}: {run:?}", who.name());
+                    (who, run)
+                })
+                .collect::<BTreeMap<_, _>>()
         });
+        if let Err(e) = &figures {
+            eprintln!("{memory_mb} MB: skipped: {e}");
+        }
+        shares.insert(memory_mb, figures);
     }
-    drop(function);
 
-    // --- CPU per record, 10,000 records, an endpoint that answers at once.
-    set_rtt(0);
-    let size = if quick { 2_000 } else { 10_000 };
-    let function = Function::start(&endpoint, 32);
-    function.startup();
-    function.invoke(event_json(100, 3));
-    let before = function.cpu();
-    let (wall, response) = function.invoke(event_json(size, 4));
-    let cpu = function.cpu() - before;
-    assert_eq!(failures(&response), 0);
-    let rss_big = function.peak_rss_mb();
-    drop(function);
-    let ours_us = cpu.as_secs_f64() * 1e6 / size as f64;
-    let event_file = work.join(format!("event-cpu-{size}.json"));
-    std::fs::write(&event_file, event_json(size, 5)).unwrap();
-    let peer = run_peer("cpu", &endpoint, &event_file, 1);
-    let peer_us = peer
-        .as_ref()
-        .ok()
-        .and_then(|p| p["cpu_seconds"].as_f64())
-        .map(|s| s * 1e6 / size as f64);
-    if let Err(e) = &peer {
-        notes.push(format!("Peer CPU run failed: {e}"));
-    }
-    rows.push(Row {
-        figure: format!("CPU per record incl. the SDK call ({size} records, 0 ms RTT)"),
-        ours: format!(
-            "{ours_us:.1} µs (batch wall {:.0} ms)",
-            wall.as_secs_f64() * 1e3
-        ),
-        peer: peer_us.map_or("n/a".into(), |p| format!("{p:.0} µs")),
-        limit: "—".into(),
-        ratio: peer_us.map_or("".into(), |p| format!("{:.3} of the peer", ours_us / p)),
-        target: peer_us.map_or("peer missing".into(), |p| {
-            format!("≤ 0.1 of the peer: {}", pass(ours_us <= p / 10.0))
-        }),
-    });
-
-    // --- Peak RSS.
-    let function = Function::start(&endpoint, 32);
+    // --- Peak RSS, a batch of 10 (the 10,000 batch's is the CPU run's).
+    endpoints.set_rtt(0);
+    let mut function = Function::start(&bench.launch(Contender::Ours, true, None).unwrap());
     function.startup();
     function.invoke(event_json(10, 6));
-    let rss_small = function.peak_rss_mb();
+    let rss_10 = function.peak_rss_mb();
     drop(function);
-    let small_file = work.join("event-10.json");
-    let peer_small = run_peer("rss", &endpoint, &small_file, 1)
-        .ok()
-        .and_then(|p| p["max_rss_mb"].as_f64());
-    let peer_big = peer.as_ref().ok().and_then(|p| p["max_rss_mb"].as_f64());
-    rows.push(Row {
-        figure: "peak RSS, batch of 10".into(),
-        ours: format!("{rss_small:.1} MB"),
-        peer: peer_small.map_or("n/a".into(), |p| format!("{p:.0} MB")),
-        limit: "—".into(),
-        ratio: peer_small.map_or("".into(), |p| format!("{:.2} of the peer", rss_small / p)),
-        target: format!("≤ 20 MB: {}", pass(rss_small <= 20.0)),
-    });
-    rows.push(Row {
-        figure: format!("peak RSS, batch of {size}"),
-        ours: format!("{rss_big:.1} MB"),
-        peer: peer_big.map_or("n/a".into(), |p| format!("{p:.0} MB")),
-        limit: "—".into(),
-        ratio: peer_big.map_or("".into(), |p| format!("{:.2} of the peer", rss_big / p)),
-        target: format!("≤ 64 MB: {}", pass(rss_big <= 64.0)),
-    });
+
+    // --- Lambda Managed Instances: invocations at once in one process, the whole machine.
+    endpoints.set_rtt(RTT_SHARE_MS);
+    let mut at_once = Vec::new();
+    for n in [1usize, 4, 16] {
+        let mut launch = bench.launch(Contender::Ours, true, None).unwrap();
+        launch.at_once = Some(n);
+        let mut function = Function::start(&launch);
+        function.startup();
+        function.invoke(event_json(10, 9));
+        let run = function.sustained(&event_json(10, 10), 10, n + 2, budget);
+        eprintln!("{n} at once: {run:?}");
+        at_once.push((n, run));
+    }
 
     // --- Package: the arm64 zip from `cargo lambda build --release --arm64 --output-format zip`.
-    let zip = root.join("target/lambda/audit-receiver/bootstrap.zip");
+    let zip = programs
+        .root
+        .join("target/lambda/audit-receiver/bootstrap.zip");
     let zip_mb = std::fs::metadata(&zip)
         .ok()
         .map(|m| m.len() as f64 / 1_048_576.0);
-    rows.push(Row {
-        figure: "arm64 package, zipped".into(),
-        ours: zip_mb.map_or("not built (make build-zip)".into(), |mb| {
-            format!("{mb:.2} MB")
-        }),
-        peer: "—".into(),
-        limit: "—".into(),
-        ratio: "".into(),
-        target: zip_mb.map_or("not measured".into(), |mb| {
-            format!("≤ 5 MB: {}", pass(mb <= 5.0))
-        }),
-    });
+    let cpu_table = std::fs::read_to_string(bench.work.join("cpu.md")).unwrap_or_default();
 
-    let table = render(&rows);
-    println!("{table}");
-    for note in &notes {
-        println!("- {note}");
-    }
-    let cpu_table = std::fs::read_to_string(work.join("cpu.md")).unwrap_or_default();
-    let findings = std::fs::read_to_string(root.join("benches/notes.md")).unwrap_or_default();
-    write_report(
-        &root.join("BENCHMARKS.md"),
-        &table,
-        &notes,
-        &cpu_table,
-        &findings,
-        quick,
-    );
-}
-
-/// Wraps the shared handler so that the server thread owns an `Arc`.
-struct FakeDynamoHandle(Arc<FakeDynamo>);
-
-impl AsyncHandler for FakeDynamoHandle {
-    async fn connection(self: Arc<Self>, socket: tokio::net::TcpStream) {
-        self.0.clone().connection(socket).await
+    Report {
+        startup,
+        startup_plain,
+        peer_startup,
+        cold_first_batch,
+        warm_batch,
+        cold_requests,
+        cpu,
+        cpu_sizes,
+        latency,
+        sizes,
+        shares,
+        rss_10,
+        at_once,
+        zip_mb,
+        cpu_table,
     }
 }
 
-fn pass(ok: bool) -> &'static str {
-    if ok { "**met**" } else { "**NOT met**" }
+impl Report {
+    fn cpu_us(&self, who: Contender, tls: bool) -> Option<f64> {
+        self.cpu.get(&(who, tls))?.as_ref().ok().map(|(us, _)| *us)
+    }
+
+    /// The best (lowest) CPU per record among the peers.
+    fn best_peer_cpu(&self, tls: bool) -> Option<(Contender, f64)> {
+        CONTENDERS[1..]
+            .iter()
+            .filter_map(|&who| self.cpu_us(who, tls).map(|us| (who, us)))
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+    }
+
+    fn share_run(&self, memory_mb: u32, who: Contender) -> Option<Run> {
+        self.shares
+            .get(&memory_mb)?
+            .as_ref()
+            .ok()?
+            .get(&who)?
+            .as_ref()
+            .ok()
+            .copied()
+    }
+
+    fn render(&self, bench: &Bench) -> String {
+        let mut out = String::new();
+        let mode = if bench.quick {
+            " (quick mode: smaller sizes, shorter runs)"
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            out,
+            "# Benchmarks\n\nWritten by `make bench`{mode}; every number below comes from one run of it on this machine.\n"
+        );
+        let _ = writeln!(out, "## Machine\n");
+        for (k, v) in machine() {
+            let _ = writeln!(out, "- {k}: {v}");
+        }
+        let _ = writeln!(out, "\n{}", HOW);
+        out.push_str(&self.targets());
+        out.push_str(&self.cpu_section());
+        out.push_str(&self.share_section());
+        out.push_str(&self.latency_section());
+        out.push_str(&self.at_once_section());
+        out.push_str(&self.startup_section());
+        let _ = writeln!(
+            out,
+            "## CPU path without I/O (`cargo bench --bench cpu`)\n\n\
+             Median of repeated runs: parse and validate the bodies; the same plus building the item and its \
+             DynamoDB attributes; the whole batch (dedupe, units, bounded concurrency, outcomes, response) with a \
+             store that maps the item and answers at once.\n\n{}",
+            self.cpu_table
+        );
+        let findings = std::fs::read_to_string(bench.programs.root.join("benches/notes.md"))
+            .unwrap_or_default();
+        out.push_str(&findings);
+        out
+    }
+
+    fn targets(&self) -> String {
+        let mut rows: Vec<[String; 4]> = Vec::new();
+        for tls in [false, true] {
+            let transport = if tls { "TLS" } else { "plain HTTP" };
+            let ours = self.cpu_us(Contender::Ours, tls);
+            let best = self.best_peer_cpu(tls);
+            rows.push(match (ours, best) {
+                (Some(ours), Some((peer, theirs))) => [
+                    format!("CPU per record, {transport}: ≤ 1/10 of the best peer's"),
+                    format!("{ours:.1} µs vs {} {theirs:.0} µs", peer.name()),
+                    format!("1/{:.1}", theirs / ours),
+                    pass(ours * 10.0 <= theirs).into(),
+                ],
+                _ => [
+                    format!("CPU per record, {transport}"),
+                    "a figure is missing".into(),
+                    "—".into(),
+                    "**NOT measured**".into(),
+                ],
+            });
+        }
+        if let Some(ours) = self.cpu_us(Contender::Ours, false) {
+            rows.push([
+                "CPU per record, plain HTTP: half of before this work, or a profile".into(),
+                format!("{ours:.1} µs vs {BEFORE_CPU_US} µs before"),
+                format!("{:.2} of before", ours / BEFORE_CPU_US),
+                if ours <= BEFORE_CPU_US / 2.0 {
+                    pass(true).into()
+                } else {
+                    "**NOT met**: the profile below shows where the rest goes".into()
+                },
+            ]);
+        }
+        match (
+            self.share_run(128, Contender::Ours),
+            self.share_run(128, Contender::Node),
+        ) {
+            (Some(ours), Some(node)) => {
+                let bound = 10.0 * 1e3 / RTT_SHARE_MS as f64;
+                rows.push([
+                    format!(
+                        "128 MB share, batches of 10 at {RTT_SHARE_MS} ms RTT: ≥ 10× Powertools TypeScript"
+                    ),
+                    format!(
+                        "{:.0} vs {:.0} records/s",
+                        ours.records_per_second, node.records_per_second
+                    ),
+                    format!("{:.1}×", ours.records_per_second / node.records_per_second),
+                    pass(ours.records_per_second >= 10.0 * node.records_per_second).into(),
+                ]);
+                rows.push([
+                    format!(
+                        "… and close to the round-trip bound ({bound:.0} records/s: 10 per RTT)"
+                    ),
+                    format!("{:.0} records/s", ours.records_per_second),
+                    format!("{:.2} of the bound", ours.records_per_second / bound),
+                    pass(ours.records_per_second >= 0.8 * bound).into(),
+                ]);
+            }
+            _ => rows.push([
+                "128 MB share".into(),
+                "not measured (see the memory-size table)".into(),
+                "—".into(),
+                "**NOT measured**".into(),
+            ]),
+        }
+        let rtt = Duration::from_millis(RTT_LATENCY_MS);
+        for (size, limit) in [(10usize, 1.15), (100, 1.3 * 100usize.div_ceil(32) as f64)] {
+            if let Some(Ok(latency)) = self.latency.get(&(Contender::Ours, size)) {
+                let in_rtt = latency.as_secs_f64() / rtt.as_secs_f64();
+                rows.push([
+                    format!("batch of {size} at {RTT_LATENCY_MS} ms RTT: ≤ {limit:.2} RTT"),
+                    format!("{:.0} ms", ms(*latency)),
+                    format!("{in_rtt:.2} RTT"),
+                    pass(in_rtt <= limit).into(),
+                ]);
+            }
+        }
+        rows.push([
+            "peak RSS, batch of 10: ≤ 16 MB".into(),
+            format!("{:.1} MB", self.rss_10),
+            "—".into(),
+            pass(self.rss_10 <= 16.0).into(),
+        ]);
+        let big = self.cpu_sizes[&Contender::Ours];
+        if let Some(Ok((_, rss))) = self.cpu.get(&(Contender::Ours, true)) {
+            rows.push([
+                format!("peak RSS, batch of {big}: ≤ 48 MB"),
+                format!("{rss:.1} MB (before: {BEFORE_RSS_10_000_MB} MB)"),
+                "—".into(),
+                if big == 10_000 {
+                    pass(*rss <= 48.0).into()
+                } else {
+                    "quick mode: not the 10,000 batch".into()
+                },
+            ]);
+        }
+        rows.push([
+            "start-up to the first `next`, TLS endpoint answering at once: ≤ 30 ms".into(),
+            format!("{:.1} ms", ms(self.startup)),
+            "—".into(),
+            pass(self.startup <= Duration::from_millis(30)).into(),
+        ]);
+        let allowed = self.warm_batch + rtt + Duration::from_millis(30);
+        rows.push([
+            format!(
+                "process start to the first batch of 10 answered, {RTT_LATENCY_MS} ms RTT: ≤ warm batch + 1 RTT + 30 ms"
+            ),
+            format!(
+                "{:.0} ms (warm batch {:.0} ms; allowed {:.0} ms)",
+                ms(self.cold_first_batch),
+                ms(self.warm_batch),
+                ms(allowed)
+            ),
+            format!(
+                "{:.2} RTT over the warm batch",
+                (self.cold_first_batch.as_secs_f64() - self.warm_batch.as_secs_f64())
+                    / rtt.as_secs_f64()
+            ),
+            pass(self.cold_first_batch <= allowed).into(),
+        ]);
+        if let Some(mb) = self.zip_mb {
+            rows.push([
+                "arm64 package, zipped: ≤ 5 MB".into(),
+                format!("{mb:.2} MB"),
+                "—".into(),
+                pass(mb <= 5.0).into(),
+            ]);
+        }
+        let mut out = String::from(
+            "## Targets\n\nEach a ratio from this run.\n\n| target | measured | ratio | verdict |\n| --- | ---: | ---: | --- |\n",
+        );
+        for [a, b, c, d] in rows {
+            let _ = writeln!(out, "| {a} | {b} | {c} | {d} |");
+        }
+        out.push('\n');
+        out
+    }
+
+    fn cpu_section(&self) -> String {
+        let mut out = String::from(
+            "## CPU per record, 0 ms RTT\n\n\
+             One warm batch against an endpoint that answers at once; the process's CPU time (all \
+             threads; for the peers, their process CPU time around the handler call) divided by \
+             the records. Peak RSS is the process's high-water mark after that batch.\n\n\
+             | contender | records | plain HTTP | TLS | TLS costs | peak RSS (TLS run) |\n\
+             | --- | ---: | ---: | ---: | ---: | ---: |\n",
+        );
+        for who in CONTENDERS {
+            let plain = &self.cpu[&(who, false)];
+            let tls = &self.cpu[&(who, true)];
+            let extra = match (plain, tls) {
+                (Ok((p, _)), Ok((t, _))) => format!("{:+.1} µs", t - p),
+                _ => "—".into(),
+            };
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {extra} | {} |",
+                who.name(),
+                self.cpu_sizes[&who],
+                cell(plain, |(us, _)| format!("{us:.1} µs")),
+                cell(tls, |(us, _)| format!("{us:.1} µs")),
+                cell(tls, |(_, rss)| format!("{rss:.1} MB")),
+            );
+        }
+        out.push('\n');
+        out
+    }
+
+    fn share_section(&self) -> String {
+        let mut out = format!(
+            "## Each memory size's CPU share\n\n\
+             Each contender runs inside a cgroup whose CPU quota is memory/1,769 of one core per \
+             100 ms period (1,769 MB = one vCPU), over TLS, at {RTT_SHARE_MS} ms RTT. One execution \
+             environment is fed batches of 10 back to back: records per second from the first \
+             delivery to the last answer, and the median latency of a batch. Cost per million \
+             messages: 100,000 invocations of 10 records, each billed its median batch latency \
+             rounded up to the millisecond, at the arm64 list prices for us-east-1 as published \
+             on 2026-05-11 (${PRICE_GB_SECOND} per GB-second, $0.20 per million requests; \
+             docs/scaling.md gives the sources). Lambda only: DynamoDB's and SQS's charges are the \
+             same whichever function writes (docs/scaling.md).\n\n\
+             ![records per second by memory size](benchmarks-throughput.svg)\n\n\
+             | memory | CPU share | contender | records/s | batch of 10 | CPU per record | cost per million |\n\
+             | ---: | ---: | --- | ---: | ---: | ---: | ---: |\n"
+        );
+        for (&memory_mb, figures) in &self.shares {
+            let share = f64::from(memory_mb) / f64::from(ONE_VCPU_MB);
+            match figures {
+                Err(e) => {
+                    let _ = writeln!(
+                        out,
+                        "| {memory_mb} MB | {:.1} % | all | skipped: {e} | | | |",
+                        share * 100.0
+                    );
+                }
+                Ok(figures) => {
+                    for (who, run) in figures {
+                        let _ = writeln!(
+                            out,
+                            "| {memory_mb} MB | {:.1} % | {} | {} | {} | {} | {} |",
+                            share * 100.0,
+                            who.name(),
+                            cell(run, |r| format!("{:.0}", r.records_per_second)),
+                            cell(run, |r| format!("{:.1} ms", ms(r.batch_latency))),
+                            cell(run, |r| format!("{:.0} µs", r.cpu_per_record_us)),
+                            cell(run, |r| format!(
+                                "${:.3}",
+                                cost_per_million(memory_mb, r.batch_latency)
+                            )),
+                        );
+                    }
+                }
+            }
+        }
+        out.push('\n');
+        out
+    }
+
+    fn latency_section(&self) -> String {
+        let mut out = format!(
+            "## Latency by batch size, {RTT_LATENCY_MS} ms RTT\n\n\
+             Warm, over TLS, the whole machine (no CPU quota); median of 5 runs up to 100 records, \
+             one run above. audit-receiver writes at most {MAX_CONCURRENCY} records at once, so its \
+             limit is ⌈n/{MAX_CONCURRENCY}⌉ RTT. Powertools Python writes one record after another \
+             (n RTT); it and Powertools TypeScript are measured up to the sizes that finish in \
+             seconds.\n\n\
+             ![batch latency by batch size](benchmarks-latency.svg)\n\n\
+             | batch | limit (⌈n/{MAX_CONCURRENCY}⌉ RTT) |"
+        );
+        for who in CONTENDERS {
+            let _ = write!(out, " {} |", who.name());
+        }
+        out.push_str("\n| ---: | ---: |");
+        for _ in CONTENDERS {
+            out.push_str(" ---: |");
+        }
+        out.push('\n');
+        let rtt = RTT_LATENCY_MS as f64;
+        for &size in &self.sizes {
+            let _ = write!(out, "| {size} | {} |", size.div_ceil(MAX_CONCURRENCY));
+            for who in CONTENDERS {
+                let text = match self.latency.get(&(who, size)) {
+                    None => "not run".into(),
+                    Some(figure) => cell(figure, |d| {
+                        format!("{:.0} ms = {:.2} RTT", ms(*d), ms(*d) / rtt)
+                    }),
+                };
+                let _ = write!(out, " {text} |");
+            }
+            out.push('\n');
+        }
+        out.push('\n');
+        out
+    }
+
+    fn at_once_section(&self) -> String {
+        let mut out = format!(
+            "## Lambda Managed Instances: invocations at once in one process\n\n\
+             `AWS_LAMBDA_MAX_CONCURRENCY` = n: the function serves n invocations at once on a \
+             multi-thread runtime (unset or 1: one at a time on a current-thread runtime, as in a \
+             classic environment). Batches of 10 at {RTT_SHARE_MS} ms RTT over TLS, n + 2 queued at \
+             any time, the whole machine ({} cores, no CPU quota: a Managed Instances environment \
+             has whole vCPUs).\n\n\
+             | at once | records/s | batch of 10 | CPU per record | peak RSS |\n\
+             | ---: | ---: | ---: | ---: | ---: |\n",
+            std::thread::available_parallelism().map_or(0, |n| n.get())
+        );
+        for (n, run) in &self.at_once {
+            let _ = writeln!(
+                out,
+                "| {n} | {:.0} | {:.1} ms | {:.0} µs | {:.1} MB |",
+                run.records_per_second,
+                ms(run.batch_latency),
+                run.cpu_per_record_us,
+                run.peak_rss_mb
+            );
+        }
+        out.push('\n');
+        out
+    }
+
+    fn startup_section(&self) -> String {
+        let mut out = format!(
+            "## Start-up\n\n\
+             - audit-receiver, process start to the first `next` (median, endpoint answering at \
+             once): {:.1} ms over TLS, {:.1} ms over plain HTTP. It includes the start-up check \
+             (`DescribeTable`, which opens the connections a batch of 10 uses).\n\
+             - Process start to the first batch of 10 answered at {RTT_LATENCY_MS} ms RTT: {:.0} ms; \
+             the next batch took {:.0} ms. Requests during init and the first batch besides its 10 \
+             PutItems: {}.\n",
+            ms(self.startup),
+            ms(self.startup_plain),
+            ms(self.cold_first_batch),
+            ms(self.warm_batch),
+            self.cold_requests,
+        );
+        for (who, figure) in &self.peer_startup {
+            let what = match who {
+                Contender::Naive => "process start to the first `next` (median), over TLS",
+                _ => "the handler module's import, whole process",
+            };
+            let _ = writeln!(
+                out,
+                "- {}, {what}: {}",
+                who.name(),
+                cell(figure, |d| format!("{:.0} ms", ms(*d)))
+            );
+        }
+        out.push('\n');
+        out
+    }
+
+    fn charts(&self, root: &Path) {
+        let latency: Vec<Series> = CONTENDERS
+            .iter()
+            .map(|&who| Series {
+                name: who.name().into(),
+                points: self
+                    .sizes
+                    .iter()
+                    .filter_map(|&size| match self.latency.get(&(who, size)) {
+                        Some(Ok(d)) => Some((size as f64, ms(*d))),
+                        _ => None,
+                    })
+                    .collect(),
+            })
+            .filter(|s| !s.points.is_empty())
+            .collect();
+        if let Err(e) = chart::line_chart(
+            &root.join("benchmarks-latency.svg"),
+            &format!("Batch latency at {RTT_LATENCY_MS} ms RTT (TLS)"),
+            "records in the batch",
+            "latency (ms)",
+            true,
+            true,
+            &latency,
+        ) {
+            eprintln!("latency chart: {e}");
+        }
+        let groups: Vec<String> = MEMORY_SIZES.iter().map(|m| format!("{m} MB")).collect();
+        let throughput: Vec<Series2> = CONTENDERS
+            .iter()
+            .map(|&who| Series2 {
+                name: who.name().into(),
+                values: MEMORY_SIZES
+                    .iter()
+                    .map(|&m| self.share_run(m, who).map(|r| r.records_per_second))
+                    .collect(),
+            })
+            .collect();
+        if let Err(e) = chart::grouped_bars(
+            &root.join("benchmarks-throughput.svg"),
+            &format!(
+                "Records per second, one environment, batches of 10 at {RTT_SHARE_MS} ms RTT (TLS)"
+            ),
+            "records per second",
+            true,
+            &groups,
+            &throughput,
+        ) {
+            eprintln!("throughput chart: {e}");
+        }
+    }
 }
 
-fn render(rows: &[Row]) -> String {
-    let mut out = String::from(
-        "| figure | audit-receiver | peer (Powertools + boto3) | limit | ratio | target |\n",
-    );
-    out.push_str("| --- | ---: | ---: | ---: | --- | --- |\n");
-    for r in rows {
-        out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} |\n",
-            r.figure, r.ours, r.peer, r.limit, r.ratio, r.target
-        ));
-    }
-    out
-}
+const HOW: &str = "## How it is measured\n\n\
+The function is the real release binary (`target/release/audit-receiver`) run as Lambda runs it: a \
+process that polls the project's Runtime API stand-in (`tests/support/runtime_api.rs`) and writes to a \
+DynamoDB stand-in that answers every request (`{}`: written) after a fixed injected round trip (RTT). \
+The stand-in serves plain HTTP and TLS; its certificate is made at run time (rcgen) and trusted through \
+the standard variables: `SSL_CERT_FILE` for the Rust programs, `AWS_CA_BUNDLE` for boto3, \
+`NODE_EXTRA_CA_CERTS` for Node. Connecting costs no injected round trip (locally it costs microseconds; \
+in AWS a TCP and a TLS handshake, paid once per connection, which the function opens during init).\n\n\
+The peers, in the same run against the same endpoints with the same events:\n\n\
+- **Powertools TypeScript** (`benches/peer-ts`): `@aws-lambda-powertools/batch` `BatchProcessor` with \
+`processPartialResponse` (records in parallel) and AWS SDK v3 `PutItemCommand` (conditional, ALL_OLD), \
+pinned by its lock file and installed by `make bench` with `npm ci`.\n\
+- **Powertools Python** (`benches/peer`): `BatchProcessor` with boto3 `put_item`, one record after another.\n\
+- **naive Rust** (`benches/naive_peer.rs`): the runtime's SQS example pattern, `join_all` of `put_item` \
+with no bound, the SDK's defaults, the multi-thread runtime and the system allocator; built as a bench \
+target of this package, so it shares this build, and run as a function like ours.\n\n\
+The Powertools peers' handlers are called in-process by a driver (no Runtime API round trip per batch, \
+which favours them). CPU is the process's scheduler time; RSS its high-water mark (VmHWM, or the \
+runtime's maxRSS).\n";
 
 fn machine() -> BTreeMap<&'static str, String> {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
@@ -628,66 +1429,18 @@ fn machine() -> BTreeMap<&'static str, String> {
         .map(|n| n.get())
         .unwrap_or(0);
     let memory = status_kb_line("/proc/meminfo", "MemTotal") / 1024 / 1024;
-    let rustc = Command::new("rustc")
-        .arg("--version")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-        .unwrap_or_default();
+    let version = |program: &str, arg: &str| {
+        Command::new(program)
+            .arg(arg)
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+            .unwrap_or_else(|_| "not found".into())
+    };
     BTreeMap::from([
         ("cpu", cpu),
         ("cores", cores.to_string()),
         ("memory", format!("{memory} GiB")),
-        ("rustc", rustc),
+        ("rustc", version("rustc", "--version")),
+        ("node", version("node", "--version")),
     ])
-}
-
-fn status_kb_line(file: &str, field: &str) -> u64 {
-    std::fs::read_to_string(file)
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}:")))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0)
-}
-
-fn write_report(
-    path: &Path,
-    table: &str,
-    notes: &[String],
-    cpu_table: &str,
-    findings: &str,
-    quick: bool,
-) {
-    let machine = machine()
-        .iter()
-        .map(|(k, v)| format!("- {k}: {v}"))
-        .collect::<Vec<_>>()
-        .join("\n");
-    let notes = notes
-        .iter()
-        .map(|n| format!("- {n}"))
-        .collect::<Vec<_>>()
-        .join("\n");
-    let mode = if quick {
-        " (quick mode: smaller sizes)"
-    } else {
-        ""
-    };
-    let text = format!(
-        "# Benchmarks\n\nWritten by `make bench`{mode}; every number below comes from one run of it on this machine.\n\n\
-         ## Machine\n\n{machine}\n\n\
-         ## I/O figures (`cargo bench --bench load`)\n\n\
-         The real release binary (`target/release/audit-receiver`) runs against a local Lambda Runtime API and a \
-         local DynamoDB endpoint that answers every PutItem after a fixed injected round trip (RTT). The peer is \
-         `benches/peer/handler.py`: Powertools for AWS Lambda's `BatchProcessor` with a boto3 conditional `put_item` \
-         (ALL_OLD), the same events, the same endpoint, called in-process (no Runtime API, which favours the peer). \
-         CPU is the function process's scheduler time (all threads) during the batch; RSS is the process's peak \
-         (VmHWM). The limit for a batch is ⌈n / MAX_CONCURRENCY⌉ round trips.\n\n{table}\n{notes}\n\n\
-         ## CPU path without I/O (`cargo bench --bench cpu`)\n\n\
-         Median of repeated runs: parse and validate the bodies; the same plus building the item and its \
-         DynamoDB attributes; the whole batch (dedupe, units, bounded concurrency, outcomes, response) with a \
-         store that maps the item and answers at once.\n\n{cpu_table}\n\n{findings}"
-    );
-    std::fs::write(path, text).unwrap();
-    println!("wrote {}", path.display());
 }

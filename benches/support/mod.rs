@@ -2,6 +2,8 @@
 //! the Python peer (which reads the events this writes), and a small timing loop.
 #![allow(dead_code)] // each benchmark uses a different part
 
+pub mod chart;
+
 use std::time::{Duration, Instant};
 
 use aws_lambda_events::sqs::{SqsEvent, SqsMessage};
