@@ -740,6 +740,16 @@ fn main() {
         println!("batch of 10: peak RSS {:.1} MB", function.peak_rss_mb());
         return;
     }
+    if std::env::args().any(|a| a == "--sustained-only") {
+        // For a profiler: one environment, batches of 10 at the share RTT over TLS, whole core.
+        bench.endpoints.set_rtt(RTT_SHARE_MS);
+        let mut function = Function::start(&bench.launch(Contender::Ours, true, None).unwrap());
+        function.startup();
+        function.invoke(event_json(10, 7));
+        let run = function.sustained(&event_json(10, 8), 10, 1, Duration::from_secs(10));
+        println!("{run:?}");
+        return;
+    }
     if std::env::args().any(|a| a == "--startup-only") {
         // Where start-up goes: wall and the process's own CPU up to the first `next`.
         for tls in [false, true] {
