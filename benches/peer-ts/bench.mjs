@@ -62,7 +62,18 @@ const cpuNow = () => {
   return (user + system) / 1e6;
 };
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-const maxRssMb = () => process.resourceUsage().maxRSS / 1024; // KiB on Linux
+// This process's peak RSS (VmHWM), in MB. Not resourceUsage().maxRSS (getrusage): across fork
+// and exec Linux carries the parent's RSS at the fork into it, so a peer started by a large
+// benchmark process would report the benchmark's size.
+const maxRssMb = () => {
+  const line = readFileSync('/proc/self/status', 'utf8')
+    .split('\n')
+    .find((l) => l.startsWith('VmHWM:'));
+  if (!line) {
+    throw new Error('no VmHWM in /proc/self/status');
+  }
+  return Number(line.split(/\s+/)[1]) / 1024; // kB
+};
 
 async function main() {
   await call({ Records: event.Records.slice(0, 1) }); // warm: connection, lazy imports, JIT
