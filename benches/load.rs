@@ -1133,15 +1133,16 @@ impl Report {
                 },
             ]);
         }
+        let smallest = MEMORY_SIZES[0];
         match (
-            self.share_run(128, Contender::Ours),
-            self.share_run(128, Contender::Node),
+            self.share_run(smallest, Contender::Ours),
+            self.share_run(smallest, Contender::Node),
         ) {
             (Some(ours), Some(node)) => {
                 let bound = 10.0 * 1e3 / RTT_SHARE_MS as f64;
                 rows.push([
                     format!(
-                        "128 MB share, batches of 10 at {RTT_SHARE_MS} ms RTT: ≥ 10× Powertools TypeScript"
+                        "{smallest} MB share, batches of 10 at {RTT_SHARE_MS} ms RTT: ≥ 10× Powertools TypeScript"
                     ),
                     format!(
                         "{:.0} vs {:.0} records/s",
@@ -1151,7 +1152,7 @@ impl Report {
                     pass(ours.records_per_second >= 10.0 * node.records_per_second).into(),
                 ]);
                 // One environment at a CPU share can do at most share ÷ CPU per record.
-                let share = 128.0 / f64::from(ONE_VCPU_MB);
+                let share = f64::from(smallest) / f64::from(ONE_VCPU_MB);
                 let cpu_bound = share * 1e6 / ours.cpu_per_record_us;
                 let close = ours.records_per_second >= 0.8 * bound;
                 rows.push([
@@ -1173,7 +1174,7 @@ impl Report {
                 ]);
             }
             _ => rows.push([
-                "128 MB share".into(),
+                format!("{smallest} MB share"),
                 "not measured (see the memory-size table)".into(),
                 "—".into(),
                 "**NOT measured**".into(),
