@@ -1,4 +1,4 @@
-//! The pure CPU path, no I/O: parse and validate, build the item and its DynamoDB attributes,
+//! The pure CPU path, no I/O: parse and validate, build the item and its `PutItem` body,
 //! and the batch bookkeeping (dedupe, units, concurrency, outcomes, response), at 10, 1,000 and
 //! 10,000 records. Run with `cargo bench --bench cpu` (or `make bench`).
 
@@ -9,18 +9,18 @@ use std::time::Duration;
 
 use audit_receiver::handler::response;
 use audit_receiver::message::{AuditItem, AuditMessage, Delivery, parse_sent_timestamp};
-use audit_receiver::store::dynamodb::DynamoItem;
+use audit_receiver::store::dynamodb::put_item_body;
 use audit_receiver::store::{AuditStore, PutOutcome, StoreError};
 use audit_receiver::{BatchSettings, RetryPolicy, batch};
 use support::{event, measure, micros};
 
-/// Builds the DynamoDB attributes (the adapter's CPU work) and answers at once: everything the
-/// function does for a record except the SDK call.
+/// Builds the `PutItem` request body (the adapter's CPU work before signing) and answers at once:
+/// everything the function does for a record except the call.
 struct MappingOnly;
 
 impl AuditStore for MappingOnly {
     async fn put_if_absent(&self, item: &AuditItem) -> Result<PutOutcome, StoreError> {
-        black_box(DynamoItem::try_from(item)?);
+        black_box(put_item_body("AuditMessages", item)?);
         Ok(PutOutcome::Written)
     }
 }
@@ -42,7 +42,7 @@ fn main() {
         max_receive_count: 5,
     };
     println!(
-        "| batch | parse + validate | + item + attributes | whole batch (bookkeeping, no I/O) | per record |"
+        "| batch | parse + validate | + item + request body | whole batch (bookkeeping, no I/O) | per record |"
     );
     println!("| ---: | ---: | ---: | ---: | ---: |");
     for size in [10usize, 1_000, 10_000] {
@@ -68,7 +68,7 @@ fn main() {
                     event_source: r.event_source_arn.clone(),
                 };
                 let item = AuditItem::new(message, delivery, chrono::Utc::now(), Some(365));
-                let _ = black_box(DynamoItem::try_from(&item));
+                let _ = black_box(put_item_body("AuditMessages", &item));
             }
         });
         let (whole, _) = measure(5, budget, || {

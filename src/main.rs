@@ -1,9 +1,9 @@
-//! Wiring only: configuration, logging, the SDK clients (DynamoDB, and SQS for the dead-letter
-//! queue when one is set), built once, and the runtime loop.
+//! Wiring only: configuration, logging, the DynamoDB wire and (when a dead-letter queue is set)
+//! the SQS client, built once from the SDK's configuration, and the runtime loop.
 
 use audit_receiver::deadletter::DeadLetterQueue;
 use audit_receiver::deadletter::sqs::SqsDeadLetterQueue;
-use audit_receiver::store::dynamodb::DynamoDbStore;
+use audit_receiver::store::dynamodb::{DynamoDbStore, Wire};
 use audit_receiver::{Config, Handler};
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,7 +44,10 @@ async fn start(at_once: usize) -> Result<(), Error> {
     let config =
         Config::from_env().inspect_err(|error| tracing::error!(%error, "invalid configuration"))?;
     let sdk = DynamoDbStore::sdk_config_from_env().await;
-    let store = DynamoDbStore::new(DynamoDbStore::client_from_conf(&sdk), &config.table_name);
+    let wire = Wire::from_sdk_config(&sdk)
+        .await
+        .inspect_err(|error| tracing::error!(%error, "invalid configuration"))?;
+    let store = DynamoDbStore::new(wire, &config.table_name);
     // Open as many connections as a default batch of 10 uses, while init still has the CPU.
     match store
         .warm_up(config.max_concurrency.min(10), Duration::from_secs(2))

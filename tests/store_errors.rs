@@ -1,4 +1,4 @@
-//! The DynamoDB adapter's error paths, through the real SDK over HTTP to a scripted endpoint
+//! The DynamoDB adapter's error paths, through its real wire over HTTP to a scripted endpoint
 //! that answers what DynamoDB answers in trouble: throttling, 5xx, conditional failures with and
 //! without ALL_OLD, validation errors, dropped connections and silence.
 
@@ -12,7 +12,7 @@ use audit_receiver::message::{AuditItem, AuditMessage, Delivery, parse_audit_tim
 use audit_receiver::store::dynamodb::DynamoDbStore;
 use audit_receiver::store::{AuditStore, PutOutcome, StoreError};
 use lambda_runtime::{Context, LambdaEvent};
-use support::http::{read_request, write_response};
+use support::http::{Request, read_request, write_response};
 use support::*;
 use tokio::net::{TcpListener, TcpStream};
 
@@ -42,6 +42,7 @@ struct Scripted {
     replies: Arc<Mutex<VecDeque<Reply>>>,
     requests: Arc<Mutex<usize>>,
     connections: Arc<Mutex<usize>>,
+    last: Arc<Mutex<Option<Request>>>,
 }
 
 impl Scripted {
@@ -51,11 +52,17 @@ impl Scripted {
         let replies = Arc::new(Mutex::new(VecDeque::from(replies)));
         let requests = Arc::new(Mutex::new(0));
         let connections = Arc::new(Mutex::new(0));
-        let (r, n, c) = (replies.clone(), requests.clone(), connections.clone());
+        let last = Arc::new(Mutex::new(None));
+        let (r, n, c, l) = (
+            replies.clone(),
+            requests.clone(),
+            connections.clone(),
+            last.clone(),
+        );
         tokio::spawn(async move {
             while let Ok((socket, _)) = listener.accept().await {
                 *c.lock().unwrap() += 1;
-                tokio::spawn(serve(socket, r.clone(), n.clone()));
+                tokio::spawn(serve(socket, r.clone(), n.clone(), l.clone()));
             }
         });
         Self {
@@ -63,11 +70,12 @@ impl Scripted {
             replies,
             requests,
             connections,
+            last,
         }
     }
 
     fn store(&self) -> DynamoDbStore {
-        DynamoDbStore::new(client(&self.endpoint), TABLE)
+        store(&self.endpoint, TABLE)
     }
 
     fn requests(&self) -> usize {
@@ -87,10 +95,12 @@ async fn serve(
     mut socket: TcpStream,
     replies: Arc<Mutex<VecDeque<Reply>>>,
     requests: Arc<Mutex<usize>>,
+    last: Arc<Mutex<Option<Request>>>,
 ) {
     let mut buffer = Vec::new();
-    while read_request(&mut socket, &mut buffer).await.is_some() {
+    while let Some(request) = read_request(&mut socket, &mut buffer).await {
         *requests.lock().unwrap() += 1;
+        *last.lock().unwrap() = Some(request);
         let reply = {
             let mut replies = replies.lock().unwrap();
             if replies.len() > 1 {
@@ -153,6 +163,71 @@ fn condition_failed(old_item: Option<&str>) -> Reply {
             r#"{{"__type":"com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException","message":"The conditional request failed"{item}}}"#
         ),
     )
+}
+
+#[tokio::test]
+async fn the_write_goes_out_signed_as_the_sdks_signer_signs_it() {
+    use aws_sigv4::http_request::{SignableBody, SignableRequest, SigningSettings, sign};
+    use aws_sigv4::sign::v4;
+
+    let server = Scripted::start(vec![ok()]).await;
+    let outcome = server.store().put_if_absent(&item(BODY)).await;
+    assert_eq!(outcome, Ok(PutOutcome::Written));
+
+    let request = server.last.lock().unwrap().take().expect("a request");
+    let header = |name: &str| {
+        request
+            .headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default()
+    };
+    assert_eq!(
+        (request.method.as_str(), request.path.as_str()),
+        ("POST", "/")
+    );
+    assert_eq!(request.target, "DynamoDB_20120810.PutItem");
+    assert_eq!(header("content-type"), "application/x-amz-json-1.0");
+    let host = server.endpoint.trim_start_matches("http://").to_owned();
+    assert_eq!(header("host"), host);
+
+    // Sign what arrived with the SDK's signer at the request's own time: the same signature.
+    let amz_date = header("x-amz-date");
+    let time = chrono::NaiveDateTime::parse_from_str(&amz_date, "%Y%m%dT%H%M%SZ")
+        .expect("x-amz-date")
+        .and_utc();
+    let identity =
+        aws_sdk_dynamodb::config::Credentials::new("test", "test", None, None, "t").into();
+    let params = v4::SigningParams::builder()
+        .identity(&identity)
+        .region("us-east-1")
+        .name("dynamodb")
+        .time(time.into())
+        .settings(SigningSettings::default())
+        .build()
+        .unwrap()
+        .into();
+    let (content_type, target) = (header("content-type"), header("x-amz-target"));
+    let signed = [
+        ("content-type", content_type.as_str()),
+        ("host", host.as_str()),
+        ("x-amz-target", target.as_str()),
+    ];
+    let uri = format!("{}/", server.endpoint);
+    let signable = SignableRequest::new(
+        "POST",
+        uri.as_str(),
+        signed.into_iter(),
+        SignableBody::Bytes(&request.body),
+    )
+    .unwrap();
+    let (instructions, _) = sign(signable, &params).unwrap().into_parts();
+    let expected = instructions
+        .headers()
+        .find(|(name, _)| *name == "authorization")
+        .map(|(_, value)| value.to_owned());
+    assert_eq!(Some(header("authorization")), expected);
 }
 
 #[tokio::test]

@@ -97,7 +97,7 @@ impl AuditStore for MemoryStore {
         }
 
         // The same size rule as the DynamoDB adapter, applied before any write.
-        super::dynamodb::DynamoItem::try_from(item)?;
+        super::dynamodb::check_size(item)?;
         let mut items = lock(&self.items);
         let key = (item.message_id.clone(), item.audit_time.clone());
         match items.get(&key) {

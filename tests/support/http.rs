@@ -10,6 +10,9 @@ pub struct Request {
     #[allow(dead_code)] // the benchmarks' endpoints answer every operation alike
     /// The `X-Amz-Target` header (e.g. `DynamoDB_20120810.PutItem`), or empty.
     pub target: String,
+    #[allow(dead_code)] // read by the signature test only
+    /// Every header as received, names as sent.
+    pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
 }
 
@@ -47,6 +50,10 @@ pub async fn read_request<S: AsyncRead + Unpin>(
         .and_then(|value| value.parse().ok())
         .unwrap_or(0);
     let target = header("x-amz-target").unwrap_or_default().to_owned();
+    let headers = headers
+        .iter()
+        .map(|(name, value)| (name.to_string(), value.to_string()))
+        .collect();
     while buffer.len() < header_end + length {
         match socket.read(&mut chunk).await {
             Ok(0) | Err(_) => return None,
@@ -59,6 +66,7 @@ pub async fn read_request<S: AsyncRead + Unpin>(
         method,
         path,
         target,
+        headers,
         body,
     })
 }

@@ -13,12 +13,12 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use audit_receiver::store::dynamodb::{
-    AUDIT_BUCKET, DynamoDbStore, PARTITION_KEY, SORT_KEY, TIME_INDEX,
+    AUDIT_BUCKET, DynamoDbStore, PARTITION_KEY, SORT_KEY, TIME_INDEX, Wire,
 };
 use audit_receiver::{BatchSettings, Handler, RetryPolicy};
 use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
+use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region, SharedCredentialsProvider};
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, AttributeValue, BillingMode, GlobalSecondaryIndex, KeySchemaElement,
     KeyType, Projection, ProjectionType, ScalarAttributeType,
@@ -234,7 +234,16 @@ pub fn settings() -> BatchSettings {
 }
 
 pub fn handler(endpoint: &str, table: &str, settings: BatchSettings) -> Handler<DynamoDbStore> {
-    Handler::new(DynamoDbStore::new(client(endpoint), table), settings)
+    Handler::new(store(endpoint, table), settings)
+}
+
+/// The function's DynamoDB adapter for a local endpoint, with the same credentials and region as
+/// `client` (moto keeps tables per account and region).
+pub fn store(endpoint: &str, table: &str) -> DynamoDbStore {
+    let credentials =
+        SharedCredentialsProvider::new(Credentials::new("test", "test", None, None, "tests"));
+    let wire = Wire::new(endpoint, "us-east-1", credentials).expect("a local endpoint");
+    DynamoDbStore::new(wire, table)
 }
 
 /// An SQS record as Lambda delivers it from a standard queue.

@@ -1,0 +1,364 @@
+//! Owns DynamoDB's wire for the function's calls: the endpoint, a pooled HTTP/1.1 client over
+//! rustls (the SDK's TLS stack and roots), and one signed JSON 1.0 POST per call. Must not know
+//! audit items, error meanings or batching.
+//!
+//! Why not the SDK's client: `aws-sdk-dynamodb` runs an orchestrator for every call (interceptors,
+//! endpoint rules, identity resolution, per-operation configuration, serialisation through its
+//! own types) that took about half of a record's CPU in the profile in BENCHMARKS.md; at 128 MB,
+//! 7.2 % of a core, CPU bounds throughput. A `PutItem` is one POST with a JSON body. The endpoint
+//! and the credentials still come from the SDK's configuration (`aws-config`): the same
+//! environment variables, profiles and endpoint rules as every SDK client.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use aws_credential_types::provider::SharedCredentialsProvider;
+use bytes::Bytes;
+use http::header::{AUTHORIZATION, CONTENT_TYPE, HOST, HeaderValue};
+use http::{Request, Uri};
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+
+use super::sigv4::{self, Signer};
+
+/// How long a connection may take to open; a dead endpoint then fails fast and is retried.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+/// Idle connections are closed after this (DynamoDB's own idle limit is longer).
+const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// The API version prefix of every DynamoDB target (`X-Amz-Target`).
+pub const TARGET_PREFIX: &str = "DynamoDB_20120810.";
+
+type Https = hyper_rustls::HttpsConnector<HttpConnector>;
+
+/// DynamoDB at one endpoint, with one region's credentials.
+#[derive(Clone)]
+pub struct Wire {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    client: Client<Https, Full<Bytes>>,
+    uri: Uri,
+    /// The `host` header as signed: the endpoint's host, with its port unless the scheme's default.
+    host: String,
+    host_header: HeaderValue,
+    signer: Signer,
+}
+
+impl std::fmt::Debug for Wire {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Wire")
+            .field("uri", &self.inner.uri)
+            .finish()
+    }
+}
+
+/// A whole answer: status, the `x-amzn-ErrorType` header if any, and the body.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub error_type: Option<String>,
+    pub body: Bytes,
+}
+
+/// A call that got no whole answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WireError {
+    #[error("{0}")]
+    Credentials(String),
+    #[error("connect timed out")]
+    ConnectTimeout,
+    #[error("connection failed")]
+    Connect,
+    #[error("the request could not be sent")]
+    Send,
+    #[error("the response was lost or could not be read")]
+    Response,
+}
+
+/// Why a wire could not be set up.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("DynamoDB endpoint: {0}")]
+pub struct SetupError(String);
+
+impl Wire {
+    /// DynamoDB as the SDK would reach it from `config`: `AWS_ENDPOINT_URL_DYNAMODB`, then
+    /// `AWS_ENDPOINT_URL` (or their profile settings), else the region's endpoint by the SDK's
+    /// own endpoint rules (FIPS and dual-stack included); the SDK's credentials chain.
+    pub async fn from_sdk_config(config: &aws_config::SdkConfig) -> Result<Self, SetupError> {
+        use aws_sdk_dynamodb::config::endpoint::{DefaultResolver, Params, ResolveEndpoint};
+        let region = config
+            .region()
+            .map(ToString::to_string)
+            .ok_or_else(|| SetupError("no AWS region: set AWS_REGION".into()))?;
+        let credentials = config
+            .credentials_provider()
+            .ok_or_else(|| SetupError("no AWS credentials provider".into()))?;
+        let configured = config
+            .service_config()
+            .and_then(|service| {
+                let key = aws_types::service_config::ServiceConfigKey::builder()
+                    .service_id("DynamoDB")
+                    .env("AWS_ENDPOINT_URL")
+                    .profile("endpoint_url")
+                    .build()
+                    .ok()?;
+                service.load_config(key)
+            })
+            .or_else(|| config.endpoint_url().map(str::to_owned));
+        let params = Params::builder()
+            .region(region.clone())
+            .set_use_fips(config.use_fips())
+            .set_use_dual_stack(config.use_dual_stack())
+            .set_endpoint(configured)
+            .build()
+            .map_err(|e| SetupError(e.to_string()))?;
+        let endpoint = DefaultResolver::new()
+            .resolve_endpoint(&params)
+            .await
+            .map_err(|e| SetupError(e.to_string()))?;
+        Self::new(endpoint.url(), &region, credentials)
+    }
+
+    /// DynamoDB at `endpoint` (`https://…` or `http://…`), signing for `region`.
+    pub fn new(
+        endpoint: &str,
+        region: &str,
+        credentials: SharedCredentialsProvider,
+    ) -> Result<Self, SetupError> {
+        let uri: Uri = endpoint
+            .parse()
+            .map_err(|e| SetupError(format!("{endpoint:?} is not a URL: {e}")))?;
+        let https = match uri.scheme_str() {
+            Some("https") => true,
+            Some("http") => false,
+            _ => {
+                return Err(SetupError(format!(
+                    "{endpoint:?} must start with https:// or http://"
+                )));
+            }
+        };
+        if !matches!(uri.path(), "" | "/") || uri.query().is_some() {
+            return Err(SetupError(format!(
+                "{endpoint:?} has a path; DynamoDB's endpoint is a host (and port) only"
+            )));
+        }
+        let authority = uri
+            .authority()
+            .ok_or_else(|| SetupError(format!("{endpoint:?} has no host")))?;
+        let host = match authority.port_u16() {
+            Some(443) if https => authority.host().to_owned(),
+            Some(80) if !https => authority.host().to_owned(),
+            Some(port) => format!("{}:{port}", authority.host()),
+            None => authority.host().to_owned(),
+        };
+        let host_header =
+            HeaderValue::from_str(&host).map_err(|e| SetupError(format!("{host:?}: {e}")))?;
+        let uri = Uri::builder()
+            .scheme(uri.scheme_str().unwrap_or("https"))
+            .authority(authority.as_str())
+            .path_and_query("/")
+            .build()
+            .map_err(|e| SetupError(e.to_string()))?;
+
+        let mut tcp = HttpConnector::new();
+        tcp.enforce_http(false);
+        tcp.set_nodelay(true);
+        tcp.set_connect_timeout(Some(CONNECT_TIMEOUT));
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls_config(https)?)
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(tcp);
+        let client = Client::builder(TokioExecutor::new())
+            .pool_timer(TokioTimer::new())
+            .pool_idle_timeout(IDLE_TIMEOUT)
+            .build(connector);
+        Ok(Self {
+            inner: Arc::new(Inner {
+                client,
+                uri,
+                host,
+                host_header,
+                signer: Signer::new(region, credentials),
+            }),
+        })
+    }
+
+    /// One call: `operation` (e.g. `PutItem`) with a JSON body; the whole answer, whatever its
+    /// status.
+    pub async fn call(&self, operation: &str, body: Vec<u8>) -> Result<Reply, WireError> {
+        let inner = &self.inner;
+        let target = format!("{TARGET_PREFIX}{operation}");
+        let signature = inner
+            .signer
+            .sign(&inner.host, &target, &body, SystemTime::now())
+            .await
+            .map_err(|e| WireError::Credentials(e.to_string()))?;
+        let mut request = Request::post(inner.uri.clone())
+            .header(HOST, inner.host_header.clone())
+            .header(CONTENT_TYPE, HeaderValue::from_static(sigv4::CONTENT_TYPE))
+            .header("x-amz-date", signature.amz_date)
+            .header("x-amz-target", target)
+            .header(AUTHORIZATION, signature.authorization);
+        if let Some(token) = signature.security_token.as_deref() {
+            request = request.header("x-amz-security-token", token);
+        }
+        let request = request
+            .body(Full::new(Bytes::from(body)))
+            .map_err(|_| WireError::Send)?;
+        let response = inner
+            .client
+            .request(request)
+            .await
+            .map_err(|e| transport_error(&e))?;
+        let status = response.status().as_u16();
+        let error_type = response
+            .headers()
+            .get("x-amzn-errortype")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .map_err(|_| WireError::Response)?
+            .to_bytes();
+        Ok(Reply {
+            status,
+            error_type,
+            body,
+        })
+    }
+
+    /// Makes the next call fetch the credentials again (DynamoDB said they expired).
+    pub fn forget_credentials(&self) {
+        self.inner.signer.invalidate();
+    }
+}
+
+/// rustls with the SDK's crypto (AWS-LC) and the system's roots, which honour `SSL_CERT_FILE`
+/// and `SSL_CERT_DIR` as the SDK's client does. Plain HTTP endpoints load no roots.
+fn tls_config(https: bool) -> Result<rustls::ClientConfig, SetupError> {
+    let mut roots = rustls::RootCertStore::empty();
+    if https {
+        let found = rustls_native_certs::load_native_certs();
+        let (added, _) = roots.add_parsable_certificates(found.certs);
+        if added == 0 {
+            return Err(SetupError(format!(
+                "no trusted root certificates found (SSL_CERT_FILE, SSL_CERT_DIR or the system's store): {:?}",
+                found.errors
+            )));
+        }
+    }
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    Ok(rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| SetupError(e.to_string()))?
+        .with_root_certificates(roots)
+        .with_no_client_auth())
+}
+
+/// A failed exchange as the batch needs it: each kind is worth another attempt.
+fn transport_error(error: &hyper_util::client::legacy::Error) -> WireError {
+    if error.is_connect() {
+        let mut source = std::error::Error::source(error);
+        while let Some(cause) = source {
+            if cause
+                .downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut)
+            {
+                return WireError::ConnectTimeout;
+            }
+            source = cause.source();
+        }
+        return WireError::Connect;
+    }
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        if cause.downcast_ref::<hyper::Error>().is_some() {
+            return WireError::Response;
+        }
+        source = cause.source();
+    }
+    WireError::Send
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aws_credential_types::Credentials;
+    use aws_types::SdkConfig;
+    use aws_types::region::Region;
+    use aws_types::service_config::{LoadServiceConfig, ServiceConfigKey};
+
+    fn config() -> aws_types::sdk_config::Builder {
+        SdkConfig::builder()
+            .region(Region::new("eu-central-1"))
+            .credentials_provider(SharedCredentialsProvider::new(Credentials::for_tests()))
+    }
+
+    async fn endpoint(config: SdkConfig) -> Result<(String, String), SetupError> {
+        let wire = Wire::from_sdk_config(&config).await?;
+        Ok((wire.inner.uri.to_string(), wire.inner.host.clone()))
+    }
+
+    #[derive(Debug)]
+    struct ServiceEndpoint(&'static str);
+    impl LoadServiceConfig for ServiceEndpoint {
+        fn load_config(&self, key: ServiceConfigKey<'_>) -> Option<String> {
+            (key.service_id() == "DynamoDB" && key.env() == "AWS_ENDPOINT_URL")
+                .then(|| self.0.to_owned())
+        }
+    }
+
+    #[tokio::test]
+    async fn the_endpoint_is_the_one_the_sdk_would_use() {
+        assert_eq!(
+            endpoint(config().build()).await.unwrap(),
+            (
+                "https://dynamodb.eu-central-1.amazonaws.com/".into(),
+                "dynamodb.eu-central-1.amazonaws.com".into()
+            )
+        );
+        assert_eq!(
+            endpoint(config().use_fips(true).build()).await.unwrap().1,
+            "dynamodb-fips.eu-central-1.amazonaws.com"
+        );
+        // AWS_ENDPOINT_URL, and AWS_ENDPOINT_URL_DYNAMODB before it; a port is part of the host.
+        let local = config().endpoint_url("http://127.0.0.1:4566").build();
+        assert_eq!(
+            endpoint(local).await.unwrap(),
+            ("http://127.0.0.1:4566/".into(), "127.0.0.1:4566".into())
+        );
+        let both = config()
+            .endpoint_url("http://127.0.0.1:4566")
+            .service_config(ServiceEndpoint("https://localhost:8443"))
+            .build();
+        assert_eq!(endpoint(both).await.unwrap().1, "localhost:8443");
+        let default_port = config().endpoint_url("https://ddb.example:443").build();
+        assert_eq!(endpoint(default_port).await.unwrap().1, "ddb.example");
+    }
+
+    #[tokio::test]
+    async fn a_bad_endpoint_or_a_missing_region_is_named() {
+        let no_region = SdkConfig::builder()
+            .credentials_provider(SharedCredentialsProvider::new(Credentials::for_tests()))
+            .build();
+        let error = endpoint(no_region).await.unwrap_err().to_string();
+        assert!(error.contains("AWS_REGION"), "{error}");
+
+        for (url, says) in [
+            ("http://127.0.0.1:4566/dynamodb", "has a path"),
+            ("ftp://127.0.0.1", "https://"),
+        ] {
+            let credentials = SharedCredentialsProvider::new(Credentials::for_tests());
+            let error = Wire::new(url, "us-east-1", credentials)
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains(says), "{url}: {error}");
+        }
+    }
+}
