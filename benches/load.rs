@@ -1071,8 +1071,8 @@ impl Report {
             out,
             "## CPU path without I/O (`cargo bench --bench cpu`)\n\n\
              Median of repeated runs: parse and validate the bodies; the same plus building the item and its \
-             DynamoDB attributes; the whole batch (dedupe, units, bounded concurrency, outcomes, response) with a \
-             store that maps the item and answers at once.\n\n{}",
+             `PutItem` request body; the whole batch (dedupe, units, bounded concurrency, outcomes, response) with a \
+             store that builds the request body and answers at once.\n\n{}",
             self.cpu_table
         );
         let findings = std::fs::read_to_string(bench.programs.root.join("benches/notes.md"))
@@ -1084,7 +1084,7 @@ impl Report {
     fn targets(&self) -> String {
         let mut rows: Vec<[String; 4]> = Vec::new();
         // One row per peer, best (lowest CPU) first: the issue names Powertools TypeScript as
-        // the strongest peer a user would pick; the naive Rust loop calls the same SDK as we do.
+        // the strongest peer a user would pick; the naive Rust loop is the cheapest of them.
         for tls in [false, true] {
             let transport = if tls { "TLS" } else { "plain HTTP" };
             let ours = self.cpu_us(Contender::Ours, tls);
@@ -1106,10 +1106,7 @@ impl Report {
                 let met = ours * 10.0 <= theirs;
                 let verdict = match (met, peer) {
                     (true, _) => pass(true).into(),
-                    (false, Contender::Naive) => "**NOT met**: the same SDK calls on both \
-                        sides; see \"Where the CPU goes\""
-                        .to_string(),
-                    (false, _) => pass(false).into(),
+                    (false, _) => "**NOT met**; see \"Where the CPU goes\"".into(),
                 };
                 rows.push([
                     format!("CPU per record, {transport}: ≤ 1/10 of {}'s", peer.name()),
@@ -1127,9 +1124,7 @@ impl Report {
                 if ours <= BEFORE_CPU_US / 2.0 {
                     pass(true).into()
                 } else {
-                    "not halved; **met** by the issue's alternative: the profile below shows \
-                     where the rest goes (the SDK)"
-                        .into()
+                    "not halved; **met** only if the profile below shows where the rest goes".into()
                 },
             ]);
         }
@@ -1168,8 +1163,11 @@ impl Report {
                     format!("{:.2} of the bound", ours.records_per_second / bound),
                     if close {
                         pass(true).into()
-                    } else {
+                    } else if cpu_bound < bound {
                         "**NOT met**: CPU-bound at this share; see \"Where the CPU goes\"".into()
+                    } else {
+                        "**NOT met**: each batch takes longer than one RTT (the memory-size table)"
+                            .into()
                     },
                 ]);
             }
@@ -1485,6 +1483,8 @@ const HOW: &str = "## How it is measured\n\n\
 The function is the real release binary (`target/release/audit-receiver`) run as Lambda runs it: a \
 process that polls the project's Runtime API stand-in (`tests/support/runtime_api.rs`) and writes to a \
 DynamoDB stand-in that answers every request (`{}`: written) after a fixed injected round trip (RTT). \
+Ours signs and sends its `PutItem`s with its own client (`src/store/dynamodb/wire.rs`); every peer \
+uses its language's AWS SDK. \
 The stand-in serves plain HTTP and TLS; its certificate is made at run time (rcgen) and trusted through \
 the standard variables: `SSL_CERT_FILE` for the Rust programs, `AWS_CA_BUNDLE` for boto3, \
 `NODE_EXTRA_CA_CERTS` for Node. Connecting costs no injected round trip (locally it costs microseconds; \
