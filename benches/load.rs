@@ -11,6 +11,8 @@ mod http;
 #[path = "../tests/support/runtime_api.rs"]
 mod runtime_api;
 mod support;
+#[path = "../tests/support/tls.rs"]
+mod tls;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -101,7 +103,7 @@ struct Endpoints {
 
 impl Endpoints {
     fn start(work: &Path) -> Self {
-        let (ca_pem, acceptor) = tls_acceptor();
+        let (ca_pem, acceptor) = tls::acceptor();
         let ca_file = work.join("stand-in-ca.pem");
         std::fs::write(&ca_file, ca_pem).unwrap();
         let start = |tls| {
@@ -137,31 +139,6 @@ impl Endpoints {
     fn requests(&self) -> usize {
         self.plain.requests.load(Ordering::Relaxed) + self.tls.requests.load(Ordering::Relaxed)
     }
-}
-
-/// A CA and a server certificate for 127.0.0.1 and localhost, made now (rcgen); the CA's PEM
-/// for the clients, and the acceptor for the stand-in.
-fn tls_acceptor() -> (String, tokio_rustls::TlsAcceptor) {
-    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, "audit-receiver bench CA");
-    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().unwrap()).unwrap();
-    let key = KeyPair::generate().unwrap();
-    let server = CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
-        .unwrap()
-        .signed_by(&key, &ca)
-        .unwrap();
-    let config = tokio_rustls::rustls::ServerConfig::builder()
-        .with_no_client_auth()
-        .with_single_cert(
-            vec![server.der().clone(), ca.der().clone()],
-            tokio_rustls::rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
-        )
-        .unwrap();
-    (ca.pem(), tokio_rustls::TlsAcceptor::from(Arc::new(config)))
 }
 
 // ---------------------------------------------------------------------------------------------

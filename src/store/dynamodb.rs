@@ -95,7 +95,8 @@ impl DynamoDbStore {
             return Ok(reply.body);
         }
         let failure = classify(reply.status, reply.error_type.as_deref(), &reply.body);
-        if matches!(&failure, Failure::Error(StoreError::Unavailable(why)) if why.starts_with("ExpiredToken"))
+        if matches!(&failure, Failure::Error(StoreError::Unavailable(why))
+            if CREDENTIALS_REFUSED.iter().any(|code| why.starts_with(code)))
         {
             self.wire.forget_credentials();
         }
@@ -348,34 +349,53 @@ enum Failure {
     Error(StoreError),
 }
 
-/// DynamoDB's error body (JSON 1.0 protocol): `__type` is `namespace#Code`.
-#[derive(Default, serde::Deserialize)]
-struct ErrorBody {
-    #[serde(rename = "__type", default)]
-    kind: String,
-    #[serde(alias = "Message", default)]
-    message: String,
-    #[serde(rename = "Item")]
-    item: Option<Map<String, Value>>,
-}
+/// Answers that say the request's signature or credentials were refused: not a property of the
+/// message, so retryable (another attempt, or SQS's next receive), with the credentials fetched
+/// again first. Clock skew and rotated credentials end up here.
+const CREDENTIALS_REFUSED: [&str; 5] = [
+    "ExpiredTokenException",
+    "InvalidSignatureException",
+    "IncompleteSignatureException",
+    "UnrecognizedClientException",
+    "MissingAuthenticationTokenException",
+];
 
 /// A non-2xx answer -> what the batch needs to know: exists, retryable, or final.
 fn classify(status: u16, error_type: Option<&str>, body: &[u8]) -> Failure {
-    let parsed: ErrorBody = serde_json::from_slice(body).unwrap_or_default();
-    let kind = error_type.filter(|t| !t.is_empty()).unwrap_or(&parsed.kind);
+    // DynamoDB's error body (JSON 1.0 protocol): `__type` is `namespace#Code`; read field by
+    // field so that a null or repeated message cannot hide the code or the old item.
+    let body: Map<String, Value> = serde_json::from_slice(body).unwrap_or_default();
+    let text = |names: &[&str]| {
+        names
+            .iter()
+            .find_map(|name| body.get(*name).and_then(Value::as_str))
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let kind = match error_type.filter(|t| !t.is_empty()) {
+        Some(header) => header.to_owned(),
+        None => text(&["__type"]),
+    };
     // `com.amazonaws.dynamodb.v20120810#Code`, or `Code:http://…` in the header form.
     let code = kind.rsplit('#').next().unwrap_or_default();
     let code = code.split(':').next().unwrap_or_default().to_owned();
-    let message = parsed.message;
+    let message = text(&["message", "Message", "errorMessage"]);
     Failure::Error(match code.as_str() {
-        "ConditionalCheckFailedException" => return Failure::Exists(parsed.item),
+        "ConditionalCheckFailedException" => {
+            return Failure::Exists(body.get("Item").and_then(Value::as_object).cloned());
+        }
         "ProvisionedThroughputExceededException"
         | "RequestLimitExceeded"
         | "ThrottlingException" => StoreError::Throttled(code),
-        "InternalServerError" => StoreError::Unavailable(code),
+        "InternalServerError"
+        | "TransactionConflictException"
+        | "ReplicatedWriteConflictException"
+        | "RequestTimeout"
+        | "RequestTimeoutException" => StoreError::Unavailable(code),
         "ResourceNotFoundException" => StoreError::TableNotFound(message),
-        // Temporary credentials ran out between our refresh and the call: fetch them again.
-        "ExpiredTokenException" => StoreError::Unavailable(format!("{code}: {message}")),
+        _ if CREDENTIALS_REFUSED.contains(&code.as_str()) => {
+            StoreError::Unavailable(format!("{code}: {message}"))
+        }
         _ if code.contains("Throttl") || code == "LimitExceededException" => {
             StoreError::Throttled(code)
         }
@@ -573,10 +593,20 @@ mod tests {
             error(400, "ThrottlingException", "x"),
             StoreError::Throttled(_)
         ));
-        assert!(matches!(
-            error(400, "ExpiredTokenException", "x"),
-            StoreError::Unavailable(why) if why.starts_with("ExpiredTokenException")
-        ));
+        for code in CREDENTIALS_REFUSED {
+            assert!(
+                matches!(error(400, code, "x"), e @ StoreError::Unavailable(_) if e.is_retryable()),
+                "{code}"
+            );
+        }
+        for code in ["TransactionConflictException", "RequestTimeout"] {
+            assert!(error(400, code, "x").is_retryable(), "{code}");
+        }
+        // A null message, or both spellings of it, still leave the code and the old item readable.
+        let both = br#"{"__type":"x#ConditionalCheckFailedException","message":null,"Message":"m","Item":{"auditText":{"S":"a"}}}"#;
+        assert!(
+            matches!(classify(400, None, both), Failure::Exists(Some(item)) if item.contains_key("auditText"))
+        );
         assert_eq!(
             error(
                 400,

@@ -9,6 +9,7 @@
 //! `format!`. The unit tests check every signature against `aws-sigv4` itself.
 
 use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime};
 
@@ -49,6 +50,10 @@ pub struct Signer {
     region: String,
     provider: SharedCredentialsProvider,
     keys: RwLock<Option<Arc<Keys>>>,
+    /// One fetch of the credentials at a time; the others wait for it and use its result.
+    refreshing: tokio::sync::Mutex<()>,
+    /// Counts `invalidate` calls, so that a fetch begun before one does not put back old keys.
+    generation: AtomicU64,
 }
 
 /// What a day's signatures need: the credentials and the key derived from their secret.
@@ -63,6 +68,8 @@ struct Keys {
     token: Option<Arc<str>>,
     key: hmac::Key,
     credentials: Credentials,
+    /// When to fetch the credentials again (None: they do not expire).
+    refresh_at: Option<SystemTime>,
 }
 
 impl Signer {
@@ -71,6 +78,8 @@ impl Signer {
             region: region.into(),
             provider,
             keys: RwLock::new(None),
+            refreshing: tokio::sync::Mutex::new(()),
+            generation: AtomicU64::new(0),
         }
     }
 
@@ -126,44 +135,56 @@ impl Signer {
     }
 
     /// Forgets the credentials, so that the next request fetches them again (after DynamoDB
-    /// answered that they expired).
+    /// refused them: expired, rotated, or a clock too far off).
     pub fn invalidate(&self) {
+        self.generation.fetch_add(1, Ordering::SeqCst);
         if let Ok(mut keys) = self.keys.write() {
             *keys = None;
         }
     }
 
+    fn cached(&self) -> Option<Arc<Keys>> {
+        self.keys.read().ok().and_then(|keys| keys.clone())
+    }
+
     async fn keys(&self, day: &str, now: SystemTime) -> Result<Arc<Keys>, CredentialsError> {
-        let cached = self.keys.read().ok().and_then(|keys| keys.clone());
+        if let Some(keys) = self.cached().filter(|k| k.day == day && k.fresh(now)) {
+            return Ok(keys);
+        }
+        let _one_at_a_time = self.refreshing.lock().await;
+        // Another task may have fetched them while this one waited.
+        let cached = self.cached();
+        if let Some(keys) = cached.as_ref().filter(|k| k.day == day && k.fresh(now)) {
+            return Ok(keys.clone());
+        }
+        let generation = self.generation.load(Ordering::SeqCst);
         let credentials = match cached {
-            Some(keys) if fresh(keys.credentials.expiry(), now) => {
-                if keys.day == day {
-                    return Ok(keys);
-                }
-                // A new day (UTC): the same credentials, a new key.
-                keys.credentials.clone()
-            }
+            // A new day (UTC): the same credentials, a new key.
+            Some(keys) if keys.fresh(now) => keys.credentials.clone(),
             _ => self
                 .provider
                 .provide_credentials()
                 .await
                 .map_err(|e| CredentialsError(e.to_string()))?,
         };
-        let keys = Arc::new(Keys::derive(credentials, day, &self.region));
-        if let Ok(mut slot) = self.keys.write() {
+        let keys = Arc::new(Keys::derive(credentials, day, &self.region, now));
+        if self.generation.load(Ordering::SeqCst) == generation
+            && let Ok(mut slot) = self.keys.write()
+        {
             *slot = Some(keys.clone());
         }
         Ok(keys)
     }
 }
 
-/// Unexpiring credentials (environment variables, static keys) stay fresh.
-fn fresh(expiry: Option<SystemTime>, now: SystemTime) -> bool {
-    expiry.is_none_or(|at| at > now + REFRESH_BEFORE_EXPIRY)
-}
-
 impl Keys {
-    fn derive(credentials: Credentials, day: &str, region: &str) -> Self {
+    /// `now`: when the credentials were fetched. They are fetched again 5 minutes before they
+    /// expire, or halfway through their life if that is shorter, never for every request.
+    fn derive(credentials: Credentials, day: &str, region: &str, now: SystemTime) -> Self {
+        let refresh_at = credentials.expiry().map(|expiry| {
+            let life = expiry.duration_since(now).unwrap_or_default();
+            expiry - REFRESH_BEFORE_EXPIRY.min(life / 2)
+        });
         let scope = format!("{day}/{region}/{SERVICE}/aws4_request");
         let step = |key: &[u8], data: &str| {
             hmac::sign(&hmac::Key::new(hmac::HMAC_SHA256, key), data.as_bytes())
@@ -180,7 +201,12 @@ impl Keys {
             token: credentials.session_token().map(Arc::from),
             key: hmac::Key::new(hmac::HMAC_SHA256, k_signing.as_ref()),
             credentials,
+            refresh_at,
         }
+    }
+
+    fn fresh(&self, now: SystemTime) -> bool {
+        self.refresh_at.is_none_or(|at| now < at)
     }
 }
 
@@ -251,6 +277,26 @@ mod tests {
             .map(|(_, v)| v.as_str())
     }
 
+    #[derive(Debug)]
+    struct Counting(Arc<std::sync::atomic::AtomicUsize>, SystemTime);
+    impl ProvideCredentials for Counting {
+        fn provide_credentials<'a>(
+            &'a self,
+        ) -> aws_credential_types::provider::future::ProvideCredentials<'a>
+        where
+            Self: 'a,
+        {
+            let n = self.0.fetch_add(1, Ordering::SeqCst);
+            aws_credential_types::provider::future::ProvideCredentials::ready(Ok(Credentials::new(
+                format!("AKID{n}"),
+                "secret",
+                Some("token".into()),
+                Some(self.1),
+                "test",
+            )))
+        }
+    }
+
     fn signer(credentials: &Credentials, region: &str) -> Signer {
         Signer::new(region, SharedCredentialsProvider::new(credentials.clone()))
     }
@@ -309,30 +355,29 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn credentials_near_their_expiry_are_fetched_again() {
-        use std::sync::atomic::{AtomicUsize, Ordering};
-
-        #[derive(Debug)]
-        struct Counting(Arc<AtomicUsize>, SystemTime);
-        impl ProvideCredentials for Counting {
-            fn provide_credentials<'a>(
-                &'a self,
-            ) -> aws_credential_types::provider::future::ProvideCredentials<'a>
-            where
-                Self: 'a,
-            {
-                let n = self.0.fetch_add(1, Ordering::SeqCst);
-                aws_credential_types::provider::future::ProvideCredentials::ready(Ok(
-                    Credentials::new(
-                        format!("AKID{n}"),
-                        "secret",
-                        Some("token".into()),
-                        Some(self.1),
-                        "test",
-                    ),
-                ))
-            }
+    async fn short_lived_credentials_are_not_fetched_for_every_request() {
+        let start = SystemTime::UNIX_EPOCH + Duration::from_secs(1_795_350_000);
+        let fetched = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        // 4 minutes of life: inside the 5-minute margin from the start.
+        let provider = Counting(fetched.clone(), start + Duration::from_secs(240));
+        let signer = Signer::new("us-east-1", SharedCredentialsProvider::new(provider));
+        for at in [0, 30, 90] {
+            let now = start + Duration::from_secs(at);
+            signer.sign("h", TARGET, b"{}", now).await.unwrap();
         }
+        assert_eq!(
+            fetched.load(Ordering::SeqCst),
+            1,
+            "halfway through their life"
+        );
+        let now = start + Duration::from_secs(121);
+        signer.sign("h", TARGET, b"{}", now).await.unwrap();
+        assert_eq!(fetched.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn credentials_near_their_expiry_are_fetched_again() {
+        use std::sync::atomic::AtomicUsize;
 
         let start = SystemTime::UNIX_EPOCH + Duration::from_secs(1_795_350_000);
         let fetched = Arc::new(AtomicUsize::new(0));
@@ -355,9 +400,15 @@ mod tests {
         assert_eq!(fetched.load(Ordering::SeqCst), 2);
         assert!(late.authorization.contains("Credential=AKID1/"));
 
-        // After DynamoDB says the token expired: fetched again.
+        // After DynamoDB refused them: fetched again.
         signer.invalidate();
         sign(0).await.unwrap();
         assert_eq!(fetched.load(Ordering::SeqCst), 3);
+
+        // Many requests at once when they must be fetched: one fetch.
+        signer.invalidate();
+        let all = futures::future::join_all((0..16).map(|_| sign(10))).await;
+        assert!(all.iter().all(Result::is_ok));
+        assert_eq!(fetched.load(Ordering::SeqCst), 4);
     }
 }

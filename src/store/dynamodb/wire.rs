@@ -30,7 +30,7 @@ const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// The API version prefix of every DynamoDB target (`X-Amz-Target`).
 pub const TARGET_PREFIX: &str = "DynamoDB_20120810.";
 
-type Https = hyper_rustls::HttpsConnector<HttpConnector>;
+type Https = ConnectTimeout<hyper_rustls::HttpsConnector<HttpConnector>>;
 
 /// DynamoDB at one endpoint, with one region's credentials.
 #[derive(Clone)]
@@ -119,7 +119,14 @@ impl Wire {
             .resolve_endpoint(&params)
             .await
             .map_err(|e| SetupError(e.to_string()))?;
-        Self::new(endpoint.url(), &region, credentials)
+        // The rules may name another signing region than the client's (`local` signs as
+        // us-east-1, as the SDK does).
+        let signing_region = endpoint
+            .auth_schemes()
+            .iter()
+            .find_map(|scheme| scheme.get("signingRegion")?.as_string())
+            .map_or(region, str::to_owned);
+        Self::new(endpoint.url(), &signing_region, credentials)
     }
 
     /// DynamoDB at `endpoint` (`https://…` or `http://…`), signing for `region`.
@@ -166,12 +173,13 @@ impl Wire {
         let mut tcp = HttpConnector::new();
         tcp.enforce_http(false);
         tcp.set_nodelay(true);
-        tcp.set_connect_timeout(Some(CONNECT_TIMEOUT));
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls_config(https)?)
-            .https_or_http()
-            .enable_http1()
-            .wrap_connector(tcp);
+        let connector = ConnectTimeout(
+            hyper_rustls::HttpsConnectorBuilder::new()
+                .with_tls_config(tls_config(https)?)
+                .https_or_http()
+                .enable_http1()
+                .wrap_connector(tcp),
+        );
         let client = Client::builder(TokioExecutor::new())
             .pool_timer(TokioTimer::new())
             .pool_idle_timeout(IDLE_TIMEOUT)
@@ -261,6 +269,45 @@ fn tls_config(https: bool) -> Result<rustls::ClientConfig, SetupError> {
         .with_no_client_auth())
 }
 
+/// Bounds a whole connection set-up (DNS, TCP and the TLS handshake) by `CONNECT_TIMEOUT`, as the
+/// SDK's connect timeout does; hyper's own bounds the TCP connect only.
+#[derive(Clone)]
+struct ConnectTimeout<C>(C);
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+impl<C> tower_service::Service<Uri> for ConnectTimeout<C>
+where
+    C: tower_service::Service<Uri> + Send,
+    C::Future: Send + 'static,
+    C::Error: Into<BoxError>,
+{
+    type Response = C::Response;
+    type Error = BoxError;
+    type Future =
+        std::pin::Pin<Box<dyn std::future::Future<Output = Result<C::Response, BoxError>> + Send>>;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), BoxError>> {
+        self.0.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, uri: Uri) -> Self::Future {
+        let connecting = self.0.call(uri);
+        Box::pin(async move {
+            match tokio::time::timeout(CONNECT_TIMEOUT, connecting).await {
+                Ok(result) => result.map_err(Into::into),
+                Err(_) => Err(Box::new(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "connect timed out",
+                )) as BoxError),
+            }
+        })
+    }
+}
+
 /// A failed exchange as the batch needs it: each kind is worth another attempt.
 fn transport_error(error: &hyper_util::client::legacy::Error) -> WireError {
     if error.is_connect() {
@@ -333,6 +380,25 @@ mod tests {
             endpoint(local).await.unwrap(),
             ("http://127.0.0.1:4566/".into(), "127.0.0.1:4566".into())
         );
+        // The region `local` (DynamoDB Local) signs as us-east-1, as the SDK does.
+        let local = SdkConfig::builder()
+            .region(Region::new("local"))
+            .credentials_provider(SharedCredentialsProvider::new(Credentials::for_tests()))
+            .build();
+        let wire = Wire::from_sdk_config(&local).await.unwrap();
+        assert_eq!(wire.inner.host, "localhost:8000");
+        let signature = wire
+            .inner
+            .signer
+            .sign("h", "t", b"", SystemTime::now())
+            .await
+            .unwrap();
+        assert!(
+            signature
+                .authorization
+                .contains("/us-east-1/dynamodb/aws4_request")
+        );
+
         let both = config()
             .endpoint_url("http://127.0.0.1:4566")
             .service_config(ServiceEndpoint("https://localhost:8443"))
