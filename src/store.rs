@@ -25,11 +25,7 @@ pub fn same_payload(stored: &AuditItem, new: &AuditItem) -> bool {
 /// Structural JSON equality with numbers compared by value.
 pub fn same_json(a: &Value, b: &Value) -> bool {
     match (a, b) {
-        (Value::Number(x), Value::Number(y)) => {
-            let (x, y) = (x.to_string(), y.to_string());
-            x == y
-                || matches!((Decimal::parse(&x), Decimal::parse(&y)), (Some(p), Some(q)) if p == q)
-        }
+        (Value::Number(x), Value::Number(y)) => same_number(&x.to_string(), &y.to_string()),
         (Value::Array(x), Value::Array(y)) => {
             x.len() == y.len() && x.iter().zip(y).all(|(p, q)| same_json(p, q))
         }
@@ -40,6 +36,11 @@ pub fn same_json(a: &Value, b: &Value) -> bool {
         }
         _ => a == b,
     }
+}
+
+/// Two numbers' texts (JSON or DynamoDB) compared by value: `1.0` equals `1`, `1e2` equals `100`.
+pub fn same_number(x: &str, y: &str) -> bool {
+    x == y || matches!((Decimal::parse(x), Decimal::parse(y)), (Some(p), Some(q)) if p == q)
 }
 
 /// What a conditional write found.

@@ -11,7 +11,7 @@ use serde::Serialize;
 use serde::ser::{SerializeMap, SerializeSeq, Serializer};
 use serde_json::{Map, Value};
 
-use super::{AuditStore, PutOutcome, StoreError};
+use super::{AuditStore, PutOutcome, StoreError, same_number};
 use crate::message::{AuditItem, Decimal};
 pub use wire::{SetupError, Wire, WireError};
 
@@ -84,20 +84,17 @@ impl DynamoDbStore {
 
     /// One call; a 2xx answer is `Ok` with its body, anything else a `Failure`.
     async fn call(&self, operation: &str, body: Vec<u8>) -> Result<bytes::Bytes, Failure> {
-        let reply = match self.wire.call(operation, body).await {
-            Ok(reply) => reply,
-            Err(WireError::Credentials(why)) => {
-                return Err(Failure::Error(StoreError::Unavailable(why)));
-            }
-            Err(error) => return Err(Failure::Error(StoreError::Unavailable(error.to_string()))),
-        };
+        let reply = self
+            .wire
+            .call(operation, body)
+            .await
+            .map_err(|error| Failure::Error(StoreError::Unavailable(error.to_string())))?;
         if (200..300).contains(&reply.status) {
             return Ok(reply.body);
         }
-        let failure = classify(reply.status, reply.error_type.as_deref(), &reply.body);
-        if matches!(&failure, Failure::Error(StoreError::Unavailable(why))
-            if CREDENTIALS_REFUSED.iter().any(|code| why.starts_with(code)))
-        {
+        let (failure, credentials_refused) =
+            classify(reply.status, reply.error_type.as_deref(), &reply.body);
+        if credentials_refused {
             self.wire.forget_credentials();
         }
         Err(failure)
@@ -246,9 +243,11 @@ fn compare_payload(item: &AuditItem, old: &Map<String, Value>) -> PutOutcome {
         .and_then(|text| text.get("S"))
         .and_then(Value::as_str)
         == Some(item.audit_text.as_str());
-    let same_extra = match (old.get("extra"), item.extra.is_empty()) {
+    let same_extra = match (old.get("extra").and_then(tagged), item.extra.is_empty()) {
         (None, true) => true,
-        (Some(stored), false) => same_value(stored, &Value::Object(item.extra.clone())),
+        (Some(("M", stored)), false) => stored
+            .as_object()
+            .is_some_and(|map| same_fields(map, &item.extra)),
         _ => false,
     };
     if same_text && same_extra {
@@ -261,33 +260,41 @@ fn compare_payload(item: &AuditItem, old: &Map<String, Value>) -> PutOutcome {
 /// A stored attribute (DynamoDB's JSON) against the producer's JSON value; numbers compare by
 /// value: DynamoDB returns `1` for a stored `1.0`.
 fn same_value(stored: &Value, new: &Value) -> bool {
-    let Some((tag, inner)) = stored
-        .as_object()
-        .filter(|attribute| attribute.len() == 1)
-        .and_then(|attribute| attribute.iter().next())
-    else {
+    let Some((tag, inner)) = tagged(stored) else {
         return false;
     };
-    match (tag.as_str(), new) {
+    match (tag, new) {
         ("NULL", Value::Null) => inner.as_bool() == Some(true),
         ("BOOL", Value::Bool(b)) => inner.as_bool() == Some(*b),
         ("S", Value::String(s)) => inner.as_str() == Some(s.as_str()),
-        ("N", Value::Number(n)) => inner.as_str().is_some_and(|x| {
-            let y = n.to_string();
-            x == y
-                || matches!((Decimal::parse(x), Decimal::parse(&y)), (Some(p), Some(q)) if p == q)
-        }),
+        ("N", Value::Number(n)) => inner
+            .as_str()
+            .is_some_and(|x| same_number(x, &n.to_string())),
         ("L", Value::Array(values)) => inner.as_array().is_some_and(|stored| {
             stored.len() == values.len() && stored.iter().zip(values).all(|(p, q)| same_value(p, q))
         }),
-        ("M", Value::Object(map)) => inner.as_object().is_some_and(|stored| {
-            stored.len() == map.len()
-                && stored
-                    .iter()
-                    .all(|(k, p)| map.get(k).is_some_and(|q| same_value(p, q)))
-        }),
+        ("M", Value::Object(map)) => inner
+            .as_object()
+            .is_some_and(|stored| same_fields(stored, map)),
         _ => false,
     }
+}
+
+/// A stored map's entries against the producer's object, field by field.
+fn same_fields(stored: &Map<String, Value>, new: &Map<String, Value>) -> bool {
+    stored.len() == new.len()
+        && stored
+            .iter()
+            .all(|(k, p)| new.get(k).is_some_and(|q| same_value(p, q)))
+}
+
+/// A DynamoDB attribute value's one tag and its content (`{"S": "x"}` -> `("S", "x")`).
+fn tagged(attribute: &Value) -> Option<(&str, &Value)> {
+    let attribute = attribute.as_object().filter(|a| a.len() == 1)?;
+    attribute
+        .iter()
+        .next()
+        .map(|(tag, inner)| (tag.as_str(), inner))
 }
 
 /// DynamoDB's item size: attribute names plus values, by the rules AWS documents (strings by
@@ -360,8 +367,9 @@ const CREDENTIALS_REFUSED: [&str; 5] = [
     "MissingAuthenticationTokenException",
 ];
 
-/// A non-2xx answer -> what the batch needs to know: exists, retryable, or final.
-fn classify(status: u16, error_type: Option<&str>, body: &[u8]) -> Failure {
+/// A non-2xx answer -> what the batch needs to know: exists, retryable, or final; and whether
+/// DynamoDB refused the credentials (they are then fetched again).
+fn classify(status: u16, error_type: Option<&str>, body: &[u8]) -> (Failure, bool) {
     // DynamoDB's error body (JSON 1.0 protocol): `__type` is `namespace#Code`; read field by
     // field so that a null or repeated message cannot hide the code or the old item.
     let body: Map<String, Value> = serde_json::from_slice(body).unwrap_or_default();
@@ -380,9 +388,11 @@ fn classify(status: u16, error_type: Option<&str>, body: &[u8]) -> Failure {
     let code = kind.rsplit('#').next().unwrap_or_default();
     let code = code.split(':').next().unwrap_or_default().to_owned();
     let message = text(&["message", "Message", "errorMessage"]);
-    Failure::Error(match code.as_str() {
+    let refused = CREDENTIALS_REFUSED.contains(&code.as_str());
+    let error = match code.as_str() {
         "ConditionalCheckFailedException" => {
-            return Failure::Exists(body.get("Item").and_then(Value::as_object).cloned());
+            let old = body.get("Item").and_then(Value::as_object).cloned();
+            return (Failure::Exists(old), false);
         }
         "ProvisionedThroughputExceededException"
         | "RequestLimitExceeded"
@@ -393,9 +403,7 @@ fn classify(status: u16, error_type: Option<&str>, body: &[u8]) -> Failure {
         | "RequestTimeout"
         | "RequestTimeoutException" => StoreError::Unavailable(code),
         "ResourceNotFoundException" => StoreError::TableNotFound(message),
-        _ if CREDENTIALS_REFUSED.contains(&code.as_str()) => {
-            StoreError::Unavailable(format!("{code}: {message}"))
-        }
+        _ if refused => StoreError::Unavailable(format!("{code}: {message}")),
         _ if code.contains("Throttl") || code == "LimitExceededException" => {
             StoreError::Throttled(code)
         }
@@ -411,7 +419,8 @@ fn classify(status: u16, error_type: Option<&str>, body: &[u8]) -> Failure {
         } else {
             format!("{code}: {message}")
         }),
-    })
+    };
+    (Failure::Error(error), refused)
 }
 
 #[cfg(test)]
@@ -585,8 +594,11 @@ mod tests {
                 r#"{{"__type":"com.amazonaws.dynamodb.v20120810#{code}","message":"{message}"}}"#
             );
             match classify(status, None, body.as_bytes()) {
-                Failure::Error(error) => error,
-                Failure::Exists(_) => panic!("{code} is not a condition failure"),
+                (Failure::Error(error), refused) => {
+                    assert_eq!(refused, CREDENTIALS_REFUSED.contains(&code), "{code}");
+                    error
+                }
+                (Failure::Exists(_), _) => panic!("{code} is not a condition failure"),
             }
         };
         assert!(matches!(
@@ -605,7 +617,7 @@ mod tests {
         // A null message, or both spellings of it, still leave the code and the old item readable.
         let both = br#"{"__type":"x#ConditionalCheckFailedException","message":null,"Message":"m","Item":{"auditText":{"S":"a"}}}"#;
         assert!(
-            matches!(classify(400, None, both), Failure::Exists(Some(item)) if item.contains_key("auditText"))
+            matches!(classify(400, None, both).0, Failure::Exists(Some(item)) if item.contains_key("auditText"))
         );
         assert_eq!(
             error(
@@ -621,11 +633,11 @@ mod tests {
         );
         // The error type may come in the x-amzn-ErrorType header, with no JSON body.
         assert!(matches!(
-            classify(400, Some("ThrottlingException:http://internal.amazon.com/"), b""),
+            classify(400, Some("ThrottlingException:http://internal.amazon.com/"), b"").0,
             Failure::Error(StoreError::Throttled(code)) if code == "ThrottlingException"
         ));
         assert!(matches!(
-            classify(403, None, b"<html>Forbidden</html>"),
+            classify(403, None, b"<html>Forbidden</html>").0,
             Failure::Error(StoreError::Rejected(why)) if why == "HTTP 403"
         ));
     }
