@@ -11,7 +11,7 @@ VENV_STAMP  := $(VENV)/.installed-$(shell cat requirements.txt | cksum | cut -d'
 # The extras' stamp covers both files: a change in either reinstalls them.
 BENCH_STAMP := $(VENV)/.installed-bench-$(shell cat requirements.txt requirements-bench.txt | cksum | cut -d' ' -f1)
 export PATH := $(VENV_BIN):$(PATH)
-# moto's server binary for the integration tests (tests/support starts one per test).
+# moto's server binary for the integration tests (crates/receiver/tests/support starts one per test).
 export MOTO_SERVER := $(VENV_BIN)/moto_server
 
 EVENT ?= events/clean-batch.json
@@ -41,10 +41,10 @@ $(BENCH_STAMP): $(VENV_STAMP) requirements-bench.txt
 	rm -f $(VENV)/.installed-bench-*
 	touch $@
 
-# The TypeScript benchmark peer (benches/peer-ts): its pinned node_modules, from package-lock.json
+# The TypeScript benchmark peer (bench/peer-ts): its pinned node_modules, from package-lock.json
 # with `npm ci` (Node >= 20 and npm on PATH). The stamp lives in node_modules, which `npm ci`
 # replaces whole, so a changed lock file reinstalls it.
-PEER_TS       := benches/peer-ts
+PEER_TS       := bench/peer-ts
 PEER_TS_STAMP := $(PEER_TS)/node_modules/.installed-$(shell cat $(PEER_TS)/package-lock.json | cksum | cut -d' ' -f1)
 
 $(PEER_TS_STAMP): $(PEER_TS)/package-lock.json $(PEER_TS)/package.json
@@ -53,16 +53,16 @@ $(PEER_TS_STAMP): $(PEER_TS)/package-lock.json $(PEER_TS)/package.json
 
 venv-bench: $(BENCH_STAMP) ## add the benchmark peer (Powertools Python) and zig (arm64 builds) to .venv
 
-peers: venv-bench $(PEER_TS_STAMP) ## the benchmark peers: Powertools Python (.venv) and TypeScript (benches/peer-ts)
+peers: venv-bench $(PEER_TS_STAMP) ## the benchmark peers: Powertools Python (.venv) and TypeScript (bench/peer-ts)
 
 fmt-check: ## cargo fmt --check
 	cargo fmt --all -- --check
 
 lint: fmt-check ## fmt and clippy, warnings are errors
-	cargo clippy --all-targets -- -D warnings
+	cargo clippy --workspace --all-targets -- -D warnings
 
 unit: ## unit tests only (no local AWS endpoint needed)
-	cargo test --lib --bins
+	cargo test --workspace --lib --bins
 
 # Other make files add their suites here (TEST_EXTRA += e2e).
 TEST_EXTRA ?=
@@ -73,7 +73,7 @@ test: venv lint ## everything: fmt, clippy, unit, integration (moto), cargo lamb
 # The suites themselves; `make test` runs them under local/canary.py, which proves that they
 # signalled no process outside their own and left none behind.
 test-suites:
-	@if command -v cargo-nextest >/dev/null; then cargo nextest run --lib --bins --tests --no-fail-fast; else cargo test --lib --bins --tests --no-fail-fast; fi
+	@if command -v cargo-nextest >/dev/null; then cargo nextest run --workspace --lib --bins --tests --no-fail-fast; else cargo test --workspace --lib --bins --tests --no-fail-fast; fi
 	$(if $(strip $(TEST_EXTRA)),$(MAKE) $(TEST_EXTRA))
 
 build: venv-bench ## the arm64 Lambda artefact (target/lambda/audit-receiver/bootstrap)
@@ -84,14 +84,16 @@ build-zip: venv-bench ## the arm64 artefact zipped, as Lambda receives it (targe
 
 # The load bench measures the function inside cgroups with each Lambda memory size's CPU share
 # (root, cgroup v1 cpu controller; rows are marked skipped where it cannot write them), and builds
-# the naive Rust peer (benches/naive_peer.rs) itself with `cargo bench --no-run`.
+# the naive Rust peer (bench/naive_peer.rs) itself with `cargo bench --no-run`.
 bench: build-zip peers ## benchmarks next to the peers (Powertools TS and Python, naive Rust); writes BENCHMARKS.md and its charts (about 10 minutes)
 	mkdir -p target/bench
+	cargo build --release --bin audit-receiver
 	cargo bench --bench cpu | tee target/bench/cpu.md
 	PEER_PYTHON=$(VENV_BIN)/python cargo bench --bench load
 
 bench-quick: peers ## a shorter benchmark run (smaller sizes, no package build); writes BENCHMARKS.md
 	mkdir -p target/bench
+	cargo build --release --bin audit-receiver
 	cargo bench --bench cpu | tee target/bench/cpu.md
 	PEER_PYTHON=$(VENV_BIN)/python cargo bench --bench load -- --quick
 

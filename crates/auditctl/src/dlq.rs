@@ -1,0 +1,499 @@
+//! Owns working the dead-letter queue: listing its messages (and leaving them visible) and
+//! redriving them to the source queue with their identity (`failureContext`) kept. Must not know
+//! DynamoDB; the message format is the library's (`deadletter.rs`), not restated here.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use aws_sdk_sqs::Client;
+use aws_sdk_sqs::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_sqs::types::{
+    ChangeMessageVisibilityBatchRequestEntry, MessageAttributeValue, MessageSystemAttributeName,
+};
+use serde_json::{Value, json};
+
+use super::TrailError;
+use super::output::{Column, Record};
+use audit_model::context::{FAILURE_CONTEXT, FAILURE_REASON, FailureContext, MAX_RECEIVES};
+use audit_model::message::canonical_time;
+
+/// SQS allows at most 10 message attributes.
+const MAX_ATTRIBUTES: usize = 10;
+/// How long a received message stays invisible while a command runs. Every message is made
+/// visible again at the end (visibility 0); this only bounds how long one stays hidden if the
+/// command is killed.
+const HOLD_SECONDS: i32 = 120;
+
+/// One message of the dead-letter queue, as received.
+#[derive(Debug, Clone)]
+pub struct DlqMessage {
+    pub message_id: String,
+    receipt_handle: String,
+    pub body: String,
+    pub attributes: HashMap<String, MessageAttributeValue>,
+    system: HashMap<MessageSystemAttributeName, String>,
+}
+
+impl DlqMessage {
+    fn string_attribute(&self, name: &str) -> Option<&str> {
+        self.attributes.get(name).and_then(|a| a.string_value())
+    }
+
+    /// The `failureContext` it carries, when valid.
+    pub fn context(&self) -> Option<FailureContext> {
+        self.string_attribute(FAILURE_CONTEXT)
+            .and_then(|text| FailureContext::parse(text).ok())
+    }
+
+    /// `failureReason`, else the context's reason, else `max_receives`: with neither, SQS moved
+    /// it after `maxReceiveCount` receives.
+    pub fn reason(&self) -> String {
+        self.string_attribute(FAILURE_REASON)
+            .map(str::to_owned)
+            .or_else(|| self.context().map(|c| c.reason).filter(|r| !r.is_empty()))
+            .unwrap_or_else(|| MAX_RECEIVES.to_owned())
+    }
+
+    /// The SQS message id of the original delivery.
+    pub fn original_id(&self) -> String {
+        self.context()
+            .map(|c| c.sqs_message_id)
+            .unwrap_or_else(|| self.message_id.clone())
+    }
+
+    fn system(&self, name: MessageSystemAttributeName) -> Option<&str> {
+        self.system.get(&name).map(String::as_str)
+    }
+
+    /// Receives at the source when it failed (from the context), else the queue's own count.
+    pub fn receive_count(&self) -> Option<u64> {
+        self.context().and_then(|c| c.receive_count).or_else(|| {
+            self.system(MessageSystemAttributeName::ApproximateReceiveCount)
+                .and_then(|n| n.parse().ok())
+        })
+    }
+
+    /// The context as a message whose context is missing or malformed gets it for a redrive:
+    /// its own message id and `SentTimestamp` are those of the original delivery (SQS keeps both
+    /// when it moves a message after `maxReceiveCount`).
+    pub fn context_for_redrive(&self) -> FailureContext {
+        self.context().unwrap_or_else(|| FailureContext {
+            reason: MAX_RECEIVES.to_owned(),
+            detail:
+                "moved by SQS after maxReceiveCount receives; context added by auditctl dlq redrive"
+                    .to_owned(),
+            sqs_message_id: self.message_id.clone(),
+            sent_timestamp: self
+                .system(MessageSystemAttributeName::SentTimestamp)
+                .map(str::to_owned),
+            receive_count: self
+                .system(MessageSystemAttributeName::ApproximateReceiveCount)
+                .and_then(|n| n.parse().ok()),
+            failed_at: canonical_time(chrono::Utc::now()),
+            event_source_arn: self
+                .system(MessageSystemAttributeName::DeadLetterQueueSourceArn)
+                .map(str::to_owned),
+        })
+    }
+
+    fn json(&self, show_body: bool) -> Value {
+        let mut value = json!({
+            "messageId": self.message_id,
+            "reason": self.reason(),
+            "originalSqsMessageId": self.original_id(),
+            "failedAt": self.context().map(|c| c.failed_at).filter(|t| !t.is_empty()),
+            "receiveCount": self.receive_count(),
+            "bodyBytes": self.body.len(),
+            "failureContext": self.string_attribute(FAILURE_CONTEXT)
+                .and_then(|t| serde_json::from_str::<Value>(t).ok()),
+        });
+        if show_body {
+            value["body"] = Value::String(self.body.clone());
+        }
+        value
+    }
+
+    fn cells(&self) -> Vec<String> {
+        vec![
+            self.message_id.clone(),
+            self.reason(),
+            self.original_id(),
+            self.context().map(|c| c.failed_at).unwrap_or_default(),
+            self.receive_count()
+                .map(|n| n.to_string())
+                .unwrap_or_default(),
+            self.body.len().to_string(),
+        ]
+    }
+}
+
+/// A listed message without its body (audit text can be personal data).
+pub struct Listed<'a>(pub &'a DlqMessage);
+/// A listed message with its body (`--show-body`).
+pub struct ListedWithBody<'a>(pub &'a DlqMessage);
+
+const fn column(name: &'static str, table_width: Option<usize>) -> Column {
+    Column { name, table_width }
+}
+
+impl Record for Listed<'_> {
+    const COLUMNS: &'static [Column] = &[
+        column("messageId", Some(36)),
+        column("reason", Some(29)),
+        column("originalSqsMessageId", Some(36)),
+        column("failedAt", Some(24)),
+        column("receiveCount", Some(7)),
+        column("bodyBytes", Some(9)),
+    ];
+    fn json(&self) -> Value {
+        self.0.json(false)
+    }
+    fn cells(&self) -> Vec<String> {
+        self.0.cells()
+    }
+}
+
+impl Record for ListedWithBody<'_> {
+    const COLUMNS: &'static [Column] = &[
+        column("messageId", Some(36)),
+        column("reason", Some(29)),
+        column("originalSqsMessageId", Some(36)),
+        column("failedAt", Some(24)),
+        column("receiveCount", Some(7)),
+        column("bodyBytes", Some(9)),
+        column("body", Some(48)),
+    ];
+    fn json(&self) -> Value {
+        self.0.json(true)
+    }
+    fn cells(&self) -> Vec<String> {
+        let mut cells = self.0.cells();
+        cells.push(self.0.body.clone());
+        cells
+    }
+}
+
+/// What a redrive does.
+#[derive(Debug, Clone, Default)]
+pub struct RedriveOptions {
+    /// Only messages of this reason; the others are left visible.
+    pub reason: Option<String>,
+    /// Move at most this many.
+    pub max: Option<u64>,
+    /// Messages per second at most.
+    pub rate: Option<f64>,
+    /// Change nothing: count what would move.
+    pub dry_run: bool,
+}
+
+/// What a redrive did (or, dry, would do), by reason.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RedriveReport {
+    pub moved: BTreeMap<String, u64>,
+    pub left: BTreeMap<String, u64>,
+    /// Messages that could not be moved (they stay in the dead-letter queue), with the error.
+    pub failed: Vec<(String, String)>,
+}
+
+/// The dead-letter queue.
+#[derive(Debug, Clone)]
+pub struct DeadLetterQueue {
+    client: Client,
+    url: String,
+    /// Distinct messages read at most in one command.
+    pub bound: usize,
+}
+
+impl DeadLetterQueue {
+    pub fn new(client: Client, url: impl Into<String>) -> Self {
+        Self {
+            client,
+            url: url.into(),
+            bound: 100_000,
+        }
+    }
+
+    /// Every message (up to `bound`), oldest receive first; all visible again when it returns.
+    pub async fn list(&self) -> Result<Vec<DlqMessage>, TrailError> {
+        let mut held = Held::default();
+        let result: Result<Vec<DlqMessage>, TrailError> = async {
+            let mut messages = Vec::new();
+            loop {
+                let batch = self.receive().await?;
+                let fresh = held.add(&batch);
+                if fresh == 0 {
+                    return Ok(messages);
+                }
+                messages.extend(batch.into_iter().filter(|m| held.is_first(m)));
+                if held.len() >= self.bound {
+                    return Ok(messages);
+                }
+            }
+        }
+        .await;
+        let released = self.release(&held).await;
+        let messages = result?;
+        released?;
+        Ok(messages)
+    }
+
+    /// Moves messages to `target_url`: each is sent (body byte for byte, attributes kept, a
+    /// `failureContext` added when it has none), and deleted here only after the send succeeded.
+    /// Everything not moved is visible again when it returns.
+    pub async fn redrive(
+        &self,
+        target_url: &str,
+        options: &RedriveOptions,
+    ) -> Result<RedriveReport, TrailError> {
+        let mut held = Held::default();
+        let mut report = RedriveReport::default();
+        let result = self
+            .redrive_held(target_url, options, &mut held, &mut report)
+            .await;
+        let released = self.release(&held).await;
+        result?;
+        released?;
+        Ok(report)
+    }
+
+    async fn redrive_held(
+        &self,
+        target_url: &str,
+        options: &RedriveOptions,
+        held: &mut Held,
+        report: &mut RedriveReport,
+    ) -> Result<(), TrailError> {
+        let fifo = target_url.ends_with(".fifo");
+        let interval = options
+            .rate
+            .filter(|r| *r > 0.0)
+            .map(|r| Duration::from_secs_f64(1.0 / r));
+        let mut next_send = tokio::time::Instant::now();
+        let mut moved = 0u64;
+        let full = |moved: u64| options.max.is_some_and(|max| moved >= max);
+        while !full(moved) && held.len() < self.bound {
+            let batch = self.receive().await?;
+            if held.add(&batch) == 0 {
+                break;
+            }
+            let firsts: Vec<&DlqMessage> = batch.iter().filter(|m| held.is_first(m)).collect();
+            for message in firsts {
+                let reason = message.reason();
+                let wanted = options.reason.as_ref().is_none_or(|r| *r == reason);
+                if !wanted || full(moved) {
+                    *report.left.entry(reason).or_default() += 1;
+                    continue;
+                }
+                if options.dry_run {
+                    moved += 1;
+                    *report.moved.entry(reason).or_default() += 1;
+                    continue;
+                }
+                if let Some(interval) = interval {
+                    tokio::time::sleep_until(next_send).await;
+                    next_send = tokio::time::Instant::now() + interval;
+                }
+                match self.move_one(message, target_url, fifo).await {
+                    Ok(()) => {
+                        held.forget(&message.message_id);
+                        moved += 1;
+                        *report.moved.entry(reason).or_default() += 1;
+                    }
+                    Err(error) => {
+                        report.failed.push((message.message_id.clone(), error));
+                        *report.left.entry(reason).or_default() += 1;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Send, then delete. A failed send leaves the message here; a failed delete after a good
+    /// send leaves a copy here that a later redrive sends again (the function absorbs it as a
+    /// duplicate: the identity is the same).
+    async fn move_one(
+        &self,
+        message: &DlqMessage,
+        target_url: &str,
+        fifo: bool,
+    ) -> Result<(), String> {
+        let mut attributes = message.attributes.clone();
+        if message.context().is_none() {
+            if !attributes.contains_key(FAILURE_CONTEXT) && attributes.len() >= MAX_ATTRIBUTES {
+                return Err(format!(
+                    "it has {} message attributes, leaving no room for failureContext: its identity would be lost, so it stays",
+                    attributes.len()
+                ));
+            }
+            let context = message.context_for_redrive().to_json();
+            let value = MessageAttributeValue::builder()
+                .data_type("String")
+                .string_value(context)
+                .build()
+                .map_err(|e| e.to_string())?;
+            attributes.insert(FAILURE_CONTEXT.to_owned(), value);
+        }
+        let mut send = self
+            .client
+            .send_message()
+            .queue_url(target_url)
+            .message_body(&message.body)
+            .set_message_attributes(Some(attributes));
+        if fifo {
+            send = send
+                .message_group_id(
+                    message
+                        .system(MessageSystemAttributeName::MessageGroupId)
+                        .unwrap_or("auditctl-redrive"),
+                )
+                // This dead-letter copy's id: a retried send is deduplicated, a later redrive of
+                // the same original (failed again, a new copy) is not.
+                .message_deduplication_id(&message.message_id);
+        }
+        send.send().await.map_err(|e| sqs_error(&e))?;
+        self.client
+            .delete_message()
+            .queue_url(&self.url)
+            .receipt_handle(&message.receipt_handle)
+            .send()
+            .await
+            .map_err(|e| {
+                format!(
+                    "sent, but not deleted from the dead-letter queue: {}",
+                    sqs_error(&e)
+                )
+            })?;
+        Ok(())
+    }
+
+    /// One receive of up to 10 messages, hidden for `HOLD_SECONDS`, with every attribute. A
+    /// one-second wait (long polling) asks every SQS server, so an empty answer means empty.
+    async fn receive(&self) -> Result<Vec<DlqMessage>, TrailError> {
+        let output = self
+            .client
+            .receive_message()
+            .queue_url(&self.url)
+            .max_number_of_messages(10)
+            .visibility_timeout(HOLD_SECONDS)
+            .wait_time_seconds(1)
+            .message_attribute_names("All")
+            .message_system_attribute_names(MessageSystemAttributeName::All)
+            .send()
+            .await
+            .map_err(|e| self.queue_error(&e))?;
+        Ok(output
+            .messages
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|m| {
+                Some(DlqMessage {
+                    message_id: m.message_id?,
+                    receipt_handle: m.receipt_handle?,
+                    body: m.body.unwrap_or_default(),
+                    attributes: m.message_attributes.unwrap_or_default(),
+                    system: m.attributes.unwrap_or_default(),
+                })
+            })
+            .collect())
+    }
+
+    /// Makes every held message visible again at once (ChangeMessageVisibilityBatch, 10 a call).
+    async fn release(&self, held: &Held) -> Result<(), TrailError> {
+        let entries: Vec<ChangeMessageVisibilityBatchRequestEntry> = held
+            .handles
+            .values()
+            .enumerate()
+            .filter_map(|(i, handle)| {
+                ChangeMessageVisibilityBatchRequestEntry::builder()
+                    .id(i.to_string())
+                    .receipt_handle(handle)
+                    .visibility_timeout(0)
+                    .build()
+                    .ok()
+            })
+            .collect();
+        let mut failed = 0;
+        for chunk in entries.chunks(10) {
+            let output = self
+                .client
+                .change_message_visibility_batch()
+                .queue_url(&self.url)
+                .set_entries(Some(chunk.to_vec()))
+                .send()
+                .await
+                .map_err(|e| self.queue_error(&e))?;
+            failed += output.failed.len();
+        }
+        if failed > 0 {
+            return Err(TrailError::Aws(format!(
+                "{failed} message(s) could not be made visible again; they will be after {HOLD_SECONDS} s"
+            )));
+        }
+        Ok(())
+    }
+
+    fn queue_error<E, R>(&self, error: &SdkError<E, R>) -> TrailError
+    where
+        E: ProvideErrorMetadata + std::error::Error + 'static,
+        R: std::fmt::Debug,
+    {
+        let code = error.code().unwrap_or_default();
+        if code.contains("NonExistentQueue") || code.contains("QueueDoesNotExist") {
+            TrailError::QueueNotFound {
+                url: self.url.clone(),
+                env: "DEAD_LETTER_QUEUE_URL",
+                flag: "--dlq-url",
+            }
+        } else {
+            TrailError::Aws(sqs_error(error))
+        }
+    }
+}
+
+fn sqs_error<E, R>(error: &SdkError<E, R>) -> String
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+    R: std::fmt::Debug,
+{
+    super::sdk_error(error)
+}
+
+/// Messages received and not yet deleted, by id, with their latest receipt handle (the one
+/// SQS honours); and which batch saw each first.
+#[derive(Debug, Default)]
+struct Held {
+    handles: BTreeMap<String, String>,
+    first_seen: HashMap<String, String>,
+}
+
+impl Held {
+    /// Records a batch; returns how many of its messages were not seen before.
+    fn add(&mut self, batch: &[DlqMessage]) -> usize {
+        let mut fresh = 0;
+        for message in batch {
+            if !self.first_seen.contains_key(&message.message_id) {
+                fresh += 1;
+                self.first_seen
+                    .insert(message.message_id.clone(), message.receipt_handle.clone());
+            }
+            self.handles
+                .insert(message.message_id.clone(), message.receipt_handle.clone());
+        }
+        fresh
+    }
+
+    /// Whether this is the receive that first saw the message (a message seen again after its
+    /// hold expired is not listed twice).
+    fn is_first(&self, message: &DlqMessage) -> bool {
+        self.first_seen.get(&message.message_id) == Some(&message.receipt_handle)
+    }
+
+    fn forget(&mut self, message_id: &str) {
+        self.handles.remove(message_id);
+    }
+
+    fn len(&self) -> usize {
+        self.first_seen.len()
+    }
+}

@@ -1,0 +1,432 @@
+//! auditctl, the operator's command line: reads the audit trail in time order and works the
+//! dead-letter queue. Argument parsing and wiring only; the logic is in `this crate`.
+
+use std::io::{BufWriter, IsTerminal, Write};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use audit_model::keys::DEFAULT_TABLE_NAME;
+use auditctl::TrailError;
+use auditctl::dlq::{DeadLetterQueue, Listed, ListedWithBody, RedriveOptions};
+use auditctl::item::TrailItem;
+use auditctl::merge::Order;
+use auditctl::output::{Format, Printer};
+use auditctl::query::{QueryOptions, Reader};
+use auditctl::range::TimeRange;
+use clap::{Args, Parser, Subcommand};
+use futures::{Stream, StreamExt};
+
+const AFTER_HELP: &str = "\
+Environment (a flag wins over its variable):
+  TABLE_NAME              the audit table (--table)
+  AUDIT_QUEUE_URL         the source queue, target of a redrive (--queue-url; stack output AuditQueueUrl)
+  DEAD_LETTER_QUEUE_URL   the dead-letter queue (--dlq-url; stack output AuditDeadLetterQueueUrl)
+  AWS_ENDPOINT_URL        a local endpoint such as moto (--endpoint-url)
+  AWS_PROFILE, AWS_REGION and the other standard AWS variables and files (--profile, --region)
+
+Examples:
+  auditctl query --from 2026-11-22T00:00:00Z --to 2026-11-22T23:59:59.999Z
+  auditctl query --from 2026-11-22T10:00:00+01:00 --to 2026-11-23T10:00:00+01:00 --desc --limit 20
+  auditctl query --from 2026-11-01T00:00:00Z --to 2026-12-01T00:00:00Z --format csv > november.csv
+  auditctl get order-42 --format jsonl
+  auditctl dlq list
+  auditctl dlq redrive --reason throttled --rate 50
+
+Exit status: 0 success, 1 failure (the message names the fix), 2 bad usage.";
+
+/// Reads the audit trail in time order and works the dead-letter queue.
+#[derive(Debug, Parser)]
+#[command(name = "auditctl", version, after_help = AFTER_HELP)]
+struct Cli {
+    #[command(flatten)]
+    aws: AwsArgs,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Args)]
+struct AwsArgs {
+    /// The AWS profile (default: the standard chain: AWS_PROFILE, environment, SSO, instance role).
+    #[arg(long, global = true, env = "AWS_PROFILE")]
+    profile: Option<String>,
+    /// The AWS region (default: the profile's, or AWS_REGION).
+    #[arg(long, global = true, env = "AWS_REGION")]
+    region: Option<String>,
+    /// A local AWS endpoint, e.g. http://127.0.0.1:5000 for moto.
+    #[arg(long, global = true, env = "AWS_ENDPOINT_URL")]
+    endpoint_url: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Every item with FROM <= auditTime <= TO, ordered by (auditTime, messageId), from the
+    /// byAuditTime index (never a Scan), printed as it is read.
+    #[command(after_help = "\
+Times are RFC 3339 with an offset (Z or ±hh:mm), any precision. Items are stored at millisecond
+precision in UTC: --to 10:00:00.9999Z includes 10:00:00.999Z; --from 10:00:00.0001Z starts at
+10:00:00.001Z. The 32 shards of each UTC day are read concurrently and merged; memory is bounded by
+the pages in flight (about 32 x 3 x --page-size items), not by the size of the range.
+
+Examples:
+  auditctl query --from 2026-11-22T00:00:00Z --to 2026-11-22T23:59:59.999Z
+  auditctl query --from 2026-11-22T10:00:00+01:00 --to 2026-11-22T11:00:00+01:00 --desc --limit 20
+  auditctl query --from 2026-11-01T00:00:00Z --to 2026-12-01T00:00:00Z --format jsonl | jq .auditText
+
+Environment: TABLE_NAME, AWS_ENDPOINT_URL, AWS_PROFILE, AWS_REGION.")]
+    Query(QueryArgs),
+    /// The item(s) of one messageId (a Query on the table's key).
+    #[command(after_help = "\
+Example:
+  auditctl get order-42 --format jsonl
+
+Environment: TABLE_NAME, AWS_ENDPOINT_URL, AWS_PROFILE, AWS_REGION.")]
+    Get(GetArgs),
+    /// The dead-letter queue: list its messages, or redrive them to the audit queue.
+    Dlq(DlqArgs),
+}
+
+#[derive(Debug, Args)]
+struct TableArgs {
+    /// The audit table.
+    #[arg(long, env = "TABLE_NAME", default_value = DEFAULT_TABLE_NAME)]
+    table: String,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    format: Format,
+}
+
+#[derive(Debug, Args)]
+struct QueryArgs {
+    /// First auditTime included, RFC 3339 with an offset, e.g. 2026-11-22T10:00:00Z.
+    #[arg(long, value_name = "TIME")]
+    from: String,
+    /// Last auditTime included, RFC 3339 with an offset, e.g. 2026-11-22T11:00:00+01:00.
+    #[arg(long, value_name = "TIME")]
+    to: String,
+    /// Newest first (reverses both auditTime and messageId order).
+    #[arg(long)]
+    desc: bool,
+    /// Stop after N rows (and stop querying).
+    #[arg(long, value_name = "N")]
+    limit: Option<u64>,
+    /// Items per Query request (the Query Limit).
+    #[arg(long, value_name = "N", default_value_t = 500, value_parser = clap::value_parser!(i32).range(1..))]
+    page_size: i32,
+    /// Query requests in flight at most.
+    #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=256))]
+    concurrency: u16,
+    /// Print rows, requests and time on stderr at the end.
+    #[arg(long)]
+    stats: bool,
+    #[command(flatten)]
+    table: TableArgs,
+}
+
+#[derive(Debug, Args)]
+struct GetArgs {
+    /// The item's messageId (a producer messageId, or the original SQS message id).
+    message_id: String,
+    #[command(flatten)]
+    table: TableArgs,
+}
+
+#[derive(Debug, Args)]
+struct DlqArgs {
+    /// The dead-letter queue URL (stack output AuditDeadLetterQueueUrl).
+    #[arg(long, global = true, env = "DEAD_LETTER_QUEUE_URL")]
+    dlq_url: Option<String>,
+    #[command(subcommand)]
+    command: DlqCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum DlqCommand {
+    /// The messages with their reason, original SQS message id, failed-at time, receive count
+    /// and body size; bodies only with --show-body. Leaves the queue as it was: every message
+    /// received is made visible again before the command ends.
+    #[command(after_help = "\
+The reason is the failureReason attribute the function set, or max_receives when there is none
+(SQS moved the message itself after maxReceiveCount receives).
+
+Examples:
+  auditctl dlq list
+  auditctl dlq list --reason conflict --show-body --format jsonl
+
+Environment: DEAD_LETTER_QUEUE_URL, AWS_ENDPOINT_URL, AWS_PROFILE, AWS_REGION.")]
+    List {
+        /// Only messages of this reason code (e.g. throttled, conflict, max_receives).
+        #[arg(long, value_name = "CODE")]
+        reason: Option<String>,
+        /// Print the bodies (audit text can be personal data).
+        #[arg(long)]
+        show_body: bool,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+    },
+    /// Moves messages back to the audit queue: each is sent (body and attributes as they are)
+    /// and deleted from the dead-letter queue only after the send succeeded.
+    #[command(after_help = "\
+A message without a failureContext (SQS moved it after maxReceiveCount receives) gets one built
+from its own message id and SentTimestamp, reason max_receives, so the function writes it under
+its original identity: a message already written is a duplicate, not a second item. (SQS's own
+StartMessageMoveTask gives each message a new id and loses that identity.) Messages not moved are
+visible again when the command ends.
+
+Examples:
+  auditctl dlq redrive --dry-run
+  auditctl dlq redrive --reason throttled --rate 50
+  auditctl dlq redrive --reason max_receives --max 100
+
+Environment: AUDIT_QUEUE_URL, DEAD_LETTER_QUEUE_URL, AWS_ENDPOINT_URL, AWS_PROFILE, AWS_REGION.")]
+    Redrive {
+        /// The audit queue the messages go back to (stack output AuditQueueUrl).
+        #[arg(long, env = "AUDIT_QUEUE_URL")]
+        queue_url: Option<String>,
+        /// Only messages of this reason code; the others stay.
+        #[arg(long, value_name = "CODE")]
+        reason: Option<String>,
+        /// Move at most N messages.
+        #[arg(long, value_name = "N")]
+        max: Option<u64>,
+        /// At most N messages per second.
+        #[arg(long, value_name = "N")]
+        rate: Option<f64>,
+        /// Change nothing: print what would move.
+        #[arg(long)]
+        dry_run: bool,
+    },
+}
+
+/// A failure: usage (exit 2) or anything else (exit 1).
+enum Failure {
+    Usage(String),
+    Trail(TrailError),
+}
+
+impl From<TrailError> for Failure {
+    fn from(error: TrailError) -> Self {
+        Self::Trail(error)
+    }
+}
+
+impl From<std::io::Error> for Failure {
+    fn from(error: std::io::Error) -> Self {
+        Self::Trail(TrailError::Output(error))
+    }
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> ExitCode {
+    let cli = Cli::parse(); // clap exits 2 on bad usage
+    match run(cli).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::Trail(TrailError::Output(e)))
+            if e.kind() == std::io::ErrorKind::BrokenPipe =>
+        {
+            ExitCode::SUCCESS // `auditctl query ... | head`
+        }
+        Err(Failure::Usage(message)) => {
+            eprintln!("error: {message}");
+            ExitCode::from(2)
+        }
+        Err(Failure::Trail(error)) => {
+            eprintln!("error: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> Result<(), Failure> {
+    let config = sdk_config(&cli.aws).await;
+    let location = match (&cli.aws.endpoint_url, config.region()) {
+        (Some(endpoint), _) => endpoint.clone(),
+        (None, Some(region)) => format!("region {region}"),
+        (None, None) => "no region (set AWS_REGION or --region)".to_owned(),
+    };
+    match cli.command {
+        Command::Query(args) => {
+            let range = TimeRange::parse(&args.from, &args.to)
+                .map_err(|e| Failure::Usage(e.to_string()))?;
+            let reader = Reader::new(
+                aws_sdk_dynamodb::Client::new(&config),
+                &args.table.table,
+                location,
+            );
+            reader.check_time_index().await?;
+            let options = QueryOptions {
+                order: if args.desc {
+                    Order::Descending
+                } else {
+                    Order::Ascending
+                },
+                page_size: args.page_size,
+                concurrency: usize::from(args.concurrency),
+                limit: args.limit,
+            };
+            let started = Instant::now();
+            let rows = reader.query(range, options);
+            let rows = match args.limit {
+                Some(limit) => rows
+                    .take(usize::try_from(limit).unwrap_or(usize::MAX))
+                    .left_stream(),
+                None => rows.right_stream(),
+            };
+            let printed = print_items(rows, args.table.format, &reader).await?;
+            if args.stats {
+                let elapsed = started.elapsed().as_secs_f64();
+                eprintln!(
+                    "{printed} rows, {} requests, {} items read, {elapsed:.2} s, {:.0} rows/s",
+                    reader.stats.requests(),
+                    reader.stats.items_read(),
+                    printed as f64 / elapsed.max(1e-9)
+                );
+            }
+            Ok(())
+        }
+        Command::Get(args) => {
+            let reader = Reader::new(
+                aws_sdk_dynamodb::Client::new(&config),
+                &args.table.table,
+                location,
+            );
+            print_items(reader.get(&args.message_id), args.table.format, &reader).await?;
+            Ok(())
+        }
+        Command::Dlq(dlq) => {
+            let url = dlq.dlq_url.ok_or(TrailError::NoQueueUrl {
+                what: "dead-letter queue",
+                env: "DEAD_LETTER_QUEUE_URL",
+                flag: "--dlq-url",
+                output: "AuditDeadLetterQueueUrl",
+            })?;
+            let queue = DeadLetterQueue::new(aws_sdk_sqs::Client::new(&config), url);
+            match dlq.command {
+                DlqCommand::List {
+                    reason,
+                    show_body,
+                    format,
+                } => {
+                    let messages = queue.list().await?;
+                    let shown = messages
+                        .iter()
+                        .filter(|m| reason.as_ref().is_none_or(|r| *r == m.reason()));
+                    let out = BufWriter::new(std::io::stdout().lock());
+                    if show_body {
+                        let mut printer = Printer::new(format, out);
+                        for message in shown {
+                            printer.print(&ListedWithBody(message))?;
+                        }
+                        printer.finish()?;
+                    } else {
+                        let mut printer = Printer::new(format, out);
+                        for message in shown {
+                            printer.print(&Listed(message))?;
+                        }
+                        printer.finish()?;
+                    }
+                    Ok(())
+                }
+                DlqCommand::Redrive {
+                    queue_url,
+                    reason,
+                    max,
+                    rate,
+                    dry_run,
+                } => {
+                    let target = queue_url.ok_or(TrailError::NoQueueUrl {
+                        what: "audit queue",
+                        env: "AUDIT_QUEUE_URL",
+                        flag: "--queue-url",
+                        output: "AuditQueueUrl",
+                    })?;
+                    if rate.is_some_and(|r| r.is_nan() || r <= 0.0) {
+                        return Err(Failure::Usage("--rate must be above 0".into()));
+                    }
+                    let options = RedriveOptions {
+                        reason,
+                        max,
+                        rate,
+                        dry_run,
+                    };
+                    let report = queue.redrive(&target, &options).await?;
+                    let total =
+                        |m: &std::collections::BTreeMap<String, u64>| m.values().sum::<u64>();
+                    let verb = if dry_run { "would move" } else { "moved" };
+                    println!("{verb} {} message(s) to {target}", total(&report.moved));
+                    for (reason, n) in &report.moved {
+                        println!("  {reason:<32} {n}");
+                    }
+                    let left = if dry_run { "would leave" } else { "left" };
+                    println!("{left} in the dead-letter queue: {}", total(&report.left));
+                    for (reason, n) in &report.left {
+                        println!("  {reason:<32} {n}");
+                    }
+                    for (id, error) in &report.failed {
+                        eprintln!("error: {id} not moved: {error}");
+                    }
+                    if report.failed.is_empty() {
+                        Ok(())
+                    } else {
+                        Err(TrailError::Aws(format!(
+                            "{} message(s) could not be moved (above); they stay in the dead-letter queue",
+                            report.failed.len()
+                        ))
+                        .into())
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The SDK configuration from the standard chain, with the flags over it. SDK retries stay on
+/// (standard mode): a command line can wait for a throttled request.
+async fn sdk_config(aws: &AwsArgs) -> aws_config::SdkConfig {
+    let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest());
+    if let Some(profile) = &aws.profile {
+        loader = loader.profile_name(profile);
+    }
+    if let Some(region) = &aws.region {
+        loader = loader.region(aws_config::Region::new(region.clone()));
+    }
+    if let Some(endpoint) = &aws.endpoint_url {
+        loader = loader.endpoint_url(endpoint);
+    }
+    loader.load().await
+}
+
+/// Prints rows as they arrive: flushed at least every 100 ms, with a progress line on stderr
+/// when stderr is a terminal. Returns the rows printed.
+async fn print_items(
+    rows: impl Stream<Item = Result<TrailItem, TrailError>>,
+    format: Format,
+    reader: &Reader,
+) -> Result<u64, Failure> {
+    let mut printer = Printer::new(format, BufWriter::new(std::io::stdout().lock()));
+    let progress = std::io::stderr().is_terminal();
+    let mut last = Instant::now();
+    let mut shown_progress = false;
+    let mut rows = std::pin::pin!(rows);
+    while let Some(row) = rows.next().await {
+        printer.print(&row?)?;
+        if last.elapsed() >= Duration::from_millis(100) {
+            printer.flush()?;
+            last = Instant::now();
+            if progress {
+                eprint!(
+                    "\r{} rows, {} requests ",
+                    printer.rows(),
+                    reader.stats.requests()
+                );
+                let _ = std::io::stderr().flush();
+                shown_progress = true;
+            }
+        }
+    }
+    printer.finish()?;
+    if shown_progress {
+        eprint!("\r\x1b[K");
+    }
+    Ok(printer.rows())
+}

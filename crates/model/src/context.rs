@@ -1,0 +1,180 @@
+//! Owns the `failureContext` of a dead-lettered message: why it is there and which original
+//! delivery it was, kept across redrives. Must not know SQS clients, DynamoDB or batching.
+
+use serde::{Deserialize, Serialize};
+
+/// Message attribute holding the reason code (String).
+pub const FAILURE_REASON: &str = "failureReason";
+/// Message attribute holding the `FailureContext` as JSON (String).
+pub const FAILURE_CONTEXT: &str = "failureContext";
+/// The reason `auditctl dlq redrive` gives a message that SQS moved by itself after
+/// `maxReceiveCount` receives (it carries no `failureContext`).
+pub const MAX_RECEIVES: &str = crate::Reason::MaxReceives.code();
+
+/// The `failureContext` attribute: why, and which original delivery. `sqs_message_id` and
+/// `sent_timestamp` are always the **original** delivery's, kept across redrives, so that a
+/// redriven message is keyed and timed as it was the first time.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FailureContext {
+    pub reason: String,
+    /// The error in words; never the body or the audit text.
+    #[serde(default)]
+    pub detail: String,
+    pub sqs_message_id: String,
+    /// Epoch milliseconds, as a string (as SQS writes `SentTimestamp`); absent when unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent_timestamp: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receive_count: Option<u64>,
+    /// Canonical time (`YYYY-MM-DDTHH:MM:SS.mmmZ`).
+    #[serde(default)]
+    pub failed_at: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_source_arn: Option<String>,
+}
+
+/// Why a `failureContext` attribute was not used; the record is then its own original delivery.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MalformedContext {
+    #[error("failureContext is not a JSON object of the expected fields: {0}")]
+    NotJson(String),
+    #[error("failureContext has no sqsMessageId")]
+    NoMessageId,
+    #[error("failureContext.sentTimestamp is not epoch milliseconds")]
+    BadSentTimestamp,
+}
+
+impl FailureContext {
+    /// Reads the attribute's text. Identity needs `sqsMessageId` (non-empty, at most 256
+    /// characters) and, when present, a `sentTimestamp` of epoch milliseconds (a string, or a
+    /// number written by another tool).
+    pub fn parse(text: &str) -> Result<Self, MalformedContext> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Lenient {
+            #[serde(default)]
+            reason: Option<String>,
+            #[serde(default)]
+            detail: Option<String>,
+            #[serde(default)]
+            sqs_message_id: Option<String>,
+            #[serde(default)]
+            sent_timestamp: Option<serde_json::Value>,
+            #[serde(default)]
+            receive_count: Option<serde_json::Value>,
+            #[serde(default)]
+            failed_at: Option<String>,
+            #[serde(default)]
+            event_source_arn: Option<String>,
+        }
+        let raw: Lenient =
+            serde_json::from_str(text).map_err(|e| MalformedContext::NotJson(e.to_string()))?;
+        let sqs_message_id = raw
+            .sqs_message_id
+            .filter(|id| !id.is_empty() && id.chars().count() <= 256)
+            .ok_or(MalformedContext::NoMessageId)?;
+        let sent_timestamp = match raw.sent_timestamp {
+            None | Some(serde_json::Value::Null) => None,
+            Some(serde_json::Value::String(s)) if epoch_millis(&s).is_some() => Some(s),
+            Some(serde_json::Value::Number(n)) if epoch_millis(&n.to_string()).is_some() => {
+                Some(n.to_string())
+            }
+            Some(_) => return Err(MalformedContext::BadSentTimestamp),
+        };
+        let receive_count = raw.receive_count.and_then(|v| match v {
+            serde_json::Value::Number(n) => n.as_u64(),
+            serde_json::Value::String(s) => s.trim().parse().ok(),
+            _ => None,
+        });
+        Ok(Self {
+            reason: raw.reason.unwrap_or_default(),
+            detail: raw.detail.unwrap_or_default(),
+            sqs_message_id,
+            sent_timestamp,
+            receive_count,
+            failed_at: raw.failed_at.unwrap_or_default(),
+            event_source_arn: raw.event_source_arn,
+        })
+    }
+
+    /// The attribute's text.
+    pub fn to_json(&self) -> String {
+        // A struct of strings and integers always serialises.
+        serde_json::to_string(self).unwrap_or_default()
+    }
+}
+
+/// Epoch milliseconds within chrono's range, as `SentTimestamp` holds them.
+fn epoch_millis(text: &str) -> Option<i64> {
+    let millis = text.trim().parse::<i64>().ok()?;
+    chrono::DateTime::from_timestamp_millis(millis).map(|_| millis)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn context_round_trips_with_the_spec_field_names() {
+        let context = FailureContext {
+            reason: "conflict".into(),
+            detail: "an item with this key and another payload exists".into(),
+            sqs_message_id: "0f1e".into(),
+            sent_timestamp: Some("1795348800000".into()),
+            receive_count: Some(1),
+            failed_at: "2026-11-22T12:00:00.000Z".into(),
+            event_source_arn: Some("arn:aws:sqs:us-east-1:123456789012:AuditQueue".into()),
+        };
+        let json: serde_json::Value = serde_json::from_str(&context.to_json()).unwrap();
+        for field in [
+            "reason",
+            "detail",
+            "sqsMessageId",
+            "sentTimestamp",
+            "receiveCount",
+            "failedAt",
+            "eventSourceArn",
+        ] {
+            assert!(json.get(field).is_some(), "{field} missing in {json}");
+        }
+        assert_eq!(json["sentTimestamp"], "1795348800000");
+        assert_eq!(FailureContext::parse(&context.to_json()), Ok(context));
+    }
+
+    #[test]
+    fn malformed_contexts_are_told_apart() {
+        assert!(matches!(
+            FailureContext::parse("not json"),
+            Err(MalformedContext::NotJson(_))
+        ));
+        assert!(matches!(
+            FailureContext::parse("[1,2]"),
+            Err(MalformedContext::NotJson(_))
+        ));
+        assert_eq!(
+            FailureContext::parse(r#"{"reason":"throttled"}"#),
+            Err(MalformedContext::NoMessageId)
+        );
+        assert_eq!(
+            FailureContext::parse(r#"{"sqsMessageId":""}"#),
+            Err(MalformedContext::NoMessageId)
+        );
+        assert_eq!(
+            FailureContext::parse(r#"{"sqsMessageId":"m","sentTimestamp":"yesterday"}"#),
+            Err(MalformedContext::BadSentTimestamp)
+        );
+        assert_eq!(
+            FailureContext::parse(r#"{"sqsMessageId":"m","sentTimestamp":"99999999999999999999"}"#),
+            Err(MalformedContext::BadSentTimestamp)
+        );
+        // A number written by another tool is read as the same epoch milliseconds.
+        let context =
+            FailureContext::parse(r#"{"sqsMessageId":"m","sentTimestamp":1795348800000}"#).unwrap();
+        assert_eq!(context.sent_timestamp.as_deref(), Some("1795348800000"));
+        // Identity without a time is still identity.
+        let context = FailureContext::parse(r#"{"sqsMessageId":"m"}"#).unwrap();
+        assert_eq!(context.sqs_message_id, "m");
+        assert_eq!(context.sent_timestamp, None);
+    }
+}

@@ -1,0 +1,11 @@
+//! The audit event shared by the three programs (the receiver, the archiver, auditctl): body
+//! rules, canonical time, the item and its key and buckets, reasons with their disposition, and
+//! the `failureContext` of a dead-lettered message. Pure: no AWS SDK, no async runtime, no I/O.
+
+pub mod context;
+pub mod keys;
+pub mod message;
+pub mod payload;
+pub mod reason;
+
+pub use reason::{Disposition, Reason};

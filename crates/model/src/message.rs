@@ -1,0 +1,688 @@
+//! Owns the audit message: body -> `AuditMessage` (field rules, canonical time) and the
+//! `AuditItem` that gets stored. Must not know DynamoDB, batching or the Lambda runtime.
+
+use chrono::{DateTime, NaiveDateTime, SecondsFormat, Utc};
+use serde_json::{Map, Value};
+
+use crate::Reason;
+
+/// Longest producer `messageId`, in characters.
+pub const MAX_MESSAGE_ID_CHARS: usize = 256;
+
+const AUDIT_TEXT: &str = "auditText";
+const AUDIT_TIME: &str = "auditTime";
+const MESSAGE_ID: &str = "messageId";
+
+/// A body that passed every rule of the contract.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AuditMessage {
+    /// Producer-assigned idempotency key, when the body carries one.
+    pub producer_message_id: Option<String>,
+    /// From the body's `auditTime`, else the SQS `SentTimestamp`.
+    pub audit_time: DateTime<Utc>,
+    pub audit_text: String,
+    /// The body's other fields, as sent.
+    pub extra: Map<String, Value>,
+}
+
+/// Why a body is not an audit message. Each variant has a stable `code()` for logs and metrics;
+/// the text never contains the body or the audit text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidMessage {
+    #[error("the record has no body")]
+    MissingBody,
+    #[error("the body is not JSON: {0}")]
+    InvalidJson(String),
+    #[error("the body is a JSON {0}, not an object")]
+    NotAnObject(&'static str),
+    #[error("the body has no auditText")]
+    MissingAuditText,
+    #[error("auditText is empty")]
+    EmptyAuditText,
+    #[error("{field} must be {expected}, found {found}")]
+    WrongType {
+        field: &'static str,
+        expected: &'static str,
+        found: &'static str,
+    },
+    #[error("auditTime has no UTC offset (add Z or ±hh:mm)")]
+    AuditTimeWithoutOffset,
+    #[error("auditTime is not an RFC 3339 time: {0}")]
+    InvalidAuditTime(String),
+    #[error("the body has no auditTime and the record has no valid SentTimestamp")]
+    MissingAuditTime,
+    #[error("messageId must be 1 to {MAX_MESSAGE_ID_CHARS} characters, found {0}")]
+    InvalidMessageId(usize),
+    #[error(
+        "the body has a messageId but no auditTime: the item key is (messageId, auditTime), so a re-send would make a second item"
+    )]
+    MessageIdWithoutAuditTime,
+    #[error("{0}")]
+    InvalidNumber(NumberError),
+}
+
+/// Why a JSON number cannot be stored as a DynamoDB number.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NumberError {
+    #[error("a number has {0} significant digits; DynamoDB stores at most 38")]
+    TooPrecise(usize),
+    #[error("a number's magnitude is outside DynamoDB's 1E-130 to 1E+126")]
+    OutOfRange,
+    #[error("a number's exponent is too large to read")]
+    ExponentOverflow,
+}
+
+impl InvalidMessage {
+    /// The reason code of this rule.
+    pub fn reason(&self) -> Reason {
+        match self {
+            Self::MissingBody => Reason::MissingBody,
+            Self::InvalidJson(_) => Reason::InvalidJson,
+            Self::NotAnObject(_) => Reason::NotAnObject,
+            Self::MissingAuditText => Reason::MissingAuditText,
+            Self::EmptyAuditText => Reason::EmptyAuditText,
+            Self::WrongType { .. } => Reason::InvalidFieldType,
+            Self::AuditTimeWithoutOffset => Reason::AuditTimeWithoutOffset,
+            Self::InvalidAuditTime(_) => Reason::InvalidAuditTime,
+            Self::MissingAuditTime => Reason::MissingAuditTime,
+            Self::InvalidMessageId(_) => Reason::InvalidMessageId,
+            Self::MessageIdWithoutAuditTime => Reason::MessageIdWithoutAuditTime,
+            Self::InvalidNumber(_) => Reason::InvalidNumber,
+        }
+    }
+
+    pub fn code(&self) -> &'static str {
+        self.reason().code()
+    }
+}
+
+impl AuditMessage {
+    /// Parses and validates a record body. `sent_at` is the record's `SentTimestamp`, used when
+    /// the body has no `auditTime`.
+    pub fn parse(
+        body: Option<&str>,
+        sent_at: Option<DateTime<Utc>>,
+    ) -> Result<Self, InvalidMessage> {
+        let body = body.ok_or(InvalidMessage::MissingBody)?;
+        let value: Value =
+            serde_json::from_str(body).map_err(|e| InvalidMessage::InvalidJson(e.to_string()))?;
+        let mut fields = match value {
+            Value::Object(map) => map,
+            other => return Err(InvalidMessage::NotAnObject(json_kind(&other))),
+        };
+
+        let audit_text = match fields.remove(AUDIT_TEXT) {
+            None | Some(Value::Null) => return Err(InvalidMessage::MissingAuditText),
+            Some(Value::String(text)) if text.is_empty() => {
+                return Err(InvalidMessage::EmptyAuditText);
+            }
+            Some(Value::String(text)) => text,
+            Some(other) => return Err(wrong_type(AUDIT_TEXT, "a string", &other)),
+        };
+
+        let (audit_time, time_in_body) = match fields.remove(AUDIT_TIME) {
+            None | Some(Value::Null) => (sent_at.ok_or(InvalidMessage::MissingAuditTime)?, false),
+            Some(Value::String(time)) => (parse_audit_time(&time)?, true),
+            Some(other) => return Err(wrong_type(AUDIT_TIME, "an RFC 3339 string", &other)),
+        };
+
+        let producer_message_id = match fields.remove(MESSAGE_ID) {
+            None | Some(Value::Null) => None,
+            Some(Value::String(id)) => {
+                let chars = id.chars().count();
+                if !(1..=MAX_MESSAGE_ID_CHARS).contains(&chars) {
+                    return Err(InvalidMessage::InvalidMessageId(chars));
+                }
+                Some(id)
+            }
+            Some(other) => return Err(wrong_type(MESSAGE_ID, "a string", &other)),
+        };
+        if producer_message_id.is_some() && !time_in_body {
+            return Err(InvalidMessage::MessageIdWithoutAuditTime);
+        }
+        for value in fields.values() {
+            check_numbers(value).map_err(InvalidMessage::InvalidNumber)?;
+        }
+
+        Ok(Self {
+            producer_message_id,
+            audit_time,
+            audit_text,
+            extra: fields,
+        })
+    }
+}
+
+/// Every number in `value` can be stored by DynamoDB.
+fn check_numbers(value: &Value) -> Result<(), NumberError> {
+    match value {
+        Value::Number(n) => check_number(&n.to_string()),
+        Value::Array(values) => values.iter().try_for_each(check_numbers),
+        Value::Object(map) => map.values().try_for_each(check_numbers),
+        _ => Ok(()),
+    }
+}
+
+/// DynamoDB's number rules: at most 38 significant digits, and zero or a magnitude from 1E-130
+/// up to (not including) 1E+126.
+pub fn check_number(text: &str) -> Result<(), NumberError> {
+    let decimal = Decimal::parse(text).ok_or(NumberError::ExponentOverflow)?;
+    if decimal.digits.is_empty() {
+        return Ok(()); // zero
+    }
+    if decimal.digits.len() > 38 {
+        return Err(NumberError::TooPrecise(decimal.digits.len()));
+    }
+    // value = 0.d1d2… × 10^exponent, so 1E-130 <= value < 1E+126 <=> -129 <= exponent <= 126.
+    if !(-129..=126).contains(&decimal.exponent) {
+        return Err(NumberError::OutOfRange);
+    }
+    Ok(())
+}
+
+/// A decimal number in normal form: value = (−1 if negative) × 0.`digits` × 10^`exponent`, with
+/// no leading or trailing zeros in `digits` (empty for zero). Equal values have equal forms.
+/// Hand-written because only equality and the digit count are needed; a bignum crate would add
+/// weight for no more.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decimal {
+    pub negative: bool,
+    pub digits: String,
+    pub exponent: i64,
+}
+
+impl Decimal {
+    /// Reads a JSON or DynamoDB number (`-12.50`, `1e2`, `5E-1`); None when it is not a number
+    /// or its exponent does not fit an i64.
+    pub fn parse(text: &str) -> Option<Self> {
+        let text = text.trim();
+        let (negative, unsigned) = match text.as_bytes().first()? {
+            b'-' => (true, &text[1..]),
+            b'+' => (false, &text[1..]),
+            _ => (false, text),
+        };
+        let (mantissa, exponent) = match unsigned.find(['e', 'E']) {
+            Some(at) => (&unsigned[..at], unsigned[at + 1..].parse::<i64>().ok()?),
+            None => (unsigned, 0),
+        };
+        let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+        if int.is_empty() && frac.is_empty()
+            || !int.chars().chain(frac.chars()).all(|c| c.is_ascii_digit())
+        {
+            return None;
+        }
+        let digits = format!("{int}{frac}");
+        let leading = digits.len() - digits.trim_start_matches('0').len();
+        let significant = digits.trim_start_matches('0').trim_end_matches('0');
+        if significant.is_empty() {
+            return Some(Self {
+                negative: false,
+                digits: String::new(),
+                exponent: 0,
+            });
+        }
+        let shift = i64::try_from(int.len()).ok()? - i64::try_from(leading).ok()?;
+        Some(Self {
+            negative,
+            digits: significant.to_owned(),
+            exponent: exponent.checked_add(shift)?,
+        })
+    }
+}
+
+/// Parses an RFC 3339 time with an offset (`Z` or `±hh:mm`), any fractional precision.
+pub fn parse_audit_time(text: &str) -> Result<DateTime<Utc>, InvalidMessage> {
+    match DateTime::parse_from_rfc3339(text) {
+        Ok(time) => {
+            let utc = time.with_timezone(&Utc);
+            // The canonical form has a four-digit year; an offset can push year 0000 or 9999 out.
+            if !(0..=9999).contains(&chrono::Datelike::year(&utc)) {
+                return Err(InvalidMessage::InvalidAuditTime(
+                    "the UTC year is outside 0000-9999".into(),
+                ));
+            }
+            Ok(utc)
+        }
+        Err(error) if lacks_offset(text) => {
+            let _ = error;
+            Err(InvalidMessage::AuditTimeWithoutOffset)
+        }
+        Err(error) => Err(InvalidMessage::InvalidAuditTime(error.to_string())),
+    }
+}
+
+/// A local date-time that would be valid RFC 3339 if it had an offset.
+fn lacks_offset(text: &str) -> bool {
+    [
+        "%Y-%m-%dT%H:%M:%S%.f",
+        "%Y-%m-%dt%H:%M:%S%.f",
+        "%Y-%m-%d %H:%M:%S%.f",
+    ]
+    .iter()
+    .any(|format| NaiveDateTime::parse_from_str(text, format).is_ok())
+}
+
+/// `YYYY-MM-DDTHH:MM:SS.mmmZ`: UTC, exactly three fractional digits (truncated), so that string
+/// order is time order.
+pub fn canonical_time(time: DateTime<Utc>) -> String {
+    // SecondsFormat::Millis truncates; `true` writes `Z` rather than `+00:00`.
+    time.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+/// The SQS `SentTimestamp` attribute (epoch milliseconds), when present and valid.
+pub fn parse_sent_timestamp(millis: Option<&str>) -> Option<DateTime<Utc>> {
+    millis?
+        .trim()
+        .parse::<i64>()
+        .ok()
+        .and_then(DateTime::from_timestamp_millis)
+}
+
+fn wrong_type(field: &'static str, expected: &'static str, found: &Value) -> InvalidMessage {
+    InvalidMessage::WrongType {
+        field,
+        expected,
+        found: json_kind(found),
+    }
+}
+
+fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// Shards per UTC day of the `byAuditTime` index: `auditBucket` is `YYYY-MM-DD#NN`, NN `00`-`31`.
+pub const AUDIT_BUCKET_SHARDS: u32 = 32;
+
+/// FNV-1a, 32 bits (offset basis 2166136261, prime 16777619), as the SPEC fixes it so that any
+/// reader can compute a bucket. Hand-written: four lines, and a crate would add a dependency
+/// whose output must still be pinned by these same test vectors.
+pub fn fnv1a_32(bytes: &[u8]) -> u32 {
+    bytes.iter().fold(2_166_136_261u32, |hash, &byte| {
+        (hash ^ u32::from(byte)).wrapping_mul(16_777_619)
+    })
+}
+
+/// The item's `auditBucket`: the UTC day of its canonical `auditTime` and the shard of its
+/// `messageId`.
+pub fn audit_bucket(message_id: &str, canonical_audit_time: &str) -> String {
+    let day = canonical_audit_time
+        .get(..10)
+        .unwrap_or(canonical_audit_time);
+    format!("{day}#{}", bucket_shard(message_id))
+}
+
+/// The two-digit shard of a `messageId`.
+pub fn bucket_shard(message_id: &str) -> String {
+    format!(
+        "{:02}",
+        fnv1a_32(message_id.as_bytes()) % AUDIT_BUCKET_SHARDS
+    )
+}
+
+/// Where and how a message was delivered: the SQS side of the item.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Delivery {
+    /// This delivery's SQS message id (the item's `sqsMessageId`).
+    pub sqs_message_id: String,
+    /// The SQS message id of the original delivery: this one's, or the one a redriven record
+    /// carries in its `failureContext`. The item's `messageId` when the body has none.
+    pub original_message_id: String,
+    /// `SentTimestamp` of the original delivery.
+    pub sent_at: Option<DateTime<Utc>>,
+    pub receive_count: Option<u64>,
+    pub event_source: Option<String>,
+}
+
+/// The item written to the audit table, independent of how a store represents it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AuditItem {
+    pub message_id: String,
+    pub audit_time: String,
+    /// `YYYY-MM-DD#NN`, the key of the `byAuditTime` index (`audit_bucket`).
+    pub audit_bucket: String,
+    pub audit_text: String,
+    pub sqs_message_id: String,
+    pub sent_at: Option<String>,
+    pub receive_count: Option<u64>,
+    pub event_source: Option<String>,
+    pub received_at: String,
+    pub extra: Map<String, Value>,
+    pub expires_at: Option<i64>,
+}
+
+impl AuditItem {
+    /// `retention_days` sets `expiresAt` to the audit time plus that many days: retention of an
+    /// audit record is counted from the event it records.
+    pub fn new(
+        message: AuditMessage,
+        delivery: Delivery,
+        received_at: DateTime<Utc>,
+        retention_days: Option<u32>,
+    ) -> Self {
+        let expires_at =
+            retention_days.map(|days| message.audit_time.timestamp() + i64::from(days) * 86_400);
+        let message_id = message
+            .producer_message_id
+            .unwrap_or_else(|| delivery.original_message_id.clone());
+        let audit_time = canonical_time(message.audit_time);
+        Self {
+            audit_bucket: audit_bucket(&message_id, &audit_time),
+            message_id,
+            audit_time,
+            audit_text: message.audit_text,
+            sqs_message_id: delivery.sqs_message_id,
+            sent_at: delivery.sent_at.map(canonical_time),
+            receive_count: delivery.receive_count,
+            event_source: delivery.event_source,
+            received_at: canonical_time(received_at),
+            extra: message.extra,
+            expires_at,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sent() -> Option<DateTime<Utc>> {
+        parse_sent_timestamp(Some("1795348800123")) // 2026-11-22T12:00:00.123Z
+    }
+
+    fn parse(body: &str) -> Result<AuditMessage, InvalidMessage> {
+        AuditMessage::parse(Some(body), sent())
+    }
+
+    fn canonical(body: &str) -> String {
+        canonical_time(parse(body).expect("valid body").audit_time)
+    }
+
+    #[test]
+    fn offset_times_are_stored_in_utc() {
+        assert_eq!(
+            canonical(r#"{"auditText":"x","auditTime":"2026-11-22T12:00:00+02:00"}"#),
+            "2026-11-22T10:00:00.000Z"
+        );
+        assert_eq!(
+            canonical(r#"{"auditText":"x","auditTime":"2026-11-22T23:30:00-05:30"}"#),
+            "2026-11-23T05:00:00.000Z"
+        );
+        assert_eq!(
+            canonical(r#"{"auditText":"x","auditTime":"2026-11-22T10:00:00Z"}"#),
+            "2026-11-22T10:00:00.000Z"
+        );
+    }
+
+    #[test]
+    fn fractional_precision_is_truncated_to_milliseconds() {
+        for (sent, stored) in [
+            ("2026-11-22T10:00:00.9Z", "2026-11-22T10:00:00.900Z"),
+            ("2026-11-22T10:00:00.12Z", "2026-11-22T10:00:00.120Z"),
+            ("2026-11-22T10:00:00.1239Z", "2026-11-22T10:00:00.123Z"),
+            ("2026-11-22T10:00:00.999999999Z", "2026-11-22T10:00:00.999Z"),
+            (
+                "2026-11-22T10:00:00.123456789123+01:00",
+                "2026-11-22T09:00:00.123Z",
+            ),
+        ] {
+            let body = format!(r#"{{"auditText":"x","auditTime":"{sent}"}}"#);
+            assert_eq!(canonical(&body), stored, "for {sent}");
+        }
+    }
+
+    #[test]
+    fn canonical_strings_sort_in_time_order() {
+        let times = [
+            "2026-11-22T09:59:59.999+00:00",
+            "2026-11-22T12:00:00.000+02:00",
+            "2026-11-22T10:00:00.001Z",
+        ];
+        let canon: Vec<String> = times
+            .iter()
+            .map(|t| canonical_time(parse_audit_time(t).unwrap()))
+            .collect();
+        let mut sorted = canon.clone();
+        sorted.sort();
+        assert_eq!(canon, sorted);
+    }
+
+    #[test]
+    fn missing_or_null_time_uses_sent_timestamp() {
+        assert_eq!(
+            canonical(r#"{"auditText":"x"}"#),
+            "2026-11-22T12:00:00.123Z"
+        );
+        assert_eq!(
+            canonical(r#"{"auditText":"x","auditTime":null}"#),
+            "2026-11-22T12:00:00.123Z"
+        );
+    }
+
+    #[test]
+    fn missing_time_without_sent_timestamp_is_invalid() {
+        assert_eq!(
+            AuditMessage::parse(Some(r#"{"auditText":"x"}"#), None),
+            Err(InvalidMessage::MissingAuditTime)
+        );
+        assert_eq!(parse_sent_timestamp(Some("not-a-number")), None);
+    }
+
+    #[test]
+    fn producer_message_id_and_extra_fields_are_kept() {
+        let message = parse(
+            r#"{"auditText":"login","messageId":"order-7","auditTime":"2026-11-22T10:00:00Z","actor":{"id":42},"amount":12.50,"big":123456789012345678901234567890}"#,
+        )
+        .unwrap();
+        assert_eq!(message.producer_message_id.as_deref(), Some("order-7"));
+        assert_eq!(message.audit_text, "login");
+        let keys: Vec<&str> = message.extra.keys().map(String::as_str).collect();
+        assert_eq!(keys.len(), 3);
+        assert!(keys.contains(&"actor") && keys.contains(&"amount") && keys.contains(&"big"));
+        // Exact digits survive (no f64 rounding).
+        assert_eq!(
+            message.extra["big"].to_string(),
+            "123456789012345678901234567890"
+        );
+        assert_eq!(message.extra["amount"].to_string(), "12.50");
+    }
+
+    #[test]
+    fn every_invalid_body_has_its_own_reason() {
+        let cases: &[(Option<&str>, &str)] = &[
+            (None, "missing_body"),
+            (Some("not json"), "invalid_json"),
+            (Some(""), "invalid_json"),
+            (Some(r#"{"auditText":"x""#), "invalid_json"),
+            (Some(r#"["auditText"]"#), "not_an_object"),
+            (Some(r#""just a string""#), "not_an_object"),
+            (Some("null"), "not_an_object"),
+            (
+                Some(r#"{"auditTime":"2026-11-22T10:00:00Z"}"#),
+                "missing_audit_text",
+            ),
+            (Some(r#"{"auditText":null}"#), "missing_audit_text"),
+            (Some(r#"{"auditText":""}"#), "empty_audit_text"),
+            (Some(r#"{"auditText":42}"#), "invalid_field_type"),
+            (
+                Some(r#"{"auditText":"x","auditTime":1795348800}"#),
+                "invalid_field_type",
+            ),
+            (
+                Some(r#"{"auditText":"x","messageId":7}"#),
+                "invalid_field_type",
+            ),
+            (
+                Some(r#"{"auditText":"x","auditTime":"2026-11-22T10:00:00"}"#),
+                "audit_time_without_offset",
+            ),
+            (
+                Some(r#"{"auditText":"x","auditTime":"2026-11-22 10:00:00.5"}"#),
+                "audit_time_without_offset",
+            ),
+            (
+                Some(r#"{"auditText":"x","auditTime":"yesterday"}"#),
+                "invalid_audit_time",
+            ),
+            (
+                Some(r#"{"auditText":"x","auditTime":"2026-13-01T10:00:00Z"}"#),
+                "invalid_audit_time",
+            ),
+            (
+                Some(r#"{"auditText":"x","auditTime":"2026-11-22"}"#),
+                "invalid_audit_time",
+            ),
+            (
+                Some(r#"{"auditText":"x","messageId":"","auditTime":"2026-11-22T10:00:00Z"}"#),
+                "invalid_message_id",
+            ),
+            (
+                Some(r#"{"auditText":"x","messageId":"p-1"}"#),
+                "message_id_without_audit_time",
+            ),
+            (
+                Some(r#"{"auditText":"x","messageId":"p-1","auditTime":null}"#),
+                "message_id_without_audit_time",
+            ),
+            (
+                Some(r#"{"auditText":"x","n":123456789012345678901234567890123456789}"#),
+                "invalid_number",
+            ),
+            (Some(r#"{"auditText":"x","n":1e126}"#), "invalid_number"),
+            (Some(r#"{"auditText":"x","n":-1e126}"#), "invalid_number"),
+            (Some(r#"{"auditText":"x","n":1e-131}"#), "invalid_number"),
+            (
+                Some(r#"{"auditText":"x","deep":[{"n":1e99999999999999999999}]}"#),
+                "invalid_number",
+            ),
+            (
+                Some(r#"{"auditText":"x","n":9e9223372036854775807}"#),
+                "invalid_number",
+            ),
+        ];
+        for (body, code) in cases {
+            let error = AuditMessage::parse(*body, sent()).expect_err("invalid body");
+            assert_eq!(error.code(), *code, "body {body:?}: {error}");
+        }
+    }
+
+    #[test]
+    fn fnv1a_matches_the_published_test_vectors() {
+        // From the FNV reference test suite (32-bit FNV-1a).
+        assert_eq!(fnv1a_32(b""), 0x811c_9dc5);
+        assert_eq!(fnv1a_32(b"a"), 0xe40c_292c);
+        assert_eq!(fnv1a_32(b"foobar"), 0xbf9c_f968);
+    }
+
+    #[test]
+    fn audit_bucket_is_the_utc_day_and_the_shard_of_the_message_id() {
+        // 0xbf9cf968 = 3214735720; 3214735720 % 32 = 8.
+        assert_eq!(
+            audit_bucket("foobar", "2026-11-22T10:00:00.000Z"),
+            "2026-11-22#08"
+        );
+        // 0xe40c292c % 32 = 12; an offset time is bucketed by its UTC day.
+        let utc = canonical_time(parse_audit_time("2026-11-23T01:30:00+02:00").unwrap());
+        assert_eq!(audit_bucket("a", &utc), "2026-11-22#12");
+        for id in ["x", "order-7", "é", "a much longer producer id"] {
+            let shard: u32 = bucket_shard(id).parse().unwrap();
+            assert!(shard < AUDIT_BUCKET_SHARDS);
+            assert_eq!(bucket_shard(id).len(), 2);
+        }
+    }
+
+    #[test]
+    fn numbers_dynamodb_can_store_are_kept() {
+        for n in [
+            "0",
+            "-0.0",
+            "1e125",
+            "9.9999999999999999999999999999999999999e125",
+            "1e-130",
+            "-1e-130",
+            "12345678901234567890123456789012345678",
+            "1234567890123456789012345678901234567800000",
+            "0.000000000000000000000000000000000000000000012345",
+        ] {
+            let body = format!(r#"{{"auditText":"x","n":{n}}}"#);
+            let message = parse(&body).unwrap_or_else(|e| panic!("{n}: {e}"));
+            assert_eq!(
+                Decimal::parse(&message.extra["n"].to_string()),
+                Decimal::parse(n),
+                "value kept"
+            );
+        }
+    }
+
+    #[test]
+    fn decimals_compare_by_value() {
+        let d = |t: &str| Decimal::parse(t).unwrap();
+        assert_eq!(d("1"), d("1.0"));
+        assert_eq!(d("100"), d("1e2"));
+        assert_eq!(d("0.5"), d("5E-1"));
+        assert_eq!(d("-0"), d("0"));
+        assert_ne!(d("1"), d("-1"));
+        assert_ne!(d("0.1"), d("0.01"));
+        assert_eq!(Decimal::parse("1e9223372036854775807"), None, "overflow");
+        assert_eq!(Decimal::parse("abc"), None);
+    }
+
+    #[test]
+    fn message_id_length_is_counted_in_characters() {
+        let ok = format!(
+            r#"{{"auditText":"x","messageId":"{}","auditTime":"2026-11-22T10:00:00Z"}}"#,
+            "é".repeat(256)
+        );
+        assert!(parse(&ok).is_ok());
+        let long = format!(
+            r#"{{"auditText":"x","messageId":"{}","auditTime":"2026-11-22T10:00:00Z"}}"#,
+            "a".repeat(257)
+        );
+        assert_eq!(parse(&long), Err(InvalidMessage::InvalidMessageId(257)));
+    }
+
+    #[test]
+    fn error_text_never_contains_the_audit_text() {
+        let error = parse(r#"{"auditText":"secret-person","auditTime":"soon"}"#).unwrap_err();
+        assert!(!error.to_string().contains("secret-person"));
+    }
+
+    #[test]
+    fn item_uses_producer_id_or_sqs_id_and_expires_from_audit_time() {
+        let delivery = Delivery {
+            sqs_message_id: "sqs-1".into(),
+            original_message_id: "sqs-1".into(),
+            sent_at: sent(),
+            receive_count: Some(2),
+            event_source: Some("arn:aws:sqs:us-east-1:000000000000:AuditQueue".into()),
+        };
+        let received = parse_audit_time("2026-11-22T12:00:01.5Z").unwrap();
+        let item = AuditItem::new(
+            parse(r#"{"auditText":"x"}"#).unwrap(),
+            delivery.clone(),
+            received,
+            Some(1),
+        );
+        assert_eq!(item.message_id, "sqs-1");
+        assert_eq!(item.sent_at.as_deref(), Some("2026-11-22T12:00:00.123Z"));
+        assert_eq!(item.received_at, "2026-11-22T12:00:01.500Z");
+        assert_eq!(item.expires_at, Some(1_795_348_800 + 86_400));
+
+        let item = AuditItem::new(
+            parse(r#"{"auditText":"x","messageId":"p-1","auditTime":"2026-11-22T10:00:00Z"}"#)
+                .unwrap(),
+            delivery,
+            received,
+            None,
+        );
+        assert_eq!(item.message_id, "p-1");
+        assert_eq!(item.sqs_message_id, "sqs-1");
+        assert_eq!(item.expires_at, None);
+    }
+}

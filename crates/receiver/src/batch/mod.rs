@@ -1,0 +1,332 @@
+//! Owns one batch: dedupe by SQS message id, bounded concurrency, the deadline, panics turned
+//! into failures, and each record's outcome. Must not know DynamoDB or the Lambda runtime. The
+//! rest is one concern a file: `schedule` (units, FIFO groups), `retry` (attempts, budget),
+//! `settle` (dead-letter or report), `letter` (the dead-letter message), `identity` (redrives).
+
+mod identity;
+mod letter;
+mod retry;
+mod schedule;
+mod settle;
+#[cfg(test)]
+mod tests;
+
+pub use letter::dead_letter;
+pub use retry::{RETRY_COST, RetryPolicy, TIMEOUT_RETRY_COST};
+
+use std::collections::{BTreeMap, HashSet};
+use std::panic::AssertUnwindSafe;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use aws_lambda_events::sqs::SqsMessage;
+use chrono::{DateTime, Utc};
+use futures::{FutureExt, StreamExt, stream};
+use tokio::time::Instant;
+
+use audit_model::Reason;
+use audit_model::message::{
+    AuditItem, AuditMessage, Delivery, InvalidMessage, parse_sent_timestamp,
+};
+
+use crate::deadletter::{DeadLetterQueue, SendError};
+use crate::store::{AuditStore, StoreError};
+use identity::{original, receive_count};
+use retry::{RetryBudget, write};
+use schedule::{message_ids, units};
+use settle::settle;
+
+/// How a batch runs; built from `Config` in production, by hand in tests.
+#[derive(Debug, Clone)]
+pub struct BatchSettings {
+    /// Writes in flight at most.
+    pub max_concurrency: usize,
+    /// Time kept in hand before the deadline. No record starts, and no write stays in flight,
+    /// later than `deadline - margin`; dead-letter sends may use the first half of the margin
+    /// (until `deadline - margin / 2`); the second half pays for the response and telemetry.
+    pub deadline_margin: Duration,
+    pub retention_days: Option<u32>,
+    pub retry: RetryPolicy,
+    /// The source queue's `maxReceiveCount`: a transient failure on this receive (or a later
+    /// one) is dead-lettered by the function, since SQS would move it without a reason.
+    pub max_receive_count: u64,
+}
+
+/// What happened to one record.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    Written,
+    /// Already stored with the same payload: success, nothing written.
+    Duplicate,
+    /// Failed, and sent to the dead-letter queue with its reason: reported as succeeded, so SQS
+    /// deletes it from the source queue.
+    DeadLettered(Failure),
+    /// Reported in `batchItemFailures`: SQS delivers it again (and its redrive policy applies).
+    Failed(Failure),
+}
+
+/// Why a record failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Failure {
+    #[error(transparent)]
+    Invalid(#[from] InvalidMessage),
+    #[error("an item with this key and another payload exists; the stored item was kept")]
+    Conflict,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("not finished before the invocation's deadline margin")]
+    Deadline,
+    #[error("processing the record panicked")]
+    Panic,
+    #[error("an earlier record of its FIFO message group failed")]
+    GroupStopped,
+}
+
+impl Failure {
+    /// The reason: its code for logs, metrics, the dead-letter queue and the demo's report, and
+    /// its disposition.
+    pub fn reason(&self) -> Reason {
+        match self {
+            Self::Invalid(invalid) => invalid.reason(),
+            Self::Conflict => Reason::Conflict,
+            Self::Store(error) => error.reason(),
+            Self::Deadline => Reason::Deadline,
+            Self::Panic => Reason::Panic,
+            Self::GroupStopped => Reason::GroupStopped,
+        }
+    }
+
+    pub fn code(&self) -> &'static str {
+        self.reason().code()
+    }
+
+    /// Another receive may succeed (`Reason::disposition`).
+    pub fn is_transient(&self) -> bool {
+        self.reason().is_transient()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecordOutcome {
+    pub sqs_message_id: String,
+    pub outcome: Outcome,
+    /// Why a dead-letter send that was due did not happen (the record is then `Failed`).
+    pub dead_letter_error: Option<SendError>,
+}
+
+/// Every distinct record of the batch with its outcome, in batch order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BatchReport {
+    /// Records in the event, repeats included.
+    pub received: usize,
+    pub records: Vec<RecordOutcome>,
+    /// The earliest `SentTimestamp` in the batch.
+    pub oldest_sent_at: Option<DateTime<Utc>>,
+}
+
+impl BatchReport {
+    pub fn written(&self) -> usize {
+        self.count(|o| matches!(o, Outcome::Written))
+    }
+
+    pub fn duplicates(&self) -> usize {
+        self.count(|o| matches!(o, Outcome::Duplicate))
+    }
+
+    /// Records reported in `batchItemFailures`.
+    pub fn failures(&self) -> impl Iterator<Item = (&str, &Failure)> {
+        self.records.iter().filter_map(|r| match &r.outcome {
+            Outcome::Failed(failure) => Some((r.sqs_message_id.as_str(), failure)),
+            _ => None,
+        })
+    }
+
+    /// Records sent to the dead-letter queue (reported as succeeded).
+    pub fn dead_lettered(&self) -> impl Iterator<Item = (&str, &Failure)> {
+        self.records.iter().filter_map(|r| match &r.outcome {
+            Outcome::DeadLettered(failure) => Some((r.sqs_message_id.as_str(), failure)),
+            _ => None,
+        })
+    }
+
+    pub fn failed_by_reason(&self) -> BTreeMap<&'static str, usize> {
+        by_reason(self.failures())
+    }
+
+    pub fn dead_lettered_by_reason(&self) -> BTreeMap<&'static str, usize> {
+        by_reason(self.dead_lettered())
+    }
+
+    fn count(&self, pick: impl Fn(&Outcome) -> bool) -> usize {
+        self.records.iter().filter(|r| pick(&r.outcome)).count()
+    }
+}
+
+fn by_reason<'a>(
+    failures: impl Iterator<Item = (&'a str, &'a Failure)>,
+) -> BTreeMap<&'static str, usize> {
+    let mut counts = BTreeMap::new();
+    for (_, failure) in failures {
+        *counts.entry(failure.code()).or_insert(0) += 1;
+    }
+    counts
+}
+
+/// The only error that fails a whole batch: a failure could not be reported for this record.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BatchError {
+    #[error(
+        "record {position} of the batch has no messageId, so its failure could not be reported"
+    )]
+    MissingMessageId { position: usize },
+}
+
+/// The ports a batch works through: the store, and the dead-letter queue when one is set.
+pub struct Ports<'a, S, Q> {
+    pub store: &'a S,
+    pub dead_letters: Option<&'a Q>,
+}
+
+/// The instants a batch works to.
+#[derive(Debug, Clone, Copy)]
+struct Cutoffs {
+    /// No record starts and no write is in flight after it.
+    work: Option<Instant>,
+    /// No dead-letter send is in flight after it.
+    send: Option<Instant>,
+}
+
+/// Processes a batch. `deadline` is when Lambda would stop the invocation (None: no deadline).
+pub async fn process_batch<S: AuditStore, Q: DeadLetterQueue>(
+    ports: Ports<'_, S, Q>,
+    settings: &BatchSettings,
+    records: &[SqsMessage],
+    deadline: Option<Instant>,
+) -> Result<BatchReport, BatchError> {
+    let ids = message_ids(records)?;
+    let mut seen = HashSet::with_capacity(ids.len());
+    let unique: Vec<usize> = (0..records.len())
+        .filter(|&i| seen.insert(ids[i]))
+        .collect();
+    let before =
+        |margin: Duration| deadline.map(|d| d.checked_sub(margin).unwrap_or_else(Instant::now));
+    let cutoffs = Cutoffs {
+        work: before(settings.deadline_margin),
+        send: before(settings.deadline_margin / 2),
+    };
+    let budget = RetryBudget::new(settings.retry.retry_budget);
+
+    let slots: Vec<OnceLock<(Outcome, Option<SendError>)>> =
+        records.iter().map(|_| OnceLock::new()).collect();
+    let work = stream::iter(units(records, &unique)).for_each_concurrent(
+        settings.max_concurrency.max(1),
+        |unit| {
+            let (slots, budget, ports) = (&slots, &budget, &ports);
+            async move {
+                // Set once a record of this unit fails: the rest of a FIFO group is not processed.
+                let mut stop: Option<Failure> = None;
+                for index in unit {
+                    let record = &records[index];
+                    let outcome = match &stop {
+                        Some(reason) => Outcome::Failed(reason.clone()),
+                        None if cutoffs.work.is_some_and(|c| Instant::now() >= c) => {
+                            Outcome::Failed(Failure::Deadline)
+                        }
+                        None => isolated(ports.store, settings, budget, record, cutoffs.work).await,
+                    };
+                    let (outcome, send_error) = match outcome {
+                        Outcome::Failed(failure) => {
+                            settle(ports.dead_letters, settings, record, failure, cutoffs.send)
+                                .await
+                        }
+                        done => (done, None),
+                    };
+                    if let (None, Outcome::Failed(failure)) = (&stop, &outcome) {
+                        stop = Some(match failure {
+                            Failure::Deadline => Failure::Deadline,
+                            _ => Failure::GroupStopped,
+                        });
+                    }
+                    // Each index belongs to exactly one unit, so the slot is still empty.
+                    let _ = slots[index].set((outcome, send_error));
+                }
+            }
+        },
+    );
+    match cutoffs.send {
+        // Whatever is still running then is dropped, and reported below as unfinished.
+        Some(cutoff) => {
+            let _ = tokio::time::timeout_at(cutoff, work).await;
+        }
+        None => work.await,
+    }
+
+    let records_out = unique
+        .iter()
+        .map(|&i| {
+            let (outcome, dead_letter_error) = slots[i]
+                .get()
+                .cloned()
+                .unwrap_or((Outcome::Failed(Failure::Deadline), None));
+            RecordOutcome {
+                sqs_message_id: ids[i].to_owned(),
+                outcome,
+                dead_letter_error,
+            }
+        })
+        .collect();
+    Ok(BatchReport {
+        received: records.len(),
+        records: records_out,
+        oldest_sent_at: records
+            .iter()
+            .filter_map(|r| {
+                parse_sent_timestamp(r.attributes.get("SentTimestamp").map(String::as_str))
+            })
+            .min(),
+    })
+}
+
+/// One record, with a panic anywhere in it turned into a failure of that record only.
+async fn isolated<S: AuditStore>(
+    store: &S,
+    settings: &BatchSettings,
+    budget: &RetryBudget,
+    record: &SqsMessage,
+    cutoff: Option<Instant>,
+) -> Outcome {
+    match AssertUnwindSafe(process_record(store, settings, budget, record, cutoff))
+        .catch_unwind()
+        .await
+    {
+        Ok(outcome) => outcome,
+        Err(_) => Outcome::Failed(Failure::Panic),
+    }
+}
+
+async fn process_record<S: AuditStore>(
+    store: &S,
+    settings: &BatchSettings,
+    budget: &RetryBudget,
+    record: &SqsMessage,
+    cutoff: Option<Instant>,
+) -> Outcome {
+    let (original, malformed) = original(record);
+    if let Some(error) = malformed {
+        tracing::warn!(sqs_message_id = ?record.message_id, %error, "failureContext ignored");
+    }
+    let sent_at = parse_sent_timestamp(original.sent_timestamp.as_deref());
+    let message = match AuditMessage::parse(record.body.as_deref(), sent_at) {
+        Ok(message) => message,
+        Err(invalid) => return Outcome::Failed(invalid.into()),
+    };
+    let delivery = Delivery {
+        sqs_message_id: record.message_id.clone().unwrap_or_default(),
+        original_message_id: original.message_id,
+        sent_at,
+        receive_count: receive_count(record),
+        event_source: record.event_source_arn.clone(),
+    };
+    let item = AuditItem::new(message, delivery, Utc::now(), settings.retention_days);
+    write(store, &item, &settings.retry, budget, cutoff).await
+}

@@ -1,0 +1,679 @@
+//! The batch's behaviour, through `process_batch` with the in-memory ports.
+
+use super::*;
+use crate::deadletter::memory::MemoryDeadLetterQueue;
+use crate::deadletter::{FAILURE_CONTEXT, FailureContext, SendError};
+use crate::store::memory::MemoryStore;
+
+fn ports(store: &MemoryStore) -> Ports<'_, MemoryStore, MemoryDeadLetterQueue> {
+    Ports {
+        store,
+        dead_letters: None,
+    }
+}
+
+const QUEUE: &str = "arn:aws:sqs:us-east-1:000000000000:AuditQueue";
+const FIFO_QUEUE: &str = "arn:aws:sqs:us-east-1:000000000000:AuditQueue.fifo";
+
+fn settings(max_concurrency: usize) -> BatchSettings {
+    BatchSettings {
+        max_concurrency,
+        deadline_margin: Duration::from_millis(100),
+        retention_days: None,
+        retry: RetryPolicy {
+            max_attempts: 3,
+            base_delay: Duration::from_millis(1),
+            max_delay: Duration::from_millis(5),
+            attempt_timeout: Duration::from_secs(2),
+            retry_budget: 100,
+        },
+        max_receive_count: 5,
+    }
+}
+
+fn record(id: &str, body: &str) -> SqsMessage {
+    let mut record = SqsMessage::default();
+    record.message_id = Some(id.to_owned());
+    record.body = Some(body.to_owned());
+    record.event_source_arn = Some(QUEUE.to_owned());
+    record
+        .attributes
+        .insert("SentTimestamp".into(), "1795348800000".into());
+    record
+        .attributes
+        .insert("ApproximateReceiveCount".into(), "1".into());
+    record
+}
+
+fn valid(id: &str) -> SqsMessage {
+    record(id, &format!(r#"{{"auditText":"text of {id}"}}"#))
+}
+
+fn fifo(id: &str, group: &str, body: &str) -> SqsMessage {
+    let mut record = record(id, body);
+    record.event_source_arn = Some(FIFO_QUEUE.to_owned());
+    record
+        .attributes
+        .insert("MessageGroupId".into(), group.to_owned());
+    record
+}
+
+fn failure_code(outcome: &Outcome) -> Option<&'static str> {
+    match outcome {
+        Outcome::Failed(failure) | Outcome::DeadLettered(failure) => Some(failure.code()),
+        _ => None,
+    }
+}
+
+fn failed_ids(report: &BatchReport) -> Vec<&str> {
+    report.failures().map(|(id, _)| id).collect()
+}
+
+fn outcome_of<'a>(report: &'a BatchReport, id: &str) -> &'a Outcome {
+    &report
+        .records
+        .iter()
+        .find(|r| r.sqs_message_id == id)
+        .expect("record in report")
+        .outcome
+}
+
+#[tokio::test]
+async fn clean_batch_writes_every_record() {
+    let store = MemoryStore::new();
+    let records: Vec<_> = (0..10).map(|i| valid(&format!("m{i}"))).collect();
+    let report = process_batch(ports(&store), &settings(32), &records, None)
+        .await
+        .unwrap();
+    assert_eq!(report.written(), 10);
+    assert!(failed_ids(&report).is_empty());
+    assert_eq!(store.items().len(), 10);
+}
+
+#[tokio::test]
+async fn invalid_records_fail_alone() {
+    let store = MemoryStore::new();
+    let records = vec![valid("ok-1"), record("bad", "not json"), valid("ok-2")];
+    let report = process_batch(ports(&store), &settings(32), &records, None)
+        .await
+        .unwrap();
+    assert_eq!(failed_ids(&report), ["bad"]);
+    // The reason, not serde_json's wording of it.
+    assert_eq!(
+        failure_code(outcome_of(&report, "bad")),
+        Some("invalid_json")
+    );
+    assert_eq!(store.items().len(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn concurrency_never_exceeds_the_bound() {
+    let store = MemoryStore::new().with_delay(Duration::from_millis(20));
+    let records: Vec<_> = (0..40).map(|i| valid(&format!("m{i}"))).collect();
+    let report = process_batch(ports(&store), &settings(4), &records, None)
+        .await
+        .unwrap();
+    assert_eq!(report.written(), 40);
+    assert_eq!(store.max_in_flight(), 4);
+}
+
+#[tokio::test]
+async fn the_same_message_id_twice_is_processed_once() {
+    let store = MemoryStore::new();
+    let records = vec![
+        valid("m1"),
+        valid("m1"),
+        record("bad", "[]"),
+        record("bad", "[]"),
+    ];
+    let report = process_batch(ports(&store), &settings(32), &records, None)
+        .await
+        .unwrap();
+    assert_eq!(store.calls(), 1);
+    assert_eq!(report.received, 4);
+    assert_eq!(report.records.len(), 2);
+    assert_eq!(failed_ids(&report), ["bad"]);
+}
+
+#[tokio::test]
+async fn redelivery_is_a_duplicate_and_another_payload_a_conflict() {
+    let store = MemoryStore::new();
+    let body = r#"{"auditText":"a","messageId":"p-1","auditTime":"2026-11-22T12:00:00Z"}"#;
+    let first = record("sqs-1", body);
+    process_batch(ports(&store), &settings(32), &[first], None)
+        .await
+        .unwrap();
+
+    let retry = record("sqs-2", body);
+    let clash = record(
+        "sqs-3",
+        r#"{"auditText":"changed","messageId":"p-1","auditTime":"2026-11-22T12:00:00Z"}"#,
+    );
+    let report = process_batch(ports(&store), &settings(32), &[retry, clash], None)
+        .await
+        .unwrap();
+    assert_eq!(outcome_of(&report, "sqs-2"), &Outcome::Duplicate);
+    assert_eq!(
+        outcome_of(&report, "sqs-3"),
+        &Outcome::Failed(Failure::Conflict)
+    );
+    let items = store.items();
+    assert_eq!(items.len(), 1);
+    assert_eq!(items[0].audit_text, "a");
+    assert_eq!(items[0].sqs_message_id, "sqs-1");
+}
+
+#[tokio::test]
+async fn fifo_group_stops_after_a_failure_and_other_groups_go_on() {
+    let store = MemoryStore::new();
+    let ok = r#"{"auditText":"x"}"#;
+    let records = vec![
+        fifo("a1", "A", ok),
+        fifo("b1", "B", ok),
+        fifo("a2", "A", "oops"),
+        fifo("b2", "B", ok),
+        fifo("a3", "A", ok),
+        fifo("b3", "B", ok),
+    ];
+    let report = process_batch(ports(&store), &settings(32), &records, None)
+        .await
+        .unwrap();
+    assert_eq!(failed_ids(&report), ["a2", "a3"]);
+    assert_eq!(
+        failure_code(outcome_of(&report, "a2")),
+        Some("invalid_json")
+    );
+    assert_eq!(
+        outcome_of(&report, "a3"),
+        &Outcome::Failed(Failure::GroupStopped)
+    );
+    let written: Vec<String> = store.write_order();
+    assert!(
+        !written.contains(&"a3".to_owned()),
+        "a3 must not be written"
+    );
+    assert_eq!(report.written(), 4);
+}
+
+#[tokio::test(start_paused = true)]
+async fn fifo_records_of_one_group_are_written_in_order_one_at_a_time() {
+    let store = MemoryStore::new().with_delay(Duration::from_millis(5));
+    let records: Vec<_> = (0..20)
+        .map(|i| fifo(&format!("g{i:02}"), "G", r#"{"auditText":"x"}"#))
+        .collect();
+    process_batch(ports(&store), &settings(32), &records, None)
+        .await
+        .unwrap();
+    let expected: Vec<String> = (0..20).map(|i| format!("g{i:02}")).collect();
+    assert_eq!(store.write_order(), expected);
+    assert_eq!(store.max_in_flight(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn standard_queue_ignores_message_group_ids() {
+    let store = MemoryStore::new().with_delay(Duration::from_millis(20));
+    let mut records: Vec<_> = (0..8).map(|i| valid(&format!("m{i}"))).collect();
+    for r in &mut records {
+        r.attributes.insert("MessageGroupId".into(), "same".into());
+    }
+    process_batch(ports(&store), &settings(8), &records, None)
+        .await
+        .unwrap();
+    assert_eq!(store.max_in_flight(), 8);
+}
+
+#[tokio::test]
+async fn a_panic_fails_only_its_record() {
+    let store = MemoryStore::new();
+    store.panic_on("boom");
+    let records = vec![valid("m1"), valid("boom"), valid("m2")];
+    let report = process_batch(ports(&store), &settings(32), &records, None)
+        .await
+        .unwrap();
+    assert_eq!(
+        outcome_of(&report, "boom"),
+        &Outcome::Failed(Failure::Panic)
+    );
+    assert_eq!(report.written(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn transient_errors_are_retried_and_permanent_ones_are_not() {
+    let store = MemoryStore::new();
+    store.fail_next(
+        "flaky",
+        [
+            StoreError::Throttled("slow down".into()),
+            StoreError::Unavailable("503".into()),
+        ],
+    );
+    store.fail_next("gone", [StoreError::TableNotFound("no table".into())]);
+    store.fail_next(
+        "down",
+        (0..10).map(|_| StoreError::Unavailable("500".into())),
+    );
+    let records = vec![valid("flaky"), valid("gone"), valid("down")];
+    let report = process_batch(ports(&store), &settings(32), &records, None)
+        .await
+        .unwrap();
+    assert_eq!(outcome_of(&report, "flaky"), &Outcome::Written);
+    assert_eq!(
+        outcome_of(&report, "gone").clone(),
+        Outcome::Failed(Failure::Store(StoreError::TableNotFound("no table".into())))
+    );
+    assert_eq!(
+        outcome_of(&report, "down").clone(),
+        Outcome::Failed(Failure::Store(StoreError::Unavailable("500".into())))
+    );
+    // flaky: 3 attempts; gone: 1; down: max_attempts = 3.
+    assert_eq!(store.calls(), 7);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_slow_store_is_cut_at_the_deadline_and_unfinished_records_fail() {
+    let store = MemoryStore::new().with_delay(Duration::from_millis(300));
+    let records: Vec<_> = (0..10).map(|i| valid(&format!("m{i}"))).collect();
+    let started = Instant::now();
+    let deadline = started + Duration::from_millis(500);
+    // Margin 100 ms: writes in the first wave (2 in flight) finish at ~300 ms, the second
+    // wave cannot finish before the cutoff at 400 ms, the rest never start.
+    let report = process_batch(ports(&store), &settings(2), &records, Some(deadline))
+        .await
+        .unwrap();
+    // Tokio's paused clock: the answer comes exactly at the send cutoff (deadline - 50 ms),
+    // where the unfinished second wave is dropped, never later.
+    assert!(started.elapsed() <= Duration::from_millis(450));
+    assert_eq!(report.written(), 2);
+    assert_eq!(report.failed_by_reason().get("deadline"), Some(&8));
+}
+
+#[tokio::test(start_paused = true)]
+async fn no_record_starts_when_the_deadline_margin_is_already_reached() {
+    let store = MemoryStore::new();
+    let records = vec![valid("m1"), valid("m2")];
+    let deadline = Instant::now() + Duration::from_millis(50);
+    let report = process_batch(ports(&store), &settings(32), &records, Some(deadline))
+        .await
+        .unwrap();
+    assert_eq!(store.calls(), 0);
+    assert_eq!(failed_ids(&report), ["m1", "m2"]);
+}
+
+#[tokio::test]
+async fn a_record_without_message_id_fails_the_batch_before_any_write() {
+    let store = MemoryStore::new();
+    let mut nameless = valid("x");
+    nameless.message_id = None;
+    let error = process_batch(ports(&store), &settings(32), &[valid("m1"), nameless], None)
+        .await
+        .unwrap_err();
+    assert_eq!(error, BatchError::MissingMessageId { position: 1 });
+    assert_eq!(store.calls(), 0);
+}
+
+// ---- dead-lettering ------------------------------------------------------------------------
+
+fn with_dlq<'a>(
+    store: &'a MemoryStore,
+    dlq: &'a MemoryDeadLetterQueue,
+) -> Ports<'a, MemoryStore, MemoryDeadLetterQueue> {
+    Ports {
+        store,
+        dead_letters: Some(dlq),
+    }
+}
+
+fn received(mut record: SqsMessage, count: u64) -> SqsMessage {
+    record
+        .attributes
+        .insert("ApproximateReceiveCount".into(), count.to_string());
+    record
+}
+
+fn with_attribute(mut record: SqsMessage, name: &str, value: &str) -> SqsMessage {
+    let mut attribute = aws_lambda_events::sqs::SqsMessageAttribute::default();
+    attribute.string_value = Some(value.to_owned());
+    attribute.data_type = Some("String".into());
+    record.message_attributes.insert(name.to_owned(), attribute);
+    record
+}
+
+fn reasons(dlq: &MemoryDeadLetterQueue) -> Vec<String> {
+    dlq.sent()
+        .iter()
+        .map(|l| l.reason().unwrap_or_default().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn permanent_failures_are_dead_lettered_at_the_first_receive_and_reported_succeeded() {
+    let (store, dlq) = (MemoryStore::new(), MemoryDeadLetterQueue::new());
+    let body = "{not json";
+    let poison = with_attribute(record("bad", body), "tenant", "acme");
+    let report = process_batch(
+        with_dlq(&store, &dlq),
+        &settings(32),
+        &[valid("ok"), poison],
+        None,
+    )
+    .await
+    .unwrap();
+    assert!(failed_ids(&report).is_empty(), "nothing comes back");
+    assert!(matches!(
+        outcome_of(&report, "bad"),
+        Outcome::DeadLettered(Failure::Invalid(InvalidMessage::InvalidJson(_)))
+    ));
+    let sent = dlq.sent();
+    assert_eq!(sent.len(), 1);
+    let letter = &sent[0];
+    assert_eq!(letter.body, body, "the body byte for byte");
+    assert_eq!(letter.reason(), Some("invalid_json"));
+    assert_eq!(
+        letter.attributes["tenant"].string_value.as_deref(),
+        Some("acme"),
+        "original attributes kept"
+    );
+    let context = letter.context().unwrap();
+    assert_eq!(context.reason, "invalid_json");
+    assert_eq!(context.sqs_message_id, "bad");
+    assert_eq!(context.sent_timestamp.as_deref(), Some("1795348800000"));
+    assert_eq!(context.receive_count, Some(1));
+    assert_eq!(context.event_source_arn.as_deref(), Some(QUEUE));
+    assert!(!context.detail.is_empty() && !context.detail.contains(body));
+    assert_eq!(letter.group_id, None);
+    assert_eq!(letter.deduplication_id, None);
+}
+
+#[tokio::test]
+async fn transient_failures_come_back_until_the_last_receive_then_are_dead_lettered() {
+    let (store, dlq) = (MemoryStore::new(), MemoryDeadLetterQueue::new());
+    store.fail_next(
+        "early",
+        (0..3).map(|_| StoreError::Throttled("slow down".into())),
+    );
+    store.fail_next(
+        "last",
+        (0..3).map(|_| StoreError::Throttled("slow down".into())),
+    );
+    let records = vec![received(valid("early"), 4), received(valid("last"), 5)];
+    let report = process_batch(with_dlq(&store, &dlq), &settings(32), &records, None)
+        .await
+        .unwrap();
+    assert_eq!(failed_ids(&report), ["early"]);
+    assert!(matches!(
+        outcome_of(&report, "last"),
+        Outcome::DeadLettered(Failure::Store(StoreError::Throttled(_)))
+    ));
+    assert_eq!(reasons(&dlq), ["throttled"]);
+}
+
+#[tokio::test]
+async fn a_failed_send_reports_the_record_failed_so_sqs_keeps_it() {
+    let (store, dlq) = (MemoryStore::new(), MemoryDeadLetterQueue::new());
+    dlq.refuse_all(SendError::QueueMissing(
+        "AWS.SimpleQueueService.NonExistentQueue".into(),
+    ));
+    let report = process_batch(
+        with_dlq(&store, &dlq),
+        &settings(32),
+        &[record("bad", "[]")],
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(failed_ids(&report), ["bad"]);
+    assert!(matches!(
+        report.records[0].dead_letter_error,
+        Some(SendError::QueueMissing(_))
+    ));
+}
+
+#[tokio::test]
+async fn records_sqs_cannot_carry_again_stay_on_the_sqs_path() {
+    let (store, dlq) = (MemoryStore::new(), MemoryDeadLetterQueue::new());
+    let mut no_body = record("no-body", "");
+    no_body.body = None;
+    let empty_body = record("empty-body", "");
+    let mut crowded = record("crowded", "[]");
+    for i in 0..9 {
+        crowded = with_attribute(crowded, &format!("a{i}"), "v");
+    }
+    let mut eight = record("eight", "[]");
+    for i in 0..8 {
+        eight = with_attribute(eight, &format!("a{i}"), "v");
+    }
+    let report = process_batch(
+        with_dlq(&store, &dlq),
+        &settings(32),
+        &[no_body, empty_body, crowded, eight],
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(failed_ids(&report), ["no-body", "empty-body", "crowded"]);
+    assert!(matches!(
+        report.records[2].dead_letter_error,
+        Some(SendError::TooManyAttributes(9))
+    ));
+    assert!(matches!(
+        outcome_of(&report, "eight"),
+        Outcome::DeadLettered(_)
+    ));
+    assert_eq!(dlq.sent()[0].attributes.len(), 10);
+}
+
+#[tokio::test]
+async fn a_dead_lettered_fifo_record_lets_its_group_go_on_in_order() {
+    let (store, dlq) = (MemoryStore::new(), MemoryDeadLetterQueue::new());
+    let ok = r#"{"auditText":"x"}"#;
+    let records = vec![
+        fifo("a1", "A", ok),
+        fifo("a2", "A", "poison"),
+        fifo("a3", "A", ok),
+    ];
+    let report = process_batch(with_dlq(&store, &dlq), &settings(32), &records, None)
+        .await
+        .unwrap();
+    assert!(failed_ids(&report).is_empty());
+    assert_eq!(store.write_order(), ["a1", "a3"]);
+    let letter = &dlq.sent()[0];
+    assert_eq!(letter.group_id.as_deref(), Some("A"));
+    assert_eq!(letter.deduplication_id.as_deref(), Some("a2"));
+}
+
+#[tokio::test]
+async fn a_fifo_group_stops_when_its_dead_letter_send_fails() {
+    let (store, dlq) = (MemoryStore::new(), MemoryDeadLetterQueue::new());
+    dlq.fail_next([SendError::Unavailable("connection failed".into())]);
+    let ok = r#"{"auditText":"x"}"#;
+    let records = vec![fifo("a1", "A", "poison"), fifo("a2", "A", ok)];
+    let report = process_batch(with_dlq(&store, &dlq), &settings(32), &records, None)
+        .await
+        .unwrap();
+    assert_eq!(failed_ids(&report), ["a1", "a2"]);
+    assert_eq!(
+        outcome_of(&report, "a2"),
+        &Outcome::Failed(Failure::GroupStopped)
+    );
+    assert!(store.write_order().is_empty());
+}
+
+#[tokio::test]
+async fn a_redriven_record_is_its_original_delivery() {
+    let (store, dlq) = (MemoryStore::new(), MemoryDeadLetterQueue::new());
+    // First delivery: written under its SQS id and SentTimestamp.
+    process_batch(
+        with_dlq(&store, &dlq),
+        &settings(32),
+        &[valid("orig")],
+        None,
+    )
+    .await
+    .unwrap();
+    // Redriven: a new SQS id and a new SentTimestamp, the original in failureContext.
+    let context = FailureContext {
+        reason: "throttled".into(),
+        detail: String::new(),
+        sqs_message_id: "orig".into(),
+        sent_timestamp: Some("1795348800000".into()),
+        receive_count: Some(5),
+        failed_at: "2026-11-22T12:00:01.000Z".into(),
+        event_source_arn: None,
+    };
+    let mut redriven = with_attribute(
+        record("redriven", r#"{"auditText":"text of orig"}"#),
+        FAILURE_CONTEXT,
+        &context.to_json(),
+    );
+    redriven
+        .attributes
+        .insert("SentTimestamp".into(), "1795349999999".into());
+    let report = process_batch(with_dlq(&store, &dlq), &settings(32), &[redriven], None)
+        .await
+        .unwrap();
+    assert_eq!(outcome_of(&report, "redriven"), &Outcome::Duplicate);
+    let items = store.items();
+    assert_eq!(items.len(), 1);
+    assert_eq!(items[0].message_id, "orig");
+    assert_eq!(
+        items[0].sent_at.as_deref(),
+        Some("2026-11-22T12:00:00.000Z")
+    );
+}
+
+#[tokio::test]
+async fn a_malformed_failure_context_is_ignored_not_a_failure() {
+    let (store, dlq) = (MemoryStore::new(), MemoryDeadLetterQueue::new());
+    let records = vec![
+        with_attribute(valid("m1"), FAILURE_CONTEXT, "not json"),
+        with_attribute(valid("m2"), FAILURE_CONTEXT, r#"{"reason":"throttled"}"#),
+    ];
+    let report = process_batch(with_dlq(&store, &dlq), &settings(32), &records, None)
+        .await
+        .unwrap();
+    assert_eq!(report.written(), 2);
+    let keys: Vec<String> = store.items().into_iter().map(|i| i.message_id).collect();
+    assert_eq!(keys, ["m1", "m2"]);
+}
+
+#[tokio::test]
+async fn a_record_failing_again_after_a_redrive_keeps_its_original_identity() {
+    let (store, dlq) = (MemoryStore::new(), MemoryDeadLetterQueue::new());
+    let context = FailureContext {
+        reason: "throttled".into(),
+        detail: String::new(),
+        sqs_message_id: "first-id".into(),
+        sent_timestamp: Some("1795340000000".into()),
+        receive_count: Some(5),
+        failed_at: String::new(),
+        event_source_arn: None,
+    };
+    let again = with_attribute(
+        record("second-id", "[]"),
+        FAILURE_CONTEXT,
+        &context.to_json(),
+    );
+    process_batch(with_dlq(&store, &dlq), &settings(32), &[again], None)
+        .await
+        .unwrap();
+    let letter = &dlq.sent()[0];
+    let new_context = letter.context().unwrap();
+    assert_eq!(new_context.reason, "not_an_object");
+    assert_eq!(new_context.sqs_message_id, "first-id");
+    assert_eq!(new_context.sent_timestamp.as_deref(), Some("1795340000000"));
+    assert_eq!(
+        letter.attributes.len(),
+        2,
+        "the old context is replaced, not kept beside the new one"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn records_cut_off_by_the_deadline_on_their_last_receive_are_dead_lettered_in_the_margin() {
+    let store = MemoryStore::new().with_delay(Duration::from_millis(300));
+    let dlq = MemoryDeadLetterQueue::new();
+    let records: Vec<_> = (0..4)
+        .map(|i| received(valid(&format!("m{i}")), 5))
+        .collect();
+    let deadline = Instant::now() + Duration::from_millis(500);
+    let report = process_batch(
+        with_dlq(&store, &dlq),
+        &settings(2),
+        &records,
+        Some(deadline),
+    )
+    .await
+    .unwrap();
+    assert_eq!(report.written(), 2);
+    assert_eq!(report.dead_lettered_by_reason().get("deadline"), Some(&2));
+    assert!(failed_ids(&report).is_empty());
+}
+
+#[tokio::test]
+async fn without_a_dead_letter_queue_failures_are_only_reported() {
+    let store = MemoryStore::new();
+    let report = process_batch(
+        ports(&store),
+        &settings(32),
+        &[received(record("bad", "[]"), 9)],
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(failed_ids(&report), ["bad"]);
+}
+
+// ---- the shared retry budget ----------------------------------------------------------------
+
+#[tokio::test(start_paused = true)]
+async fn a_fully_throttled_batch_draws_on_one_retry_budget() {
+    let store = MemoryStore::new();
+    let records: Vec<_> = (0..100).map(|i| valid(&format!("m{i}"))).collect();
+    for r in &records {
+        store.fail_next(
+            r.message_id.as_deref().unwrap(),
+            (0..10).map(|_| StoreError::Throttled("ThrottlingException".into())),
+        );
+    }
+    let mut settings = settings(32);
+    settings.retry.max_attempts = 5;
+    let report = process_batch(ports(&store), &settings, &records, None)
+        .await
+        .unwrap();
+    assert_eq!(report.failed_by_reason().get("throttled"), Some(&100));
+    // 100 first attempts and 100 / RETRY_COST retries, not 100 × 5 attempts.
+    assert_eq!(store.calls(), 100 + 100 / RETRY_COST as usize);
+}
+
+#[tokio::test(start_paused = true)]
+async fn successes_refill_the_budget_for_occasional_faults() {
+    let store = MemoryStore::new();
+    let records: Vec<_> = (0..200).map(|i| valid(&format!("m{i}"))).collect();
+    // Every fourth record is throttled once: 50 retries drawing 250 tokens in all, more
+    // than the 100 at the start; each retry that succeeds gives its tokens back.
+    for r in records.iter().step_by(4) {
+        store.fail_next(
+            r.message_id.as_deref().unwrap(),
+            [StoreError::Throttled("ThrottlingException".into())],
+        );
+    }
+    let mut settings = settings(1);
+    settings.retry.retry_budget = 100;
+    let report = process_batch(ports(&store), &settings, &records, None)
+        .await
+        .unwrap();
+    assert_eq!(report.written(), 200);
+}
+
+#[test]
+fn backoff_grows_and_stays_under_the_cap() {
+    let policy = RetryPolicy::default();
+    for retry in 1..10 {
+        let delay = policy.backoff(retry);
+        let cap = (policy.base_delay * (1 << (retry - 1))).min(policy.max_delay);
+        assert!(
+            delay >= cap / 2 && delay <= cap,
+            "retry {retry}: {delay:?} vs cap {cap:?}"
+        );
+    }
+}

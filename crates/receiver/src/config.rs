@@ -1,0 +1,287 @@
+//! Owns the environment -> `Config` step; every error names the variable at fault.
+//! Must not know SQS, DynamoDB or the Lambda runtime.
+
+use std::time::Duration;
+
+/// The table name used when a deployment does not choose one.
+pub use audit_model::keys::DEFAULT_TABLE_NAME;
+pub const DEFAULT_MAX_CONCURRENCY: usize = 32;
+pub const MAX_CONCURRENCY_LIMIT: usize = 1024;
+/// Time kept in hand before the Lambda deadline: no record starts and no write is left in flight
+/// after `deadline - margin`; the margin pays for the response, the logs and the metrics.
+pub const DEFAULT_DEADLINE_MARGIN_MS: u64 = 1000;
+const MAX_DEADLINE_MARGIN_MS: u64 = 900_000;
+const MAX_RETENTION_DAYS: u32 = 36_500;
+/// The source queue's `maxReceiveCount` when `MAX_RECEIVE_COUNT` is unset (the template's default).
+pub const DEFAULT_MAX_RECEIVE_COUNT: u64 = 5;
+const MAX_MAX_RECEIVE_COUNT: u64 = 1000;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    pub table_name: String,
+    pub max_concurrency: usize,
+    pub deadline_margin: Duration,
+    pub retention_days: Option<u32>,
+    /// When set, the function dead-letters failed records itself, with their reason.
+    pub dead_letter_queue_url: Option<String>,
+    pub max_receive_count: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{0} is required but not set")]
+    Missing(&'static str),
+    #[error("{name}={value:?} is invalid: {rule}")]
+    Invalid {
+        name: &'static str,
+        value: String,
+        rule: &'static str,
+    },
+}
+
+impl Config {
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// `lookup` returns a variable's value; empty optional variables count as unset.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let get = |name: &str| lookup(name).filter(|v| !v.trim().is_empty());
+
+        let table_name = get("TABLE_NAME").ok_or(ConfigError::Missing("TABLE_NAME"))?;
+        if !valid_table_name(&table_name) {
+            return Err(invalid(
+                "TABLE_NAME",
+                &table_name,
+                "a DynamoDB table name is 3-255 characters of a-z, A-Z, 0-9, '_', '-', '.'",
+            ));
+        }
+
+        let max_concurrency = match get("MAX_CONCURRENCY") {
+            None => DEFAULT_MAX_CONCURRENCY,
+            Some(v) => v
+                .trim()
+                .parse::<usize>()
+                .ok()
+                .filter(|n| (1..=MAX_CONCURRENCY_LIMIT).contains(n))
+                .ok_or_else(|| {
+                    invalid(
+                        "MAX_CONCURRENCY",
+                        &v,
+                        "expected a whole number from 1 to 1024",
+                    )
+                })?,
+        };
+
+        let deadline_margin_ms = match get("DEADLINE_MARGIN_MS") {
+            None => DEFAULT_DEADLINE_MARGIN_MS,
+            Some(v) => v
+                .trim()
+                .parse::<u64>()
+                .ok()
+                .filter(|n| *n <= MAX_DEADLINE_MARGIN_MS)
+                .ok_or_else(|| {
+                    invalid(
+                        "DEADLINE_MARGIN_MS",
+                        &v,
+                        "expected milliseconds from 0 to 900000",
+                    )
+                })?,
+        };
+
+        let retention_days = match get("RETENTION_DAYS") {
+            None => None,
+            Some(v) => Some(
+                v.trim()
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|n| (1..=MAX_RETENTION_DAYS).contains(n))
+                    .ok_or_else(|| {
+                        invalid("RETENTION_DAYS", &v, "expected whole days from 1 to 36500")
+                    })?,
+            ),
+        };
+
+        let dead_letter_queue_url = match get("DEAD_LETTER_QUEUE_URL") {
+            None => None,
+            Some(v) if valid_queue_url(v.trim()) => Some(v.trim().to_owned()),
+            Some(v) => {
+                return Err(invalid(
+                    "DEAD_LETTER_QUEUE_URL",
+                    &v,
+                    "expected a queue URL (https://sqs.<region>.amazonaws.com/<account>/<name>)",
+                ));
+            }
+        };
+
+        let max_receive_count = match get("MAX_RECEIVE_COUNT") {
+            None => DEFAULT_MAX_RECEIVE_COUNT,
+            Some(v) => v
+                .trim()
+                .parse::<u64>()
+                .ok()
+                .filter(|n| (1..=MAX_MAX_RECEIVE_COUNT).contains(n))
+                .ok_or_else(|| {
+                    invalid(
+                        "MAX_RECEIVE_COUNT",
+                        &v,
+                        "expected the queue's maxReceiveCount, a whole number from 1 to 1000",
+                    )
+                })?,
+        };
+
+        Ok(Self {
+            table_name,
+            max_concurrency,
+            deadline_margin: Duration::from_millis(deadline_margin_ms),
+            retention_days,
+            dead_letter_queue_url,
+            max_receive_count,
+        })
+    }
+}
+
+fn invalid(name: &'static str, value: &str, rule: &'static str) -> ConfigError {
+    ConfigError::Invalid {
+        name,
+        value: value.to_owned(),
+        rule,
+    }
+}
+
+/// An http(s) URL with a host and a path: the form of every SQS queue URL (and of a local one).
+fn valid_queue_url(url: &str) -> bool {
+    let rest = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"));
+    rest.and_then(|r| r.split_once('/'))
+        .is_some_and(|(host, path)| !host.is_empty() && !path.is_empty() && !url.contains(' '))
+}
+
+fn valid_table_name(name: &str) -> bool {
+    (3..=255).contains(&name.len())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn config(vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        let vars: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Config::from_lookup(|name| vars.get(name).cloned())
+    }
+
+    #[test]
+    fn defaults_apply_when_only_the_table_is_set() {
+        let config = config(&[("TABLE_NAME", "AuditMessages")]).unwrap();
+        assert_eq!(config.max_concurrency, 32);
+        assert_eq!(config.deadline_margin, Duration::from_millis(1000));
+        assert_eq!(config.retention_days, None);
+        assert_eq!(config.dead_letter_queue_url, None);
+        assert_eq!(config.max_receive_count, 5);
+    }
+
+    #[test]
+    fn values_are_read() {
+        let config = config(&[
+            ("TABLE_NAME", "audit.prod-1"),
+            ("MAX_CONCURRENCY", "1024"),
+            ("DEADLINE_MARGIN_MS", "250"),
+            ("RETENTION_DAYS", "365"),
+            (
+                "DEAD_LETTER_QUEUE_URL",
+                "https://sqs.eu-west-1.amazonaws.com/123456789012/AuditDeadLetterQueue",
+            ),
+            ("MAX_RECEIVE_COUNT", "7"),
+        ])
+        .unwrap();
+        assert_eq!(
+            config.dead_letter_queue_url.as_deref(),
+            Some("https://sqs.eu-west-1.amazonaws.com/123456789012/AuditDeadLetterQueue")
+        );
+        assert_eq!(config.max_receive_count, 7);
+        assert_eq!(config.max_concurrency, 1024);
+        assert_eq!(config.deadline_margin, Duration::from_millis(250));
+        assert_eq!(config.retention_days, Some(365));
+    }
+
+    #[test]
+    fn empty_optional_values_count_as_unset() {
+        let config = config(&[("TABLE_NAME", "AuditMessages"), ("RETENTION_DAYS", "")]).unwrap();
+        assert_eq!(config.retention_days, None);
+    }
+
+    #[test]
+    fn every_bad_value_names_its_variable() {
+        let cases: &[(&[(&str, &str)], &str)] = &[
+            (&[], "TABLE_NAME"),
+            (&[("TABLE_NAME", "")], "TABLE_NAME"),
+            (&[("TABLE_NAME", "no spaces allowed")], "TABLE_NAME"),
+            (
+                &[("TABLE_NAME", "T"), ("MAX_CONCURRENCY", "5")],
+                "TABLE_NAME",
+            ),
+            (
+                &[("TABLE_NAME", "Audit"), ("MAX_CONCURRENCY", "0")],
+                "MAX_CONCURRENCY",
+            ),
+            (
+                &[("TABLE_NAME", "Audit"), ("MAX_CONCURRENCY", "1025")],
+                "MAX_CONCURRENCY",
+            ),
+            (
+                &[("TABLE_NAME", "Audit"), ("MAX_CONCURRENCY", "many")],
+                "MAX_CONCURRENCY",
+            ),
+            (
+                &[("TABLE_NAME", "Audit"), ("DEADLINE_MARGIN_MS", "-1")],
+                "DEADLINE_MARGIN_MS",
+            ),
+            (
+                &[("TABLE_NAME", "Audit"), ("DEADLINE_MARGIN_MS", "1s")],
+                "DEADLINE_MARGIN_MS",
+            ),
+            (
+                &[("TABLE_NAME", "Audit"), ("RETENTION_DAYS", "0")],
+                "RETENTION_DAYS",
+            ),
+            (
+                &[("TABLE_NAME", "Audit"), ("RETENTION_DAYS", "forever")],
+                "RETENTION_DAYS",
+            ),
+            (
+                &[
+                    ("TABLE_NAME", "Audit"),
+                    ("DEAD_LETTER_QUEUE_URL", "AuditDLQ"),
+                ],
+                "DEAD_LETTER_QUEUE_URL",
+            ),
+            (
+                &[
+                    ("TABLE_NAME", "Audit"),
+                    ("DEAD_LETTER_QUEUE_URL", "arn:aws:sqs:us-east-1:1:q"),
+                ],
+                "DEAD_LETTER_QUEUE_URL",
+            ),
+            (
+                &[("TABLE_NAME", "Audit"), ("MAX_RECEIVE_COUNT", "0")],
+                "MAX_RECEIVE_COUNT",
+            ),
+            (
+                &[("TABLE_NAME", "Audit"), ("MAX_RECEIVE_COUNT", "five")],
+                "MAX_RECEIVE_COUNT",
+            ),
+        ];
+        for (vars, name) in cases {
+            let error = config(vars).expect_err("bad configuration");
+            assert!(error.to_string().starts_with(name), "{vars:?}: {error}");
+        }
+    }
+}

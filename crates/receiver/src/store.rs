@@ -1,0 +1,78 @@
+//! Owns the storage port: write an item only if absent, and say whether it was written, was
+//! already there with the same payload, or was there with another. Must not know SQS or batching.
+
+pub mod dynamodb;
+pub mod memory;
+
+use std::future::Future;
+
+use audit_model::Reason;
+use audit_model::message::AuditItem;
+pub use audit_model::payload::{same_json, same_number, same_payload};
+
+/// What a conditional write found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PutOutcome {
+    /// The item was new and is now stored.
+    Written,
+    /// An item with this key and the same payload (`auditText`, `extra`) was already stored.
+    Duplicate,
+    /// An item with this key but another payload was already stored; it was left untouched.
+    Conflict,
+}
+
+/// Why a write did not happen. `is_retryable` tells the batch whether another attempt can help.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    #[error("throttled: {0}")]
+    Throttled(String),
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+    #[error("table not found: {0}")]
+    TableNotFound(String),
+    #[error("the item is {0} bytes, over DynamoDB's 400 KB item limit")]
+    ItemTooLarge(usize),
+    #[error("rejected by the store: {0}")]
+    Rejected(String),
+    #[error("an item with this key exists, but the store returned no old item to compare payloads")]
+    Unverifiable,
+}
+
+impl StoreError {
+    /// Throttling, 5xx, timeouts and connection errors: worth another attempt.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Self::Throttled(_) | Self::Unavailable(_))
+    }
+
+    pub fn reason(&self) -> Reason {
+        match self {
+            Self::Throttled(_) => Reason::Throttled,
+            Self::Unavailable(_) => Reason::StoreUnavailable,
+            Self::TableNotFound(_) => Reason::TableNotFound,
+            Self::ItemTooLarge(_) => Reason::ItemTooLarge,
+            Self::Rejected(_) => Reason::StoreRejected,
+            Self::Unverifiable => Reason::DuplicateUnverified,
+        }
+    }
+
+    pub fn code(&self) -> &'static str {
+        self.reason().code()
+    }
+}
+
+/// The port the batch writes through. Implementations must never overwrite an existing item.
+pub trait AuditStore: Send + Sync {
+    fn put_if_absent(
+        &self,
+        item: &AuditItem,
+    ) -> impl Future<Output = Result<PutOutcome, StoreError>> + Send;
+}
+
+impl<S: AuditStore> AuditStore for std::sync::Arc<S> {
+    fn put_if_absent(
+        &self,
+        item: &AuditItem,
+    ) -> impl Future<Output = Result<PutOutcome, StoreError>> + Send {
+        (**self).put_if_absent(item)
+    }
+}

@@ -1,0 +1,1083 @@
+//! Owns the checks on template.yaml: the deployment rules of the SPEC, for every parameter value
+//! the template allows. Must not know how the function works inside, only the names it shares.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use audit_receiver::Reason;
+use audit_receiver::config::{DEFAULT_TABLE_NAME, MAX_CONCURRENCY_LIMIT};
+use audit_receiver::store::dynamodb::{AUDIT_BUCKET, PARTITION_KEY, SORT_KEY, TIME_INDEX};
+use audit_receiver::telemetry::NAMESPACE;
+use serde_yaml::{Mapping, Value};
+
+/// SQS limits: the longest retention (14 days) and the longest visibility timeout (12 hours).
+const SQS_MAX_RETENTION_SECONDS: u64 = 1_209_600;
+const SQS_MAX_VISIBILITY_SECONDS: u64 = 43_200;
+/// Lambda limits: the longest function timeout and the longest SQS batching window.
+const LAMBDA_MAX_TIMEOUT_SECONDS: u64 = 900;
+const LAMBDA_MAX_BATCHING_WINDOW_SECONDS: u64 = 300;
+/// config.rs accepts RETENTION_DAYS up to 100 years.
+const MAX_RETENTION_DAYS: u64 = 36_500;
+
+// ---------------------------------------------------------------------------------------------
+// Reading the template
+
+/// template.yaml with every short-form tag (`!Ref X`) rewritten to its long form (`Ref: X`),
+/// so that the checks below see one shape whichever form the template uses.
+fn template() -> Value {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../template.yaml");
+    let text = std::fs::read_to_string(path).expect("template.yaml is readable");
+    long_form(serde_yaml::from_str(&text).expect("template.yaml is valid YAML"))
+}
+
+fn long_form(value: Value) -> Value {
+    match value {
+        Value::Tagged(tagged) => {
+            let tag = tagged.tag.to_string();
+            let name = tag.trim_start_matches('!');
+            let inner = long_form(tagged.value);
+            let (key, inner) = match (name, inner) {
+                ("Ref", v) => ("Ref".to_string(), v),
+                ("GetAtt", Value::String(s)) => {
+                    let parts: Vec<Value> = s.splitn(2, '.').map(Value::from).collect();
+                    ("Fn::GetAtt".to_string(), Value::Sequence(parts))
+                }
+                (other, v) => (format!("Fn::{other}"), v),
+            };
+            let mut map = Mapping::new();
+            map.insert(Value::from(key), inner);
+            Value::Mapping(map)
+        }
+        Value::Mapping(map) => {
+            Value::Mapping(map.into_iter().map(|(k, v)| (k, long_form(v))).collect())
+        }
+        Value::Sequence(seq) => Value::Sequence(seq.into_iter().map(long_form).collect()),
+        other => other,
+    }
+}
+
+/// The value at `path` (mapping keys), or a panic naming the path.
+fn at<'a>(value: &'a Value, path: &[&str]) -> &'a Value {
+    path.iter().fold(value, |v, key| {
+        v.get(*key)
+            .unwrap_or_else(|| panic!("template.yaml has no {}", path.join(".")))
+    })
+}
+
+fn resource<'a>(t: &'a Value, name: &str) -> &'a Value {
+    at(t, &["Resources", name])
+}
+
+fn props<'a>(t: &'a Value, name: &str) -> &'a Value {
+    at(t, &["Resources", name, "Properties"])
+}
+
+fn resources_of_type<'a>(t: &'a Value, kind: &str) -> Vec<(String, &'a Value)> {
+    at(t, &["Resources"])
+        .as_mapping()
+        .expect("Resources is a mapping")
+        .iter()
+        .filter(|(_, r)| r.get("Type").and_then(Value::as_str) == Some(kind))
+        .map(|(k, r)| (scalar(k), r))
+        .collect()
+}
+
+/// A YAML scalar as CloudFormation sees it: a string (numbers and booleans included).
+fn scalar(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        Value::Number(n) => n.to_string(),
+        Value::Bool(b) => b.to_string(),
+        other => panic!("expected a scalar, found {other:?}"),
+    }
+}
+
+fn number(value: &Value) -> u64 {
+    scalar(value)
+        .parse()
+        .unwrap_or_else(|_| panic!("expected a whole number, found {value:?}"))
+}
+
+fn reference(name: &str) -> Value {
+    serde_yaml::from_str(&format!("{{Ref: {name}}}")).expect("literal YAML")
+}
+
+fn get_att(resource: &str, attribute: &str) -> Value {
+    serde_yaml::from_str(&format!("{{Fn::GetAtt: [{resource}, {attribute}]}}"))
+        .expect("literal YAML")
+}
+
+/// A single item or a list, as IAM and CloudFormation both accept, as a list.
+fn one_or_many(value: &Value) -> Vec<Value> {
+    match value {
+        Value::Sequence(items) => items.clone(),
+        item => vec![item.clone()],
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Parameters and the intrinsic functions the checks evaluate
+
+fn parameter<'a>(t: &'a Value, name: &str) -> &'a Value {
+    at(t, &["Parameters", name])
+}
+
+/// The name of the parameter a property refers to, if it is `Ref: <parameter>`.
+fn parameter_ref(t: &Value, value: &Value) -> Option<String> {
+    let name = value.get("Ref").map(scalar)?;
+    at(t, &["Parameters"]).get(name.as_str()).map(|_| name)
+}
+
+/// Every value a parameter can take, for parameters restricted by AllowedValues.
+fn allowed_values(t: &Value, name: &str) -> Vec<String> {
+    at(parameter(t, name), &["AllowedValues"])
+        .as_sequence()
+        .unwrap_or_else(|| panic!("parameter {name} lists no AllowedValues"))
+        .iter()
+        .map(scalar)
+        .collect()
+}
+
+/// The smallest and largest values a numeric parameter can take, and its default.
+fn numeric_range(t: &Value, name: &str) -> (u64, u64, u64) {
+    let p = parameter(t, name);
+    let default = number(at(p, &["Default"]));
+    match p.get("AllowedValues") {
+        Some(_) => {
+            let values: Vec<u64> = allowed_values(t, name)
+                .iter()
+                .map(|v| v.parse().unwrap())
+                .collect();
+            (
+                *values.iter().min().unwrap(),
+                *values.iter().max().unwrap(),
+                default,
+            )
+        }
+        None => (
+            number(at(p, &["MinValue"])),
+            number(at(p, &["MaxValue"])),
+            default,
+        ),
+    }
+}
+
+/// A numeric property for every value of the parameter it may refer to (or its one literal value).
+fn numeric_values(t: &Value, value: &Value) -> Vec<u64> {
+    match parameter_ref(t, value) {
+        Some(name) => {
+            let (min, max, default) = numeric_range(t, &name);
+            vec![min, default, max]
+        }
+        None => vec![number(value)],
+    }
+}
+
+type Params = BTreeMap<String, String>;
+
+/// Evaluates the few intrinsic functions the template's sizing and rules use.
+fn eval(t: &Value, value: &Value, params: &Params) -> Value {
+    let Some(map) = value.as_mapping().filter(|m| m.len() == 1) else {
+        return value.clone();
+    };
+    let (key, arg) = map.iter().next().expect("one entry");
+    let args = || arg.as_sequence().expect("function arguments are a list");
+    match key.as_str() {
+        Some("Ref") => {
+            let name = scalar(arg);
+            Value::from(
+                params
+                    .get(&name)
+                    .unwrap_or_else(|| panic!("no value for {name}"))
+                    .clone(),
+            )
+        }
+        Some("Fn::FindInMap") => {
+            let keys: Vec<String> = args().iter().map(|a| scalar(&eval(t, a, params))).collect();
+            let path: Vec<&str> = std::iter::once("Mappings")
+                .chain(keys.iter().map(String::as_str))
+                .collect();
+            at(t, &path).clone()
+        }
+        Some("Fn::Equals") => {
+            let a = args();
+            Value::Bool(scalar(&eval(t, &a[0], params)) == scalar(&eval(t, &a[1], params)))
+        }
+        Some("Fn::Contains") => {
+            let a = args();
+            let needle = scalar(&eval(t, &a[1], params));
+            let hay = a[0].as_sequence().expect("Fn::Contains takes a list");
+            Value::Bool(hay.iter().any(|v| scalar(&eval(t, v, params)) == needle))
+        }
+        Some("Fn::Not") => Value::Bool(!truth(t, &args()[0], params)),
+        Some("Fn::And") => Value::Bool(args().iter().all(|a| truth(t, a, params))),
+        Some("Fn::Or") => Value::Bool(args().iter().any(|a| truth(t, a, params))),
+        _ => value.clone(),
+    }
+}
+
+fn truth(t: &Value, value: &Value, params: &Params) -> bool {
+    eval(t, value, params)
+        .as_bool()
+        .unwrap_or_else(|| panic!("{value:?} is not a condition"))
+}
+
+/// Every parameter at its default, then `overrides`.
+fn params_with(t: &Value, overrides: &[(&str, String)]) -> Params {
+    let mut params: Params = at(t, &["Parameters"])
+        .as_mapping()
+        .expect("Parameters is a mapping")
+        .iter()
+        .map(|(k, p)| (scalar(k), p.get("Default").map(scalar).unwrap_or_default()))
+        .collect();
+    for (name, value) in overrides {
+        params.insert(name.to_string(), value.clone());
+    }
+    params
+}
+
+/// Whether CloudFormation would accept `params` under the template's Rules.
+fn rules_accept(t: &Value, params: &Params) -> bool {
+    let Some(rules) = t.get("Rules").and_then(Value::as_mapping) else {
+        return true;
+    };
+    rules.values().all(|rule| {
+        let applies = rule
+            .get("RuleCondition")
+            .is_none_or(|c| truth(t, c, params));
+        !applies
+            || at(rule, &["Assertions"])
+                .as_sequence()
+                .expect("Assertions is a list")
+                .iter()
+                .all(|a| truth(t, at(a, &["Assert"]), params))
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Function and event source
+
+fn function(t: &Value) -> &Value {
+    props(t, "AuditReceiverFunction")
+}
+
+fn sqs_event(t: &Value) -> &Value {
+    let events = at(function(t), &["Events"])
+        .as_mapping()
+        .expect("Events is a mapping");
+    let sqs: Vec<&Value> = events
+        .values()
+        .filter(|e| e.get("Type").and_then(Value::as_str) == Some("SQS"))
+        .collect();
+    assert_eq!(sqs.len(), 1, "the function has exactly one SQS event");
+    at(sqs[0], &["Properties"])
+}
+
+#[test]
+fn function_is_an_arm64_al2023_binary_built_by_cargo_lambda() {
+    let t = template();
+    let f = resource(&t, "AuditReceiverFunction");
+    assert_eq!(at(f, &["Type"]).as_str(), Some("AWS::Serverless::Function"));
+    assert_eq!(
+        at(f, &["Metadata", "BuildMethod"]).as_str(),
+        Some("rust-cargolambda")
+    );
+    assert_eq!(
+        at(f, &["Metadata", "BuildProperties", "Binary"]).as_str(),
+        Some(env!("CARGO_PKG_NAME")),
+        "sam build must build the crate's binary"
+    );
+    let p = function(&t);
+    assert_eq!(at(p, &["Runtime"]).as_str(), Some("provided.al2023"));
+    assert_eq!(
+        at(p, &["Architectures"]),
+        &Value::Sequence(vec![Value::from("arm64")])
+    );
+    assert_eq!(at(p, &["CodeUri"]).as_str(), Some("."));
+    assert_eq!(at(p, &["Handler"]).as_str(), Some("bootstrap"));
+}
+
+#[test]
+fn sqs_event_reports_batch_item_failures_and_takes_its_sizing_from_parameters() {
+    let t = template();
+    let e = sqs_event(&t);
+    assert_eq!(at(e, &["Queue"]), &get_att("AuditQueue", "Arn"));
+    assert!(
+        one_or_many(at(e, &["FunctionResponseTypes"]))
+            .contains(&Value::from("ReportBatchItemFailures")),
+        "without ReportBatchItemFailures one failed record would send the whole batch back"
+    );
+    for path in [
+        &["BatchSize"][..],
+        &["MaximumBatchingWindowInSeconds"],
+        &["ScalingConfig", "MaximumConcurrency"],
+    ] {
+        assert!(
+            parameter_ref(&t, at(e, path)).is_some(),
+            "{} is a parameter",
+            path.join(".")
+        );
+    }
+    for path in ["Timeout", "MemorySize"] {
+        assert!(
+            parameter_ref(&t, at(function(&t), &[path])).is_some(),
+            "function {path} is a parameter"
+        );
+    }
+
+    let (batch_min, batch_max, _) =
+        numeric_range(&t, &parameter_ref(&t, at(e, &["BatchSize"])).unwrap());
+    assert!(
+        batch_min >= 1 && batch_max <= 10_000,
+        "SQS batch sizes are 1 to 10000"
+    );
+    let concurrency = parameter_ref(&t, at(e, &["ScalingConfig", "MaximumConcurrency"])).unwrap();
+    let (min, max, _) = numeric_range(&t, &concurrency);
+    assert!(
+        min >= 2 && max <= 1000,
+        "ScalingConfig.MaximumConcurrency is 2 to 1000"
+    );
+    let (min, max, _) = numeric_range(
+        &t,
+        &parameter_ref(&t, at(function(&t), &["MemorySize"])).unwrap(),
+    );
+    assert!(
+        min >= 128 && max <= 10_240,
+        "Lambda memory is 128 to 10240 MB"
+    );
+}
+
+#[test]
+fn batches_over_ten_are_only_accepted_with_a_batching_window() {
+    // Lambda rejects an SQS event source with BatchSize > 10 and no batching window; the
+    // template's Rules must refuse such parameters before any resource is touched.
+    let t = template();
+    let e = sqs_event(&t);
+    let batch = parameter_ref(&t, at(e, &["BatchSize"])).unwrap();
+    let window = parameter_ref(&t, at(e, &["MaximumBatchingWindowInSeconds"])).unwrap();
+    let (_, batch_max, _) = numeric_range(&t, &batch);
+    assert!(
+        rules_accept(&t, &params_with(&t, &[])),
+        "the defaults are accepted"
+    );
+    for w in allowed_values(&t, &window) {
+        for b in [1, 2, 10, 11, 100, batch_max] {
+            let params = params_with(&t, &[(&batch, b.to_string()), (&window, w.clone())]);
+            let lambda_accepts = b <= 10 || w != "0";
+            assert_eq!(
+                rules_accept(&t, &params),
+                lambda_accepts,
+                "BatchSize {b} with window {w}"
+            );
+        }
+    }
+}
+
+#[test]
+fn visibility_timeout_covers_six_function_timeouts_plus_the_window_for_every_allowed_pair() {
+    let t = template();
+    let timeout =
+        parameter_ref(&t, at(function(&t), &["Timeout"])).expect("Timeout is a parameter");
+    let window = parameter_ref(&t, at(sqs_event(&t), &["MaximumBatchingWindowInSeconds"]))
+        .expect("the batching window is a parameter");
+    let visibility = at(props(&t, "AuditQueue"), &["VisibilityTimeout"]);
+
+    let timeouts = allowed_values(&t, &timeout);
+    let windows = allowed_values(&t, &window);
+    assert!(timeouts.contains(&scalar(at(parameter(&t, &timeout), &["Default"]))));
+    assert!(windows.contains(&scalar(at(parameter(&t, &window), &["Default"]))));
+    for tv in &timeouts {
+        for wv in &windows {
+            let (ts, ws): (u64, u64) = (tv.parse().unwrap(), wv.parse().unwrap());
+            assert!(ts <= LAMBDA_MAX_TIMEOUT_SECONDS && ws <= LAMBDA_MAX_BATCHING_WINDOW_SECONDS);
+            let params = params_with(&t, &[(&timeout, tv.clone()), (&window, wv.clone())]);
+            let vt = number(&eval(&t, visibility, &params));
+            let needed = 6 * ts + ws;
+            assert!(
+                vt >= needed,
+                "timeout {ts}s, window {ws}s: visibility {vt}s < {needed}s"
+            );
+            assert!(
+                vt <= needed + 60,
+                "timeout {ts}s, window {ws}s: visibility {vt}s delays every retry needlessly"
+            );
+            assert!(
+                vt <= SQS_MAX_VISIBILITY_SECONDS,
+                "SQS allows at most 12 hours"
+            );
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Queues
+
+#[test]
+fn failed_messages_reach_the_dead_letter_queue_after_at_least_five_receives() {
+    let t = template();
+    let redrive = at(props(&t, "AuditQueue"), &["RedrivePolicy"]);
+    assert_eq!(
+        at(redrive, &["deadLetterTargetArn"]),
+        &get_att("AuditDeadLetterQueue", "Arn")
+    );
+    for count in numeric_values(&t, at(redrive, &["maxReceiveCount"])) {
+        assert!(count >= 5, "maxReceiveCount {count} < 5");
+    }
+}
+
+#[test]
+fn dead_letter_queue_keeps_messages_fourteen_days_longer_than_the_queue() {
+    let t = template();
+    let dlq = number(at(
+        props(&t, "AuditDeadLetterQueue"),
+        &["MessageRetentionPeriod"],
+    ));
+    let queue = number(at(props(&t, "AuditQueue"), &["MessageRetentionPeriod"]));
+    assert_eq!(
+        dlq, SQS_MAX_RETENTION_SECONDS,
+        "the dead-letter queue keeps messages 14 days"
+    );
+    assert!(
+        dlq > queue,
+        "a moved message keeps its enqueue time: DLQ {dlq}s must exceed {queue}s"
+    );
+}
+
+#[test]
+fn dead_letter_queue_allows_redrive_back_to_the_audit_queue() {
+    let t = template();
+    let policy = at(props(&t, "AuditDeadLetterQueue"), &["RedriveAllowPolicy"]);
+    match at(policy, &["redrivePermission"]).as_str() {
+        Some("allowAll") => {}
+        Some("byQueue") => assert!(
+            one_or_many(at(policy, &["sourceQueueArns"])).contains(&get_att("AuditQueue", "Arn")),
+            "byQueue must name the audit queue"
+        ),
+        other => panic!("redrivePermission {other:?} forbids redrive to the audit queue"),
+    }
+}
+
+#[test]
+fn both_queues_are_encrypted_and_refuse_requests_without_tls() {
+    let t = template();
+    let policies = resources_of_type(&t, "AWS::SQS::QueuePolicy");
+    for queue in ["AuditQueue", "AuditDeadLetterQueue"] {
+        assert_eq!(
+            at(props(&t, queue), &["SqsManagedSseEnabled"]),
+            &Value::Bool(true),
+            "{queue} has SSE"
+        );
+        let denies_plain_http = policies
+            .iter()
+            .filter(|(_, p)| {
+                one_or_many(at(p, &["Properties", "Queues"])).contains(&reference(queue))
+            })
+            .flat_map(|(_, p)| one_or_many(at(p, &["Properties", "PolicyDocument", "Statement"])))
+            .any(|s| {
+                at(&s, &["Effect"]).as_str() == Some("Deny")
+                    && at(&s, &["Principal"]).as_str() == Some("*")
+                    && one_or_many(at(&s, &["Action"])).contains(&Value::from("sqs:*"))
+                    && one_or_many(at(&s, &["Resource"])).contains(&get_att(queue, "Arn"))
+                    && scalar(at(&s, &["Condition", "Bool", "aws:SecureTransport"])) == "false"
+            });
+        assert!(
+            denies_plain_http,
+            "{queue} has a policy denying aws:SecureTransport false"
+        );
+    }
+}
+
+#[test]
+fn an_alarm_fires_when_the_dead_letter_queue_holds_any_message() {
+    let t = template();
+    let fires = resources_of_type(&t, "AWS::CloudWatch::Alarm")
+        .iter()
+        .any(|(_, a)| {
+            let p = at(a, &["Properties"]);
+            let watches_dlq = one_or_many(at(p, &["Dimensions"])).iter().any(|d| {
+                at(d, &["Name"]).as_str() == Some("QueueName")
+                    && at(d, &["Value"]) == &get_att("AuditDeadLetterQueue", "QueueName")
+            });
+            let any_message = match at(p, &["ComparisonOperator"]).as_str() {
+                Some("GreaterThanThreshold") => number(at(p, &["Threshold"])) == 0,
+                Some("GreaterThanOrEqualToThreshold") => number(at(p, &["Threshold"])) == 1,
+                _ => false,
+            };
+            watches_dlq
+                && at(p, &["Namespace"]).as_str() == Some("AWS/SQS")
+                && at(p, &["MetricName"]).as_str() == Some("ApproximateNumberOfMessagesVisible")
+                && at(p, &["Statistic"]).as_str() == Some("Maximum")
+                && any_message
+        });
+    assert!(
+        fires,
+        "no alarm on ApproximateNumberOfMessagesVisible > 0 of the dead-letter queue"
+    );
+}
+
+#[test]
+fn alarms_on_the_functions_metrics_use_its_namespace_and_dimension() {
+    // src/telemetry.rs emits EMF under NAMESPACE with the single dimension FunctionName; an
+    // alarm with another namespace or dimension set would watch a metric that never exists.
+    let t = template();
+    let mut own: Vec<Value> = Vec::new();
+    for (_, alarm) in resources_of_type(&t, "AWS::CloudWatch::Alarm") {
+        let p = at(alarm, &["Properties"]);
+        match p.get("Metrics") {
+            // Metric math: every MetricStat of the function's namespace counts.
+            Some(metrics) => own.extend(
+                one_or_many(metrics)
+                    .iter()
+                    .filter_map(|m| m.get("MetricStat"))
+                    .map(|stat| at(stat, &["Metric"]))
+                    .filter(|m| !scalar(at(m, &["Namespace"])).starts_with("AWS/"))
+                    .cloned(),
+            ),
+            None if !scalar(at(p, &["Namespace"])).starts_with("AWS/") => own.push(p.clone()),
+            None => {}
+        }
+    }
+    let emitted = ["Failed", "DeadLettered"];
+    let mut watched = BTreeSet::new();
+    for p in &own {
+        assert_eq!(scalar(at(p, &["Namespace"])), NAMESPACE);
+        let metric = scalar(at(p, &["MetricName"]));
+        let (base, reason) = metric.split_once('.').unwrap_or((metric.as_str(), ""));
+        assert!(emitted.contains(&base), "{metric} is not emitted");
+        assert!(
+            reason.is_empty() || Reason::from_code(reason).is_some(),
+            "{metric}: {reason} is no reason code"
+        );
+        let dimensions = one_or_many(at(p, &["Dimensions"]));
+        assert_eq!(
+            dimensions.len(),
+            1,
+            "{metric}: exactly the FunctionName dimension"
+        );
+        assert_eq!(at(&dimensions[0], &["Name"]).as_str(), Some("FunctionName"));
+        assert_eq!(
+            at(&dimensions[0], &["Value"]),
+            &reference("AuditReceiverFunction")
+        );
+        watched.insert(metric);
+    }
+    for metric in ["Failed", "DeadLettered.conflict", "Failed.conflict"] {
+        assert!(watched.contains(metric), "no alarm watches {metric}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Table
+
+#[test]
+fn table_key_schema_is_the_one_the_code_writes() {
+    let t = template();
+    let table = props(&t, "AuditMessagesTable");
+    let attributes: BTreeMap<String, String> = one_or_many(at(table, &["AttributeDefinitions"]))
+        .iter()
+        .map(|a| {
+            (
+                scalar(at(a, &["AttributeName"])),
+                scalar(at(a, &["AttributeType"])),
+            )
+        })
+        .collect();
+    let expected: BTreeMap<String, String> =
+        [(PARTITION_KEY, "S"), (SORT_KEY, "S"), (AUDIT_BUCKET, "S")]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+    assert_eq!(
+        attributes, expected,
+        "only key attributes (of the table and the time index) are declared, all strings"
+    );
+    let keys: Vec<(String, String)> = one_or_many(at(table, &["KeySchema"]))
+        .iter()
+        .map(|k| {
+            (
+                scalar(at(k, &["AttributeName"])),
+                scalar(at(k, &["KeyType"])),
+            )
+        })
+        .collect();
+    assert_eq!(
+        keys,
+        vec![
+            (PARTITION_KEY.to_string(), "HASH".to_string()),
+            (SORT_KEY.to_string(), "RANGE".to_string())
+        ]
+    );
+    assert!(table.get("LocalSecondaryIndexes").is_none());
+
+    let name = parameter_ref(&t, at(table, &["TableName"])).expect("the table name is a parameter");
+    assert_eq!(
+        scalar(at(parameter(&t, &name), &["Default"])),
+        DEFAULT_TABLE_NAME
+    );
+    assert_eq!(
+        at(function(&t), &["Environment", "Variables", "TABLE_NAME"]),
+        &reference("AuditMessagesTable"),
+        "the function writes to this table"
+    );
+}
+
+/// The key schema of an index or table, as (attribute, key type) pairs.
+fn key_schema(value: &Value) -> Vec<(String, String)> {
+    one_or_many(at(value, &["KeySchema"]))
+        .iter()
+        .map(|k| {
+            (
+                scalar(at(k, &["AttributeName"])),
+                scalar(at(k, &["KeyType"])),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn time_index_is_the_one_auditctl_queries() {
+    let t = template();
+    let table = props(&t, "AuditMessagesTable");
+    let indexes = one_or_many(at(table, &["GlobalSecondaryIndexes"]));
+    assert_eq!(indexes.len(), 1, "one global secondary index");
+    let index = &indexes[0];
+    assert_eq!(scalar(at(index, &["IndexName"])), TIME_INDEX);
+    assert_eq!(
+        key_schema(index),
+        vec![
+            (AUDIT_BUCKET.to_string(), "HASH".to_string()),
+            (SORT_KEY.to_string(), "RANGE".to_string())
+        ],
+        "auditBucket (the day's shard) then auditTime, as the items are written"
+    );
+    assert_eq!(
+        scalar(at(index, &["Projection", "ProjectionType"])),
+        "ALL",
+        "auditctl prints whole items from the index alone"
+    );
+    assert!(
+        index.get("ProvisionedThroughput").is_none(),
+        "the table is on demand"
+    );
+}
+
+#[test]
+fn table_is_retained_on_demand_recoverable_encrypted_and_expires_items_by_expires_at() {
+    let t = template();
+    let r = resource(&t, "AuditMessagesTable");
+    assert_eq!(at(r, &["DeletionPolicy"]).as_str(), Some("Retain"));
+    assert_eq!(at(r, &["UpdateReplacePolicy"]).as_str(), Some("Retain"));
+    let p = props(&t, "AuditMessagesTable");
+    assert_eq!(at(p, &["BillingMode"]).as_str(), Some("PAY_PER_REQUEST"));
+    assert_eq!(
+        at(
+            p,
+            &[
+                "PointInTimeRecoverySpecification",
+                "PointInTimeRecoveryEnabled"
+            ]
+        ),
+        &Value::Bool(true)
+    );
+    assert_eq!(
+        at(p, &["SSESpecification", "SSEEnabled"]),
+        &Value::Bool(true)
+    );
+    assert_eq!(
+        at(p, &["TimeToLiveSpecification", "AttributeName"]).as_str(),
+        Some("expiresAt")
+    );
+    assert_eq!(
+        at(p, &["TimeToLiveSpecification", "Enabled"]),
+        &Value::Bool(true)
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Least privilege
+
+fn role_statements(t: &Value) -> Vec<Value> {
+    let role = props(t, "AuditReceiverRole");
+    assert!(
+        role.get("ManagedPolicyArns").is_none(),
+        "no managed policies: they grant on \"*\""
+    );
+    one_or_many(at(role, &["Policies"]))
+        .iter()
+        .flat_map(|p| one_or_many(at(p, &["PolicyDocument", "Statement"])))
+        .collect()
+}
+
+#[test]
+fn function_role_is_its_own_and_sam_adds_no_policies() {
+    let t = template();
+    let f = function(&t);
+    assert_eq!(at(f, &["Role"]), &get_att("AuditReceiverRole", "Arn"));
+    assert!(
+        f.get("Policies").is_none(),
+        "with Role set SAM would ignore Policies: keep them in the role"
+    );
+    let iam: Vec<String> = at(&t, &["Resources"])
+        .as_mapping()
+        .unwrap()
+        .iter()
+        .filter(|(_, r)| {
+            r.get("Type")
+                .and_then(Value::as_str)
+                .is_some_and(|k| k.starts_with("AWS::IAM::"))
+        })
+        .map(|(k, _)| scalar(k))
+        .collect();
+    assert_eq!(
+        iam,
+        vec!["AuditReceiverRole".to_string()],
+        "no other IAM resource"
+    );
+}
+
+#[test]
+fn function_may_only_put_items_poll_its_own_queue_and_send_dead_letters() {
+    let t = template();
+    let mut granted: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for s in role_statements(&t) {
+        assert_eq!(at(&s, &["Effect"]).as_str(), Some("Allow"));
+        assert!(s.get("NotAction").is_none() && s.get("NotResource").is_none());
+        let resources = one_or_many(at(&s, &["Resource"]));
+        for action in one_or_many(at(&s, &["Action"])).iter().map(scalar) {
+            assert!(!action.contains('*'), "wildcard action {action}");
+            for r in &resources {
+                assert_ne!(r.as_str(), Some("*"), "{action} on every resource");
+                granted
+                    .entry(action.clone())
+                    .or_default()
+                    .insert(serde_yaml::to_string(r).unwrap());
+            }
+        }
+    }
+    let on = |v: Value| BTreeSet::from([serde_yaml::to_string(&v).unwrap()]);
+    let dynamodb: BTreeMap<_, _> = granted
+        .iter()
+        .filter(|(a, _)| a.starts_with("dynamodb:"))
+        .collect();
+    assert_eq!(
+        dynamodb
+            .into_iter()
+            .map(|(a, r)| (a.clone(), r.clone()))
+            .collect::<Vec<_>>(),
+        vec![
+            (
+                "dynamodb:DescribeTable".to_string(),
+                on(get_att("AuditMessagesTable", "Arn"))
+            ),
+            (
+                "dynamodb:PutItem".to_string(),
+                on(get_att("AuditMessagesTable", "Arn"))
+            )
+        ],
+        "PutItem on the table, DescribeTable for the start-up check, nothing else in DynamoDB"
+    );
+    let poll = [
+        "sqs:DeleteMessage",
+        "sqs:GetQueueAttributes",
+        "sqs:ReceiveMessage",
+    ];
+    assert_eq!(
+        granted.get("sqs:SendMessage"),
+        Some(&on(get_att("AuditDeadLetterQueue", "Arn"))),
+        "SendMessage on the dead-letter queue only"
+    );
+    for (action, resources) in granted
+        .iter()
+        .filter(|(a, _)| a.starts_with("sqs:") && *a != "sqs:SendMessage")
+    {
+        assert!(
+            poll.contains(&action.as_str()),
+            "{action} is more than the event source mapping needs"
+        );
+        assert_eq!(
+            resources,
+            &on(get_att("AuditQueue", "Arn")),
+            "{action} only on the audit queue"
+        );
+    }
+    for (action, resources) in granted.iter().filter(|(a, _)| a.starts_with("logs:")) {
+        assert_eq!(
+            resources,
+            &on(get_att("AuditReceiverLogGroup", "Arn")),
+            "{action} only on own logs"
+        );
+    }
+    let services: BTreeSet<&str> = granted.keys().filter_map(|a| a.split(':').next()).collect();
+    assert_eq!(services, BTreeSet::from(["dynamodb", "logs", "sqs"]));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Configuration and outputs
+
+#[test]
+fn environment_values_stay_within_what_the_function_accepts() {
+    let t = template();
+    let vars = at(function(&t), &["Environment", "Variables"]);
+    let concurrency = parameter_ref(&t, at(vars, &["MAX_CONCURRENCY"])).expect("a parameter");
+    let (min, max, _) = numeric_range(&t, &concurrency);
+    assert!(min >= 1 && max as usize <= MAX_CONCURRENCY_LIMIT);
+
+    // RETENTION_DAYS is set only when the parameter is not 0 ("keep forever").
+    let retention = at(vars, &["RETENTION_DAYS", "Fn::If"])
+        .as_sequence()
+        .expect("Fn::If");
+    let name = parameter_ref(&t, &retention[1]).expect("the retention is a parameter");
+    let (min, max, default) = numeric_range(&t, &name);
+    assert!(min == 0 && max <= MAX_RETENTION_DAYS && default == 0);
+    let condition = at(
+        &t,
+        &[
+            "Conditions",
+            retention[0].as_str().expect("a condition name"),
+        ],
+    );
+    assert!(!truth(
+        &t,
+        condition,
+        &params_with(&t, &[(&name, "0".into())])
+    ));
+    assert!(truth(
+        &t,
+        condition,
+        &params_with(&t, &[(&name, "30".into())])
+    ));
+    assert_eq!(retention[2], reference("AWS::NoValue"));
+
+    // Dead-lettering by the function: to the template's dead-letter queue, with the very
+    // maxReceiveCount the queue's redrive policy uses.
+    assert_eq!(
+        at(vars, &["DEAD_LETTER_QUEUE_URL"]),
+        &reference("AuditDeadLetterQueue")
+    );
+    let redrive = at(props(&t, "AuditQueue"), &["RedrivePolicy"]);
+    assert_eq!(
+        at(vars, &["MAX_RECEIVE_COUNT"]),
+        at(redrive, &["maxReceiveCount"]),
+        "MAX_RECEIVE_COUNT and the redrive policy's maxReceiveCount come from one parameter"
+    );
+    assert_eq!(
+        at(redrive, &["deadLetterTargetArn"]),
+        &get_att("AuditDeadLetterQueue", "Arn")
+    );
+    let name = parameter_ref(&t, at(vars, &["MAX_RECEIVE_COUNT"])).expect("a parameter");
+    let (min, max, _) = numeric_range(&t, &name);
+    assert!(
+        min >= 1 && max <= 1000,
+        "within what MAX_RECEIVE_COUNT accepts"
+    );
+}
+
+#[test]
+fn outputs_name_the_queues_the_table_and_the_function() {
+    let t = template();
+    let expected = [
+        ("AuditQueueUrl", reference("AuditQueue")),
+        ("AuditQueueArn", get_att("AuditQueue", "Arn")),
+        ("AuditDeadLetterQueueUrl", reference("AuditDeadLetterQueue")),
+        (
+            "AuditDeadLetterQueueArn",
+            get_att("AuditDeadLetterQueue", "Arn"),
+        ),
+        ("AuditMessagesTableName", reference("AuditMessagesTable")),
+        (
+            "AuditReceiverFunctionArn",
+            get_att("AuditReceiverFunction", "Arn"),
+        ),
+    ];
+    for (name, value) in expected {
+        assert_eq!(at(&t, &["Outputs", name, "Value"]), &value, "output {name}");
+    }
+}
+
+/// `key = value` lines of one table of Cargo.toml (enough for the flat deploy table).
+fn cargo_table(table: &str) -> BTreeMap<String, String> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml");
+    let text = std::fs::read_to_string(path).expect("Cargo.toml is readable");
+    text.lines()
+        .skip_while(|l| l.trim() != format!("[{table}]"))
+        .skip(1)
+        .take_while(|l| !l.trim_start().starts_with('['))
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect()
+}
+
+#[test]
+fn cargo_lambda_deploy_settings_match_the_template_defaults() {
+    let t = template();
+    let deploy = cargo_table("package.metadata.lambda.deploy");
+    let default = |property: &str| {
+        let name = parameter_ref(&t, at(function(&t), &[property])).expect("a parameter");
+        scalar(at(parameter(&t, &name), &["Default"]))
+    };
+    assert_eq!(deploy.get("memory"), Some(&default("MemorySize")));
+    assert_eq!(deploy.get("timeout"), Some(&default("Timeout")));
+    assert_eq!(
+        deploy.get("runtime").map(|r| r.trim_matches('"')),
+        Some("provided.al2023")
+    );
+    let env = deploy
+        .get("env")
+        .expect("cargo lambda deploy sets the environment");
+    assert!(
+        env.contains(&format!("TABLE_NAME = \"{DEFAULT_TABLE_NAME}\"")),
+        "TABLE_NAME in {env}"
+    );
+    let receives = scalar(at(parameter(&t, "MaxReceiveCount"), &["Default"]));
+    assert!(
+        env.contains(&format!("MAX_RECEIVE_COUNT = \"{receives}\"")),
+        "MAX_RECEIVE_COUNT in step with the queue's maxReceiveCount: {env}"
+    );
+}
+
+#[test]
+fn template_uses_no_yaml_tags_so_any_yaml_reader_can_load_it() {
+    // The local stack (Python, PyYAML's safe loader) creates its table and queues from this file.
+    fn has_tag(v: &Value) -> bool {
+        match v {
+            Value::Tagged(_) => true,
+            Value::Mapping(m) => m.iter().any(|(k, v)| has_tag(k) || has_tag(v)),
+            Value::Sequence(s) => s.iter().any(has_tag),
+            _ => false,
+        }
+    }
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../template.yaml");
+    let raw: Value = serde_yaml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    assert!(
+        !has_tag(&raw),
+        "write intrinsics in long form (Ref:, Fn::GetAtt:), not !Ref"
+    );
+}
+
+#[test]
+fn short_form_tags_read_as_their_long_form() {
+    let short = long_form(serde_yaml::from_str("[!Ref A, !GetAtt B.Arn, !Sub 'x-${A}']").unwrap());
+    let long: Value =
+        serde_yaml::from_str("[{Ref: A}, {Fn::GetAtt: [B, Arn]}, {Fn::Sub: 'x-${A}'}]").unwrap();
+    assert_eq!(short, long);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dashboard
+
+/// The metrics src/telemetry.rs emits under NAMESPACE (besides `Failed.<reason>` and
+/// `DeadLettered.<reason>`, one per reason code of src/deadletter.rs).
+const EMITTED: &[&str] = &[
+    "Written",
+    "Duplicates",
+    "DeadLettered",
+    "Failed",
+    "BatchSize",
+    "OldestMessageAgeMs",
+    "DurationMs",
+];
+
+fn emitted(metric: &str) -> bool {
+    let reason = |r: &str| Reason::from_code(r).is_some();
+    EMITTED.contains(&metric)
+        || metric.strip_prefix("Failed.").is_some_and(reason)
+        || metric.strip_prefix("DeadLettered.").is_some_and(reason)
+}
+
+/// The dashboard body with `${...}` substitutions replaced by placeholders, as JSON.
+fn dashboard_body(t: &Value) -> serde_json::Value {
+    let sub = at(props(t, "AuditDashboard"), &["DashboardBody", "Fn::Sub"]);
+    let template = at(sub, &[])
+        .as_sequence()
+        .expect("Fn::Sub long form: [text, variables]");
+    let text = scalar(&template[0]);
+    let variables = template[1].as_mapping().expect("variables");
+    let mut body = text.replace("${AWS::Region}", "us-east-1");
+    for name in variables.keys() {
+        body = body.replace(&format!("${{{}}}", scalar(name)), "X");
+    }
+    assert!(
+        !body.contains("${"),
+        "every substitution is defined: {body}"
+    );
+    serde_json::from_str(&body).unwrap_or_else(|e| panic!("the dashboard body is JSON: {e}"))
+}
+
+#[test]
+fn dashboard_shows_only_metrics_the_function_emits_and_the_pipeline_around_it() {
+    let t = template();
+    let body = dashboard_body(&t);
+    let mut own = BTreeSet::new();
+    let mut other = BTreeSet::new();
+    let mut searches = Vec::new();
+    for widget in body["widgets"].as_array().expect("widgets") {
+        for metric in widget["properties"]["metrics"].as_array().expect("metrics") {
+            let metric = metric.as_array().expect("a metric is an array");
+            if let Some(expression) = metric[0]["expression"].as_str() {
+                searches.push(expression.to_owned());
+                continue;
+            }
+            let namespace = metric[0].as_str().expect("namespace");
+            let name = metric[1].as_str().expect("metric name").to_owned();
+            if namespace == NAMESPACE {
+                assert_eq!(
+                    metric[2].as_str(),
+                    Some("FunctionName"),
+                    "{name}: the function's only dimension"
+                );
+                own.insert(name);
+            } else {
+                other.insert(format!("{namespace} {name}"));
+            }
+        }
+    }
+    for name in &own {
+        assert!(emitted(name), "the function never emits {name}");
+    }
+    for name in [
+        "Written",
+        "Duplicates",
+        "DeadLettered",
+        "Failed",
+        "OldestMessageAgeMs",
+        "DurationMs",
+    ] {
+        assert!(own.contains(name), "the dashboard shows {name}");
+    }
+    for search in &searches {
+        assert!(
+            search.contains(&format!("{{{NAMESPACE},FunctionName}}")),
+            "{search}"
+        );
+        let name = search
+            .split("MetricName=")
+            .nth(1)
+            .and_then(|rest| rest.split(['\'', ' ']).next())
+            .unwrap_or_else(|| panic!("a search by metric name: {search}"));
+        assert!(
+            emitted(name),
+            "SEARCH for {name}, which the function never emits"
+        );
+    }
+    assert!(searches.iter().any(|s| s.contains("MetricName=Failed")));
+    assert!(
+        searches
+            .iter()
+            .any(|s| s.contains("MetricName=DeadLettered"))
+    );
+    for metric in [
+        "AWS/SQS ApproximateNumberOfMessagesVisible",
+        "AWS/SQS ApproximateAgeOfOldestMessage",
+        "AWS/Lambda Errors",
+        "AWS/Lambda Throttles",
+        "AWS/DynamoDB WriteThrottleEvents",
+        "AWS/DynamoDB ThrottledRequests",
+    ] {
+        assert!(other.contains(metric), "the dashboard shows {metric}");
+    }
+    assert!(
+        at(&t, &["Outputs", "AuditDashboardUrl", "Value", "Fn::Sub"])
+            .as_str()
+            .is_some_and(|url| url.contains("#dashboards:name=${AuditDashboard}")),
+        "the dashboard's URL is an output"
+    );
+}
