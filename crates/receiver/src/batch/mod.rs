@@ -227,19 +227,32 @@ pub async fn process_batch<S: AuditStore, Q: DeadLetterQueue>(
                 let mut stop: Option<Failure> = None;
                 for index in unit {
                     let record = &records[index];
-                    let outcome = match &stop {
-                        Some(reason) => Outcome::Failed(reason.clone()),
-                        None if cutoffs.work.is_some_and(|c| Instant::now() >= c) => {
-                            Outcome::Failed(Failure::Deadline)
+                    let (outcome, send_error) = match &stop {
+                        // An earlier record of the group stays on SQS's path (reported failed,
+                        // not dead-lettered): the rest stays behind it, reported failed and not
+                        // dead-lettered on this receive, not even on its last, so that the
+                        // dead-letter queue keeps the group's order.
+                        Some(reason) => (Outcome::Failed(reason.clone()), None),
+                        None => {
+                            let outcome = if cutoffs.work.is_some_and(|c| Instant::now() >= c) {
+                                Outcome::Failed(Failure::Deadline)
+                            } else {
+                                isolated(ports.store, settings, budget, record, cutoffs.work).await
+                            };
+                            match outcome {
+                                Outcome::Failed(failure) => {
+                                    settle(
+                                        ports.dead_letters,
+                                        settings,
+                                        record,
+                                        failure,
+                                        cutoffs.send,
+                                    )
+                                    .await
+                                }
+                                done => (done, None),
+                            }
                         }
-                        None => isolated(ports.store, settings, budget, record, cutoffs.work).await,
-                    };
-                    let (outcome, send_error) = match outcome {
-                        Outcome::Failed(failure) => {
-                            settle(ports.dead_letters, settings, record, failure, cutoffs.send)
-                                .await
-                        }
-                        done => (done, None),
                     };
                     if let (None, Outcome::Failed(failure)) = (&stop, &outcome) {
                         stop = Some(match failure {

@@ -498,6 +498,83 @@ async fn a_fifo_group_stops_when_its_dead_letter_send_fails() {
     assert!(store.write_order().is_empty());
 }
 
+/// The group's later records on their last receive, behind a record the function could not
+/// dead-letter: none of them may reach the dead-letter queue ahead of it.
+async fn last_receive_behind(first: SqsMessage, dlq: &MemoryDeadLetterQueue) -> BatchReport {
+    let store = MemoryStore::new();
+    let ok = r#"{"auditText":"x"}"#;
+    let records = vec![
+        first,
+        received(fifo("a2", "A", "poison too"), 5),
+        received(fifo("a3", "A", ok), 5),
+    ];
+    let report = process_batch(with_dlq(&store, dlq), &settings(32), &records, None)
+        .await
+        .unwrap();
+    assert_eq!(failed_ids(&report), ["a1", "a2", "a3"]);
+    for id in ["a2", "a3"] {
+        assert_eq!(
+            outcome_of(&report, id),
+            &Outcome::Failed(Failure::GroupStopped),
+            "{id}"
+        );
+    }
+    assert!(store.write_order().is_empty());
+    report
+}
+
+#[tokio::test]
+async fn a_group_stopped_by_a_failed_send_dead_letters_nothing_behind_it_on_the_last_receive() {
+    let dlq = MemoryDeadLetterQueue::new();
+    dlq.fail_next([SendError::Unavailable("connection failed".into())]);
+    last_receive_behind(received(fifo("a1", "A", "poison"), 5), &dlq).await;
+    assert!(dlq.sent().is_empty(), "{:?}", reasons(&dlq));
+}
+
+#[tokio::test]
+async fn a_group_stopped_by_a_record_without_body_dead_letters_nothing_behind_it() {
+    let dlq = MemoryDeadLetterQueue::new();
+    let mut first = received(fifo("a1", "A", ""), 5);
+    first.body = None;
+    last_receive_behind(first, &dlq).await;
+    assert!(dlq.sent().is_empty(), "{:?}", reasons(&dlq));
+}
+
+#[tokio::test]
+async fn a_group_stopped_by_too_many_attributes_dead_letters_nothing_behind_it() {
+    let dlq = MemoryDeadLetterQueue::new();
+    let mut first = received(fifo("a1", "A", "poison"), 5);
+    for n in 0..9 {
+        first = with_attribute(first, &format!("attr{n}"), "v");
+    }
+    let report = last_receive_behind(first, &dlq).await;
+    assert!(dlq.sent().is_empty(), "{:?}", reasons(&dlq));
+    assert!(matches!(
+        report.records[0].dead_letter_error,
+        Some(SendError::TooManyAttributes(9))
+    ));
+}
+
+#[tokio::test]
+async fn a_group_waiting_on_a_transient_failure_dead_letters_nothing_behind_it() {
+    // a1 fails transiently on its second receive and goes back to the queue; a2 and a3, already
+    // on their last receive, must stay behind it rather than enter the dead-letter queue first.
+    let dlq = MemoryDeadLetterQueue::new();
+    let store = MemoryStore::new();
+    store.fail_next("a1", [StoreError::TableNotFound("AuditMessages".into())]);
+    let ok = r#"{"auditText":"x"}"#;
+    let records = vec![
+        received(fifo("a1", "A", ok), 2),
+        received(fifo("a2", "A", "poison"), 5),
+        received(fifo("a3", "A", ok), 5),
+    ];
+    let report = process_batch(with_dlq(&store, &dlq), &settings(32), &records, None)
+        .await
+        .unwrap();
+    assert_eq!(failed_ids(&report), ["a1", "a2", "a3"]);
+    assert!(dlq.sent().is_empty(), "{:?}", reasons(&dlq));
+}
+
 #[tokio::test]
 async fn a_redriven_record_is_its_original_delivery() {
     let (store, dlq) = (MemoryStore::new(), MemoryDeadLetterQueue::new());
