@@ -43,12 +43,17 @@ pub enum MalformedContext {
     NoMessageId,
     #[error("failureContext.sentTimestamp is not epoch milliseconds")]
     BadSentTimestamp,
+    #[error(
+        "failureContext has an sqsMessageId but no sentTimestamp: the original delivery's time is unknown"
+    )]
+    NoSentTimestamp,
 }
 
 impl FailureContext {
     /// Reads the attribute's text. Identity needs `sqsMessageId` (non-empty, at most 256
-    /// characters) and, when present, a `sentTimestamp` of epoch milliseconds (a string, or a
-    /// number written by another tool).
+    /// characters) and `sentTimestamp`, epoch milliseconds (a string, or a number written by
+    /// another tool): without the original time a body without `auditTime` would be keyed by
+    /// the redrive's own time, a second item.
     pub fn parse(text: &str) -> Result<Self, MalformedContext> {
         #[derive(Deserialize)]
         #[serde(rename_all = "camelCase")]
@@ -75,7 +80,7 @@ impl FailureContext {
             .filter(|id| !id.is_empty() && id.chars().count() <= 256)
             .ok_or(MalformedContext::NoMessageId)?;
         let sent_timestamp = match raw.sent_timestamp {
-            None | Some(serde_json::Value::Null) => None,
+            None | Some(serde_json::Value::Null) => return Err(MalformedContext::NoSentTimestamp),
             Some(serde_json::Value::String(s)) if epoch_millis(&s).is_some() => Some(s),
             Some(serde_json::Value::Number(n)) if epoch_millis(&n.to_string()).is_some() => {
                 Some(n.to_string())
@@ -172,9 +177,17 @@ mod tests {
         let context =
             FailureContext::parse(r#"{"sqsMessageId":"m","sentTimestamp":1795348800000}"#).unwrap();
         assert_eq!(context.sent_timestamp.as_deref(), Some("1795348800000"));
-        // Identity without a time is still identity.
-        let context = FailureContext::parse(r#"{"sqsMessageId":"m"}"#).unwrap();
-        assert_eq!(context.sqs_message_id, "m");
-        assert_eq!(context.sent_timestamp, None);
+        // An identity without its time is no identity: a body without auditTime would take the
+        // redrive's own time and make a second item.
+        for text in [
+            r#"{"sqsMessageId":"m"}"#,
+            r#"{"sqsMessageId":"m","sentTimestamp":null}"#,
+        ] {
+            assert_eq!(
+                FailureContext::parse(text),
+                Err(MalformedContext::NoSentTimestamp),
+                "{text}"
+            );
+        }
     }
 }

@@ -25,7 +25,7 @@ pub(super) fn original(record: &SqsMessage) -> (Original, Option<MalformedContex
         Some(Ok(c)) => (
             Original {
                 message_id: c.sqs_message_id,
-                sent_timestamp: c.sent_timestamp.or(own_sent),
+                sent_timestamp: c.sent_timestamp,
             },
             None,
         ),

@@ -634,6 +634,30 @@ async fn a_malformed_failure_context_is_ignored_not_a_failure() {
 }
 
 #[tokio::test]
+async fn a_redrive_context_without_the_original_time_is_ignored_not_half_used() {
+    // The original delivery wrote its item under (orig, its SentTimestamp). A context naming
+    // orig without that time would key the redriven body by orig and the redrive's own time: a
+    // second item claiming the original's identity. It is ignored, as if absent.
+    let (store, dlq) = (MemoryStore::new(), MemoryDeadLetterQueue::new());
+    let mut redriven = with_attribute(
+        record("redriven", r#"{"auditText":"text of orig"}"#),
+        FAILURE_CONTEXT,
+        r#"{"reason":"throttled","sqsMessageId":"orig"}"#,
+    );
+    redriven
+        .attributes
+        .insert("SentTimestamp".into(), "1795349999999".into());
+    let report = process_batch(with_dlq(&store, &dlq), &settings(32), &[redriven], None)
+        .await
+        .unwrap();
+    assert_eq!(outcome_of(&report, "redriven"), &Outcome::Written);
+    let items = store.items();
+    assert_eq!(items.len(), 1);
+    assert_eq!(items[0].message_id, "redriven");
+    assert_eq!(items[0].audit_time, "2026-11-22T12:19:59.999Z");
+}
+
+#[tokio::test]
 async fn a_record_failing_again_after_a_redrive_keeps_its_original_identity() {
     let (store, dlq) = (MemoryStore::new(), MemoryDeadLetterQueue::new());
     let context = FailureContext {
