@@ -3,7 +3,7 @@
 //! an injected round trip (RTT), over plain HTTP and over TLS (a certificate made at run time,
 //! trusted through `SSL_CERT_FILE`), inside a cgroup with the CPU share of a Lambda memory size.
 //! Next to it, in the same run and against the same endpoints: Powertools for TypeScript,
-//! Powertools for Python, and the naive Rust loop (`benches/naive_peer.rs`). Prints the tables,
+//! Powertools for Python, and the naive Rust loop (`bench/naive_peer.rs`). Prints the tables,
 //! writes BENCHMARKS.md and its charts. Run with `make bench` (`make bench-quick`: fewer sizes).
 
 #[path = "../crates/receiver/tests/support/http.rs"]
@@ -559,7 +559,7 @@ impl Bench {
         })
     }
 
-    /// A peer's driver (`benches/peer/bench.py`, `benches/peer-ts/bench.mjs`): it calls the
+    /// A peer's driver (`bench/peer/bench.py`, `bench/peer-ts/bench.mjs`): it calls the
     /// handler in-process (no Runtime API, which favours the peer) and prints its figures as JSON.
     fn peer(
         &self,
@@ -850,7 +850,7 @@ fn measure(bench: &Bench) -> Report {
     let mut python = Command::new(&programs.python);
     python.args([
         "-c",
-        "import sys; sys.path.insert(0, 'benches/peer'); import handler",
+        "import sys; sys.path.insert(0, 'bench/peer'); import handler",
     ]);
     peer_startup.insert(Contender::Python, time_command(python));
     let node = which("node").map(|node| {
@@ -858,7 +858,7 @@ fn measure(bench: &Bench) -> Report {
         command.args([
             "--input-type=module",
             "-e",
-            "await import('./benches/peer-ts/handler.mjs')",
+            "await import('./bench/peer-ts/handler.mjs')",
         ]);
         command
     });
@@ -1459,20 +1459,20 @@ impl Report {
 
 const HOW: &str = "## How it is measured\n\n\
 The function is the real release binary (`target/release/audit-receiver`) run as Lambda runs it: a \
-process that polls the project's Runtime API stand-in (`tests/support/runtime_api.rs`) and writes to a \
+process that polls the project's Runtime API stand-in (`crates/receiver/tests/support/runtime_api.rs`) and writes to a \
 DynamoDB stand-in that answers every request (`{}`: written) after a fixed injected round trip (RTT). \
-Ours signs and sends its `PutItem`s with its own client (`src/store/dynamodb/wire.rs`); every peer \
+Ours signs and sends its `PutItem`s with its own client (`crates/receiver/src/store/dynamodb/wire.rs`); every peer \
 uses its language's AWS SDK. \
 The stand-in serves plain HTTP and TLS; its certificate is made at run time (rcgen) and trusted through \
 the standard variables: `SSL_CERT_FILE` for the Rust programs, `AWS_CA_BUNDLE` for boto3, \
 `NODE_EXTRA_CA_CERTS` for Node. Connecting costs no injected round trip (locally it costs microseconds; \
 in AWS a TCP and a TLS handshake, paid once per connection, which the function opens during init).\n\n\
 The peers, in the same run against the same endpoints with the same events:\n\n\
-- **Powertools TypeScript** (`benches/peer-ts`): `@aws-lambda-powertools/batch` `BatchProcessor` with \
+- **Powertools TypeScript** (`bench/peer-ts`): `@aws-lambda-powertools/batch` `BatchProcessor` with \
 `processPartialResponse` (records in parallel) and AWS SDK v3 `PutItemCommand` (conditional, ALL_OLD), \
 pinned by its lock file and installed by `make bench` with `npm ci`.\n\
-- **Powertools Python** (`benches/peer`): `BatchProcessor` with boto3 `put_item`, one record after another.\n\
-- **naive Rust** (`benches/naive_peer.rs`): the runtime's SQS example pattern, `join_all` of `put_item` \
+- **Powertools Python** (`bench/peer`): `BatchProcessor` with boto3 `put_item`, one record after another.\n\
+- **naive Rust** (`bench/naive_peer.rs`): the runtime's SQS example pattern, `join_all` of `put_item` \
 with no bound, the SDK's defaults, the multi-thread runtime and the system allocator; built as a bench \
 target of this package, so it shares this build, and run as a function like ours.\n\n\
 The Powertools peers' handlers are called in-process by a driver (no Runtime API round trip per batch, \

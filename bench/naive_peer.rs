@@ -5,7 +5,7 @@
 //! in `batchItemFailures`. No dead-lettering, no deadline handling, no duplicate/conflict split
 //! beyond the condition: it is here to be measured, not deployed.
 //!
-//! `benches/load.rs` runs it as it runs the function: a process against the Runtime API stand-in.
+//! `bench/load.rs` runs it as it runs the function: a process against the Runtime API stand-in.
 //! Run any other way (`cargo bench` of every target), it says so and exits.
 
 use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
@@ -16,7 +16,7 @@ use std::collections::HashMap;
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     if std::env::var_os("AWS_LAMBDA_RUNTIME_API").is_none() {
-        println!("naive_peer: a Lambda function for benches/load.rs; nothing to run on its own");
+        println!("naive_peer: a Lambda function for bench/load.rs; nothing to run on its own");
         return Ok(());
     }
     let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;

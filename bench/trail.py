@@ -5,7 +5,7 @@ as the function does (FNV-1a 32 of the messageId's UTF-8 bytes, mod 32, two digi
 UTC day), and after each step runs the release auditctl over the whole range once:
 
     cargo build --release --bin auditctl
-    .venv/bin/python benches/trail.py [--sizes 10000,50000,100000] [--page-size 500]
+    .venv/bin/python bench/trail.py [--sizes 10000,50000,100000] [--page-size 500]
 
 Prints a Markdown section for BENCHMARKS.md. Peak RSS is the auditctl process's own
 (ru_maxrss from wait4), so it is not hidden by earlier runs; stdout goes to /dev/null.
@@ -157,7 +157,7 @@ def main() -> int:
         if status is not None:
             print(f"moto_server exited early with {status} (MOTO_LOG=<file> keeps its log)", file=sys.stderr)
 
-    print("## Reading the trail (`benches/trail.py`)\n")
+    print("## Reading the trail (`bench/trail.py`)\n")
     print(f"`auditctl query` (release build) over {len(DAYS)} UTC days of items on moto "
           f"({platform.processor() or platform.machine()}, {os.cpu_count()} cores shared with moto), "
           f"`--format jsonl --page-size {args.page_size}` to /dev/null, default `--concurrency 8`. "
@@ -169,7 +169,7 @@ def main() -> int:
     for r in rows:
         print(f"| {r['size']:,} | {r['rows'] / r['wall']:,.0f} | {r['wall']:.1f} s | {r['rss_mb']:.1f} MB "
               f"| {r['requests']} | {r['minimum']} |")
-    print(f"\nCommand: `.venv/bin/python benches/trail.py --sizes {args.sizes} --page-size {args.page_size}`.")
+    print(f"\nCommand: `.venv/bin/python bench/trail.py --sizes {args.sizes} --page-size {args.page_size}`.")
     return 0
 
 

@@ -2,7 +2,7 @@
 RSS, requests against the minimum.
 
 moto answers each Query on the byAuditTime index by scanning the whole table (about 4 s a Query
-at 100,000 items), so benches/trail.py stops at 10,000. This script serves the index itself: a
+at 100,000 items), so bench/trail.py stops at 10,000. This script serves the index itself: a
 small HTTP server (stdlib ThreadingHTTPServer on 127.0.0.1, a free port, its own process) that
 speaks just enough of the DynamoDB JSON protocol for `auditctl query`:
 
@@ -24,7 +24,7 @@ the same time grid (equal times across shards) and every tenth item repeating th
 Usage (the script builds nothing):
 
     cargo build --release --bin auditctl
-    python3 benches/trail_standin.py [--sizes 10000,100000] [--page-size 100[,1000]]
+    python3 bench/trail_standin.py [--sizes 10000,100000] [--page-size 100[,1000]]
 
 For each size and page size it starts a fresh stand-in and runs
 
@@ -478,7 +478,7 @@ def main() -> int:
                       f"multiple of {page_size} items) -->", flush=True)
             print(markdown_row(r), flush=True)
             print(f"# {size} items, page size {page_size}: {r['stats']}", file=sys.stderr, flush=True)
-    print(f"\nCommand: `python3 benches/trail_standin.py --sizes {args.sizes} --page-size {args.page_size}"
+    print(f"\nCommand: `python3 bench/trail_standin.py --sizes {args.sizes} --page-size {args.page_size}"
           f"{'' if args.concurrency == 8 else f' --concurrency {args.concurrency}'}`.")
     return 0
 
