@@ -443,18 +443,106 @@ fn dead_letter_queue_keeps_messages_fourteen_days_longer_than_the_queue() {
     );
 }
 
+/// An `Fn::Sub` of pseudo parameters only (`${AWS::StackName}`, ...), evaluated for a sample
+/// stack, partition, region and account.
+fn sub_pseudo(value: &Value) -> String {
+    let text = scalar(at(value, &["Fn::Sub"]));
+    let evaluated = [
+        ("${AWS::Partition}", "aws"),
+        ("${AWS::Region}", "eu-west-1"),
+        ("${AWS::AccountId}", "123456789012"),
+        ("${AWS::StackName}", "audit-stack"),
+    ]
+    .iter()
+    .fold(text, |text, (name, value)| text.replace(name, value));
+    assert!(
+        !evaluated.contains("${"),
+        "only pseudo parameters: {evaluated}"
+    );
+    evaluated
+}
+
+/// AuditQueue's ARN as another resource may write it: `Fn::GetAtt`, or an `Fn::Sub` that names
+/// the queue's own fixed name.
+fn names_the_audit_queue(t: &Value, arn: &Value) -> bool {
+    if arn == &get_att("AuditQueue", "Arn") {
+        return true;
+    }
+    let Some(name) = props(t, "AuditQueue").get("QueueName") else {
+        return false;
+    };
+    arn.get("Fn::Sub").is_some()
+        && sub_pseudo(arn) == format!("arn:aws:sqs:eu-west-1:123456789012:{}", sub_pseudo(name))
+}
+
 #[test]
-fn dead_letter_queue_allows_redrive_back_to_the_audit_queue() {
+fn dead_letter_queue_takes_dead_letters_and_redrives_from_the_audit_queue_only() {
     let t = template();
     let policy = at(props(&t, "AuditDeadLetterQueue"), &["RedriveAllowPolicy"]);
-    match at(policy, &["redrivePermission"]).as_str() {
-        Some("allowAll") => {}
-        Some("byQueue") => assert!(
-            one_or_many(at(policy, &["sourceQueueArns"])).contains(&get_att("AuditQueue", "Arn")),
-            "byQueue must name the audit queue"
-        ),
-        other => panic!("redrivePermission {other:?} forbids redrive to the audit queue"),
-    }
+    assert_eq!(
+        at(policy, &["redrivePermission"]).as_str(),
+        Some("byQueue"),
+        "allowAll lets any queue of the account use the audit dead-letter queue"
+    );
+    let sources = one_or_many(at(policy, &["sourceQueueArns"]));
+    assert_eq!(sources.len(), 1, "AuditQueue and no other: {sources:?}");
+    assert!(
+        names_the_audit_queue(&t, &sources[0]),
+        "{:?} is not AuditQueue's ARN",
+        sources[0]
+    );
+}
+
+#[test]
+fn names_the_audit_queue_tells_its_arn_from_another_queues() {
+    let t = template();
+    let arn = |text: &str| -> Value {
+        serde_yaml::from_str(&format!("{{Fn::Sub: '{text}'}}")).expect("literal YAML")
+    };
+    let own =
+        "arn:${AWS::Partition}:sqs:${AWS::Region}:${AWS::AccountId}:${AWS::StackName}-AuditQueue";
+    assert!(names_the_audit_queue(&t, &arn(own)));
+    assert!(names_the_audit_queue(&t, &get_att("AuditQueue", "Arn")));
+    assert!(!names_the_audit_queue(
+        &t,
+        &arn("arn:${AWS::Partition}:sqs:${AWS::Region}:${AWS::AccountId}:${AWS::StackName}-Other")
+    ));
+    assert!(!names_the_audit_queue(
+        &t,
+        &get_att("AuditDeadLetterQueue", "Arn")
+    ));
+}
+
+/// The statements of the queue policies that apply to `queue`.
+fn queue_policy_statements(t: &Value, queue: &str) -> Vec<Value> {
+    resources_of_type(t, "AWS::SQS::QueuePolicy")
+        .iter()
+        .filter(|(_, p)| one_or_many(at(p, &["Properties", "Queues"])).contains(&reference(queue)))
+        .flat_map(|(_, p)| one_or_many(at(p, &["Properties", "PolicyDocument", "Statement"])))
+        .collect()
+}
+
+#[test]
+fn nobody_may_start_a_message_move_task_from_the_dead_letter_queue() {
+    // SQS's own redrive gives every message a new id and SentTimestamp; one SQS moved there by
+    // itself has no failureContext and would become a second item. auditctl keeps the identity.
+    let t = template();
+    let denied = queue_policy_statements(&t, "AuditDeadLetterQueue")
+        .iter()
+        .any(|s| {
+            at(s, &["Effect"]).as_str() == Some("Deny")
+                && at(s, &["Principal"]).as_str() == Some("*")
+                && one_or_many(at(s, &["Action"]))
+                    .iter()
+                    .any(|a| ["sqs:StartMessageMoveTask", "sqs:*"].contains(&scalar(a).as_str()))
+                && one_or_many(at(s, &["Resource"]))
+                    .contains(&get_att("AuditDeadLetterQueue", "Arn"))
+                && s.get("Condition").is_none()
+        });
+    assert!(
+        denied,
+        "the dead-letter queue's policy denies sqs:StartMessageMoveTask to everyone, unconditionally"
+    );
 }
 
 #[test]
@@ -487,32 +575,126 @@ fn both_queues_are_encrypted_and_refuse_requests_without_tls() {
     }
 }
 
+fn alarms(t: &Value) -> Vec<(String, &Value)> {
+    resources_of_type(t, "AWS::CloudWatch::Alarm")
+        .into_iter()
+        .map(|(name, a)| (name, at(a, &["Properties"])))
+        .collect()
+}
+
+/// Whether a metric (an alarm's properties, or a `MetricStat.Metric`) is one of the dead-letter
+/// queue's SQS metrics.
+fn of_the_dead_letter_queue(metric: &Value) -> bool {
+    metric.get("Namespace").and_then(Value::as_str) == Some("AWS/SQS")
+        && one_or_many(at(metric, &["Dimensions"])).iter().any(|d| {
+            at(d, &["Name"]).as_str() == Some("QueueName")
+                && at(d, &["Value"]) == &get_att("AuditDeadLetterQueue", "QueueName")
+        })
+}
+
+/// Whether the alarm fires on a value of 1 or more and stays quiet at 0.
+fn fires_on_any_message(alarm: &Value) -> bool {
+    match at(alarm, &["ComparisonOperator"]).as_str() {
+        Some("GreaterThanThreshold") => number(at(alarm, &["Threshold"])) == 0,
+        Some("GreaterThanOrEqualToThreshold") => number(at(alarm, &["Threshold"])) == 1,
+        _ => false,
+    }
+}
+
 #[test]
-fn an_alarm_fires_when_the_dead_letter_queue_holds_any_message() {
+fn an_alarm_fires_while_the_dead_letter_queue_holds_any_message_visible_or_in_flight() {
+    // `auditctl dlq list` receives every message: an alarm on the visible ones alone would clear
+    // while someone lists the queue.
     let t = template();
-    let fires = resources_of_type(&t, "AWS::CloudWatch::Alarm")
-        .iter()
-        .any(|(_, a)| {
-            let p = at(a, &["Properties"]);
-            let watches_dlq = one_or_many(at(p, &["Dimensions"])).iter().any(|d| {
-                at(d, &["Name"]).as_str() == Some("QueueName")
-                    && at(d, &["Value"]) == &get_att("AuditDeadLetterQueue", "QueueName")
-            });
-            let any_message = match at(p, &["ComparisonOperator"]).as_str() {
-                Some("GreaterThanThreshold") => number(at(p, &["Threshold"])) == 0,
-                Some("GreaterThanOrEqualToThreshold") => number(at(p, &["Threshold"])) == 1,
-                _ => false,
-            };
-            watches_dlq
-                && at(p, &["Namespace"]).as_str() == Some("AWS/SQS")
-                && at(p, &["MetricName"]).as_str() == Some("ApproximateNumberOfMessagesVisible")
-                && at(p, &["Statistic"]).as_str() == Some("Maximum")
-                && any_message
-        });
+    let fires = alarms(&t).iter().any(|(_, p)| {
+        let Some(metrics) = p.get("Metrics") else {
+            return false;
+        };
+        let metrics = one_or_many(metrics);
+        // The dead-letter queue's depth metrics by id, at their Maximum.
+        let depth: BTreeMap<String, String> = metrics
+            .iter()
+            .filter_map(|m| {
+                let stat = m.get("MetricStat")?;
+                let metric = at(stat, &["Metric"]);
+                (of_the_dead_letter_queue(metric)
+                    && at(stat, &["Stat"]).as_str() == Some("Maximum"))
+                .then(|| (scalar(at(m, &["Id"])), scalar(at(metric, &["MetricName"]))))
+            })
+            .collect();
+        let returned: Vec<String> = metrics
+            .iter()
+            .filter(|m| m.get("ReturnData") != Some(&Value::Bool(false)))
+            .filter_map(|m| m.get("Expression").map(scalar))
+            .collect();
+        let [expression] = returned.as_slice() else {
+            return false;
+        };
+        // A sum of the depth metrics (gaps filled with 0), nothing else.
+        let terms: Vec<&str> = expression
+            .split(|c: char| c.is_whitespace() || "(),".contains(c))
+            .filter(|w| !w.is_empty() && !["FILL", "0", "+"].contains(w))
+            .collect();
+        let summed: BTreeSet<&str> = terms
+            .iter()
+            .map(|id| depth.get(*id).map(String::as_str).unwrap_or("?"))
+            .collect();
+        expression.contains('+')
+            && summed
+                == BTreeSet::from([
+                    "ApproximateNumberOfMessagesNotVisible",
+                    "ApproximateNumberOfMessagesVisible",
+                ])
+            && fires_on_any_message(p)
+    });
     assert!(
         fires,
-        "no alarm on ApproximateNumberOfMessagesVisible > 0 of the dead-letter queue"
+        "no alarm on the dead-letter queue's ApproximateNumberOfMessagesVisible + \
+         ApproximateNumberOfMessagesNotVisible > 0"
     );
+}
+
+#[test]
+fn an_alarm_fires_days_before_the_oldest_dead_letter_expires() {
+    // The dead-letter queue holds the only copy. A message SQS moved there keeps its enqueue
+    // time from the audit queue, so it expires (DLQ retention - queue retention) after the move
+    // at the earliest, while the dead-letter queue's age metric counts from the move.
+    let t = template();
+    let watching: Vec<&Value> = alarms(&t)
+        .into_iter()
+        .map(|(_, p)| p)
+        .filter(|p| {
+            of_the_dead_letter_queue(p)
+                && p.get("MetricName").and_then(Value::as_str)
+                    == Some("ApproximateAgeOfOldestMessage")
+        })
+        .collect();
+    assert_eq!(
+        watching.len(),
+        1,
+        "one alarm on the dead-letter queue's ApproximateAgeOfOldestMessage"
+    );
+    let alarm = watching[0];
+    assert_eq!(at(alarm, &["Statistic"]).as_str(), Some("Maximum"));
+    assert_eq!(
+        at(alarm, &["ComparisonOperator"]).as_str(),
+        Some("GreaterThanThreshold")
+    );
+    let threshold =
+        parameter_ref(&t, at(alarm, &["Threshold"])).expect("the age threshold is a parameter");
+    let (min, max, default) = numeric_range(&t, &threshold);
+    assert_eq!(default, 7 * 86_400, "7 days by default");
+    let dlq = number(at(
+        props(&t, "AuditDeadLetterQueue"),
+        &["MessageRetentionPeriod"],
+    ));
+    let queue = number(at(props(&t, "AuditQueue"), &["MessageRetentionPeriod"]));
+    assert!(
+        max + 86_400 <= dlq - queue,
+        "at {max}s a moved message may have less than a day left (it expires {}s after the move)",
+        dlq - queue
+    );
+    assert!(min >= 60, "SQS publishes the metric once a minute");
 }
 
 #[test]
@@ -764,7 +946,7 @@ fn function_role_is_its_own_and_sam_adds_no_policies() {
         f.get("Policies").is_none(),
         "with Role set SAM would ignore Policies: keep them in the role"
     );
-    let iam: Vec<String> = at(&t, &["Resources"])
+    let iam: BTreeSet<String> = at(&t, &["Resources"])
         .as_mapping()
         .unwrap()
         .iter()
@@ -777,9 +959,21 @@ fn function_role_is_its_own_and_sam_adds_no_policies() {
         .collect();
     assert_eq!(
         iam,
-        vec!["AuditReceiverRole".to_string()],
-        "no other IAM resource"
+        BTreeSet::from([
+            "AuditOperatorPolicy".to_string(),
+            "AuditReaderPolicy".to_string(),
+            "AuditReceiverRole".to_string()
+        ]),
+        "the function's role and the two operator policies, no other IAM resource"
     );
+    for policy in ["AuditReaderPolicy", "AuditOperatorPolicy"] {
+        for attachment in ["Roles", "Users", "Groups"] {
+            assert!(
+                props(&t, policy).get(attachment).is_none(),
+                "{policy} is for people and tools to attach, never attached by the stack ({attachment})"
+            );
+        }
+    }
 }
 
 #[test]
@@ -858,6 +1052,240 @@ fn function_may_only_put_items_poll_its_own_queue_and_send_dead_letters() {
     assert_eq!(services, BTreeSet::from(["dynamodb", "logs", "sqs"]));
 }
 
+/// Every IAM policy document of the template: the function role's inline policies and each
+/// managed policy's, by resource name.
+fn policy_documents(t: &Value) -> Vec<(String, Value)> {
+    let mut documents = Vec::new();
+    for (name, r) in at(t, &["Resources"]).as_mapping().expect("Resources") {
+        let p = r.get("Properties").cloned().unwrap_or(Value::Null);
+        match r.get("Type").and_then(Value::as_str) {
+            Some("AWS::IAM::Role") => documents.extend(
+                one_or_many(p.get("Policies").unwrap_or(&Value::Sequence(vec![])))
+                    .iter()
+                    .map(|policy| (scalar(name), at(policy, &["PolicyDocument"]).clone())),
+            ),
+            Some("AWS::IAM::ManagedPolicy" | "AWS::IAM::Policy") => {
+                documents.push((scalar(name), at(&p, &["PolicyDocument"]).clone()))
+            }
+            _ => {}
+        }
+    }
+    documents
+}
+
+/// A policy resource as the template writes it: `${X.Arn}` for `Fn::GetAtt: [X, Arn]`, the text
+/// of an `Fn::Sub`, or the literal.
+fn resource_text(value: &Value) -> String {
+    if let Some(args) = value.get("Fn::GetAtt") {
+        let args = one_or_many(args);
+        return format!("${{{}.{}}}", scalar(&args[0]), scalar(&args[1]));
+    }
+    if let Some(text) = value.get("Fn::Sub") {
+        return scalar(text);
+    }
+    scalar(value)
+}
+
+type Grants = BTreeMap<String, BTreeSet<String>>;
+
+/// What a managed policy allows: each action with the resources it is allowed on. Only plain
+/// Allow statements (no NotAction, NotResource, Condition or wildcard action), so that the map is
+/// all the policy grants.
+fn managed_policy_grants(t: &Value, name: &str) -> Grants {
+    let resource = resource(t, name);
+    assert_eq!(
+        at(resource, &["Type"]).as_str(),
+        Some("AWS::IAM::ManagedPolicy")
+    );
+    let mut grants = Grants::new();
+    for s in one_or_many(at(props(t, name), &["PolicyDocument", "Statement"])) {
+        assert_eq!(at(&s, &["Effect"]).as_str(), Some("Allow"), "{name}: {s:?}");
+        for key in ["NotAction", "NotResource", "Condition", "Principal"] {
+            assert!(s.get(key).is_none(), "{name}: no {key} ({s:?})");
+        }
+        let resources: Vec<String> = one_or_many(at(&s, &["Resource"]))
+            .iter()
+            .map(resource_text)
+            .collect();
+        for action in one_or_many(at(&s, &["Action"])).iter().map(scalar) {
+            assert!(!action.contains('*'), "{name}: wildcard action {action}");
+            for r in &resources {
+                assert_ne!(r, "*", "{name}: {action} on every resource");
+                grants.entry(action.clone()).or_default().insert(r.clone());
+            }
+        }
+    }
+    grants
+}
+
+fn grants(expected: &[(&str, &[&str])]) -> Grants {
+    expected
+        .iter()
+        .map(|(action, resources)| {
+            (
+                action.to_string(),
+                resources.iter().map(|r| r.to_string()).collect(),
+            )
+        })
+        .collect()
+}
+
+const TABLE: &str = "${AuditMessagesTable.Arn}";
+const TABLE_INDEXES: &str = "${AuditMessagesTable.Arn}/index/*";
+const QUEUE: &str = "${AuditQueue.Arn}";
+const DEAD_LETTER_QUEUE: &str = "${AuditDeadLetterQueue.Arn}";
+
+/// Verbs (the part after `service:`) that write, change, delete or reconfigure.
+const WRITE_VERBS: &[&str] = &[
+    "Put",
+    "Update",
+    "Delete",
+    "BatchWrite",
+    "Write",
+    "Create",
+    "Restore",
+    "Import",
+    "Transact",
+    "PartiQL",
+    "ExecuteStatement",
+    "ExecuteTransaction",
+    "Purge",
+    "Set",
+    "Tag",
+    "Untag",
+    "Change",
+    "Receive",
+    "StartMessageMoveTask",
+    "AddPermission",
+    "RemovePermission",
+];
+
+fn writes(action: &str) -> bool {
+    let verb = action.split_once(':').map_or(action, |(_, verb)| verb);
+    WRITE_VERBS.iter().any(|w| verb.starts_with(w))
+}
+
+#[test]
+fn reader_policy_reads_the_table_and_its_indexes_and_records_its_own_access_only() {
+    let t = template();
+    let reader = managed_policy_grants(&t, "AuditReaderPolicy");
+    for (action, resources) in &reader {
+        // Sending to the audit queue is how the access itself is recorded (SPEC "Access to the
+        // trail is itself recorded"): it adds an event, it changes none.
+        if action == "sqs:SendMessage" {
+            assert_eq!(resources, &BTreeSet::from([QUEUE.to_string()]));
+            continue;
+        }
+        assert!(!writes(action), "the reader policy may {action}");
+    }
+    assert_eq!(
+        reader,
+        grants(&[
+            ("dynamodb:DescribeTable", &[TABLE]),
+            ("dynamodb:GetItem", &[TABLE]),
+            ("dynamodb:Query", &[TABLE, TABLE_INDEXES]),
+            ("sqs:SendMessage", &[QUEUE]),
+        ]),
+        "auditctl query and get: DescribeTable, Query (table and indexes), GetItem; the \
+         self-audit event on AuditQueue"
+    );
+}
+
+#[test]
+fn operator_policy_is_the_readers_plus_working_the_dead_letter_queue() {
+    let t = template();
+    let reader = managed_policy_grants(&t, "AuditReaderPolicy");
+    let operator = managed_policy_grants(&t, "AuditOperatorPolicy");
+    for (action, resources) in &reader {
+        let held = operator.get(action).cloned().unwrap_or_default();
+        assert!(
+            held.is_superset(resources),
+            "the operator may {action} on {resources:?} as the reader may (has {held:?})"
+        );
+    }
+    let mut expected = reader.clone();
+    // auditctl dlq list and dlq redrive (crates/auditctl/src/dlq.rs): receive, make visible
+    // again (ChangeMessageVisibilityBatch is authorised as ChangeMessageVisibility), delete after
+    // the redrive's send (DeleteMessageBatch would be DeleteMessage), and the queue's counts. The
+    // send itself is the reader's SendMessage on AuditQueue.
+    for action in [
+        "sqs:ReceiveMessage",
+        "sqs:ChangeMessageVisibility",
+        "sqs:DeleteMessage",
+        "sqs:GetQueueAttributes",
+    ] {
+        expected
+            .entry(action.to_string())
+            .or_default()
+            .insert(DEAD_LETTER_QUEUE.to_string());
+    }
+    assert_eq!(operator, expected);
+    for action in operator.keys().filter(|a| a.starts_with("dynamodb:")) {
+        assert!(!writes(action), "the operator policy may {action}");
+    }
+    assert!(
+        !operator.contains_key("sqs:StartMessageMoveTask"),
+        "SQS's own redrive loses the identity"
+    );
+}
+
+#[test]
+fn write_verbs_are_recognised() {
+    for action in [
+        "dynamodb:PutItem",
+        "dynamodb:UpdateItem",
+        "dynamodb:DeleteItem",
+        "dynamodb:BatchWriteItem",
+        "dynamodb:PartiQLUpdate",
+        "dynamodb:UpdateTable",
+        "sqs:DeleteMessage",
+        "sqs:PurgeQueue",
+        "sqs:SetQueueAttributes",
+    ] {
+        assert!(writes(action), "{action}");
+    }
+    for action in [
+        "dynamodb:Query",
+        "dynamodb:GetItem",
+        "dynamodb:DescribeTable",
+        "sqs:GetQueueAttributes",
+    ] {
+        assert!(!writes(action), "{action}");
+    }
+}
+
+#[test]
+fn nothing_in_the_template_may_update_or_delete_a_stored_item() {
+    // The writer only ever inserts (a conditional PutItem that never overwrites); nobody the
+    // template grants anything to may change or remove an item.
+    let t = template();
+    let mut put_item = Vec::new();
+    for (owner, document) in policy_documents(&t) {
+        for s in one_or_many(at(&document, &["Statement"])) {
+            if at(&s, &["Effect"]).as_str() != Some("Allow") {
+                continue;
+            }
+            assert!(s.get("NotAction").is_none(), "{owner}: NotAction");
+            for action in one_or_many(at(&s, &["Action"])).iter().map(scalar) {
+                let Some(verb) = action.strip_prefix("dynamodb:") else {
+                    continue;
+                };
+                assert!(!verb.contains('*'), "{owner}: {action}");
+                if verb == "PutItem" {
+                    put_item.push(owner.clone());
+                    continue;
+                }
+                assert!(!writes(&action), "{owner} may {action}");
+            }
+        }
+    }
+    assert_eq!(
+        put_item,
+        vec!["AuditReceiverRole".to_string()],
+        "only the function may put items"
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // Configuration and outputs
 
@@ -919,8 +1347,60 @@ fn environment_values_stay_within_what_the_function_accepts() {
     );
 }
 
+/// Lambda's log levels, most detailed first: a setting keeps its own level and those after it.
+const LOG_LEVELS: &[&str] = &["TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL"];
+/// The level Lambda files an EMF document at: src/telemetry.rs prints it as a bare JSON object
+/// with no "level" key, and Lambda files a JSON line without a level as INFO.
+const EMF_DOCUMENT_LEVEL: &str = "INFO";
+/// Lambda's START and REPORT lines (duration, memory, init, timeouts) are INFO system logs.
+const START_REPORT_LEVEL: &str = "INFO";
+
+fn log_rank(level: &str) -> usize {
+    LOG_LEVELS
+        .iter()
+        .position(|l| *l == level)
+        .unwrap_or_else(|| panic!("{level} is not a Lambda log level"))
+}
+
+/// Every value a property can take: the AllowedValues of the parameter it refers to, or its one
+/// literal value. A parameter without AllowedValues fails (any text could be passed).
+fn possible_values(t: &Value, value: &Value) -> Vec<String> {
+    match parameter_ref(t, value) {
+        Some(name) => allowed_values(t, &name),
+        None => vec![scalar(value)],
+    }
+}
+
 #[test]
-fn outputs_name_the_queues_the_table_and_the_function() {
+fn no_allowed_log_level_drops_the_metrics_or_start_and_report() {
+    let t = template();
+    let logging = at(function(&t), &["LoggingConfig"]);
+    assert_eq!(
+        at(logging, &["LogFormat"]).as_str(),
+        Some("JSON"),
+        "levels filter JSON logs"
+    );
+    for level in possible_values(&t, at(logging, &["ApplicationLogLevel"])) {
+        assert!(
+            log_rank(&level) <= log_rank(EMF_DOCUMENT_LEVEL),
+            "ApplicationLogLevel {level} drops every EMF document (filed as {EMF_DOCUMENT_LEVEL}), \
+             and with them the alarms' data"
+        );
+    }
+    for level in possible_values(&t, at(logging, &["SystemLogLevel"])) {
+        assert!(
+            log_rank(&level) <= log_rank(START_REPORT_LEVEL),
+            "SystemLogLevel {level} drops START and REPORT"
+        );
+        assert!(
+            ["DEBUG", "INFO", "WARN"].contains(&level.as_str()),
+            "{level} is no system log level"
+        );
+    }
+}
+
+#[test]
+fn outputs_name_the_queues_the_table_the_function_and_the_operator_policies() {
     let t = template();
     let expected = [
         ("AuditQueueUrl", reference("AuditQueue")),
@@ -935,6 +1415,8 @@ fn outputs_name_the_queues_the_table_and_the_function() {
             "AuditReceiverFunctionArn",
             get_att("AuditReceiverFunction", "Arn"),
         ),
+        ("AuditReaderPolicyArn", reference("AuditReaderPolicy")),
+        ("AuditOperatorPolicyArn", reference("AuditOperatorPolicy")),
     ];
     for (name, value) in expected {
         assert_eq!(at(&t, &["Outputs", name, "Value"]), &value, "output {name}");
@@ -1114,6 +1596,7 @@ fn dashboard_shows_only_metrics_the_function_emits_and_the_pipeline_around_it() 
     );
     for metric in [
         "AWS/SQS ApproximateNumberOfMessagesVisible",
+        "AWS/SQS ApproximateNumberOfMessagesNotVisible",
         "AWS/SQS ApproximateAgeOfOldestMessage",
         "AWS/Lambda Errors",
         "AWS/Lambda Throttles",
@@ -1128,4 +1611,249 @@ fn dashboard_shows_only_metrics_the_function_emits_and_the_pipeline_around_it() 
             .is_some_and(|url| url.contains("#dashboards:name=${AuditDashboard}")),
         "the dashboard's URL is an output"
     );
+}
+
+/// Every metric of the dashboard that is not a search, as its strings (namespace, name, then
+/// dimension names and values); `${...}` substitutions read `X`.
+fn dashboard_metrics(t: &Value) -> Vec<Vec<String>> {
+    let body = dashboard_body(t);
+    let mut metrics = Vec::new();
+    for widget in body["widgets"].as_array().expect("widgets") {
+        for metric in widget["properties"]["metrics"].as_array().expect("metrics") {
+            let metric = metric.as_array().expect("a metric is an array");
+            if metric[0].get("expression").is_none() {
+                metrics.push(
+                    metric
+                        .iter()
+                        .filter_map(|v| v.as_str().map(str::to_owned))
+                        .collect(),
+                );
+            }
+        }
+    }
+    metrics
+}
+
+#[test]
+fn dashboard_shows_the_write_throttles_of_the_table_and_of_every_index() {
+    // An index that cannot keep up throttles the table's writes: on the write path, each index's
+    // WriteThrottleEvents matter as much as the table's.
+    let t = template();
+    let metrics = dashboard_metrics(&t);
+    let shown = |dimensions: &[&str]| {
+        let expected: Vec<String> = ["AWS/DynamoDB", "WriteThrottleEvents"]
+            .iter()
+            .chain(dimensions)
+            .map(|s| s.to_string())
+            .collect();
+        metrics.contains(&expected)
+    };
+    assert!(
+        shown(&["TableName", "X"]),
+        "the table's WriteThrottleEvents"
+    );
+    let indexes: Vec<String> = one_or_many(at(
+        props(&t, "AuditMessagesTable"),
+        &["GlobalSecondaryIndexes"],
+    ))
+    .iter()
+    .map(|index| scalar(at(index, &["IndexName"])))
+    .collect();
+    assert!(!indexes.is_empty());
+    for index in &indexes {
+        assert!(
+            shown(&["TableName", "X", "GlobalSecondaryIndexName", index]),
+            "the dashboard shows {index}'s WriteThrottleEvents"
+        );
+    }
+    let table_dimension = props(&t, "AuditDashboard");
+    let variables = at(table_dimension, &["DashboardBody", "Fn::Sub"])
+        .as_sequence()
+        .expect("Fn::Sub long form")[1]
+        .clone();
+    assert_eq!(
+        at(&variables, &["Table"]),
+        &reference("AuditMessagesTable"),
+        "${{Table}} is the audit table"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Documentation: the names README.md and docs/*.md give are the template's
+
+/// README.md and every docs/*.md, with their text.
+fn documents() -> Vec<(String, String)> {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let mut paths = vec![format!("{root}/README.md")];
+    let mut docs: Vec<String> = std::fs::read_dir(format!("{root}/docs"))
+        .expect("docs/ is readable")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "md"))
+        .map(|p| p.display().to_string())
+        .collect();
+    docs.sort();
+    paths.extend(docs);
+    paths
+        .into_iter()
+        .map(|p| {
+            let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{p}: {e}"));
+            let short = p
+                .trim_start_matches(root)
+                .trim_start_matches('/')
+                .to_owned();
+            (short, text)
+        })
+        .collect()
+}
+
+/// The identifiers a Markdown text names: inline code spans (`AuditQueue`) outside code blocks,
+/// and placeholders (<AuditQueueUrl>) anywhere; only single CamelCase words of two parts or more
+/// (`QueueName`, not `Arn`).
+fn named_identifiers(text: &str) -> Vec<String> {
+    let mut prose = String::new();
+    let mut names = Vec::new();
+    let mut in_block = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            in_block = !in_block;
+            continue;
+        }
+        if !in_block {
+            prose.push_str(line);
+            prose.push('\n');
+        }
+        names.extend(
+            line.split('<')
+                .skip(1)
+                .filter_map(|rest| rest.split_once('>').map(|(name, _)| name.to_owned())),
+        );
+    }
+    names.extend(prose.split('`').skip(1).step_by(2).map(str::to_owned));
+    names.retain(|n| {
+        n.len() > 1
+            && n.starts_with(|c: char| c.is_ascii_uppercase())
+            && n.chars().all(|c| c.is_ascii_alphanumeric())
+            && n.chars().any(|c| c.is_ascii_lowercase())
+            && n.chars().filter(char::is_ascii_uppercase).count() >= 2
+    });
+    names
+}
+
+fn section_names(t: &Value, section: &str) -> BTreeSet<String> {
+    t.get(section)
+        .and_then(Value::as_mapping)
+        .map(|m| m.keys().map(scalar).collect())
+        .unwrap_or_default()
+}
+
+/// Why a name that looks like one of the template's is not, or None when it is (or does not
+/// look like one). Audit*: a resource, output or parameter (or the table's default name, or the
+/// function's metric namespace); *Url and *Arn: an output or a parameter; *Alarm: an alarm.
+fn unknown_template_name(t: &Value, name: &str) -> Option<&'static str> {
+    let resources = section_names(t, "Resources");
+    let outputs = section_names(t, "Outputs");
+    let parameters = section_names(t, "Parameters");
+    let table_default = scalar(at(parameter(t, "TableName"), &["Default"]));
+    if name.ends_with("Url") || name.ends_with("Arn") {
+        return (!outputs.contains(name) && !parameters.contains(name))
+            .then_some("no output or parameter of that name");
+    }
+    if name.ends_with("Alarm") {
+        let alarm = resources.contains(name)
+            && at(resource(t, name), &["Type"]).as_str() == Some("AWS::CloudWatch::Alarm");
+        return (!alarm).then_some("no alarm of that name");
+    }
+    if name.starts_with("Audit") && name[5..].starts_with(|c: char| c.is_ascii_uppercase()) {
+        let known = resources.contains(name)
+            || outputs.contains(name)
+            || parameters.contains(name)
+            || name == table_default
+            || name == NAMESPACE;
+        return (!known).then_some("no resource, output or parameter of that name");
+    }
+    None
+}
+
+#[test]
+fn names_the_docs_give_are_resources_outputs_and_parameters_of_the_template() {
+    let t = template();
+    let mut wrong = Vec::new();
+    for (path, text) in documents() {
+        for name in named_identifiers(&text) {
+            if let Some(why) = unknown_template_name(&t, &name) {
+                wrong.push(format!("{path}: `{name}`: {why}"));
+            }
+        }
+    }
+    wrong.dedup();
+    assert!(wrong.is_empty(), "\n{}", wrong.join("\n"));
+}
+
+#[test]
+fn a_misspelt_template_name_in_the_docs_is_found() {
+    let t = template();
+    let text = "The dashboard `AuditPipelineDashboard`, its URL the output `DashboardUrl`; \
+                alarms `QueueBacklogAlarm` and `QueueBackLogAlarm`, parameter `AlarmTopicArn`.\n\
+                ```sh\nauditctl --queue-url <AuditQueueUrl> --dlq-url <AuditDLQUrl>\n```\n\
+                Not names: `auditctl`, `PutItem`, `AuditMessages`, `AuditReceiver`, `X`.";
+    let found: Vec<String> = named_identifiers(text)
+        .into_iter()
+        .filter(|n| unknown_template_name(&t, n).is_some())
+        .collect();
+    assert_eq!(
+        found,
+        vec![
+            "AuditDLQUrl",
+            "AuditPipelineDashboard",
+            "DashboardUrl",
+            "QueueBackLogAlarm"
+        ]
+    );
+}
+
+/// The first column of the table that follows `heading` in `text`, without its backticks.
+fn table_first_column(text: &str, heading: &str) -> BTreeSet<String> {
+    text.lines()
+        .skip_while(|l| l.trim() != heading)
+        .skip(1)
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .skip(2) // the header and its separator
+        .filter_map(|l| l.split('|').nth(1))
+        .map(|cell| cell.trim().trim_matches('`').to_owned())
+        .collect()
+}
+
+#[test]
+fn deploy_docs_list_every_parameter_and_operations_docs_every_alarm() {
+    let t = template();
+    let docs = documents();
+    let text = |name: &str| {
+        docs.iter()
+            .find(|(p, _)| p == name)
+            .map(|(_, text)| text.clone())
+            .unwrap_or_else(|| panic!("{name} exists"))
+    };
+    assert_eq!(
+        table_first_column(&text("docs/deploy.md"), "## Parameters"),
+        section_names(&t, "Parameters"),
+        "docs/deploy.md's parameter table lists exactly the template's parameters"
+    );
+    let operations = named_identifiers(&text("docs/operations.md"));
+    for (alarm, _) in alarms(&t) {
+        assert!(
+            operations.contains(&alarm),
+            "docs/operations.md's runbook says what {alarm} means"
+        );
+    }
+    let everywhere: BTreeSet<String> = docs
+        .iter()
+        .flat_map(|(_, text)| named_identifiers(text))
+        .collect();
+    for output in section_names(&t, "Outputs") {
+        assert!(
+            everywhere.contains(&output),
+            "the docs name output {output}"
+        );
+    }
 }
