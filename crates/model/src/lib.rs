@@ -5,6 +5,7 @@
 pub mod context;
 pub mod envelope;
 pub mod keys;
+pub mod line;
 pub mod message;
 pub mod payload;
 pub mod reason;
