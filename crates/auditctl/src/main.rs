@@ -148,6 +148,10 @@ enum DlqCommand {
 The reason is the failureReason attribute the function set, or max_receives when there is none
 (SQS moved the message itself after maxReceiveCount receives).
 
+It lists every message the queue holds. When it cannot (some are in flight with another consumer,
+or delayed), it prints those it got, says on stderr how many it listed of how many and what to do,
+and exits 1.
+
 Examples:
   auditctl dlq list
   auditctl dlq list --reason conflict --show-body --format jsonl
@@ -307,8 +311,9 @@ async fn run(cli: Cli) -> Result<(), Failure> {
                     show_body,
                     format,
                 } => {
-                    let messages = queue.list().await?;
-                    let shown = messages
+                    let listing = queue.list().await?;
+                    let shown = listing
+                        .messages
                         .iter()
                         .filter(|m| reason.as_ref().is_none_or(|r| *r == m.reason()));
                     let out = BufWriter::new(std::io::stdout().lock());
@@ -325,7 +330,11 @@ async fn run(cli: Cli) -> Result<(), Failure> {
                         }
                         printer.finish()?;
                     }
-                    Ok(())
+                    // Everything it got is printed; then how many of how many, and exit 1.
+                    match listing.shortfall {
+                        None => Ok(()),
+                        Some(shortfall) => Err(TrailError::from(shortfall).into()),
+                    }
                 }
                 DlqCommand::Redrive {
                     queue_url,
