@@ -14,7 +14,7 @@ use aws_sdk_sqs::types::{
 use serde_json::{Value, json};
 
 use super::TrailError;
-use super::output::{Column, Record};
+use super::output::{Block, Column, Record};
 use audit_model::context::{FAILURE_CONTEXT, FAILURE_REASON, FailureContext, MAX_RECEIVES};
 use audit_model::message::canonical_time;
 
@@ -169,7 +169,8 @@ impl Record for ListedWithBody<'_> {
         column("failedAt", Some(24)),
         column("receiveCount", Some(7)),
         column("bodyBytes", Some(9)),
-        column("body", Some(48)),
+        // Not a cell in the table: a person who asks for the body sees all of it, under the row.
+        column("body", None),
     ];
     fn json(&self) -> Value {
         self.0.json(true)
@@ -178,6 +179,13 @@ impl Record for ListedWithBody<'_> {
         let mut cells = self.0.cells();
         cells.push(self.0.body.clone());
         cells
+    }
+    fn block(&self) -> Option<Block> {
+        Some(Block {
+            name: "body",
+            of: self.0.message_id.clone(),
+            text: self.0.body.clone(),
+        })
     }
 }
 

@@ -150,7 +150,8 @@ The reason is the failureReason attribute the function set, or max_receives when
 
 It lists every message the queue holds. When it cannot (some are in flight with another consumer,
 or delayed), it prints those it got, says on stderr how many it listed of how many and what to do,
-and exits 1.
+and exits 1. With --show-body the table prints each body in full under its row; jsonl and csv
+carry it in full in their body field.
 
 Examples:
   auditctl dlq list
@@ -161,7 +162,7 @@ Environment: DEAD_LETTER_QUEUE_URL, AWS_ENDPOINT_URL, AWS_PROFILE, AWS_REGION.")
         /// Only messages of this reason code (e.g. throttled, conflict, max_receives).
         #[arg(long, value_name = "CODE")]
         reason: Option<String>,
-        /// Print the bodies (audit text can be personal data).
+        /// Print the bodies, each in full (audit text can be personal data).
         #[arg(long)]
         show_body: bool,
         /// Output format.

@@ -951,3 +951,112 @@ async fn dlq_list_says_how_many_it_listed_of_how_many_and_exits_1_when_another_c
     assert!(stderr(&output).contains("listed 8 of 12 messages"));
     assert_eq!(stdout(&output).lines().count(), 2 + 8);
 }
+
+// -----------------------------------------------------------------------------------------
+// dlq list --show-body: the whole body, in every format
+
+/// RFC 4180 records: fields separated by commas, records by CRLF, a quoted field may hold
+/// anything (a quote doubled).
+fn csv_records(text: &str) -> Vec<Vec<String>> {
+    let mut records = Vec::new();
+    let mut record = Vec::new();
+    let mut field = String::new();
+    let mut quoted = false;
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (quoted, c) {
+            (true, '"') if chars.peek() == Some(&'"') => {
+                chars.next();
+                field.push('"');
+            }
+            (true, '"') => quoted = false,
+            (true, c) => field.push(c),
+            (false, '"') => quoted = true,
+            (false, ',') => record.push(std::mem::take(&mut field)),
+            (false, '\r') if chars.peek() == Some(&'\n') => {
+                chars.next();
+                record.push(std::mem::take(&mut field));
+                records.push(std::mem::take(&mut record));
+            }
+            (false, c) => field.push(c),
+        }
+    }
+    records
+}
+
+/// About 5 KB of audit text with line breaks (LF and CRLF), tabs, quotes, commas and text
+/// beyond ASCII.
+fn long_body() -> String {
+    let mut text = String::new();
+    let mut line = 0;
+    while text.len() < 5000 {
+        line += 1;
+        let end = if line % 5 == 0 { "\r\n" } else { "\n" };
+        text.push_str(&format!(
+            "line {line}:\tZoë paid 12,50 € to \"Łukasz\" — 日本語 🦀 ok{end}"
+        ));
+    }
+    format!(r#"{{"auditText":"{}"}}"#, text)
+}
+
+#[tokio::test]
+async fn dlq_list_show_body_prints_a_body_of_several_kb_in_full_in_every_format() {
+    let moto = Moto::start();
+    let q = queues(&moto).await;
+    let long = long_body();
+    assert!(long.len() > 5000 && long.contains('\n') && !long.is_ascii());
+    let short = r#"{"auditText":"short one"}"#.to_owned();
+    let long_id = q.dead_letter(&long, Some("conflict")).await;
+    let short_id = q.dead_letter(&short, Some("throttled")).await;
+    let bodies = HashMap::from([(long_id.clone(), &long), (short_id.clone(), &short)]);
+
+    let run = |format: &'static str| {
+        ok(auditctl(
+            &moto.endpoint,
+            &["dlq", "list", "--show-body", "--format", format],
+            &q.env(),
+        ))
+    };
+
+    let rows = jsonl(&run("jsonl"));
+    assert_eq!(rows.len(), 2);
+    for row in &rows {
+        let id = row["messageId"].as_str().unwrap();
+        assert_eq!(row["body"].as_str(), Some(bodies[id].as_str()), "jsonl");
+    }
+
+    let records = csv_records(&run("csv"));
+    assert_eq!(records.len(), 3, "a header and two rows");
+    let column = |name: &str| records[0].iter().position(|c| c == name).unwrap();
+    let (id_at, body_at) = (column("messageId"), column("body"));
+    for record in &records[1..] {
+        assert_eq!(&record[body_at], bodies[&record[id_at]], "csv");
+    }
+
+    // The table: each message's row, then its body in full between two marker lines.
+    let table = run("table");
+    for (id, body) in &bodies {
+        let start_marker = format!("\n--- body of {id}, {} bytes ---\n", body.len());
+        let at = table
+            .find(&start_marker)
+            .unwrap_or_else(|| panic!("{table}"));
+        let row = table.find(&format!("| {id} |")).expect("its row");
+        assert!(row < at, "the row comes before its body");
+        let start = at + start_marker.len();
+        assert_eq!(&table[start..start + body.len()], body.as_str(), "table");
+        assert!(
+            table[start + body.len()..].starts_with("\n--- end of body ---\n"),
+            "{table}"
+        );
+    }
+    let rows: Vec<&str> = table.lines().filter(|l| l.starts_with("| ")).collect();
+    assert_eq!(rows.len(), 3, "a header and two rows: {table}");
+    assert!(
+        !rows[0].contains("body "),
+        "no cut body column: {}",
+        rows[0]
+    );
+    let width = rows[0].chars().count();
+    assert!(rows.iter().all(|l| l.chars().count() == width), "{table}");
+    assert_eq!(q.depth(&q.dlq).await, (2, 0));
+}
