@@ -9,11 +9,12 @@ use aws_sdk_sqs::Client;
 use aws_sdk_sqs::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_sqs::types::{
     ChangeMessageVisibilityBatchRequestEntry, MessageAttributeValue, MessageSystemAttributeName,
+    QueueAttributeName,
 };
 use serde_json::{Value, json};
 
 use super::TrailError;
-use super::output::{Column, Record};
+use super::output::{Block, Column, Record};
 use audit_model::context::{FAILURE_CONTEXT, FAILURE_REASON, FailureContext, MAX_RECEIVES};
 use audit_model::message::canonical_time;
 
@@ -23,6 +24,13 @@ const MAX_ATTRIBUTES: usize = 10;
 /// visible again at the end (visibility 0); this only bounds how long one stays hidden if the
 /// command is killed.
 const HOLD_SECONDS: i32 = 120;
+/// How long a listing receives at most: well below `HOLD_SECONDS`, so that no message it holds
+/// becomes visible again (and is received a second time) while it is still listing.
+const LIST_SECONDS: u64 = 90;
+/// Receives in a row that bring nothing new before a listing still short of the queue's count
+/// gives up. One is not enough: SQS may answer empty while messages remain, and its counts are
+/// approximate.
+const EMPTY_RECEIVES: u32 = 3;
 
 /// One message of the dead-letter queue, as received.
 #[derive(Debug, Clone)]
@@ -161,7 +169,8 @@ impl Record for ListedWithBody<'_> {
         column("failedAt", Some(24)),
         column("receiveCount", Some(7)),
         column("bodyBytes", Some(9)),
-        column("body", Some(48)),
+        // Not a cell in the table: a person who asks for the body sees all of it, under the row.
+        column("body", None),
     ];
     fn json(&self) -> Value {
         self.0.json(true)
@@ -171,6 +180,56 @@ impl Record for ListedWithBody<'_> {
         cells.push(self.0.body.clone());
         cells
     }
+    fn block(&self) -> Option<Block> {
+        Some(Block {
+            name: "body",
+            of: self.0.message_id.clone(),
+            text: self.0.body.clone(),
+        })
+    }
+}
+
+/// What a listing got: the messages, and when they are not all the queue holds, by how many.
+#[derive(Debug)]
+pub struct Listing {
+    pub messages: Vec<DlqMessage>,
+    pub shortfall: Option<Shortfall>,
+}
+
+/// A listing short of the queue: how many it listed of how many, why, and what to do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("listed {listed} of {total} messages the dead-letter queue holds: {why}")]
+pub struct Shortfall {
+    pub listed: u64,
+    pub total: u64,
+    pub why: String,
+}
+
+/// The queue's approximate counts (GetQueueAttributes).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Depth {
+    visible: u64,
+    /// Received and not yet deleted nor visible again: in flight with some consumer.
+    in_flight: u64,
+    /// Sent with a delay that has not ended.
+    delayed: u64,
+}
+
+impl Depth {
+    fn total(&self) -> u64 {
+        self.visible + self.in_flight + self.delayed
+    }
+}
+
+/// Why a listing stopped receiving.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    /// Receives in a row brought nothing new.
+    Empty,
+    /// `bound` messages held.
+    Bound,
+    /// `LIST_SECONDS` spent.
+    Time,
 }
 
 /// What a redrive does.
@@ -213,28 +272,139 @@ impl DeadLetterQueue {
         }
     }
 
-    /// Every message (up to `bound`), oldest receive first; all visible again when it returns.
-    pub async fn list(&self) -> Result<Vec<DlqMessage>, TrailError> {
+    /// Every message the queue holds, in the order received; all visible again when it returns.
+    /// It receives until it holds as many as the queue held when it began (and a receive brings
+    /// nothing new): SQS returns at most 10 a receive, and may return fewer, or none, while
+    /// messages remain. When it cannot get them all (in flight with another consumer, delayed,
+    /// more than `bound`, or `LIST_SECONDS` spent), the listing says by how many.
+    pub async fn list(&self) -> Result<Listing, TrailError> {
         let mut held = Held::default();
-        let result: Result<Vec<DlqMessage>, TrailError> = async {
-            let mut messages = Vec::new();
-            loop {
-                let batch = self.receive().await?;
-                let fresh = held.add(&batch);
-                if fresh == 0 {
-                    return Ok(messages);
-                }
-                messages.extend(batch.into_iter().filter(|m| held.is_first(m)));
-                if held.len() >= self.bound {
-                    return Ok(messages);
-                }
-            }
-        }
-        .await;
+        let result = self.list_held(&mut held).await;
         let released = self.release(&held).await;
-        let messages = result?;
+        let listing = result?;
         released?;
-        Ok(messages)
+        Ok(listing)
+    }
+
+    async fn list_held(&self, held: &mut Held) -> Result<Listing, TrailError> {
+        let at_start = self.depth().await?.total();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(LIST_SECONDS);
+        let mut messages = Vec::new();
+        let mut empty = 0;
+        let stop = loop {
+            if held.len() >= self.bound {
+                break Stop::Bound;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                break Stop::Time;
+            }
+            let batch = self.receive().await?;
+            if held.add(&batch) > 0 {
+                messages.extend(batch.into_iter().filter(|m| held.is_first(m)));
+                empty = 0;
+                continue;
+            }
+            if count(held.len()) >= at_start {
+                return Ok(Listing {
+                    messages,
+                    shortfall: None,
+                });
+            }
+            empty += 1;
+            if empty >= EMPTY_RECEIVES {
+                break Stop::Empty;
+            }
+        };
+        // Short of the count at the start, or stopped early: what does the queue hold now? (The
+        // rest may have been deleted meanwhile, by a redrive for example.)
+        let now = self.depth().await?;
+        let listed = count(held.len());
+        let shortfall = (now.total() > listed).then(|| Shortfall {
+            listed,
+            total: now.total(),
+            why: self.why_short(stop, now, listed),
+        });
+        Ok(Listing {
+            messages,
+            shortfall,
+        })
+    }
+
+    /// Why a listing got `listed` of what the queue holds (`now`, where the messages this
+    /// listing holds are among those in flight), and what to do.
+    fn why_short(&self, stop: Stop, now: Depth, listed: u64) -> String {
+        let are = |n: u64| if n == 1 { "is" } else { "are" };
+        let mut causes = Vec::new();
+        let mut when = Vec::new();
+        let others = now.in_flight.saturating_sub(listed);
+        if others > 0 {
+            causes.push(format!(
+                "{others} {} in flight with another consumer (a redrive, another listing, or a reader that has not deleted them)",
+                are(others)
+            ));
+            when.push("that consumer's visibility timeout");
+        }
+        if now.delayed > 0 {
+            causes.push(format!(
+                "{} {} delayed (sent with a delay)",
+                now.delayed,
+                are(now.delayed)
+            ));
+            when.push("the delay");
+        }
+        let redrive_first = "redrive what the listed messages explain (auditctl dlq redrive --reason CODE), then run auditctl dlq list again";
+        let fix = match stop {
+            Stop::Bound => {
+                causes.push(format!(
+                    "auditctl lists at most {} messages in one command",
+                    self.bound
+                ));
+                redrive_first.to_owned()
+            }
+            Stop::Time => {
+                causes.push(format!(
+                    "it stopped receiving after {LIST_SECONDS} s, before the first messages it held would be visible again"
+                ));
+                redrive_first.to_owned()
+            }
+            Stop::Empty if when.is_empty() => {
+                causes.push(format!(
+                    "{EMPTY_RECEIVES} receives in a row brought none of the rest"
+                ));
+                "run auditctl dlq list again".to_owned()
+            }
+            Stop::Empty => format!(
+                "run auditctl dlq list again once they are visible (when {} ends)",
+                when.join(" or ")
+            ),
+        };
+        format!("{}; {fix}", causes.join("; "))
+    }
+
+    /// The queue's approximate counts right now.
+    async fn depth(&self) -> Result<Depth, TrailError> {
+        let output = self
+            .client
+            .get_queue_attributes()
+            .queue_url(&self.url)
+            .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
+            .attribute_names(QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
+            .attribute_names(QueueAttributeName::ApproximateNumberOfMessagesDelayed)
+            .send()
+            .await
+            .map_err(|e| self.queue_error(&e))?;
+        let attributes = output.attributes.unwrap_or_default();
+        let number = |name: QueueAttributeName| {
+            attributes
+                .get(&name)
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0)
+        };
+        Ok(Depth {
+            visible: number(QueueAttributeName::ApproximateNumberOfMessages),
+            in_flight: number(QueueAttributeName::ApproximateNumberOfMessagesNotVisible),
+            delayed: number(QueueAttributeName::ApproximateNumberOfMessagesDelayed),
+        })
     }
 
     /// Moves messages to `target_url`: each is sent (body byte for byte, attributes kept, a
@@ -368,7 +538,8 @@ impl DeadLetterQueue {
     }
 
     /// One receive of up to 10 messages, hidden for `HOLD_SECONDS`, with every attribute. A
-    /// one-second wait (long polling) asks every SQS server, so an empty answer means empty.
+    /// one-second wait (long polling) asks every SQS server, so an empty answer usually means
+    /// none visible; `list` still checks against the queue's count.
     async fn receive(&self) -> Result<Vec<DlqMessage>, TrailError> {
         let output = self
             .client
@@ -457,6 +628,11 @@ where
     R: std::fmt::Debug,
 {
     super::sdk_error(error)
+}
+
+/// A number of messages as the queue's counts are.
+fn count(n: usize) -> u64 {
+    u64::try_from(n).unwrap_or(u64::MAX)
 }
 
 /// Messages received and not yet deleted, by id, with their latest receipt handle (the one

@@ -34,6 +34,9 @@ pub enum TrailError {
     },
     #[error("{0}")]
     Aws(String),
+    /// A listing that could not get every message: printed what it got, then this.
+    #[error(transparent)]
+    Incomplete(#[from] dlq::Shortfall),
     #[error("writing the output: {0}")]
     Output(#[from] std::io::Error),
 }

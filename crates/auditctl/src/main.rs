@@ -148,6 +148,11 @@ enum DlqCommand {
 The reason is the failureReason attribute the function set, or max_receives when there is none
 (SQS moved the message itself after maxReceiveCount receives).
 
+It lists every message the queue holds. When it cannot (some are in flight with another consumer,
+or delayed), it prints those it got, says on stderr how many it listed of how many and what to do,
+and exits 1. With --show-body the table prints each body in full under its row; jsonl and csv
+carry it in full in their body field.
+
 Examples:
   auditctl dlq list
   auditctl dlq list --reason conflict --show-body --format jsonl
@@ -157,7 +162,7 @@ Environment: DEAD_LETTER_QUEUE_URL, AWS_ENDPOINT_URL, AWS_PROFILE, AWS_REGION.")
         /// Only messages of this reason code (e.g. throttled, conflict, max_receives).
         #[arg(long, value_name = "CODE")]
         reason: Option<String>,
-        /// Print the bodies (audit text can be personal data).
+        /// Print the bodies, each in full (audit text can be personal data).
         #[arg(long)]
         show_body: bool,
         /// Output format.
@@ -307,8 +312,9 @@ async fn run(cli: Cli) -> Result<(), Failure> {
                     show_body,
                     format,
                 } => {
-                    let messages = queue.list().await?;
-                    let shown = messages
+                    let listing = queue.list().await?;
+                    let shown = listing
+                        .messages
                         .iter()
                         .filter(|m| reason.as_ref().is_none_or(|r| *r == m.reason()));
                     let out = BufWriter::new(std::io::stdout().lock());
@@ -325,7 +331,11 @@ async fn run(cli: Cli) -> Result<(), Failure> {
                         }
                         printer.finish()?;
                     }
-                    Ok(())
+                    // Everything it got is printed; then how many of how many, and exit 1.
+                    match listing.shortfall {
+                        None => Ok(()),
+                        Some(shortfall) => Err(TrailError::from(shortfall).into()),
+                    }
                 }
                 DlqCommand::Redrive {
                     queue_url,

@@ -1,6 +1,6 @@
 //! Owns the output formats of `auditctl`: `jsonl` (one JSON object per row), `csv` (for pipes)
-//! and `table` (for a terminal), written row by row as rows arrive. Must not know where rows come
-//! from.
+//! and `table` (for a terminal, with a text asked for in full printed under its row), written row
+//! by row as rows arrive. Must not know where rows come from.
 
 use std::io::{self, Write};
 use std::marker::PhantomData;
@@ -11,7 +11,8 @@ use serde_json::Value;
 /// How rows are printed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
-    /// Aligned columns for a terminal, long text truncated.
+    /// Aligned columns for a terminal, long text truncated; a text asked for in full (a body)
+    /// under its row.
     Table,
     /// One JSON object per line, every attribute, numbers with their exact digits.
     Jsonl,
@@ -34,6 +35,17 @@ impl Column {
     }
 }
 
+/// A text the table prints in full under its row, byte for byte, between two marker lines, instead
+/// of in a cell (which would cut it): `--- NAME of OF, N bytes ---`, the text, a line break, and
+/// `--- end of NAME ---`.
+pub struct Block {
+    /// What the text is (its column, which the table leaves out).
+    pub name: &'static str,
+    /// Whose it is (the row's id).
+    pub of: String,
+    pub text: String,
+}
+
 /// Something printed as one row.
 pub trait Record {
     const COLUMNS: &'static [Column];
@@ -41,6 +53,10 @@ pub trait Record {
     fn json(&self) -> Value;
     /// One text per column of `COLUMNS`, in full (the `csv` format; the table truncates).
     fn cells(&self) -> Vec<String>;
+    /// A text the table prints in full under the row (a column without a table width).
+    fn block(&self) -> Option<Block> {
+        None
+    }
 }
 
 /// Rows of the table format rendered together: fixed column widths make chunks line up into one
@@ -92,7 +108,18 @@ impl<W: Write, R: Record> Printer<W, R> {
                     .filter_map(|(column, cell)| column.cell_width().map(|w| fit(&cell, w)))
                     .collect();
                 self.pending.push(row);
-                if self.pending.len() >= TABLE_CHUNK {
+                if let Some(block) = record.block() {
+                    self.table_chunk()?;
+                    writeln!(
+                        self.out,
+                        "--- {} of {}, {} bytes ---",
+                        block.name,
+                        block.of,
+                        block.text.len()
+                    )?;
+                    self.out.write_all(block.text.as_bytes())?;
+                    writeln!(self.out, "\n--- end of {} ---", block.name)?;
+                } else if self.pending.len() >= TABLE_CHUNK {
                     self.table_chunk()?;
                 }
                 Ok(())
@@ -263,6 +290,47 @@ mod tests {
         assert!(text.contains("a muc…"), "{text}");
         let width = lines[0].chars().count();
         assert!(lines.iter().all(|l| l.chars().count() == width), "{text}");
+    }
+
+    struct Note(&'static str, &'static str);
+
+    impl Record for Note {
+        const COLUMNS: &'static [Column] = &[
+            Column {
+                name: "id",
+                table_width: Some(4),
+            },
+            Column {
+                name: "note",
+                table_width: None,
+            },
+        ];
+        fn json(&self) -> Value {
+            serde_json::json!({"id": self.0, "note": self.1})
+        }
+        fn cells(&self) -> Vec<String> {
+            vec![self.0.to_owned(), self.1.to_owned()]
+        }
+        fn block(&self) -> Option<Block> {
+            Some(Block {
+                name: "note",
+                of: self.0.to_owned(),
+                text: self.1.to_owned(),
+            })
+        }
+    }
+
+    #[test]
+    fn table_prints_a_block_in_full_under_its_row() {
+        let mut printer = Printer::<Vec<u8>, Note>::new(Format::Table, Vec::new());
+        printer.print(&Note("a", "two\r\nlines, é\n")).unwrap();
+        printer.print(&Note("b", "")).unwrap();
+        printer.finish().unwrap();
+        assert_eq!(
+            String::from_utf8(printer.out).unwrap(),
+            "| id   |\n|------|\n| a    |\n--- note of a, 15 bytes ---\ntwo\r\nlines, é\n\n--- end of note ---\n\
+             | b    |\n--- note of b, 0 bytes ---\n\n--- end of note ---\n"
+        );
     }
 
     #[test]

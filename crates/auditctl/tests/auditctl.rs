@@ -5,15 +5,19 @@
 #[path = "../../receiver/tests/support/mod.rs"]
 mod support;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::process::{Command, Output};
 use std::str::FromStr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use audit_receiver::message::canonical_time;
 use aws_lambda_events::sqs::SqsMessageAttribute;
 use aws_sdk_sqs::types::{MessageAttributeValue, MessageSystemAttributeName, QueueAttributeName};
 use serde_json::Value;
+use support::http::{Request, read_request, write_response};
 use support::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// A number beyond f64's precision: printed with every digit.
 const BIG: &str = "1234567890123456789012345.5";
@@ -754,4 +758,305 @@ async fn redrive_keeps_the_identity_of_a_message_sqs_moved_through_the_function(
         audit_receiver::message::parse_sent_timestamp(Some(&sent_timestamp)).unwrap(),
     );
     assert_eq!(s(&items[0], "auditTime"), expected_time);
+}
+
+// -----------------------------------------------------------------------------------------
+// dlq list: every message, or how many of how many
+
+/// An SQS endpoint in front of moto that answers ReceiveMessage as SQS itself may on a queue
+/// spread over many servers: the k-th receive (from 1) comes back empty when `empty(k)` says so,
+/// the others with at most `most` messages, while messages remain. Every other request is
+/// forwarded as it is. Scripted by count, never by time.
+struct ScriptedSqs {
+    endpoint: String,
+    receives: Arc<AtomicUsize>,
+}
+
+impl ScriptedSqs {
+    fn start(upstream: &str, empty: fn(usize) -> bool, most: u64) -> Self {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+        listener.set_nonblocking(true).unwrap();
+        let endpoint = format!("http://{}", listener.local_addr().unwrap());
+        let upstream = upstream.trim_start_matches("http://").to_owned();
+        let receives = Arc::new(AtomicUsize::new(0));
+        let counter = receives.clone();
+        // A thread of its own: the test's runtime is blocked while auditctl runs.
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async move {
+                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+                while let Ok((mut socket, _)) = listener.accept().await {
+                    let upstream = upstream.clone();
+                    let counter = counter.clone();
+                    tokio::spawn(async move {
+                        let mut buffer = Vec::new();
+                        while let Some(request) = read_request(&mut socket, &mut buffer).await {
+                            let (status, content_type, body) = if request.target
+                                == "AmazonSQS.ReceiveMessage"
+                            {
+                                let k = counter.fetch_add(1, Ordering::SeqCst) + 1;
+                                if empty(k) {
+                                    (200, "application/x-amz-json-1.0".to_owned(), b"{}".to_vec())
+                                } else {
+                                    let mut asked: Value =
+                                        serde_json::from_slice(&request.body).unwrap();
+                                    asked["MaxNumberOfMessages"] = most.into();
+                                    let body = serde_json::to_vec(&asked).unwrap();
+                                    forward(&upstream, &request, &body).await
+                                }
+                            } else {
+                                forward(&upstream, &request, &request.body).await
+                            };
+                            let headers = [("Content-Type", content_type.as_str())];
+                            if write_response(&mut socket, status, &headers, &body)
+                                .await
+                                .is_err()
+                            {
+                                return;
+                            }
+                        }
+                    });
+                }
+            });
+        });
+        Self { endpoint, receives }
+    }
+
+    fn receives(&self) -> usize {
+        self.receives.load(Ordering::SeqCst)
+    }
+}
+
+/// One request to moto on a connection of its own: the answer's status, content type and body.
+async fn forward(upstream: &str, request: &Request, body: &[u8]) -> (u16, String, Vec<u8>) {
+    let mut head = format!("{} {} HTTP/1.1\r\n", request.method, request.path);
+    for (name, value) in &request.headers {
+        let name_lower = name.to_ascii_lowercase();
+        if name_lower != "content-length" && name_lower != "connection" {
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
+    }
+    head.push_str(&format!(
+        "Content-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    ));
+    let mut stream = tokio::net::TcpStream::connect(upstream).await.unwrap();
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.write_all(body).await.unwrap();
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).await.unwrap();
+    let end = response.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    let head = String::from_utf8_lossy(&response[..end]).into_owned();
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    let content_type = head
+        .lines()
+        .filter_map(|line| line.split_once(':'))
+        .find(|(name, _)| name.eq_ignore_ascii_case("content-type"))
+        .map(|(_, value)| value.trim().to_owned())
+        .unwrap_or_default();
+    (status, content_type, response[end..].to_vec())
+}
+
+#[tokio::test]
+async fn dlq_list_lists_every_message_of_a_queue_that_answers_receives_short_and_empty() {
+    let moto = Moto::start();
+    let q = queues(&moto).await;
+    let mut sent = HashSet::new();
+    for i in 0..37 {
+        let reason = ["throttled", "conflict"][i % 2];
+        sent.insert(
+            q.dead_letter(&format!(r#"{{"auditText":"t{i}"}}"#), Some(reason))
+                .await,
+        );
+    }
+    // Receives 1 and 2 of every 4 come back empty (two in a row), the others with at most 4
+    // messages: more than one receive returns, and empty answers while messages remain.
+    let sqs = ScriptedSqs::start(&moto.endpoint, |k| k % 4 == 1 || k % 4 == 2, 4);
+
+    let output = auditctl(
+        &sqs.endpoint,
+        &["dlq", "list", "--format", "jsonl"],
+        &q.env(),
+    );
+    let rows = jsonl(&ok(output));
+    let listed: Vec<String> = rows
+        .iter()
+        .map(|r| r["messageId"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(listed.len(), 37, "each message once");
+    assert_eq!(listed.into_iter().collect::<HashSet<_>>(), sent);
+    assert!(sqs.receives() >= 20, "{} receives", sqs.receives());
+    assert_eq!(
+        q.depth(&q.dlq).await,
+        (37, 0),
+        "every message visible again"
+    );
+}
+
+#[tokio::test]
+async fn dlq_list_says_how_many_it_listed_of_how_many_and_exits_1_when_another_consumer_holds_some()
+{
+    let moto = Moto::start();
+    let q = queues(&moto).await;
+    for i in 0..12 {
+        q.dead_letter(&format!(r#"{{"auditText":"t{i}"}}"#), Some("throttled"))
+            .await;
+    }
+    // Another consumer holds 4 in flight, far longer than the test runs.
+    let taken = q
+        .sqs
+        .receive_message()
+        .queue_url(&q.dlq)
+        .max_number_of_messages(4)
+        .visibility_timeout(3600)
+        .send()
+        .await
+        .unwrap()
+        .messages
+        .unwrap_or_default();
+    assert_eq!(taken.len(), 4);
+    let taken: HashSet<String> = taken.into_iter().filter_map(|m| m.message_id).collect();
+
+    let output = auditctl(
+        &moto.endpoint,
+        &["dlq", "list", "--format", "jsonl"],
+        &q.env(),
+    );
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let message = stderr(&output);
+    assert!(
+        message.contains("listed 8 of 12 messages")
+            && message.contains("4 are in flight with another consumer")
+            && message.contains("run auditctl dlq list again"),
+        "{message}"
+    );
+    let rows = jsonl(&stdout(&output));
+    assert_eq!(rows.len(), 8, "everything it got is printed");
+    assert!(
+        rows.iter()
+            .all(|r| !taken.contains(r["messageId"].as_str().unwrap()))
+    );
+    assert_eq!(
+        q.depth(&q.dlq).await,
+        (8, 4),
+        "its own visible again, the other consumer's still held"
+    );
+
+    // The table says the same.
+    let output = auditctl(&moto.endpoint, &["dlq", "list"], &q.env());
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stderr(&output).contains("listed 8 of 12 messages"));
+    assert_eq!(stdout(&output).lines().count(), 2 + 8);
+}
+
+// -----------------------------------------------------------------------------------------
+// dlq list --show-body: the whole body, in every format
+
+/// RFC 4180 records: fields separated by commas, records by CRLF, a quoted field may hold
+/// anything (a quote doubled).
+fn csv_records(text: &str) -> Vec<Vec<String>> {
+    let mut records = Vec::new();
+    let mut record = Vec::new();
+    let mut field = String::new();
+    let mut quoted = false;
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (quoted, c) {
+            (true, '"') if chars.peek() == Some(&'"') => {
+                chars.next();
+                field.push('"');
+            }
+            (true, '"') => quoted = false,
+            (true, c) => field.push(c),
+            (false, '"') => quoted = true,
+            (false, ',') => record.push(std::mem::take(&mut field)),
+            (false, '\r') if chars.peek() == Some(&'\n') => {
+                chars.next();
+                record.push(std::mem::take(&mut field));
+                records.push(std::mem::take(&mut record));
+            }
+            (false, c) => field.push(c),
+        }
+    }
+    records
+}
+
+/// About 5 KB of audit text with line breaks (LF and CRLF), tabs, quotes, commas and text
+/// beyond ASCII.
+fn long_body() -> String {
+    let mut text = String::new();
+    let mut line = 0;
+    while text.len() < 5000 {
+        line += 1;
+        let end = if line % 5 == 0 { "\r\n" } else { "\n" };
+        text.push_str(&format!(
+            "line {line}:\tZoë paid 12,50 € to \"Łukasz\" — 日本語 🦀 ok{end}"
+        ));
+    }
+    format!(r#"{{"auditText":"{}"}}"#, text)
+}
+
+#[tokio::test]
+async fn dlq_list_show_body_prints_a_body_of_several_kb_in_full_in_every_format() {
+    let moto = Moto::start();
+    let q = queues(&moto).await;
+    let long = long_body();
+    assert!(long.len() > 5000 && long.contains('\n') && !long.is_ascii());
+    let short = r#"{"auditText":"short one"}"#.to_owned();
+    let long_id = q.dead_letter(&long, Some("conflict")).await;
+    let short_id = q.dead_letter(&short, Some("throttled")).await;
+    let bodies = HashMap::from([(long_id.clone(), &long), (short_id.clone(), &short)]);
+
+    let run = |format: &'static str| {
+        ok(auditctl(
+            &moto.endpoint,
+            &["dlq", "list", "--show-body", "--format", format],
+            &q.env(),
+        ))
+    };
+
+    let rows = jsonl(&run("jsonl"));
+    assert_eq!(rows.len(), 2);
+    for row in &rows {
+        let id = row["messageId"].as_str().unwrap();
+        assert_eq!(row["body"].as_str(), Some(bodies[id].as_str()), "jsonl");
+    }
+
+    let records = csv_records(&run("csv"));
+    assert_eq!(records.len(), 3, "a header and two rows");
+    let column = |name: &str| records[0].iter().position(|c| c == name).unwrap();
+    let (id_at, body_at) = (column("messageId"), column("body"));
+    for record in &records[1..] {
+        assert_eq!(&record[body_at], bodies[&record[id_at]], "csv");
+    }
+
+    // The table: each message's row, then its body in full between two marker lines.
+    let table = run("table");
+    for (id, body) in &bodies {
+        let start_marker = format!("\n--- body of {id}, {} bytes ---\n", body.len());
+        let at = table
+            .find(&start_marker)
+            .unwrap_or_else(|| panic!("{table}"));
+        let row = table.find(&format!("| {id} |")).expect("its row");
+        assert!(row < at, "the row comes before its body");
+        let start = at + start_marker.len();
+        assert_eq!(&table[start..start + body.len()], body.as_str(), "table");
+        assert!(
+            table[start + body.len()..].starts_with("\n--- end of body ---\n"),
+            "{table}"
+        );
+    }
+    let rows: Vec<&str> = table.lines().filter(|l| l.starts_with("| ")).collect();
+    assert_eq!(rows.len(), 3, "a header and two rows: {table}");
+    assert!(
+        !rows[0].contains("body "),
+        "no cut body column: {}",
+        rows[0]
+    );
+    let width = rows[0].chars().count();
+    assert!(rows.iter().all(|l| l.chars().count() == width), "{table}");
+    assert_eq!(q.depth(&q.dlq).await, (2, 0));
 }
