@@ -37,13 +37,15 @@ validate: $(DEPLOY_STAMP) ## lint template.yaml: cfn-lint and sam validate --lin
 	$(DEPLOY_ENV) cfn-lint template.yaml
 	$(DEPLOY_ENV) sam validate --lint --template-file template.yaml --region $(VALIDATE_REGION)
 
-package: $(DEPLOY_STAMP) ## sam build: the arm64 bootstrap in .aws-sam/build (no AWS account)
+package: $(DEPLOY_STAMP) ## sam build: each function's arm64 bootstrap in .aws-sam/build (no AWS account)
 	$(DEPLOY_ENV) sam build --template-file template.yaml
-	@f=.aws-sam/build/AuditReceiverFunction/bootstrap; \
+	@for fn in AuditReceiverFunction AuditArchiverFunction; do \
+	  f=.aws-sam/build/$$fn/bootstrap; \
 	  test -x $$f || { echo "package: $$f missing" >&2; exit 1; }; \
 	  python3 -c 'import sys; h=open(sys.argv[1],"rb").read(20); sys.exit(0 if h[:4]==b"\x7fELF" and int.from_bytes(h[18:20],"little")==183 else 1)' $$f \
 	  || { echo "package: $$f is not an arm64 (aarch64) ELF binary" >&2; exit 1; }; \
-	  echo "package: $$f is an aarch64 ELF executable ($$(du -h $$f | cut -f1))"
+	  echo "package: $$f is an aarch64 ELF executable ($$(du -h $$f | cut -f1))"; \
+	done
 
 deploy: package ## build, then a guided sam deploy (asks for the stack name, region, parameters)
 	$(DEPLOY_ENV) sam deploy --guided --config-env $(SAM_ENV)

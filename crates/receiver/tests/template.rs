@@ -546,10 +546,21 @@ fn nobody_may_start_a_message_move_task_from_the_dead_letter_queue() {
 }
 
 #[test]
-fn both_queues_are_encrypted_and_refuse_requests_without_tls() {
+fn every_queue_is_encrypted_and_refuses_requests_without_tls() {
     let t = template();
     let policies = resources_of_type(&t, "AWS::SQS::QueuePolicy");
-    for queue in ["AuditQueue", "AuditDeadLetterQueue"] {
+    let queues: Vec<String> = resources_of_type(&t, "AWS::SQS::Queue")
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect();
+    for expected in [
+        "AuditQueue",
+        "AuditDeadLetterQueue",
+        "AuditArchiveFailureQueue",
+    ] {
+        assert!(queues.iter().any(|q| q == expected), "{expected} exists");
+    }
+    for queue in queues.iter().map(String::as_str) {
         assert_eq!(
             at(props(&t, queue), &["SqsManagedSseEnabled"]),
             &Value::Bool(true),
@@ -582,14 +593,18 @@ fn alarms(t: &Value) -> Vec<(String, &Value)> {
         .collect()
 }
 
-/// Whether a metric (an alarm's properties, or a `MetricStat.Metric`) is one of the dead-letter
-/// queue's SQS metrics.
-fn of_the_dead_letter_queue(metric: &Value) -> bool {
+/// Whether a metric (an alarm's properties, or a `MetricStat.Metric`) is one of `queue`'s SQS
+/// metrics.
+fn of_queue(metric: &Value, queue: &str) -> bool {
     metric.get("Namespace").and_then(Value::as_str) == Some("AWS/SQS")
         && one_or_many(at(metric, &["Dimensions"])).iter().any(|d| {
             at(d, &["Name"]).as_str() == Some("QueueName")
-                && at(d, &["Value"]) == &get_att("AuditDeadLetterQueue", "QueueName")
+                && at(d, &["Value"]) == &get_att(queue, "QueueName")
         })
+}
+
+fn of_the_dead_letter_queue(metric: &Value) -> bool {
+    of_queue(metric, "AuditDeadLetterQueue")
 }
 
 /// Whether the alarm fires on a value of 1 or more and stays quiet at 0.
@@ -601,12 +616,10 @@ fn fires_on_any_message(alarm: &Value) -> bool {
     }
 }
 
-#[test]
-fn an_alarm_fires_while_the_dead_letter_queue_holds_any_message_visible_or_in_flight() {
-    // `auditctl dlq list` receives every message: an alarm on the visible ones alone would clear
-    // while someone lists the queue.
-    let t = template();
-    let fires = alarms(&t).iter().any(|(_, p)| {
+/// Whether an alarm of the template fires while `queue` holds any message, visible or in flight:
+/// a metric-math sum of its two depth metrics (gaps filled with 0), at their Maximum, above 0.
+fn alarms_while_the_queue_holds_anything(t: &Value, queue: &str) -> bool {
+    alarms(t).iter().any(|(_, p)| {
         let Some(metrics) = p.get("Metrics") else {
             return false;
         };
@@ -617,9 +630,8 @@ fn an_alarm_fires_while_the_dead_letter_queue_holds_any_message_visible_or_in_fl
             .filter_map(|m| {
                 let stat = m.get("MetricStat")?;
                 let metric = at(stat, &["Metric"]);
-                (of_the_dead_letter_queue(metric)
-                    && at(stat, &["Stat"]).as_str() == Some("Maximum"))
-                .then(|| (scalar(at(m, &["Id"])), scalar(at(metric, &["MetricName"]))))
+                (of_queue(metric, queue) && at(stat, &["Stat"]).as_str() == Some("Maximum"))
+                    .then(|| (scalar(at(m, &["Id"])), scalar(at(metric, &["MetricName"]))))
             })
             .collect();
         let returned: Vec<String> = metrics
@@ -646,9 +658,16 @@ fn an_alarm_fires_while_the_dead_letter_queue_holds_any_message_visible_or_in_fl
                     "ApproximateNumberOfMessagesVisible",
                 ])
             && fires_on_any_message(p)
-    });
+    })
+}
+
+#[test]
+fn an_alarm_fires_while_the_dead_letter_queue_holds_any_message_visible_or_in_flight() {
+    // `auditctl dlq list` receives every message: an alarm on the visible ones alone would clear
+    // while someone lists the queue.
+    let t = template();
     assert!(
-        fires,
+        alarms_while_the_queue_holds_anything(&t, "AuditDeadLetterQueue"),
         "no alarm on the dead-letter queue's ApproximateNumberOfMessagesVisible + \
          ApproximateNumberOfMessagesNotVisible > 0"
     );
@@ -697,32 +716,55 @@ fn an_alarm_fires_days_before_the_oldest_dead_letter_expires() {
     assert!(min >= 60, "SQS publishes the metric once a minute");
 }
 
+/// Every metric the template's alarms watch (an alarm's own, or each `MetricStat.Metric` of its
+/// metric math), as a mapping with Namespace, MetricName and Dimensions.
+fn every_alarm_metric(t: &Value) -> Vec<Value> {
+    let mut metrics = Vec::new();
+    for (_, p) in alarms(t) {
+        match p.get("Metrics") {
+            Some(math) => metrics.extend(
+                one_or_many(math)
+                    .iter()
+                    .filter_map(|m| m.get("MetricStat"))
+                    .map(|stat| at(stat, &["Metric"]).clone()),
+            ),
+            None => metrics.push(p.clone()),
+        }
+    }
+    metrics
+}
+
+/// The metrics of `namespace` the template's alarms watch.
+fn alarm_metrics(t: &Value, namespace: &str) -> Vec<Value> {
+    every_alarm_metric(t)
+        .into_iter()
+        .filter(|m| scalar(at(m, &["Namespace"])) == namespace)
+        .collect()
+}
+
+#[test]
+fn alarms_watch_only_the_namespaces_of_aws_and_of_the_two_functions() {
+    let t = template();
+    for metric in every_alarm_metric(&t) {
+        let namespace = scalar(at(&metric, &["Namespace"]));
+        assert!(
+            namespace.starts_with("AWS/")
+                || namespace == NAMESPACE
+                || namespace == ARCHIVER_NAMESPACE,
+            "{namespace} is no namespace anything here emits"
+        );
+    }
+}
+
 #[test]
 fn alarms_on_the_functions_metrics_use_its_namespace_and_dimension() {
     // src/telemetry.rs emits EMF under NAMESPACE with the single dimension FunctionName; an
     // alarm with another namespace or dimension set would watch a metric that never exists.
     let t = template();
-    let mut own: Vec<Value> = Vec::new();
-    for (_, alarm) in resources_of_type(&t, "AWS::CloudWatch::Alarm") {
-        let p = at(alarm, &["Properties"]);
-        match p.get("Metrics") {
-            // Metric math: every MetricStat of the function's namespace counts.
-            Some(metrics) => own.extend(
-                one_or_many(metrics)
-                    .iter()
-                    .filter_map(|m| m.get("MetricStat"))
-                    .map(|stat| at(stat, &["Metric"]))
-                    .filter(|m| !scalar(at(m, &["Namespace"])).starts_with("AWS/"))
-                    .cloned(),
-            ),
-            None if !scalar(at(p, &["Namespace"])).starts_with("AWS/") => own.push(p.clone()),
-            None => {}
-        }
-    }
+    let own = alarm_metrics(&t, NAMESPACE);
     let emitted = ["Failed", "DeadLettered"];
     let mut watched = BTreeSet::new();
     for p in &own {
-        assert_eq!(scalar(at(p, &["Namespace"])), NAMESPACE);
         let metric = scalar(at(p, &["MetricName"]));
         let (base, reason) = metric.split_once('.').unwrap_or((metric.as_str(), ""));
         assert!(emitted.contains(&base), "{metric} is not emitted");
@@ -925,8 +967,8 @@ fn table_is_retained_on_demand_recoverable_encrypted_and_expires_items_by_expire
 // ---------------------------------------------------------------------------------------------
 // Least privilege
 
-fn role_statements(t: &Value) -> Vec<Value> {
-    let role = props(t, "AuditReceiverRole");
+fn role_statements(t: &Value, role: &str) -> Vec<Value> {
+    let role = props(t, role);
     assert!(
         role.get("ManagedPolicyArns").is_none(),
         "no managed policies: they grant on \"*\""
@@ -938,14 +980,19 @@ fn role_statements(t: &Value) -> Vec<Value> {
 }
 
 #[test]
-fn function_role_is_its_own_and_sam_adds_no_policies() {
+fn each_function_has_its_own_role_and_sam_adds_no_policies() {
     let t = template();
-    let f = function(&t);
-    assert_eq!(at(f, &["Role"]), &get_att("AuditReceiverRole", "Arn"));
-    assert!(
-        f.get("Policies").is_none(),
-        "with Role set SAM would ignore Policies: keep them in the role"
-    );
+    for (function, role) in [
+        ("AuditReceiverFunction", "AuditReceiverRole"),
+        ("AuditArchiverFunction", "AuditArchiverRole"),
+    ] {
+        let f = props(&t, function);
+        assert_eq!(at(f, &["Role"]), &get_att(role, "Arn"), "{function}");
+        assert!(
+            f.get("Policies").is_none(),
+            "{function}: with Role set SAM would ignore Policies: keep them in the role"
+        );
+    }
     let iam: BTreeSet<String> = at(&t, &["Resources"])
         .as_mapping()
         .unwrap()
@@ -960,11 +1007,12 @@ fn function_role_is_its_own_and_sam_adds_no_policies() {
     assert_eq!(
         iam,
         BTreeSet::from([
+            "AuditArchiverRole".to_string(),
             "AuditOperatorPolicy".to_string(),
             "AuditReaderPolicy".to_string(),
             "AuditReceiverRole".to_string()
         ]),
-        "the function's role and the two operator policies, no other IAM resource"
+        "each function's role and the two operator policies, no other IAM resource"
     );
     for policy in ["AuditReaderPolicy", "AuditOperatorPolicy"] {
         for attachment in ["Roles", "Users", "Groups"] {
@@ -980,7 +1028,7 @@ fn function_role_is_its_own_and_sam_adds_no_policies() {
 fn function_may_only_put_items_poll_its_own_queue_and_send_dead_letters() {
     let t = template();
     let mut granted: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for s in role_statements(&t) {
+    for s in role_statements(&t, "AuditReceiverRole") {
         assert_eq!(at(&s, &["Effect"]).as_str(), Some("Allow"));
         assert!(s.get("NotAction").is_none() && s.get("NotResource").is_none());
         let resources = one_or_many(at(&s, &["Resource"]));
@@ -1400,7 +1448,7 @@ fn no_allowed_log_level_drops_the_metrics_or_start_and_report() {
 }
 
 #[test]
-fn outputs_name_the_queues_the_table_the_function_and_the_operator_policies() {
+fn outputs_name_the_queues_the_table_the_functions_the_archive_and_the_operator_policies() {
     let t = template();
     let expected = [
         ("AuditQueueUrl", reference("AuditQueue")),
@@ -1417,6 +1465,16 @@ fn outputs_name_the_queues_the_table_the_function_and_the_operator_policies() {
         ),
         ("AuditReaderPolicyArn", reference("AuditReaderPolicy")),
         ("AuditOperatorPolicyArn", reference("AuditOperatorPolicy")),
+        ("AuditArchiveBucketName", reference("AuditArchiveBucket")),
+        (
+            "AuditArchiverFunctionArn",
+            get_att("AuditArchiverFunction", "Arn"),
+        ),
+        (
+            "AuditArchiveFailureQueueUrl",
+            reference("AuditArchiveFailureQueue"),
+        ),
+        ("AuditTrailWorkGroupName", reference("AuditTrailWorkGroup")),
     ];
     for (name, value) in expected {
         assert_eq!(at(&t, &["Outputs", name, "Value"]), &value, "output {name}");
@@ -1679,6 +1737,736 @@ fn dashboard_shows_the_write_throttles_of_the_table_and_of_every_index() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The archive (SPEC "Keeping the trail")
+
+/// The archiver's EMF namespace, with the single dimension FunctionName, and the metrics it
+/// emits there (crates/archiver, written alongside: keep in step).
+const ARCHIVER_NAMESPACE: &str = "AuditArchiver";
+const ARCHIVER_EMITTED: &[&str] = &["Archived", "Expired", "TrailModified", "ArchiveLagMs"];
+
+fn archiver(t: &Value) -> &Value {
+    props(t, "AuditArchiverFunction")
+}
+
+/// The archiver's one event: the table's stream.
+fn stream_event(t: &Value) -> &Value {
+    let events: Vec<&Value> = at(archiver(t), &["Events"])
+        .as_mapping()
+        .expect("Events is a mapping")
+        .values()
+        .collect();
+    assert_eq!(events.len(), 1, "the archiver has exactly one event");
+    assert_eq!(at(events[0], &["Type"]).as_str(), Some("DynamoDB"));
+    at(events[0], &["Properties"])
+}
+
+#[test]
+fn archiver_is_an_arm64_al2023_binary_built_by_cargo_lambda_from_the_workspace() {
+    let t = template();
+    let receiver = resource(&t, "AuditReceiverFunction");
+    let f = resource(&t, "AuditArchiverFunction");
+    assert_eq!(at(f, &["Type"]).as_str(), Some("AWS::Serverless::Function"));
+    assert_eq!(
+        at(f, &["Metadata", "BuildMethod"]),
+        at(receiver, &["Metadata", "BuildMethod"])
+    );
+    assert_eq!(
+        at(f, &["Metadata", "BuildProperties", "Binary"]).as_str(),
+        Some("audit-archiver")
+    );
+    let p = archiver(&t);
+    for property in ["CodeUri", "Handler", "Runtime", "Architectures"] {
+        assert_eq!(
+            at(p, &[property]),
+            at(function(&t), &[property]),
+            "{property} as the receiver's (the workspace root, its bootstrap)"
+        );
+    }
+    let logging = at(p, &["LoggingConfig"]);
+    assert_eq!(
+        at(logging, &["LogGroup"]),
+        &reference("AuditArchiverLogGroup")
+    );
+    assert_eq!(at(logging, &["LogFormat"]).as_str(), Some("JSON"));
+    // The same levels as the receiver's: no allowed value drops the EMF documents.
+    assert_eq!(
+        at(logging, &["ApplicationLogLevel"]),
+        &reference("LogLevel")
+    );
+    assert_eq!(
+        at(logging, &["SystemLogLevel"]),
+        &reference("SystemLogLevel")
+    );
+}
+
+#[test]
+fn table_streams_new_and_old_images_and_takes_its_class_from_a_parameter() {
+    let t = template();
+    let table = props(&t, "AuditMessagesTable");
+    assert_eq!(
+        at(table, &["StreamSpecification", "StreamViewType"]).as_str(),
+        Some("NEW_AND_OLD_IMAGES"),
+        "a tamper record needs the item before and after"
+    );
+    let class = parameter_ref(&t, at(table, &["TableClass"])).expect("a parameter");
+    assert_eq!(
+        allowed_values(&t, &class),
+        vec!["STANDARD", "STANDARD_INFREQUENT_ACCESS"]
+    );
+    assert_eq!(scalar(at(parameter(&t, &class), &["Default"])), "STANDARD");
+}
+
+#[test]
+fn archiver_reads_the_stream_with_partial_batch_responses_and_gives_up_only_to_its_queue() {
+    let t = template();
+    let e = stream_event(&t);
+    assert_eq!(
+        at(e, &["Stream"]),
+        &get_att("AuditMessagesTable", "StreamArn")
+    );
+    assert_eq!(
+        at(e, &["StartingPosition"]).as_str(),
+        Some("TRIM_HORIZON"),
+        "nothing the stream holds is skipped"
+    );
+    assert_eq!(
+        at(e, &["FunctionResponseTypes"]),
+        &Value::Sequence(vec![Value::from("ReportBatchItemFailures")])
+    );
+    assert_eq!(at(e, &["BisectBatchOnFunctionError"]), &Value::Bool(true));
+    assert_eq!(
+        number(at(e, &["ParallelizationFactor"])),
+        1,
+        "one batch per shard at a time: stream order"
+    );
+    let batch = number(at(e, &["BatchSize"]));
+    assert!((1..=10_000).contains(&batch), "Lambda's range: {batch}");
+    // A finite number of retries, within Lambda's range (-1, infinite, would hold a shard up to
+    // the stream's 24 hours and then lose the records without a word).
+    let retries = parameter_ref(&t, at(e, &["MaximumRetryAttempts"])).expect("a parameter");
+    let (min, max, default) = numeric_range(&t, &retries);
+    assert!(min >= 1 && max <= 10_000 && (min..=max).contains(&default));
+    let window = numeric_values(&t, at(e, &["MaximumBatchingWindowInSeconds"]));
+    assert!(
+        window.iter().all(|w| *w <= 300),
+        "Lambda's range: {window:?}"
+    );
+    let destination = at(e, &["DestinationConfig", "OnFailure"]);
+    assert_eq!(at(destination, &["Type"]).as_str(), Some("SQS"));
+    assert_eq!(
+        at(destination, &["Destination"]),
+        &get_att("AuditArchiveFailureQueue", "Arn")
+    );
+    assert!(
+        alarms_while_the_queue_holds_anything(&t, "AuditArchiveFailureQueue"),
+        "an alarm fires while the failure queue holds anything, visible or in flight"
+    );
+    let queue = props(&t, "AuditArchiveFailureQueue");
+    assert_eq!(
+        number(at(queue, &["MessageRetentionPeriod"])),
+        SQS_MAX_RETENTION_SECONDS
+    );
+}
+
+#[test]
+fn archiver_environment_names_the_archive_bucket_and_an_hourly_digest_period() {
+    let t = template();
+    let vars = at(archiver(&t), &["Environment", "Variables"]);
+    assert_eq!(
+        at(vars, &["ARCHIVE_BUCKET"]),
+        &reference("AuditArchiveBucket")
+    );
+    assert_eq!(number(at(vars, &["DIGEST_PERIOD_SECONDS"])), 3600);
+    let names: BTreeSet<String> = vars.as_mapping().unwrap().keys().map(scalar).collect();
+    assert_eq!(
+        names,
+        BTreeSet::from(["ARCHIVE_BUCKET".into(), "DIGEST_PERIOD_SECONDS".into()]),
+        "DIGEST_KEY_ID comes with the digest key"
+    );
+}
+
+const ARCHIVE_OBJECTS: &str = "${AuditArchiveBucket.Arn}/*";
+const TABLE_STREAM: &str = "${AuditMessagesTable.StreamArn}";
+const TABLE_STREAMS: &str = "${AuditMessagesTable.Arn}/stream/*";
+
+/// What a role's inline policies allow: each action with the resources it is allowed on (plain
+/// Allow statements only, so that the map is all the role grants).
+fn role_grants(t: &Value, role: &str) -> Grants {
+    let mut grants = Grants::new();
+    for s in role_statements(t, role) {
+        assert_eq!(at(&s, &["Effect"]).as_str(), Some("Allow"), "{role}: {s:?}");
+        for key in ["NotAction", "NotResource", "Condition", "Principal"] {
+            assert!(s.get(key).is_none(), "{role}: no {key} ({s:?})");
+        }
+        let resources: Vec<String> = one_or_many(at(&s, &["Resource"]))
+            .iter()
+            .map(resource_text)
+            .collect();
+        for action in one_or_many(at(&s, &["Action"])).iter().map(scalar) {
+            assert!(!action.contains('*'), "{role}: wildcard action {action}");
+            for r in &resources {
+                assert_ne!(r, "*", "{role}: {action} on every resource");
+                grants.entry(action.clone()).or_default().insert(r.clone());
+            }
+        }
+    }
+    grants
+}
+
+#[test]
+fn archiver_may_only_read_the_stream_put_archive_objects_send_give_ups_and_write_its_logs() {
+    let t = template();
+    assert_eq!(
+        role_grants(&t, "AuditArchiverRole"),
+        grants(&[
+            // What the event source mapping polls the stream with (the AWS guide's four, on
+            // this table's streams only).
+            ("dynamodb:DescribeStream", &[TABLE_STREAM]),
+            ("dynamodb:GetRecords", &[TABLE_STREAM]),
+            ("dynamodb:GetShardIterator", &[TABLE_STREAM]),
+            ("dynamodb:ListStreams", &[TABLE_STREAMS]),
+            // New objects (conditional puts never replace one); no read, no delete, no lock.
+            ("s3:PutObject", &[ARCHIVE_OBJECTS]),
+            // The on-failure destination is sent with the function's role.
+            ("sqs:SendMessage", &["${AuditArchiveFailureQueue.Arn}"]),
+            ("logs:CreateLogStream", &["${AuditArchiverLogGroup.Arn}"]),
+            ("logs:PutLogEvents", &["${AuditArchiverLogGroup.Arn}"]),
+        ])
+    );
+}
+
+/// S3 actions that remove an object or a version, or loosen what keeps it.
+fn loosens_the_archive(action: &str) -> bool {
+    let verb = action.strip_prefix("s3:").unwrap_or("");
+    verb.starts_with("Delete")
+        || verb.starts_with("PutObjectRetention")
+        || verb.starts_with("PutObjectLegalHold")
+        || verb.starts_with("BypassGovernanceRetention")
+        || verb.starts_with("PutBucket")
+        || verb.starts_with("PutLifecycle")
+        || verb.starts_with("PutObjectAcl")
+        || verb.starts_with("PutObjectVersionAcl")
+        || verb.starts_with("PutEncryption")
+        || verb.contains('*')
+        || action == "*"
+}
+
+#[test]
+fn loosens_the_archive_is_recognised() {
+    for action in [
+        "s3:DeleteObject",
+        "s3:DeleteObjectVersion",
+        "s3:PutObjectRetention",
+        "s3:BypassGovernanceRetention",
+        "s3:PutBucketObjectLockConfiguration",
+        "s3:PutLifecycleConfiguration",
+        "s3:PutBucketPolicy",
+        "s3:*",
+        "*",
+    ] {
+        assert!(loosens_the_archive(action), "{action}");
+    }
+    for action in [
+        "s3:PutObject",
+        "s3:GetObject",
+        "s3:ListBucket",
+        "dynamodb:PutItem",
+    ] {
+        assert!(!loosens_the_archive(action), "{action}");
+    }
+}
+
+#[test]
+fn nothing_in_the_template_may_delete_unlock_or_reconfigure_the_archive() {
+    let t = template();
+    for (owner, document) in policy_documents(&t) {
+        for s in one_or_many(at(&document, &["Statement"])) {
+            if at(&s, &["Effect"]).as_str() != Some("Allow") {
+                continue;
+            }
+            assert!(s.get("NotAction").is_none(), "{owner}: NotAction");
+            for action in one_or_many(at(&s, &["Action"])).iter().map(scalar) {
+                assert!(!loosens_the_archive(&action), "{owner} may {action}");
+            }
+        }
+    }
+}
+
+#[test]
+fn archive_bucket_is_versioned_locked_in_compliance_mode_encrypted_private_and_retained() {
+    let t = template();
+    let r = resource(&t, "AuditArchiveBucket");
+    assert_eq!(at(r, &["Type"]).as_str(), Some("AWS::S3::Bucket"));
+    assert_eq!(at(r, &["DeletionPolicy"]).as_str(), Some("Retain"));
+    assert_eq!(at(r, &["UpdateReplacePolicy"]).as_str(), Some("Retain"));
+    let p = props(&t, "AuditArchiveBucket");
+    assert_eq!(
+        at(p, &["VersioningConfiguration", "Status"]).as_str(),
+        Some("Enabled")
+    );
+    assert_eq!(at(p, &["ObjectLockEnabled"]), &Value::Bool(true));
+    let lock = at(p, &["ObjectLockConfiguration"]);
+    assert_eq!(at(lock, &["ObjectLockEnabled"]).as_str(), Some("Enabled"));
+    let retention = at(lock, &["Rule", "DefaultRetention"]);
+    assert_eq!(
+        at(retention, &["Mode"]).as_str(),
+        Some("COMPLIANCE"),
+        "GOVERNANCE can be bypassed by a permission; COMPLIANCE by nobody"
+    );
+    assert!(retention.get("Years").is_none(), "Days, from the parameter");
+    let days = parameter_ref(&t, at(retention, &["Days"])).expect("a parameter");
+    assert_eq!(days, "ArchiveRetentionDays");
+    let (min, _, default) = numeric_range(&t, &days);
+    assert!(
+        min >= 366,
+        "PCI DSS 10.5.1: at least 12 months, at every allowed value"
+    );
+    assert_eq!(default, 400);
+    let sse = one_or_many(at(
+        p,
+        &["BucketEncryption", "ServerSideEncryptionConfiguration"],
+    ));
+    assert_eq!(sse.len(), 1);
+    assert_eq!(
+        at(&sse[0], &["ServerSideEncryptionByDefault", "SSEAlgorithm"]).as_str(),
+        Some("AES256"),
+        "SSE-S3: no key anyone could disable to make the archive unreadable"
+    );
+    for setting in [
+        "BlockPublicAcls",
+        "BlockPublicPolicy",
+        "IgnorePublicAcls",
+        "RestrictPublicBuckets",
+    ] {
+        assert_eq!(
+            at(p, &["PublicAccessBlockConfiguration", setting]),
+            &Value::Bool(true),
+            "{setting}"
+        );
+    }
+}
+
+#[test]
+fn archive_objects_move_to_a_colder_class_after_a_parameter_and_never_expire() {
+    let t = template();
+    let lifecycle = at(props(&t, "AuditArchiveBucket"), &["LifecycleConfiguration"]);
+    assert_eq!(
+        at(lifecycle, &["TransitionDefaultMinimumObjectSize"]).as_str(),
+        Some("all_storage_classes_128K"),
+        "Glacier Instant Retrieval bills at least 128 KB an object: small ones stay"
+    );
+    let rules = one_or_many(at(lifecycle, &["Rules"]));
+    let cold: Vec<&Value> = rules
+        .iter()
+        .flat_map(|r| {
+            assert_eq!(at(r, &["Status"]).as_str(), Some("Enabled"));
+            for expiry in [
+                "ExpirationInDays",
+                "ExpirationDate",
+                "NoncurrentVersionExpiration",
+            ] {
+                assert!(
+                    r.get(expiry).is_none(),
+                    "the archive never expires ({expiry})"
+                );
+            }
+            r.get("Transitions")
+        })
+        .collect();
+    assert_eq!(cold.len(), 1, "one transition rule");
+    let transitions = one_or_many(cold[0]);
+    assert_eq!(transitions.len(), 1);
+    assert_eq!(
+        at(&transitions[0], &["StorageClass"]).as_str(),
+        Some("GLACIER_IR"),
+        "read in milliseconds, by Athena and auditctl verify"
+    );
+    assert_eq!(
+        parameter_ref(&t, at(&transitions[0], &["TransitionInDays"])).as_deref(),
+        Some("ArchiveColdAfterDays")
+    );
+    let (min, _, _) = numeric_range(&t, "ArchiveColdAfterDays");
+    assert!(min >= 1);
+}
+
+/// The statements of the bucket policies of `bucket`.
+fn bucket_policy_statements(t: &Value, bucket: &str) -> Vec<Value> {
+    resources_of_type(t, "AWS::S3::BucketPolicy")
+        .iter()
+        .filter(|(_, p)| at(p, &["Properties", "Bucket"]) == &reference(bucket))
+        .flat_map(|(_, p)| one_or_many(at(p, &["Properties", "PolicyDocument", "Statement"])))
+        .collect()
+}
+
+fn denies_plain_http_on_bucket_and_objects(t: &Value, bucket: &str) -> bool {
+    bucket_policy_statements(t, bucket).iter().any(|s| {
+        let resources: BTreeSet<String> = one_or_many(at(s, &["Resource"]))
+            .iter()
+            .map(resource_text)
+            .collect();
+        at(s, &["Effect"]).as_str() == Some("Deny")
+            && at(s, &["Principal"]).as_str() == Some("*")
+            && one_or_many(at(s, &["Action"])).contains(&Value::from("s3:*"))
+            && resources
+                == BTreeSet::from([format!("${{{bucket}.Arn}}"), format!("${{{bucket}.Arn}}/*")])
+            && scalar(at(s, &["Condition", "Bool", "aws:SecureTransport"])) == "false"
+    })
+}
+
+#[test]
+fn archive_bucket_refuses_requests_without_tls_and_deletes_from_anyone() {
+    let t = template();
+    assert!(denies_plain_http_on_bucket_and_objects(
+        &t,
+        "AuditArchiveBucket"
+    ));
+    let denied: BTreeSet<String> = bucket_policy_statements(&t, "AuditArchiveBucket")
+        .iter()
+        .filter(|s| {
+            at(s, &["Effect"]).as_str() == Some("Deny")
+                && at(s, &["Principal"]).as_str() == Some("*")
+                && s.get("Condition").is_none()
+                && one_or_many(at(s, &["Resource"]))
+                    .iter()
+                    .any(|r| resource_text(r) == ARCHIVE_OBJECTS)
+        })
+        .flat_map(|s| {
+            one_or_many(at(s, &["Action"]))
+                .iter()
+                .map(scalar)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    for action in ["s3:DeleteObject", "s3:DeleteObjectVersion"] {
+        assert!(
+            denied.contains(action),
+            "{action} denied to everyone, unconditionally (a delete marker hides a locked object)"
+        );
+    }
+}
+
+#[test]
+fn query_results_live_in_their_own_expiring_bucket_never_in_the_locked_one() {
+    // Object Lock is bucket-wide: results written into the archive bucket would be locked for
+    // ArchiveRetentionDays.
+    let t = template();
+    let workgroup = at(
+        props(&t, "AuditTrailWorkGroup"),
+        &["WorkGroupConfiguration"],
+    );
+    assert_eq!(
+        at(workgroup, &["EnforceWorkGroupConfiguration"]),
+        &Value::Bool(true),
+        "clients cannot send results elsewhere"
+    );
+    let output = resource_text(at(workgroup, &["ResultConfiguration", "OutputLocation"]));
+    assert!(
+        output.starts_with("s3://${AuditQueryResultsBucket}/"),
+        "{output}"
+    );
+    assert_eq!(
+        at(
+            workgroup,
+            &[
+                "ResultConfiguration",
+                "EncryptionConfiguration",
+                "EncryptionOption"
+            ]
+        )
+        .as_str(),
+        Some("SSE_S3")
+    );
+    let results = props(&t, "AuditQueryResultsBucket");
+    assert!(results.get("ObjectLockEnabled").is_none());
+    let expires = one_or_many(at(results, &["LifecycleConfiguration", "Rules"]))
+        .iter()
+        .any(|r| {
+            r.get("ExpirationInDays").is_some() && at(r, &["Status"]).as_str() == Some("Enabled")
+        });
+    assert!(expires, "query results (copies of audit data) expire");
+    for setting in [
+        "BlockPublicAcls",
+        "BlockPublicPolicy",
+        "IgnorePublicAcls",
+        "RestrictPublicBuckets",
+    ] {
+        assert_eq!(
+            at(results, &["PublicAccessBlockConfiguration", setting]),
+            &Value::Bool(true),
+            "{setting}"
+        );
+    }
+    assert!(denies_plain_http_on_bucket_and_objects(
+        &t,
+        "AuditQueryResultsBucket"
+    ));
+}
+
+#[test]
+fn glue_table_reads_trail_objects_with_dt_and_hour_projected() {
+    let t = template();
+    let table = props(&t, "AuditTrailTable");
+    assert_eq!(
+        at(table, &["DatabaseName"]),
+        &reference("AuditTrailDatabase")
+    );
+    let input = at(table, &["TableInput"]);
+    assert_eq!(
+        at(input, &["Name"]).as_str(),
+        Some("trail"),
+        "the name sql/*.sql reads"
+    );
+    let p = at(input, &["Parameters"]);
+    let param = |name: &str| scalar(at(p, &[name]));
+    assert_eq!(param("projection.enabled"), "true");
+    assert_eq!(param("projection.dt.type"), "date");
+    assert_eq!(param("projection.dt.format"), "yyyy-MM-dd");
+    assert_eq!(param("projection.dt.interval"), "1");
+    assert_eq!(param("projection.dt.interval.unit"), "DAYS");
+    assert_eq!(
+        resource_text(at(p, &["projection.dt.range"])),
+        "${ArchiveStartDate},NOW",
+        "from a start day to today"
+    );
+    assert_eq!(param("projection.hour.type"), "integer");
+    assert_eq!(param("projection.hour.range"), "0,23");
+    assert_eq!(param("projection.hour.digits"), "2");
+    assert_eq!(
+        resource_text(at(p, &["storage.location.template"])),
+        "s3://${AuditArchiveBucket}/trail/dt=${!dt}/hour=${!hour}/",
+        "the archiver's layout: trail/dt=YYYY-MM-DD/hour=HH/"
+    );
+    let partitions: Vec<(String, String)> = one_or_many(at(input, &["PartitionKeys"]))
+        .iter()
+        .map(|k| (scalar(at(k, &["Name"])), scalar(at(k, &["Type"]))))
+        .collect();
+    assert_eq!(
+        partitions,
+        vec![
+            ("dt".into(), "string".into()),
+            ("hour".into(), "string".into())
+        ]
+    );
+    let storage = at(input, &["StorageDescriptor"]);
+    assert_eq!(
+        resource_text(at(storage, &["Location"])),
+        "s3://${AuditArchiveBucket}/trail/"
+    );
+    assert_eq!(
+        at(storage, &["SerdeInfo", "SerializationLibrary"]).as_str(),
+        Some("org.openx.data.jsonserde.JsonSerDe"),
+        "JSON lines; nested `extra` read as its JSON text"
+    );
+    let columns: BTreeMap<String, String> = one_or_many(at(storage, &["Columns"]))
+        .iter()
+        .map(|c| (scalar(at(c, &["Name"])), scalar(at(c, &["Type"]))))
+        .collect();
+    // Every attribute of the item (docs/events.md) but the index keys, which queries do not need.
+    for (name, kind) in [
+        (PARTITION_KEY, "string"),
+        (SORT_KEY, "string"),
+        ("auditText", "string"),
+        ("actor", "string"),
+        ("action", "string"),
+        ("resource", "string"),
+        ("outcome", "string"),
+        ("sourceIp", "string"),
+        ("sqsMessageId", "string"),
+        ("sentAt", "string"),
+        ("receivedAt", "string"),
+        ("receiveCount", "bigint"),
+        ("eventSource", "string"),
+        (AUDIT_BUCKET, "string"),
+        ("expiresAt", "bigint"),
+        ("extra", "string"),
+    ] {
+        assert_eq!(
+            columns.get(name).map(String::as_str),
+            Some(kind),
+            "column {name}"
+        );
+    }
+}
+
+/// The SQL files the named queries and `make sql` share.
+fn sql_files() -> BTreeMap<String, String> {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../sql");
+    std::fs::read_dir(dir)
+        .expect("sql/ is readable")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "sql"))
+        .map(|p| {
+            let name = format!("sql/{}", p.file_name().unwrap().to_string_lossy());
+            (name, std::fs::read_to_string(&p).expect("readable"))
+        })
+        .collect()
+}
+
+#[test]
+fn named_queries_are_the_sql_files_make_sql_runs() {
+    let t = template();
+    let files = sql_files();
+    let queries = resources_of_type(&t, "AWS::Athena::NamedQuery");
+    assert_eq!(
+        queries.len(),
+        3,
+        "one actor; per action per day; failures by source IP"
+    );
+    let mut used = BTreeSet::new();
+    for (name, q) in &queries {
+        let p = at(q, &["Properties"]);
+        assert_eq!(
+            at(p, &["Database"]),
+            &reference("AuditTrailDatabase"),
+            "{name}"
+        );
+        assert_eq!(
+            at(p, &["WorkGroup"]),
+            &reference("AuditTrailWorkGroup"),
+            "{name}"
+        );
+        let text = scalar(at(p, &["QueryString"]));
+        let file = files
+            .iter()
+            .find(|(_, sql)| **sql == text)
+            .map(|(file, _)| file.clone())
+            .unwrap_or_else(|| panic!("{name}'s QueryString is no sql/*.sql file as it stands"));
+        let description = scalar(at(p, &["Description"]));
+        assert!(
+            description.contains(&file),
+            "{name} names {file}: {description}"
+        );
+        assert!(used.insert(file), "{name}: two queries share a file");
+    }
+    assert_eq!(
+        used,
+        files.keys().cloned().collect(),
+        "every sql/*.sql is a named query"
+    );
+    for (file, sql) in &files {
+        assert!(sql.contains("FROM trail"), "{file} reads the Glue table");
+        assert!(sql.contains("dt >= ?"), "{file} prunes partitions by day");
+    }
+}
+
+/// Whether an alarm fires on a sum of 1 or more of `metric` in a single minute.
+fn fires_within_a_minute_on_the_first(alarm: &Value) -> bool {
+    fires_on_any_message(alarm)
+        && number(at(alarm, &["Period"])) == 60
+        && number(at(alarm, &["EvaluationPeriods"])) == 1
+        && at(alarm, &["Statistic"]).as_str() == Some("Sum")
+        && at(alarm, &["TreatMissingData"]).as_str() == Some("notBreaching")
+}
+
+#[test]
+fn an_alarm_fires_on_the_first_change_to_the_trail_within_a_minute() {
+    let t = template();
+    let watching: Vec<&Value> = alarms(&t)
+        .into_iter()
+        .map(|(_, p)| p)
+        .filter(|p| {
+            p.get("Namespace").map(scalar).as_deref() == Some(ARCHIVER_NAMESPACE)
+                && p.get("MetricName").map(scalar).as_deref() == Some("TrailModified")
+        })
+        .collect();
+    assert_eq!(watching.len(), 1, "one alarm on TrailModified");
+    assert!(fires_within_a_minute_on_the_first(watching[0]));
+}
+
+#[test]
+fn alarms_on_the_archivers_metrics_use_its_namespace_and_dimension() {
+    let t = template();
+    for p in alarm_metrics(&t, ARCHIVER_NAMESPACE) {
+        let metric = scalar(at(&p, &["MetricName"]));
+        assert!(
+            ARCHIVER_EMITTED.contains(&metric.as_str()),
+            "{metric} is not emitted"
+        );
+        let dimensions = one_or_many(at(&p, &["Dimensions"]));
+        assert_eq!(dimensions.len(), 1, "{metric}: exactly FunctionName");
+        assert_eq!(at(&dimensions[0], &["Name"]).as_str(), Some("FunctionName"));
+        assert_eq!(
+            at(&dimensions[0], &["Value"]),
+            &reference("AuditArchiverFunction")
+        );
+    }
+}
+
+#[test]
+fn an_alarm_fires_when_the_archive_falls_behind_the_stream() {
+    let t = template();
+    let lagging: Vec<&Value> = alarms(&t)
+        .into_iter()
+        .map(|(_, p)| p)
+        .filter(|p| {
+            p.get("Metrics").is_some_and(|m| {
+                one_or_many(m).iter().any(|m| {
+                    m.get("MetricStat").is_some_and(|s| {
+                        let metric = at(s, &["Metric"]);
+                        scalar(at(metric, &["MetricName"])) == "IteratorAge"
+                            && one_or_many(at(metric, &["Dimensions"]))
+                                .iter()
+                                .any(|d| at(d, &["Value"]) == &reference("AuditArchiverFunction"))
+                    })
+                })
+            })
+        })
+        .collect();
+    assert_eq!(lagging.len(), 1, "one alarm on the archiver's IteratorAge");
+    let threshold = parameter_ref(&t, at(lagging[0], &["Threshold"])).expect("a parameter");
+    let (min, max, _) = numeric_range(&t, &threshold);
+    let window = numeric_values(
+        &t,
+        at(stream_event(&t), &["MaximumBatchingWindowInSeconds"]),
+    );
+    assert!(
+        min >= window.iter().max().unwrap() + 60,
+        "the alarm stays quiet while a batch is only gathering"
+    );
+    assert!(max <= 86_400, "the stream keeps records 24 hours");
+    // IteratorAge is in milliseconds, the threshold in seconds.
+    let expression: Vec<String> = one_or_many(at(lagging[0], &["Metrics"]))
+        .iter()
+        .filter_map(|m| m.get("Expression").map(scalar))
+        .collect();
+    assert_eq!(expression, vec!["iterator / 1000"]);
+}
+
+#[test]
+fn dashboard_shows_the_archive_lag_and_trail_modifications() {
+    let t = template();
+    let metrics = dashboard_metrics(&t);
+    let archiver_metrics: BTreeSet<String> = metrics
+        .iter()
+        .filter(|m| m[0] == ARCHIVER_NAMESPACE)
+        .map(|m| {
+            assert_eq!(m[2], "FunctionName", "{m:?}: the archiver's only dimension");
+            m[1].clone()
+        })
+        .collect();
+    for name in &archiver_metrics {
+        assert!(
+            ARCHIVER_EMITTED.contains(&name.as_str()),
+            "the archiver never emits {name}"
+        );
+    }
+    for name in ["TrailModified", "ArchiveLagMs"] {
+        assert!(
+            archiver_metrics.contains(name),
+            "the dashboard shows {name}"
+        );
+    }
+    let variables = at(props(&t, "AuditDashboard"), &["DashboardBody", "Fn::Sub"])
+        .as_sequence()
+        .expect("Fn::Sub long form")[1]
+        .clone();
+    assert_eq!(
+        at(&variables, &["Archiver"]),
+        &reference("AuditArchiverFunction")
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
 // Documentation: the names README.md and docs/*.md give are the template's
 
 /// README.md and every docs/*.md, with their text.
@@ -1747,7 +2535,7 @@ fn section_names(t: &Value, section: &str) -> BTreeSet<String> {
 }
 
 /// Why a name that looks like one of the template's is not, or None when it is (or does not
-/// look like one). Audit*: a resource, output or parameter (or the table's default name, or the
+/// look like one). Audit*: a resource, output or parameter (or the table's default name, or a
 /// function's metric namespace); *Url and *Arn: an output or a parameter; *Alarm: an alarm.
 fn unknown_template_name(t: &Value, name: &str) -> Option<&'static str> {
     let resources = section_names(t, "Resources");
@@ -1768,7 +2556,8 @@ fn unknown_template_name(t: &Value, name: &str) -> Option<&'static str> {
             || outputs.contains(name)
             || parameters.contains(name)
             || name == table_default
-            || name == NAMESPACE;
+            || name == NAMESPACE
+            || name == ARCHIVER_NAMESPACE;
         return (!known).then_some("no resource, output or parameter of that name");
     }
     None
