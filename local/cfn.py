@@ -6,13 +6,17 @@ configuration cannot drift. This module loads the SAM/CloudFormation template (t
 same functions) and evaluates, against the parameter defaults (or explicit overrides), only the
 intrinsic functions template.yaml uses or is about to use:
 
-    Ref (parameters, pseudo parameters, resources), Fn::GetAtt (Arn, QueueName), Fn::FindInMap,
-    Fn::Sub, Fn::Join, Fn::If, and in Conditions Fn::Equals and Fn::Not; AWS::NoValue
+    Ref (parameters, pseudo parameters, resources), Fn::GetAtt (Arn, QueueName, and a table's
+    StreamArn), Fn::FindInMap, Fn::Sub, Fn::Join, Fn::If, and in Conditions Fn::Equals and
+    Fn::Not; AWS::NoValue
 
 Anything else raises ``TemplateError`` naming the path, rather than guessing: a template change
 that needs another function adds it here, with a case in tests/e2e/test_stack.py. Physical names follow CloudFormation: an explicit ``TableName``/``QueueName``/
-``FunctionName`` is used as written, otherwise ``<stack>-<LogicalId>`` (``.fifo`` appended
-for FIFO queues), without CloudFormation's random suffix so that runs are repeatable.
+``FunctionName``/``BucketName`` is used as written, otherwise ``<stack>-<LogicalId>`` (``.fifo``
+appended for FIFO queues, lower case for buckets), without CloudFormation's random suffix so that
+runs are repeatable. A table's ``StreamArn`` exists only once the table does (its label is the
+creation time): it evaluates to ``<table ARN>/stream/`` + ``STREAM_LABEL_PLACEHOLDER``, which
+local/stack.py replaces with the real one after creating the table.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import yaml
 ACCOUNT_ID = "123456789012"  # moto's default account
 REGION = "us-east-1"
 NO_VALUE = object()  # AWS::NoValue: the key or list element is removed
+STREAM_LABEL_PLACEHOLDER = "local-stream-label"  # see the module's docstring
 
 
 class TemplateError(Exception):
@@ -169,7 +174,7 @@ class Template:
         raw = res.get("Properties") or {}
         key = {"AWS::DynamoDB::Table": "TableName", "AWS::SQS::Queue": "QueueName",
                "AWS::Serverless::Function": "FunctionName", "AWS::Lambda::Function": "FunctionName",
-               "AWS::CloudWatch::Alarm": "AlarmName"}.get(rtype)
+               "AWS::CloudWatch::Alarm": "AlarmName", "AWS::S3::Bucket": "BucketName"}.get(rtype)
         name = None
         if key and key in raw:
             name = self.resolve(raw[key], f"Resources.{logical_id}.Properties.{key}")
@@ -179,6 +184,8 @@ class Template:
             name = f"{self.stack_name}-{logical_id}"
             if rtype == "AWS::SQS::Queue" and _truthy(self.resolve(raw.get("FifoQueue", False), logical_id)):
                 name += ".fifo"
+            if rtype == "AWS::S3::Bucket":
+                name = name.lower()  # S3 bucket names are lower case
         self._names[logical_id] = str(name)
         return self._names[logical_id]
 
@@ -208,6 +215,8 @@ class Template:
             return f"arn:aws:sns:{self.region}:{self.account_id}:{name}"
         if rtype == "AWS::IAM::Role":
             return f"arn:aws:iam::{self.account_id}:role/{name}"
+        if rtype == "AWS::S3::Bucket":
+            return f"arn:aws:s3:::{name}"
         raise TemplateError(f"no local ARN for {logical_id} ({rtype})")
 
     def get_att(self, logical_id: str, attr: str) -> Any:
@@ -219,6 +228,8 @@ class Template:
         name = self.physical_name(logical_id)
         if rtype == "AWS::SQS::Queue" and attr == "QueueName":
             return name
+        if rtype == "AWS::DynamoDB::Table" and attr == "StreamArn":
+            return f"{self.arn(logical_id)}/stream/{STREAM_LABEL_PLACEHOLDER}"
         raise TemplateError(f"Fn::GetAtt {logical_id}.{attr} is not supported locally")
 
     # the evaluator ------------------------------------------------------------------------

@@ -20,7 +20,7 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-FUNCTION_NAME = "audit-receiver"
+FUNCTION_NAME = "audit-receiver"  # the default binary; the archiver is "audit-archiver"
 # cargo lambda watch's --timeout: how long an idle instance may wait for its next invocation.
 WATCH_IDLE_TIMEOUT_S = 86_400
 _started: list["Proc"] = []
@@ -156,7 +156,9 @@ def function_env(stack_env: dict[str, str], endpoint: str, extra: dict[str, str]
 
 
 class Function:
-    """The function, run locally behind `cargo lambda watch`'s invoke endpoint on 127.0.0.1.
+    """A function (``binary``: audit-receiver by default, or audit-archiver), run locally behind
+    its own `cargo lambda watch`'s invoke endpoint on 127.0.0.1: one emulator per function, so
+    that each has its template environment, its concurrency and its log.
 
     mode "watch" (the default, what a user runs): `cargo lambda watch` builds and runs the
     function itself.
@@ -170,7 +172,8 @@ class Function:
     """
 
     def __init__(self, env: dict[str, str], log_path: Path, port: int | None = None, timeout_s: int = 30,
-                 mode: str | None = None, concurrency: int = 1):
+                 mode: str | None = None, concurrency: int = 1, binary: str = FUNCTION_NAME):
+        self.binary_name = binary
         self.env = env
         self.concurrency = concurrency
         self.log_path = Path(log_path)
@@ -187,7 +190,7 @@ class Function:
     @property
     def url(self) -> str:
         # With --only-lambda-apis, cargo lambda watch serves one unnamed function, "_".
-        name = "_" if self.mode == "deadline-shim" else FUNCTION_NAME
+        name = "_" if self.mode == "deadline-shim" else self.binary_name
         return f"http://127.0.0.1:{self.port}/2015-03-31/functions/{name}/invocations"
 
     def _cargo(self) -> str:
@@ -206,7 +209,7 @@ class Function:
             argv.append("--only-lambda-apis")
         else:
             # One function instance per concurrent invocation, as Lambda scales out.
-            argv += ["--bin", FUNCTION_NAME, "--concurrency", str(self.concurrency)]
+            argv += ["--bin", self.binary_name, "--concurrency", str(self.concurrency)]
         self._mark(f"start {' '.join(argv)}")
         self.proc = Proc("cargo lambda watch", argv, self.log_path, env=self.env)
         wait_port(self.port, 120, self.proc)
@@ -221,9 +224,9 @@ class Function:
             f.write(f"\n### {time.strftime('%H:%M:%S')} {text}\n".encode())
 
     def _build(self, timeout: float) -> None:
-        self._mark("cargo build --bin audit-receiver")
+        self._mark(f"cargo build --bin {self.binary_name}")
         with open(self.log_path, "ab") as log:
-            subprocess.run([self._cargo(), "build", "--bin", FUNCTION_NAME], cwd=ROOT, env=self.env,
+            subprocess.run([self._cargo(), "build", "--bin", self.binary_name], cwd=ROOT, env=self.env,
                            stdout=log, stderr=subprocess.STDOUT, check=True, timeout=timeout)
 
     def start_binary(self) -> None:
@@ -232,16 +235,17 @@ class Function:
         self.starts += 1
         env = dict(self.env)
         env.update({"AWS_LAMBDA_RUNTIME_API": f"http://127.0.0.1:{self.shim.port}/.rt",
-                    "AWS_LAMBDA_FUNCTION_NAME": FUNCTION_NAME, "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
+                    "AWS_LAMBDA_FUNCTION_NAME": self.binary_name, "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
                     "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": env.get("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256")})
         self._mark(f"function process start {self.starts}")
-        self.binary = Proc(FUNCTION_NAME, [str(ROOT / "target" / "debug" / FUNCTION_NAME)], self.log_path, env=env)
+        self.binary = Proc(self.binary_name, [str(ROOT / "target" / "debug" / self.binary_name)], self.log_path,
+                           env=env)
 
     def function_pids(self) -> list[int]:
         """The running function process(es): the binary under cargo lambda watch, or ours."""
         if self.mode == "deadline-shim":
             return [self.binary.pid] if self.binary and self.binary.alive() else []
-        out = subprocess.run(["pgrep", "-s", str(self.proc.pid), "-f", f"target/debug/{FUNCTION_NAME}$"],
+        out = subprocess.run(["pgrep", "-s", str(self.proc.pid), "-f", f"target/debug/{self.binary_name}$"],
                              capture_output=True, text=True) if self.proc else None
         return [int(p) for p in out.stdout.split()] if out else []
 

@@ -1,17 +1,25 @@
-"""Create the table and the queues of template.yaml on a local AWS endpoint (moto_server).
+"""Create the table, the queues and the buckets of template.yaml on a local AWS endpoint
+(moto_server).
 
     python -m local.stack --endpoint http://127.0.0.1:5000 [--param Name=Value ...]
                           [--visibility-timeout SECONDS] [--batching-window SECONDS]
+                          [--digest-period SECONDS]
 
-Everything comes from the template: table key schema, billing mode, TTL, SSE and point-in-time
-recovery; queue names, FIFO, visibility timeout, retention, redrive policy (dead-letter queue and
-maxReceiveCount) and redrive-allow policy; the function's SQS event (BatchSize,
-MaximumBatchingWindowInSeconds, ScalingConfig.MaximumConcurrency, FunctionResponseTypes),
-its Timeout and its environment variables.
+Everything comes from the template: table key schema, billing mode, table class, TTL, SSE,
+point-in-time recovery and stream; queue names, FIFO, visibility timeout, retention, redrive
+policy (dead-letter queue and maxReceiveCount) and redrive-allow policy; buckets with their
+versioning, Object Lock default retention, encryption, public access block, ownership, lifecycle
+rules and bucket policies; the receiver's SQS event (BatchSize, MaximumBatchingWindowInSeconds,
+ScalingConfig.MaximumConcurrency, FunctionResponseTypes) and the archiver's DynamoDB stream event
+(StartingPosition, BatchSize, window, ReportBatchItemFailures, BisectBatchOnFunctionError,
+MaximumRetryAttempts, MaximumRecordAgeInSeconds, the on-failure queue); each function's binary,
+Timeout and environment variables. (Glue and Athena have no local twin: `make sql` runs the same
+SQL in DuckDB, local/sql.py.)
 
-Two flags scale timings down for tests, and only when given: ``--visibility-timeout`` (so
+Three flags scale timings down for tests, and only when given: ``--visibility-timeout`` (so
 that a failed record returns, and a poison one reaches the dead-letter queue, in seconds rather
-than minutes) and ``--batching-window``. Without them every value is the template's.
+than minutes), ``--batching-window``, and ``--digest-period`` (the archiver's
+DIGEST_PERIOD_SECONDS). Without them every value is the template's.
 Prints the resolved stack as JSON (queue URLs, table name, event source mapping settings).
 """
 
@@ -81,13 +89,39 @@ class EventSourceMapping:
 
 
 @dataclass
+class StreamEventMapping:
+    """The archiver's DynamoDB stream event, as Lambda's event source mapping would run it."""
+    table_logical_id: str
+    starting_position: str
+    batch_size: int
+    batching_window_s: float
+    parallelization_factor: int
+    report_batch_item_failures: bool
+    bisect_batch_on_function_error: bool
+    maximum_retry_attempts: int    # -1: until the record leaves the stream
+    maximum_record_age_s: int      # -1: the stream's retention
+    on_failure_queue_logical_id: str | None
+    enabled: bool = True
+
+
+@dataclass
 class FunctionSpec:
     logical_id: str
     name: str
+    binary: str      # Metadata.BuildProperties.Binary: what `cargo lambda watch` runs
     timeout_s: int
     memory_mb: int
     environment: dict[str, str]
     events: list[EventSourceMapping] = field(default_factory=list)
+    stream_events: list[StreamEventMapping] = field(default_factory=list)
+
+
+@dataclass
+class BucketSpec:
+    logical_id: str
+    name: str
+    properties: dict          # resolved AWS::S3::Bucket properties
+    policies: list[dict]      # resolved policy documents of its AWS::S3::BucketPolicy resources
 
 
 @dataclass
@@ -98,8 +132,11 @@ class Stack:
     table_name: str
     table_ttl_attribute: str | None
     queues: dict[str, QueueSpec]
-    function: FunctionSpec
+    function: FunctionSpec              # the receiver: the function with the SQS event
     scaled: dict[str, Any]  # timings changed by flags (empty when none)
+    archiver: FunctionSpec | None = None  # the function with the table's stream event
+    buckets: dict[str, BucketSpec] = field(default_factory=dict)
+    stream_arn: str = ""                # the table's latest stream, once created
 
     @property
     def source_queue(self) -> QueueSpec:
@@ -117,17 +154,93 @@ class Stack:
     def esm(self) -> EventSourceMapping:
         return self.function.events[0]
 
+    @property
+    def stream_esm(self) -> StreamEventMapping | None:
+        return self.archiver.stream_events[0] if self.archiver else None
+
+    @property
+    def archive_failure_queue(self) -> QueueSpec | None:
+        esm = self.stream_esm
+        return self.queues[esm.on_failure_queue_logical_id] if esm and esm.on_failure_queue_logical_id else None
+
+    @property
+    def archive_bucket(self) -> BucketSpec | None:
+        """The bucket the archiver writes to (its ARCHIVE_BUCKET)."""
+        name = self.archiver.environment.get("ARCHIVE_BUCKET") if self.archiver else None
+        return next((b for b in self.buckets.values() if b.name == name), None)
+
     def to_json(self) -> dict:
         d = asdict(self)
         d["source_queue_url"] = self.source_queue.url
         dlq = self.dead_letter_queue
         d["dead_letter_queue_url"] = dlq.url if dlq else None
+        failures = self.archive_failure_queue
+        d["archive_failure_queue_url"] = failures.url if failures else None
         return d
+
+
+def _function_spec(tpl: Template, fid: str) -> FunctionSpec:
+    fprops = tpl.properties(fid)
+    env = {k: str(v) for k, v in ((fprops.get("Environment") or {}).get("Variables") or {}).items()}
+    # Lambda turns LoggingConfig into the runtime's environment; do the same locally.
+    logging_config = fprops.get("LoggingConfig") or {}
+    if "LogFormat" in logging_config:
+        env.setdefault("AWS_LAMBDA_LOG_FORMAT", str(logging_config["LogFormat"]))
+    if "ApplicationLogLevel" in logging_config and logging_config.get("LogFormat") == "JSON":
+        env.setdefault("AWS_LAMBDA_LOG_LEVEL", str(logging_config["ApplicationLogLevel"]))
+    build = (tpl.resources[fid].get("Metadata") or {}).get("BuildProperties") or {}
+    return FunctionSpec(fid, tpl.physical_name(fid), str(build.get("Binary") or "audit-receiver"),
+                        int(fprops.get("Timeout", 3)), int(fprops.get("MemorySize", 128)), env)
+
+
+def _stream_events(tpl: Template, fid: str, table_id: str, queues: dict[str, QueueSpec]) -> list[StreamEventMapping]:
+    out = []
+    for ename, ev in (tpl.properties(fid).get("Events") or {}).items():
+        if ev.get("Type") != "DynamoDB":
+            continue
+        p = ev.get("Properties") or {}
+        if p.get("Stream") != tpl.get_att(table_id, "StreamArn"):
+            raise TemplateError(f"{fid}.Events.{ename}: the stream is not {table_id}'s")
+        on_failure = ((p.get("DestinationConfig") or {}).get("OnFailure") or {})
+        failure_qid = None
+        if on_failure:
+            if on_failure.get("Type", "SQS") != "SQS":
+                raise TemplateError(f"{fid}.Events.{ename}: only an SQS on-failure destination runs locally")
+            failure_qid = next((q.logical_id for q in queues.values() if q.arn == on_failure.get("Destination")), None)
+            if failure_qid is None:
+                raise TemplateError(f"{fid}.Events.{ename}: on-failure queue {on_failure.get('Destination')} "
+                                    "is not in the template")
+        out.append(StreamEventMapping(
+            table_logical_id=table_id,
+            starting_position=str(p.get("StartingPosition", "TRIM_HORIZON")),
+            batch_size=int(p.get("BatchSize", 100)),
+            batching_window_s=float(p.get("MaximumBatchingWindowInSeconds", 0)),
+            parallelization_factor=int(p.get("ParallelizationFactor", 1)),
+            report_batch_item_failures="ReportBatchItemFailures" in (p.get("FunctionResponseTypes") or []),
+            bisect_batch_on_function_error=truthy(p.get("BisectBatchOnFunctionError", False)),
+            maximum_retry_attempts=int(p.get("MaximumRetryAttempts", -1)),
+            maximum_record_age_s=int(p.get("MaximumRecordAgeInSeconds", -1)),
+            on_failure_queue_logical_id=failure_qid,
+            enabled=truthy(p.get("Enabled", True)),
+        ))
+    return out
+
+
+def _buckets(tpl: Template) -> dict[str, BucketSpec]:
+    buckets = {bid: BucketSpec(bid, tpl.physical_name(bid), tpl.properties(bid), [])
+               for bid in tpl.resources_of_type("AWS::S3::Bucket")}
+    for pid in tpl.resources_of_type("AWS::S3::BucketPolicy"):
+        props = tpl.properties(pid)
+        bucket = next((b for b in buckets.values() if b.name == props.get("Bucket")), None)
+        if bucket is None:
+            raise TemplateError(f"{pid}: bucket {props.get('Bucket')} is not in the template")
+        bucket.policies.append(props["PolicyDocument"])
+    return buckets
 
 
 def read_stack(template_path: str | Path = DEFAULT_TEMPLATE, parameters: dict[str, str] | None = None,
                visibility_timeout: int | None = None, batching_window: float | None = None,
-               stack_name: str = "audit-receiver-local") -> Stack:
+               stack_name: str = "audit-receiver-local", digest_period: int | None = None) -> Stack:
     """Evaluate the template; no endpoint is contacted."""
     tpl = Template(load_template(template_path), parameters=dict(parameters or {}), stack_name=stack_name)
 
@@ -160,20 +273,19 @@ def read_stack(template_path: str | Path = DEFAULT_TEMPLATE, parameters: dict[st
             del attrs["FifoQueue"]  # SQS rejects FifoQueue=false on create
         queues[qid] = QueueSpec(qid, tpl.physical_name(qid), tpl.arn(qid), attrs)
 
+    # The receiver is the function with an SQS event; the archiver, the one with the table's
+    # stream event (a template may have none).
     funcs = tpl.resources_of_type("AWS::Serverless::Function")
-    if len(funcs) != 1:
-        raise TemplateError(f"expected one AWS::Serverless::Function, found {funcs}")
-    fid = funcs[0]
+    kinds = {fid: {ev.get("Type") for ev in ((tpl.resources[fid].get("Properties") or {}).get("Events") or {}).values()}
+             for fid in funcs}
+    receivers = [fid for fid in funcs if "SQS" in kinds[fid]]
+    archivers = [fid for fid in funcs if "DynamoDB" in kinds[fid]]
+    if len(receivers) != 1 or len(archivers) > 1:
+        raise TemplateError(f"expected one AWS::Serverless::Function with an SQS event and at most one with a "
+                            f"DynamoDB stream event, found {kinds}")
+    fid = receivers[0]
     fprops = tpl.properties(fid)
-    env = {k: str(v) for k, v in ((fprops.get("Environment") or {}).get("Variables") or {}).items()}
-    # Lambda turns LoggingConfig into the runtime's environment; do the same locally.
-    logging_config = fprops.get("LoggingConfig") or {}
-    if "LogFormat" in logging_config:
-        env.setdefault("AWS_LAMBDA_LOG_FORMAT", str(logging_config["LogFormat"]))
-    if "ApplicationLogLevel" in logging_config and logging_config.get("LogFormat") == "JSON":
-        env.setdefault("AWS_LAMBDA_LOG_LEVEL", str(logging_config["ApplicationLogLevel"]))
-    fn = FunctionSpec(fid, tpl.physical_name(fid), int(fprops.get("Timeout", 3)),
-                      int(fprops.get("MemorySize", 128)), env)
+    fn = _function_spec(tpl, fid)
     for ename, ev in (fprops.get("Events") or {}).items():
         if ev.get("Type") != "SQS":
             continue
@@ -194,8 +306,12 @@ def read_stack(template_path: str | Path = DEFAULT_TEMPLATE, parameters: dict[st
     if not fn.events:
         raise TemplateError(f"{fid} has no SQS event")
 
+    archiver = None
+    if archivers:
+        archiver = _function_spec(tpl, archivers[0])
+        archiver.stream_events = _stream_events(tpl, archivers[0], table_id, queues)
     stack = Stack(str(template_path), tpl.parameter_values, table_id, tpl.physical_name(table_id),
-                  ttl_attr, queues, fn, {})
+                  ttl_attr, queues, fn, {}, archiver, _buckets(tpl))
     src = stack.source_queue
     if visibility_timeout is not None:
         stack.scaled["VisibilityTimeout"] = {"template": src.visibility_timeout, "local": visibility_timeout}
@@ -204,6 +320,10 @@ def read_stack(template_path: str | Path = DEFAULT_TEMPLATE, parameters: dict[st
         stack.scaled["MaximumBatchingWindowInSeconds"] = {"template": stack.esm.batching_window_s,
                                                           "local": batching_window}
         stack.esm.batching_window_s = float(batching_window)
+    if digest_period is not None and archiver is not None:
+        stack.scaled["DIGEST_PERIOD_SECONDS"] = {"template": archiver.environment.get("DIGEST_PERIOD_SECONDS"),
+                                                 "local": digest_period}
+        archiver.environment["DIGEST_PERIOD_SECONDS"] = str(digest_period)
     stack._tpl = tpl  # type: ignore[attr-defined]  # for create_stack
     stack._table_props = tprops  # type: ignore[attr-defined]
     return stack
@@ -229,6 +349,10 @@ def create_stack(stack: Stack, endpoint: str) -> Stack:
         "AttributeDefinitions": props["AttributeDefinitions"],
         "BillingMode": props.get("BillingMode", "PROVISIONED"),
     }
+    if "StreamSpecification" in props:
+        # CloudFormation's StreamSpecification has the view type only; the API's says enabled.
+        args["StreamSpecification"] = {"StreamEnabled": True,
+                                       "StreamViewType": props["StreamSpecification"]["StreamViewType"]}
     if args["BillingMode"] == "PROVISIONED":
         pt = props.get("ProvisionedThroughput") or {"ReadCapacityUnits": 5, "WriteCapacityUnits": 5}
         args["ProvisionedThroughput"] = {k: int(v) for k, v in pt.items()}
@@ -236,13 +360,13 @@ def create_stack(stack: Stack, endpoint: str) -> Stack:
     if sse:
         args["SSESpecification"] = {"Enabled": truthy(sse.get("SSEEnabled", False)),
                                     **({"SSEType": sse["SSEType"]} if "SSEType" in sse else {})}
-    for key in ("GlobalSecondaryIndexes", "LocalSecondaryIndexes", "StreamSpecification",
-                "DeletionProtectionEnabled"):
+    for key in ("GlobalSecondaryIndexes", "LocalSecondaryIndexes", "DeletionProtectionEnabled", "TableClass"):
         if key in props:
             args[key] = props[key]
     ddb.create_table(**args)
     ddb.get_waiter("table_exists").wait(TableName=stack.table_name,
                                         WaiterConfig={"Delay": 0.2, "MaxAttempts": 50})
+    stack.stream_arn = ddb.describe_table(TableName=stack.table_name)["Table"].get("LatestStreamArn", "")
     if stack.table_ttl_attribute:
         ddb.update_time_to_live(TableName=stack.table_name, TimeToLiveSpecification={
             "Enabled": True, "AttributeName": stack.table_ttl_attribute})
@@ -256,14 +380,86 @@ def create_stack(stack: Stack, endpoint: str) -> Stack:
     order = sorted(stack.queues.values(), key=lambda q: "RedrivePolicy" in q.attributes)
     for q in order:
         q.url = sqs.create_queue(QueueName=q.name, Attributes=q.attributes)["QueueUrl"]
-    # The function's environment names queues by their AWS URL ({Ref: AuditDeadLetterQueue});
+    # The functions' environments name queues by their AWS URL ({Ref: AuditDeadLetterQueue});
     # locally the same queue has the endpoint's URL.
     tpl = stack._tpl  # type: ignore[attr-defined]
     aws_urls = {tpl.queue_url(q.name): q.url for q in stack.queues.values()}
-    for name, value in list(stack.function.environment.items()):
-        if value in aws_urls:
-            stack.function.environment[name] = aws_urls[value]
+    for fn in (stack.function, stack.archiver):
+        for name, value in list((fn.environment if fn else {}).items()):
+            if value in aws_urls:
+                fn.environment[name] = aws_urls[value]
+
+    s3 = _client("s3", endpoint)
+    for bucket in stack.buckets.values():
+        create_bucket(s3, bucket)
     return stack
+
+
+def create_bucket(s3, bucket: BucketSpec) -> None:
+    """One AWS::S3::Bucket with the settings the template gives it (moto keeps every one of them,
+    and enforces Object Lock: a locked version cannot be deleted)."""
+    p = bucket.properties
+    locked = truthy(p.get("ObjectLockEnabled", False))
+    s3.create_bucket(Bucket=bucket.name, **({"ObjectLockEnabledForBucket": True} if locked else {}))
+    if "VersioningConfiguration" in p:
+        s3.put_bucket_versioning(Bucket=bucket.name,
+                                 VersioningConfiguration={"Status": p["VersioningConfiguration"]["Status"]})
+    lock = p.get("ObjectLockConfiguration")
+    if lock:
+        conf: dict[str, Any] = {"ObjectLockEnabled": lock.get("ObjectLockEnabled", "Enabled")}
+        retention = (lock.get("Rule") or {}).get("DefaultRetention")
+        if retention:
+            conf["Rule"] = {"DefaultRetention": {"Mode": retention["Mode"], **{
+                k: int(retention[k]) for k in ("Days", "Years") if k in retention}}}
+        s3.put_object_lock_configuration(Bucket=bucket.name, ObjectLockConfiguration=conf)
+    sse = (p.get("BucketEncryption") or {}).get("ServerSideEncryptionConfiguration")
+    if sse:
+        s3.put_bucket_encryption(Bucket=bucket.name, ServerSideEncryptionConfiguration={"Rules": [
+            {"ApplyServerSideEncryptionByDefault": r["ServerSideEncryptionByDefault"],
+             **({"BucketKeyEnabled": truthy(r["BucketKeyEnabled"])} if "BucketKeyEnabled" in r else {})}
+            for r in sse]})
+    if "PublicAccessBlockConfiguration" in p:
+        s3.put_public_access_block(Bucket=bucket.name, PublicAccessBlockConfiguration={
+            k: truthy(v) for k, v in p["PublicAccessBlockConfiguration"].items()})
+    if "OwnershipControls" in p:
+        s3.put_bucket_ownership_controls(Bucket=bucket.name, OwnershipControls=p["OwnershipControls"])
+    lifecycle = p.get("LifecycleConfiguration")
+    if lifecycle:
+        extra = {}
+        if "TransitionDefaultMinimumObjectSize" in lifecycle:
+            extra["TransitionDefaultMinimumObjectSize"] = lifecycle["TransitionDefaultMinimumObjectSize"]
+        s3.put_bucket_lifecycle_configuration(Bucket=bucket.name, LifecycleConfiguration={
+            "Rules": [_lifecycle_rule(r) for r in lifecycle["Rules"]]}, **extra)
+    # The bucket policies, less their TLS-only statements: moto enforces bucket policies, and the
+    # local endpoint is plain HTTP on loopback (the queue policies are not created locally at all).
+    statements = [st for policy in bucket.policies for st in _as_list(policy.get("Statement"))
+                  if "aws:SecureTransport" not in json.dumps(st.get("Condition") or {})]
+    if statements:
+        s3.put_bucket_policy(Bucket=bucket.name, Policy=json.dumps({"Version": "2012-10-17",
+                                                                    "Statement": statements}))
+
+
+def _as_list(value) -> list:
+    return value if isinstance(value, list) else [value] if value else []
+
+
+def _lifecycle_rule(rule: dict) -> dict:
+    """CloudFormation's lifecycle rule in the S3 API's shape."""
+    out: dict[str, Any] = {"ID": rule.get("Id", ""), "Status": rule["Status"],
+                           "Filter": {"Prefix": rule.get("Prefix", "")}}
+    if "Transitions" in rule:
+        out["Transitions"] = [{"Days": int(t["TransitionInDays"]), "StorageClass": t["StorageClass"]}
+                              for t in rule["Transitions"]]
+    if "NoncurrentVersionTransitions" in rule:
+        out["NoncurrentVersionTransitions"] = [
+            {"NoncurrentDays": int(t["TransitionInDays"]), "StorageClass": t["StorageClass"]}
+            for t in rule["NoncurrentVersionTransitions"]]
+    if "ExpirationInDays" in rule:
+        out["Expiration"] = {"Days": int(rule["ExpirationInDays"])}
+    if "AbortIncompleteMultipartUpload" in rule:
+        out["AbortIncompleteMultipartUpload"] = {
+            "DaysAfterInitiation": int(rule["AbortIncompleteMultipartUpload"]["DaysAfterInitiation"])}
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -277,10 +473,13 @@ def main(argv: list[str] | None = None) -> int:
                     help="TEST SCALING: override the source queue's VisibilityTimeout")
     ap.add_argument("--batching-window", type=float, metavar="SECONDS",
                     help="TEST SCALING: override MaximumBatchingWindowInSeconds")
+    ap.add_argument("--digest-period", type=int, metavar="SECONDS",
+                    help="TEST SCALING: override the archiver's DIGEST_PERIOD_SECONDS")
     args = ap.parse_args(argv)
     params = dict(p.split("=", 1) for p in args.param)
     try:
-        stack = read_stack(args.template, params, args.visibility_timeout, args.batching_window)
+        stack = read_stack(args.template, params, args.visibility_timeout, args.batching_window,
+                           digest_period=args.digest_period)
         if args.endpoint:
             create_stack(stack, args.endpoint)
     except TemplateError as e:

@@ -52,7 +52,7 @@ def test_bad_parameters_and_unknown_references_are_errors():
     # Only the functions template.yaml uses are evaluated; anything else is an error, not a guess.
     for unsupported in ({"Fn::ImportValue": "x"}, {"Fn::Select": [0, ["a"]]},
                         {"Fn::Split": [",", "a,b"]}, {"Fn::And": [True, True]},
-                        {"Fn::GetAtt": ["AuditMessagesTable", "StreamArn"]}):
+                        {"Fn::GetAtt": ["AuditMessagesTable", "StreamLabel"]}):
         with pytest.raises(TemplateError):
             tpl.resolve(unsupported, "x")
 
@@ -77,6 +77,19 @@ def test_real_template_matches_the_contract():
     assert stack.source_queue.visibility_timeout >= 6 * stack.function.timeout_s + stack.esm.batching_window_s
     assert stack.function.environment["TABLE_NAME"] == stack.table_name
     assert stack.esm.report_batch_item_failures
+    # The archiver: the function with the table's stream event, its bucket and failure queue.
+    assert stack.archiver.logical_id == "AuditArchiverFunction" and stack.archiver.binary == "audit-archiver"
+    assert stack.archive_bucket.logical_id == "AuditArchiveBucket"
+    assert stack.archive_failure_queue.logical_id == "AuditArchiveFailureQueue"
+    assert read_stack(SAMPLE).archiver is None  # a template without one
+
+
+def test_digest_period_is_scaled_only_when_asked_and_recorded():
+    base = read_stack(DEFAULT_TEMPLATE)
+    scaled = read_stack(DEFAULT_TEMPLATE, digest_period=60)
+    assert base.archiver.environment["DIGEST_PERIOD_SECONDS"] == "3600" and not base.scaled
+    assert scaled.archiver.environment["DIGEST_PERIOD_SECONDS"] == "60"
+    assert scaled.scaled == {"DIGEST_PERIOD_SECONDS": {"template": "3600", "local": 60}}
 
 
 def test_create_stack_on_moto(work_dir):
