@@ -1,10 +1,13 @@
-"""The whole local system in one object, for `make demo` and the end-to-end tests:
-moto_server -> stack from template.yaml -> fault proxy -> function (cargo lambda watch) ->
-local SQS trigger; plus the producer that sends a known mix of audit messages and the
-checker that proves, after the queue drained, that nothing was lost or doubled."""
+"""The whole local system in one object, for `make demo`, `make local-up` and the end-to-end
+tests: moto_server -> stack from template.yaml -> fault proxy -> function (cargo lambda watch) ->
+local SQS trigger, and with ``archiver=True`` the table's stream -> local stream trigger ->
+audit-archiver (its own cargo lambda watch) -> the archive bucket; plus the producer that sends a
+known mix of audit messages and the checkers that prove, after the queue drained, that nothing
+was lost or doubled, in the table and in the archive."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import random
 import string
@@ -19,7 +22,12 @@ from typing import Any
 from local import procs
 from local.faultproxy import FaultConfig, FaultProxy
 from local.stack import DEFAULT_TEMPLATE, Stack, create_stack, read_stack
+from local.streams import StreamTrigger, from_stack
 from local.trigger import Trigger, queue_depth, wait_drained
+
+# The local stack's digest period (DIGEST_PERIOD_SECONDS; 3600 in the template): short, so that
+# periods end, and can be sealed, while one watches.
+LOCAL_DIGEST_PERIOD_SECONDS = 60
 
 
 def _client(service: str, endpoint: str):
@@ -38,10 +46,16 @@ class LocalSystem:
                  parameters: dict[str, str] | None = None, visibility_timeout: int | None = None,
                  batching_window: float | None = None, faults: FaultConfig | None = None,
                  pollers: int | None = None, function_env: dict[str, str] | None = None,
-                 function_mode: str | None = None):
+                 function_mode: str | None = None, archiver: bool = False,
+                 archive_batching_window: float | None = None,
+                 digest_period: int | None = LOCAL_DIGEST_PERIOD_SECONDS):
         self.work_dir = Path(work_dir)
         self.work_dir.mkdir(parents=True, exist_ok=True)
-        self.stack: Stack = read_stack(template, parameters, visibility_timeout, batching_window)
+        self.stack: Stack = read_stack(template, parameters, visibility_timeout, batching_window,
+                                       digest_period=digest_period)
+        # The archiver's window scaled down (the template's is a minute), recorded as the others.
+        self.archive_batching_window = archive_batching_window
+        self.with_archiver = archiver
         self.faults = faults
         self.pollers = pollers or min(self.stack.esm.maximum_concurrency or 2, 2)
         self.function_env_extra = function_env or {}
@@ -51,6 +65,8 @@ class LocalSystem:
         self.proxy: FaultProxy | None = None
         self.function: procs.Function | None = None
         self.trigger: Trigger | None = None
+        self.archiver: procs.Function | None = None
+        self.streams: StreamTrigger | None = None
         self.redriven_ids: set[str] = set()  # SQS ids of the messages redrive() sent
         self.redriven_keys: set[str] = set()  # item keys redriven by other means (auditctl)
 
@@ -78,19 +94,72 @@ class LocalSystem:
                                    invoke_timeout_s=self.stack.function.timeout_s + 5,
                                    log_path=str(self.work_dir / "trigger.log"))
             self.trigger.start()
+            if self.with_archiver:
+                self._start_archiver(ready_timeout)
         except BaseException:
             self.stop()
             raise
         return self
 
+    def _start_archiver(self, ready_timeout: float) -> None:
+        """audit-archiver under its own cargo lambda watch (straight to moto: the fault proxy is
+        the receiver's), fed by the local stream trigger with the template's settings."""
+        spec = self.stack.archiver
+        if spec is None:
+            raise RuntimeError("the template has no function on the table's stream")
+        env = procs.function_env(spec.environment, self.endpoint)
+        self.archiver = procs.Function(env, self.work_dir / "archiver.log", timeout_s=spec.timeout_s,
+                                       binary=spec.binary, mode="watch")
+        self.archiver.start(ready_timeout)
+        overrides = {}
+        if self.archive_batching_window is not None:
+            self.stack.scaled["ArchiveBatchingWindow"] = {"template": self.stack.stream_esm.batching_window_s,
+                                                          "local": self.archive_batching_window}
+            overrides["batching_window_s"] = self.archive_batching_window
+        self.streams = from_stack(self.stack, self.endpoint, self.archiver.url,
+                                  log_path=str(self.work_dir / "streams.log"), **overrides).start()
+
     def stop(self) -> None:
-        for step in (lambda: self.trigger and self.trigger.stop(), lambda: self.function and self.function.stop(),
+        for step in (lambda: self.trigger and self.trigger.stop(), lambda: self.streams and self.streams.stop(),
+                     lambda: self.function and self.function.stop(), lambda: self.archiver and self.archiver.stop(),
                      lambda: self.proxy and self.proxy.stop(), lambda: self.moto and self.moto.stop()):
             try:
                 step()
             except Exception:  # noqa: BLE001 - stop the rest regardless
                 pass
-        self.trigger = self.function = self.proxy = self.moto = None
+        self.trigger = self.streams = self.function = self.archiver = self.proxy = self.moto = None
+
+    def stack_env(self) -> dict[str, str]:
+        """What a client needs to reach the local stack (`.local/stack.env`)."""
+        bucket = self.stack.archive_bucket
+        failures = self.stack.archive_failure_queue
+        archiver_env = self.stack.archiver.environment if self.stack.archiver else {}
+        return {
+            "AWS_ENDPOINT_URL": self.endpoint,
+            "AWS_REGION": "us-east-1",
+            # moto takes any key; these keep a client from looking for real credentials.
+            "AWS_ACCESS_KEY_ID": "test",
+            "AWS_SECRET_ACCESS_KEY": "test",
+            "TABLE_NAME": self.stack.table_name,
+            "AUDIT_QUEUE_URL": self.queue_url,
+            "DEAD_LETTER_QUEUE_URL": self.dlq_url,
+            "ARCHIVE_BUCKET": bucket.name if bucket else "",
+            "ARCHIVE_FAILURE_QUEUE_URL": failures.url if failures else "",
+            # Digests: the local digest key's id, once the template has AuditDigestKey.
+            "DIGEST_KEY_ID": archiver_env.get("DIGEST_KEY_ID", ""),
+            "DIGEST_PERIOD_SECONDS": archiver_env.get("DIGEST_PERIOD_SECONDS", ""),
+        }
+
+    def write_stack_env(self, path: Path) -> Path:
+        """Shell KEY=value lines (values quoted for the shell), for `set -a; . .local/stack.env`."""
+        import shlex
+
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lines = ["# The local stack (make local-up); valid while it runs.",
+                 *(f"{k}={shlex.quote(v)}" for k, v in self.stack_env().items())]
+        path.write_text("\n".join(lines) + "\n")
+        return path
 
     def __enter__(self) -> "LocalSystem":
         return self.start()
@@ -124,6 +193,33 @@ class LocalSystem:
             if "LastEvaluatedKey" not in page:
                 return items
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def archive_objects(self, prefix: str = "trail/") -> list[dict]:
+        """Every version of every archive object under ``prefix`` ({"Key", "VersionId", ...,
+        "lines": [each JSON line, parsed with exact numbers]}), delete markers as
+        {"Key", "VersionId", "DeleteMarker": True}."""
+        from decimal import Decimal
+
+        s3 = _client("s3", self.endpoint)
+        bucket = self.stack.archive_bucket.name
+        out, kwargs = [], {"Bucket": bucket, "Prefix": prefix}
+        while True:
+            page = s3.list_object_versions(**kwargs)
+            for m in page.get("DeleteMarkers", []):
+                out.append({"Key": m["Key"], "VersionId": m["VersionId"], "DeleteMarker": True})
+            for v in page.get("Versions", []):
+                body = s3.get_object(Bucket=bucket, Key=v["Key"], VersionId=v["VersionId"])["Body"].read()
+                text = gzip.decompress(body).decode("utf-8")
+                lines = [json.loads(ln, parse_float=Decimal, parse_int=Decimal) for ln in text.splitlines() if ln]
+                out.append({**v, "lines": lines})
+            if not page.get("IsTruncated"):
+                return out
+            kwargs.update(KeyMarker=page["NextKeyMarker"], VersionIdMarker=page["NextVersionIdMarker"])
+
+    def wait_archived(self, timeout: float) -> bool:
+        """Until the stream trigger has handed every stream record to the archiver and has
+        nothing left to retry."""
+        return self.streams is not None and self.streams.wait_caught_up(timeout)
 
     def read_dlq(self, visibility_timeout: int = 600) -> list[dict]:
         """Every message in the dead-letter queue (received with a long visibility timeout, so
@@ -484,6 +580,48 @@ def verify(system: LocalSystem, ledger: Ledger) -> Verdict:
         dlq_count=len(dlq), unexplained_in_dlq=sorted(dlq_ids - failing_ids - valid_ids),
         doubled_in_dlq=sorted(k for k, n in per_original.items() if n > 1), wrong_reason=wrong_reason,
         dlq_messages=dlq)
+
+
+@dataclass
+class ArchiveVerdict:
+    """The table against the archive's trail/ objects: every item archived exactly once, as it
+    is stored."""
+    items_in_table: int
+    events_in_archive: int
+    objects: int
+    missing: list[str]          # items of the table in no trail/ object
+    doubled: list[str]          # items in more than one line of the archive
+    unexpected: list[str]       # archived events that are no item of the table
+    changed: list[str]          # archived line differs from the stored item
+    overwritten: list[str]      # keys with more than one version, or a delete marker
+
+    @property
+    def ok(self) -> bool:
+        return not (self.missing or self.doubled or self.unexpected or self.changed or self.overwritten)
+
+    def summary(self) -> dict:
+        return {k: (len(v) if isinstance(v, list) else v) for k, v in self.__dict__.items()}
+
+
+def verify_archive(system: LocalSystem) -> ArchiveVerdict:
+    items = system.scan_table()
+    stored = {(it["messageId"], it["auditTime"]): it for it in items}
+    objects = system.archive_objects("trail/")
+    versions = Counter(o["Key"] for o in objects)
+    archived: dict[tuple, list[dict]] = defaultdict(list)
+    for o in objects:
+        for line in o.get("lines", []):
+            archived[(line.get("messageId"), line.get("auditTime"))].append(line)
+    name = lambda k: f"{k[0]} @ {k[1]}"  # noqa: E731
+    return ArchiveVerdict(
+        items_in_table=len(stored), events_in_archive=sum(len(v) for v in archived.values()),
+        objects=len(versions),
+        missing=sorted(name(k) for k in stored if k not in archived),
+        doubled=sorted(name(k) for k, v in archived.items() if len(v) > 1),
+        unexpected=sorted(name(k) for k in archived if k not in stored),
+        changed=sorted(name(k) for k, v in archived.items() if k in stored and _norm(v[0]) != _norm(stored[k])),
+        overwritten=sorted(k for k, n in versions.items() if n > 1
+                           or any(o.get("DeleteMarker") and o["Key"] == k for o in objects)))
 
 
 # ---- the function's logs ----------------------------------------------------------------------

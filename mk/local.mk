@@ -1,6 +1,7 @@
-# The local stack (local/): moto_server on 127.0.0.1, the table and queues created from
-# template.yaml, the function under `cargo lambda watch`, and a local SQS trigger that behaves
-# like Lambda's event source mapping. No AWS account, no Docker.
+# The local stack (local/): moto_server on 127.0.0.1, the table (with its stream), queues and
+# buckets created from template.yaml, each function under its own `cargo lambda watch`, and local
+# triggers that behave like Lambda's event source mappings (SQS -> audit-receiver, the table's
+# stream -> audit-archiver). No AWS account, no Docker.
 
 PYTHON        := $(VENV_BIN)/python
 # End-to-end sizes (see tests/e2e/conftest.py).
@@ -9,8 +10,13 @@ SOAK_MESSAGES ?= 100000
 SOAK_FAULTS   ?= 3
 PYTEST_E2E    := $(PYTHON) -m pytest -p no:cacheprovider -ra
 DEMO_ARGS     ?=
+# make sql QUERY=actor|actions|failures [ACTOR=...] [FROM=...] [TO=...] (RFC 3339 times)
+QUERY         ?= actions
+ACTOR         ?=
+FROM          ?=
+TO            ?=
 
-.PHONY: demo e2e soak local-up
+.PHONY: demo e2e soak local-up sql
 
 # `make test` runs these after the cargo tests.
 TEST_EXTRA += e2e
@@ -18,8 +24,11 @@ TEST_EXTRA += e2e
 demo: venv ## the whole system on this machine: send a mix through the queue, report what happened
 	$(PYTHON) -m local.demo $(DEMO_ARGS)
 
-local-up: venv ## start the local stack and the function, and leave them running (Ctrl-C stops)
-	$(PYTHON) -m local.demo --serve $(DEMO_ARGS)
+local-up: venv ## start the local stack and both functions, write .local/stack.env, leave them running (Ctrl-C stops)
+	$(PYTHON) -m local.up
+
+sql: venv ## the Athena named queries on the local archive with DuckDB: make sql QUERY=actor ACTOR=alice [FROM=.. TO=..]
+	$(PYTHON) -m local.sql $(QUERY) $(if $(ACTOR),--actor '$(ACTOR)') $(if $(FROM),--from '$(FROM)') $(if $(TO),--to '$(TO)')
 
 e2e: venv ## end-to-end: >=1,000 messages through trigger and function with injected faults, and a crash
 	E2E_MESSAGES=$(E2E_MESSAGES) $(PYTEST_E2E) --timeout 900 tests/e2e

@@ -1,0 +1,196 @@
+"""`make sql`: the Athena named queries of template.yaml, run locally with DuckDB over the local
+archive. No AWS account: the SQL is the same file (sql/*.sql) the template's named queries hold,
+and the table the same columns as the template's Glue table.
+
+    python -m local.sql {actor,actions,failures} [--actor A] [--from T1] [--to T2]
+                        [--first-day YYYY-MM-DD] [--archive-dir DIR] [--no-pull] [--format table|csv]
+
+1. Pulls the archive's trail/ objects from the running local stack (`make local-up`; the endpoint
+   and bucket from `.local/stack.env`, or AWS_ENDPOINT_URL and ARCHIVE_BUCKET) into
+   `.local/archive/`, keeping their keys (trail/dt=YYYY-MM-DD/hour=HH/...jsonl.gz): the layout
+   Athena's partition projection reads. Objects already there are not fetched again. With no
+   stack running it says so and queries what `.local/archive/` holds.
+2. Makes the view `trail` over them: DuckDB's read_json (gzip JSON lines) with the Glue table's
+   columns (Hive types mapped to DuckDB's), and dt and hour as string partitions, as in Athena.
+3. Runs the query with its `?` parameters: the first archive day to read (default: the day
+   before --from, since an event is archived on or after its day), then the actor for `actor`,
+   then --from and --to (RFC 3339, any offset: turned into the canonical UTC form the items
+   hold).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import sys
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SQL_DIR = ROOT / "sql"
+STACK_ENV = ROOT / ".local" / "stack.env"
+ARCHIVE_DIR = ROOT / ".local" / "archive"
+GLUE_TABLE = "AuditTrailTable"
+QUERIES = {  # make sql QUERY=... -> sql/<file>.sql
+    "actor": "trail_by_actor",
+    "actions": "actions_per_day",
+    "failures": "failures_by_source_ip",
+}
+HIVE_TO_DUCKDB = {"string": "VARCHAR", "bigint": "BIGINT", "int": "INTEGER", "double": "DOUBLE",
+                  "boolean": "BOOLEAN", "timestamp": "TIMESTAMP"}
+EARLIEST, LATEST = "0001-01-01T00:00:00.000Z", "9999-12-31T23:59:59.999Z"
+
+
+def query_text(name: str) -> str:
+    return (SQL_DIR / f"{QUERIES[name]}.sql").read_text(encoding="utf-8")
+
+
+def glue_columns(template: Path | None = None) -> list[tuple[str, str]]:
+    """(name, DuckDB type) of the Glue table's columns in template.yaml."""
+    from local.cfn import Template, load_template
+    from local.stack import DEFAULT_TEMPLATE
+
+    tpl = Template(load_template(template or DEFAULT_TEMPLATE))
+    columns = tpl.properties(GLUE_TABLE)["TableInput"]["StorageDescriptor"]["Columns"]
+    return [(c["Name"], HIVE_TO_DUCKDB[c["Type"]]) for c in columns]
+
+
+def canonical(text: str) -> str:
+    """RFC 3339 with an offset -> the items' canonical UTC form (milliseconds, truncated)."""
+    t = datetime.fromisoformat(text.replace("z", "Z"))
+    if t.tzinfo is None:
+        raise ValueError(f"{text!r}: a time needs an offset (Z or +hh:mm)")
+    t = t.astimezone(timezone.utc)
+    return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
+
+
+def stack_env(path: Path = STACK_ENV) -> dict[str, str]:
+    env = {}
+    if path.exists():
+        import shlex
+
+        for line in path.read_text().splitlines():
+            if "=" in line and not line.lstrip().startswith("#"):
+                k, v = line.split("=", 1)
+                env[k.strip()] = (shlex.split(v) or [""])[0]
+    for k in ("AWS_ENDPOINT_URL", "ARCHIVE_BUCKET"):
+        env.setdefault(k, os.environ.get(k, ""))
+    return env
+
+
+def pull(archive_dir: Path, endpoint: str, bucket: str) -> tuple[int, int]:
+    """Copies the trail/ objects not yet in archive_dir; returns (fetched, total)."""
+    import boto3
+
+    s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="test",
+                      aws_secret_access_key="test")
+    fetched = total = 0
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix="trail/"):
+        for obj in page.get("Contents", []):
+            total += 1
+            dest = archive_dir / obj["Key"]
+            if dest.exists() and dest.stat().st_size == obj["Size"]:
+                continue
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            tmp = dest.with_suffix(dest.suffix + ".part")
+            s3.download_file(bucket, obj["Key"], str(tmp))
+            tmp.replace(dest)
+            fetched += 1
+    return fetched, total
+
+
+def connect(archive_dir: Path, template: Path | None = None):
+    """DuckDB with the view `trail` over archive_dir's trail/ objects."""
+    import duckdb
+
+    con = duckdb.connect()
+    columns = glue_columns(template)
+    files = sorted((archive_dir / "trail").glob("dt=*/hour=*/*.gz"))
+    if not files:
+        cols = ", ".join(f'"{n}" {t}' for n, t in columns)
+        con.execute(f"CREATE TABLE trail ({cols}, dt VARCHAR, hour VARCHAR)")
+        return con
+    spec = "{" + ", ".join(f"'{n}': '{t}'" for n, t in columns) + "}"
+    pattern = str(archive_dir / "trail" / "dt=*" / "hour=*" / "*.gz").replace("'", "''")
+    con.execute(f"""CREATE VIEW trail AS SELECT * FROM read_json('{pattern}', format = 'newline_delimited',
+                    compression = 'gzip', columns = {spec}, hive_partitioning = true,
+                    hive_types_autocast = false)""")
+    return con
+
+
+def parameters(name: str, actor: str | None, start: str, end: str, first_day: str | None) -> list:
+    if first_day is None:
+        day = datetime.fromisoformat(start[:10]) if start != EARLIEST else None
+        first_day = (day - timedelta(days=1)).strftime("%Y-%m-%d") if day and day.year > 1 else "0000-00-00"
+    params: list = [first_day]
+    if name == "actor":
+        if not actor:
+            raise ValueError("the actor query needs --actor (make sql QUERY=actor ACTOR=...)")
+        params.append(actor)
+    return params + [start, end]
+
+
+def run(name: str, con, params: list) -> tuple[list[str], list[tuple]]:
+    cur = con.execute(query_text(name), params)
+    return [d[0] for d in cur.description], cur.fetchall()
+
+
+def print_table(header: list[str], rows: list[tuple], out=None, width: int = 60) -> None:
+    out = out or sys.stdout
+    cell = lambda v: "" if v is None else (str(v) if len(str(v)) <= width else str(v)[: width - 1] + "…")  # noqa: E731
+    cells = [[cell(v) for v in row] for row in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(header)]
+    out.write("  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip() + "\n")
+    out.write("  ".join("-" * w for w in widths) + "\n")
+    for r in cells:
+        out.write("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() + "\n")
+    out.write(f"({len(rows)} row{'s' if len(rows) != 1 else ''})\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("query", choices=sorted(QUERIES), help="actor: one actor's events; actions: events per "
+                    "action per day; failures: failures by source IP")
+    ap.add_argument("--actor")
+    ap.add_argument("--from", dest="start", default=EARLIEST, help="RFC 3339 with offset (default: the beginning)")
+    ap.add_argument("--to", dest="end", default=LATEST, help="RFC 3339 with offset (default: the end)")
+    ap.add_argument("--first-day", help="first archive day (dt) to read, YYYY-MM-DD (default: the day before --from)")
+    ap.add_argument("--archive-dir", default=str(ARCHIVE_DIR))
+    ap.add_argument("--no-pull", action="store_true", help="query what the archive directory holds")
+    ap.add_argument("--format", choices=["table", "csv"], default="table")
+    args = ap.parse_args(argv)
+    archive_dir = Path(args.archive_dir)
+    try:
+        start = canonical(args.start) if args.start != EARLIEST else EARLIEST
+        end = canonical(args.end) if args.end != LATEST else LATEST
+        params = parameters(args.query, args.actor, start, end, args.first_day)
+    except ValueError as e:
+        print(f"sql: {e}", file=sys.stderr)
+        return 2
+    if not args.no_pull:
+        env = stack_env()
+        if env.get("AWS_ENDPOINT_URL") and env.get("ARCHIVE_BUCKET"):
+            try:
+                fetched, total = pull(archive_dir, env["AWS_ENDPOINT_URL"], env["ARCHIVE_BUCKET"])
+                print(f"-- pulled {fetched} new of {total} trail/ objects from s3://{env['ARCHIVE_BUCKET']} "
+                      f"into {os.path.relpath(archive_dir, Path.cwd())}/", file=sys.stderr)
+            except Exception as e:  # noqa: BLE001 - the stack may have stopped
+                print(f"-- no local stack answers at {env['AWS_ENDPOINT_URL']} ({type(e).__name__}): querying "
+                      f"what {os.path.relpath(archive_dir, Path.cwd())}/ holds", file=sys.stderr)
+        else:
+            print(f"-- no local stack (.local/stack.env; start one with `make local-up`): querying what "
+                  f"{os.path.relpath(archive_dir, Path.cwd())}/ holds", file=sys.stderr)
+    print(f"-- sql/{QUERIES[args.query]}.sql with parameters {params}", file=sys.stderr)
+    header, rows = run(args.query, connect(archive_dir), params)
+    if args.format == "csv":
+        w = csv.writer(sys.stdout)
+        w.writerow(header)
+        w.writerows(rows)
+    else:
+        print_table(header, rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
