@@ -2,6 +2,7 @@
 //! rules, canonical time, the item and its key and buckets, reasons with their disposition, and
 //! the `failureContext` of a dead-lettered message. Pure: no AWS SDK, no async runtime, no I/O.
 
+pub mod archive;
 pub mod context;
 pub mod envelope;
 pub mod keys;

@@ -1,0 +1,33 @@
+//! Wiring only: configuration, logging, the S3 client built once from the SDK's configuration,
+//! and the runtime loop (one invocation at a time: a stream shard is read by one at a time).
+
+use audit_archiver::bucket::s3::S3Bucket;
+use audit_archiver::{Config, Handler};
+use audit_model::archive::OBJECT_WRITE_TIMEOUT;
+use aws_config::BehaviorVersion;
+use lambda_runtime::{Error, LambdaEvent, service_fn};
+
+/// The SDK allocates a lot per request; mimalloc serves those small allocations faster than glibc.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+fn main() -> Result<(), Error> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?
+        .block_on(start())
+}
+
+async fn start() -> Result<(), Error> {
+    lambda_runtime::tracing::init_default_subscriber();
+    let config =
+        Config::from_env().inspect_err(|error| tracing::error!(%error, "invalid configuration"))?;
+    let sdk = aws_config::defaults(BehaviorVersion::latest()).load().await;
+    let bucket = S3Bucket::new(S3Bucket::client(&sdk, OBJECT_WRITE_TIMEOUT), &config.bucket);
+    let handler = Handler::new(bucket, config.settings());
+    let handler = &handler;
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<_>| {
+        handler.handle(event)
+    }))
+    .await
+}

@@ -1,0 +1,176 @@
+//! Owns what operators see of the archiver: an ERROR line per tamper event (its key, never an
+//! image or the audit text), a line when records fail, the per-invocation summary, and the
+//! CloudWatch EMF metrics document. Must not know the bucket or the stream's shape.
+
+use std::io::Write;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde_json::{Map, Value, json};
+
+use crate::report::{BatchReport, Failure};
+
+/// The EMF namespace of the archiver's metrics (the receiver's is `AuditReceiver`).
+pub const NAMESPACE: &str = "AuditArchiver";
+
+/// Logs the batch and prints the metrics document on stdout.
+pub fn publish(
+    report: &BatchReport,
+    duration: Duration,
+    now: DateTime<Utc>,
+    function_name: Option<&str>,
+) {
+    for event in &report.tampered {
+        tracing::error!(
+            sequence_number = %event.sequence_number,
+            event_name = event.event_name,
+            keys = %event.keys,
+            "trail modified: an item of the audit table was changed or deleted"
+        );
+    }
+    if let (Some(failure), Some(first)) = (&report.failure, report.failed().first()) {
+        let failed = report.failed().len();
+        let reason = failure.code();
+        match failure {
+            // Someone has to look: the record or the bucket's state is not what the archiver writes.
+            Failure::Unarchivable { .. }
+            | Failure::MarkerConflict(_)
+            | Failure::BadMarker { .. } => {
+                tracing::error!(first_sequence_number = %first, failed, reason, error = %failure, "records failed")
+            }
+            _ => {
+                tracing::warn!(first_sequence_number = %first, failed, reason, error = %failure, "records failed")
+            }
+        }
+    }
+    let keys: Vec<&str> = report.objects.iter().map(|o| o.key.as_str()).collect();
+    tracing::info!(
+        batch_size = report.sequence_numbers.len(),
+        archived = report.archived,
+        already_archived = report.already_archived,
+        expired = report.expired,
+        trail_modified = report.tampered.len(),
+        failed = report.failed().len(),
+        objects = ?keys,
+        bytes = report.bytes_written(),
+        archive_lag_ms = lag_ms(report, now),
+        duration_ms = duration.as_millis() as u64,
+        "batch archived"
+    );
+    let mut line = metrics_document(report, duration, now, function_name).to_string();
+    line.push('\n');
+    // One write(2) of the whole line, as the receiver does (a longer document split into
+    // several writes can be cut into by another writer on the same pipe).
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(line.as_bytes());
+    let _ = out.flush();
+}
+
+/// The EMF document: BatchSize, Archived (events written), AlreadyArchived (found written by an
+/// earlier attempt), Expired (TTL deletions), TrailModified (tamper events), Failed (records to
+/// be delivered again), ArchivedBytes, ArchiveLagMs (now − the oldest record's
+/// ApproximateCreationDateTime) and DurationMs.
+pub fn metrics_document(
+    report: &BatchReport,
+    duration: Duration,
+    now: DateTime<Utc>,
+    function_name: Option<&str>,
+) -> Value {
+    let mut values: Vec<(&str, &str, Value)> = vec![
+        ("BatchSize", "Count", json!(report.sequence_numbers.len())),
+        ("Archived", "Count", json!(report.archived)),
+        ("AlreadyArchived", "Count", json!(report.already_archived)),
+        ("Expired", "Count", json!(report.expired)),
+        ("TrailModified", "Count", json!(report.tampered.len())),
+        ("Failed", "Count", json!(report.failed().len())),
+        ("ArchivedBytes", "Bytes", json!(report.bytes_written())),
+    ];
+    if let Some(lag) = lag_ms(report, now) {
+        values.push(("ArchiveLagMs", "Milliseconds", json!(lag)));
+    }
+    values.push((
+        "DurationMs",
+        "Milliseconds",
+        json!(duration.as_millis() as u64),
+    ));
+    let dimensions = match function_name {
+        Some(_) => json!([["FunctionName"]]),
+        None => json!([[]]),
+    };
+    let metrics: Vec<Value> = values
+        .iter()
+        .map(|(name, unit, _)| json!({"Name": name, "Unit": unit}))
+        .collect();
+    let mut document = Map::new();
+    document.insert(
+        "_aws".into(),
+        json!({
+            "Timestamp": now.timestamp_millis(),
+            "CloudWatchMetrics": [{"Namespace": NAMESPACE, "Dimensions": dimensions, "Metrics": metrics}],
+        }),
+    );
+    if let Some(name) = function_name {
+        document.insert("FunctionName".into(), json!(name));
+    }
+    for (name, _, value) in values {
+        document.insert(name.into(), value);
+    }
+    Value::Object(document)
+}
+
+fn lag_ms(report: &BatchReport, now: DateTime<Utc>) -> Option<u64> {
+    report
+        .oldest_created
+        .map(|created| u64::try_from((now - created).num_milliseconds()).unwrap_or(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{TamperEvent, WrittenObject};
+
+    #[test]
+    fn the_metrics_document_is_valid_emf_with_the_archive_metrics() {
+        let report = BatchReport {
+            sequence_numbers: vec!["1".into(), "2".into(), "3".into(), "4".into()],
+            failed_from: Some(3),
+            failure: Some(Failure::Unwritten),
+            archived: 1,
+            already_archived: 0,
+            expired: 1,
+            tampered: vec![TamperEvent {
+                sequence_number: "2".into(),
+                event_name: "MODIFY",
+                keys: "{}".into(),
+            }],
+            objects: vec![WrittenObject {
+                key: "trail/x".into(),
+                events: 1,
+                bytes: 120,
+            }],
+            oldest_created: DateTime::from_timestamp_millis(1_795_341_600_000),
+        };
+        let now = DateTime::from_timestamp_millis(1_795_341_602_500).unwrap();
+        let doc = metrics_document(
+            &report,
+            Duration::from_millis(7),
+            now,
+            Some("audit-archiver"),
+        );
+        let directive = &doc["_aws"]["CloudWatchMetrics"][0];
+        assert_eq!(directive["Namespace"], "AuditArchiver");
+        assert_eq!(directive["Dimensions"], json!([["FunctionName"]]));
+        assert_eq!(doc["BatchSize"], 4);
+        assert_eq!(doc["Archived"], 1);
+        assert_eq!(doc["Expired"], 1);
+        assert_eq!(doc["TrailModified"], 1);
+        assert_eq!(doc["Failed"], 1);
+        assert_eq!(doc["ArchivedBytes"], 120);
+        assert_eq!(doc["ArchiveLagMs"], 2500);
+        assert_eq!(doc["DurationMs"], 7);
+        for metric in directive["Metrics"].as_array().unwrap() {
+            let name = metric["Name"].as_str().unwrap();
+            assert!(doc.get(name).is_some(), "{name} declared without a value");
+        }
+    }
+}
