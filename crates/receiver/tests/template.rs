@@ -1740,9 +1740,39 @@ fn dashboard_shows_the_write_throttles_of_the_table_and_of_every_index() {
 // The archive (SPEC "Keeping the trail")
 
 /// The archiver's EMF namespace, with the single dimension FunctionName, and the metrics it
-/// emits there (crates/archiver, written alongside: keep in step).
+/// emits there (crates/archiver/src/telemetry.rs; the test below reads that file, so that the two
+/// cannot drift apart without a failing test).
 const ARCHIVER_NAMESPACE: &str = "AuditArchiver";
-const ARCHIVER_EMITTED: &[&str] = &["Archived", "Expired", "TrailModified", "ArchiveLagMs"];
+const ARCHIVER_EMITTED: &[&str] = &[
+    "BatchSize",
+    "Archived",
+    "AlreadyArchived",
+    "Expired",
+    "TrailModified",
+    "Failed",
+    "ArchivedBytes",
+    "ArchiveLagMs",
+    "DurationMs",
+];
+
+#[test]
+fn the_archiver_emits_the_namespace_and_metrics_the_template_watches() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../archiver/src/telemetry.rs");
+    let telemetry = std::fs::read_to_string(path).expect("crates/archiver/src/telemetry.rs");
+    assert!(
+        telemetry.contains(&format!(
+            "pub const NAMESPACE: &str = \"{ARCHIVER_NAMESPACE}\";"
+        )),
+        "crates/archiver/src/telemetry.rs names another namespace"
+    );
+    assert!(telemetry.contains(r#"json!([["FunctionName"]])"#));
+    for metric in ARCHIVER_EMITTED {
+        assert!(
+            telemetry.contains(&format!("\"{metric}\"")),
+            "crates/archiver/src/telemetry.rs emits no {metric}"
+        );
+    }
+}
 
 fn archiver(t: &Value) -> &Value {
     props(t, "AuditArchiverFunction")
@@ -1886,6 +1916,13 @@ fn archiver_environment_names_the_archive_bucket_and_an_hourly_digest_period() {
 }
 
 const ARCHIVE_OBJECTS: &str = "${AuditArchiveBucket.Arn}/*";
+const ARCHIVE_BUCKET: &str = "${AuditArchiveBucket.Arn}";
+/// The archiver's own prefixes: events, tamper events, its markers (audit_model::archive).
+const ARCHIVER_PREFIXES: &[&str] = &[
+    "${AuditArchiveBucket.Arn}/trail/*",
+    "${AuditArchiveBucket.Arn}/tamper/*",
+    "${AuditArchiveBucket.Arn}/state/*",
+];
 const TABLE_STREAM: &str = "${AuditMessagesTable.StreamArn}";
 const TABLE_STREAMS: &str = "${AuditMessagesTable.Arn}/stream/*";
 
@@ -1914,7 +1951,7 @@ fn role_grants(t: &Value, role: &str) -> Grants {
 }
 
 #[test]
-fn archiver_may_only_read_the_stream_put_archive_objects_send_give_ups_and_write_its_logs() {
+fn archiver_may_only_read_the_stream_write_and_read_its_prefixes_send_give_ups_and_log() {
     let t = template();
     assert_eq!(
         role_grants(&t, "AuditArchiverRole"),
@@ -1925,8 +1962,12 @@ fn archiver_may_only_read_the_stream_put_archive_objects_send_give_ups_and_write
             ("dynamodb:GetRecords", &[TABLE_STREAM]),
             ("dynamodb:GetShardIterator", &[TABLE_STREAM]),
             ("dynamodb:ListStreams", &[TABLE_STREAMS]),
-            // New objects (conditional puts never replace one); no read, no delete, no lock.
-            ("s3:PutObject", &[ARCHIVE_OBJECTS]),
+            // New objects under its own prefixes (conditional puts never replace one), read
+            // back (GetObject also authorises HEAD); ListBucket so that a missing key is a 404,
+            // not a 403. No delete, no retention, no lock.
+            ("s3:PutObject", ARCHIVER_PREFIXES),
+            ("s3:GetObject", ARCHIVER_PREFIXES),
+            ("s3:ListBucket", &[ARCHIVE_BUCKET]),
             // The on-failure destination is sent with the function's role.
             ("sqs:SendMessage", &["${AuditArchiveFailureQueue.Arn}"]),
             ("logs:CreateLogStream", &["${AuditArchiverLogGroup.Arn}"]),
