@@ -12,6 +12,7 @@ use aws_sdk_s3::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::operation::get_object::GetObjectError;
 use aws_sdk_s3::operation::head_object::HeadObjectError;
 use aws_sdk_s3::primitives::ByteStream;
+use aws_sdk_s3::types::ChecksumAlgorithm;
 use bytes::Bytes;
 
 use super::{ArchiveBucket, BucketError, Created, NewObject, ObjectInfo};
@@ -89,6 +90,8 @@ impl ArchiveBucket for S3Bucket {
             .key(&object.key)
             .if_none_match("*")
             .content_type(object.content_type)
+            // Object Lock requires a checksum algorithm header (or Content-MD5) on every PUT.
+            .checksum_algorithm(ChecksumAlgorithm::Sha256)
             .checksum_sha256(aws_smithy_types::base64::encode(object.sha256))
             .body(ByteStream::from(object.body));
         for (name, value) in object.metadata {

@@ -1,0 +1,387 @@
+//! The archiver against a real local AWS endpoint (moto's server over HTTP): items written by the
+//! receiver, the table's stream read as Lambda delivers it, the archive in an S3 bucket with
+//! Object Lock, read back and compared with what `auditctl query --format jsonl` prints.
+
+#[path = "support/moto.rs"]
+mod moto;
+mod support;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use audit_archiver::Handler;
+use audit_archiver::batch::{Ports, Settings, archive_batch};
+use audit_archiver::bucket::{ArchiveBucket, BucketError, Created, NewObject, ObjectInfo};
+use audit_archiver::budget::Budget;
+use audit_archiver::clock::{Clock, ManualClock};
+use audit_archiver::event::{StreamEvent, read_records};
+use audit_archiver::telemetry::metrics_document;
+use audit_model::archive::{ObjectKey, PeriodLength};
+use aws_sdk_dynamodb::types::AttributeValue;
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+use moto::{BUCKET, Moto, TABLE, objects};
+use serde_json::{Value, json};
+use support::{event, failed, gunzip_lines};
+
+fn bodies(n: usize) -> Vec<Value> {
+    (0..n)
+        .map(|i| {
+            json!({
+                "messageId": format!("m-{i:03}"),
+                "auditTime": format!("2026-11-22T10:{:02}:{:02}.000Z", i / 60, i % 60),
+                "auditText": format!("alice read invoice {i}"),
+                "actor": "alice",
+                "action": "invoice.read",
+                "resource": format!("invoice/{i}"),
+                "outcome": "success",
+                "sourceIp": "2001:DB8::1",
+                "amount": 12.50,
+                "big": 123456789012345678901234567890u128
+            })
+        })
+        .collect()
+}
+
+fn settings() -> Settings {
+    Settings {
+        period: PeriodLength::new(60).expect("a period"),
+        deadline_margin: Duration::from_millis(500),
+    }
+}
+
+/// Feeds `records` to `handler` in batches of `size`; returns every failed sequence number.
+async fn feed<B: ArchiveBucket, C: Clock>(
+    handler: &Handler<B, C>,
+    records: &[Value],
+    size: usize,
+) -> Vec<String> {
+    let mut failures = Vec::new();
+    for batch in records.chunks(size) {
+        let response = handler
+            .handle(event(batch.to_vec()))
+            .await
+            .expect("the archiver answers");
+        failures.extend(failed(&response));
+    }
+    failures
+}
+
+/// Every line of every object under `prefix`.
+async fn archived_lines(moto: &Moto, prefix: &str) -> Vec<String> {
+    objects(&moto.s3(), BUCKET, prefix)
+        .await
+        .iter()
+        .flat_map(|(_, body)| gunzip_lines(body))
+        .collect()
+}
+
+/// Every item of the table as `auditctl query --format jsonl` prints it, sorted.
+async fn auditctl_lines(moto: &Moto) -> Vec<String> {
+    let items = moto
+        .dynamodb()
+        .scan()
+        .table_name(TABLE)
+        .send()
+        .await
+        .expect("scan")
+        .items
+        .unwrap_or_default();
+    let mut lines: Vec<String> = items
+        .into_iter()
+        .map(|item: HashMap<String, AttributeValue>| {
+            auditctl::item::TrailItem::from(item).to_json().to_string()
+        })
+        .collect();
+    lines.sort();
+    lines
+}
+
+fn sorted(mut lines: Vec<String>) -> Vec<String> {
+    lines.sort();
+    lines
+}
+
+#[tokio::test]
+async fn stream_batches_archive_every_item_as_auditctl_prints_it() {
+    let moto = Moto::start();
+    moto.create_table().await;
+    moto.create_bucket(BUCKET).await;
+    moto.write_messages(&bodies(25)).await;
+    let records = moto.stream_records();
+    assert_eq!(records.len(), 25);
+
+    let handler = Handler::new(moto.archive(BUCKET), settings());
+    assert_eq!(feed(&handler, &records, 10).await, Vec::<String>::new());
+
+    let lines = archived_lines(&moto, "trail/").await;
+    assert_eq!(lines.len(), 25, "one line per item");
+    assert_eq!(sorted(lines), auditctl_lines(&moto).await);
+    assert!(archived_lines(&moto, "tamper/").await.is_empty());
+
+    let s3 = moto.s3();
+    let trail = objects(&s3, BUCKET, "trail/").await;
+    assert_eq!(trail.len(), 3, "one object per batch");
+    for (key, _) in &trail {
+        let parsed = ObjectKey::parse(key).unwrap_or_else(|| panic!("{key}"));
+        assert!(parsed.written_within_its_period(settings().period), "{key}");
+        let head = s3
+            .head_object()
+            .bucket(BUCKET)
+            .key(key)
+            .send()
+            .await
+            .expect("head");
+        let events = head.metadata().and_then(|m| m.get("events")).cloned();
+        assert!(
+            matches!(events.as_deref(), Some("10" | "5")),
+            "{key}: {events:?}"
+        );
+        // The bucket's default retention locks every object, with no lock asked per request.
+        assert_eq!(
+            head.object_lock_mode().map(|m| m.as_str()),
+            Some("COMPLIANCE"),
+            "{key}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_update_and_a_delete_by_another_client_are_archived_as_tamper_events() {
+    let moto = Moto::start();
+    moto.create_table().await;
+    moto.create_bucket(BUCKET).await;
+    moto.write_messages(&bodies(3)).await;
+    let dynamodb = moto.dynamodb();
+    let key = |id: &str, time: &str| {
+        HashMap::from([
+            ("messageId".to_owned(), AttributeValue::S(id.into())),
+            ("auditTime".to_owned(), AttributeValue::S(time.into())),
+        ])
+    };
+    dynamodb
+        .update_item()
+        .table_name(TABLE)
+        .set_key(Some(key("m-001", "2026-11-22T10:00:01.000Z")))
+        .update_expression("SET auditText = :t")
+        .expression_attribute_values(":t", AttributeValue::S("nothing happened".into()))
+        .send()
+        .await
+        .expect("update");
+    dynamodb
+        .delete_item()
+        .table_name(TABLE)
+        .set_key(Some(key("m-002", "2026-11-22T10:00:02.000Z")))
+        .send()
+        .await
+        .expect("delete");
+    let records = moto.stream_records();
+    assert_eq!(records.len(), 5);
+
+    let bucket = moto.archive(BUCKET);
+    let event = StreamEvent { records };
+    let clock = audit_archiver::clock::SystemClock;
+    let report = archive_batch(
+        Ports {
+            bucket: &bucket,
+            clock: &clock,
+        },
+        &settings(),
+        &read_records(&event),
+        Budget::unlimited(),
+    )
+    .await;
+    assert_eq!(report.failed_from, None, "{:?}", report.failure);
+    let metrics = metrics_document(&report, Duration::ZERO, Utc::now(), None);
+    assert_eq!(metrics["TrailModified"], 2);
+    assert_eq!(metrics["Archived"], 5);
+
+    assert_eq!(archived_lines(&moto, "trail/").await.len(), 3);
+    let tamper: Vec<Value> = archived_lines(&moto, "tamper/")
+        .await
+        .iter()
+        .map(|l| serde_json::from_str(l).expect("JSON"))
+        .collect();
+    assert_eq!(tamper.len(), 2);
+    assert_eq!(tamper[0]["eventName"], "MODIFY");
+    assert_eq!(tamper[0]["keys"]["messageId"], "m-001");
+    assert_eq!(tamper[0]["oldImage"]["auditText"], "alice read invoice 1");
+    assert_eq!(tamper[0]["newImage"]["auditText"], "nothing happened");
+    assert_eq!(tamper[1]["eventName"], "REMOVE");
+    assert_eq!(tamper[1]["oldImage"]["messageId"], "m-002");
+    assert_eq!(tamper[1]["newImage"], Value::Null);
+}
+
+#[tokio::test]
+async fn a_missing_bucket_fails_the_batch_items_and_marks_nothing_done() {
+    let moto = Moto::start();
+    moto.create_table().await;
+    moto.write_messages(&bodies(5)).await;
+    let records = moto.stream_records();
+    let handler = Handler::new(moto.archive(BUCKET), settings());
+
+    let failures = feed(&handler, &records, 10).await;
+    let all: Vec<String> = records
+        .iter()
+        .map(|r| {
+            r["dynamodb"]["SequenceNumber"]
+                .as_str()
+                .unwrap_or("")
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(failures, all, "every record, in order");
+
+    moto.create_bucket(BUCKET).await;
+    assert!(
+        objects(&moto.s3(), BUCKET, "").await.is_empty(),
+        "nothing marked"
+    );
+    assert_eq!(feed(&handler, &records, 10).await, Vec::<String>::new());
+    assert_eq!(
+        sorted(archived_lines(&moto, "trail/").await),
+        auditctl_lines(&moto).await
+    );
+}
+
+/// The archiver's process dying after `puts` PUT requests: every request after that fails.
+struct Dying<B> {
+    inner: B,
+    puts_left: AtomicUsize,
+}
+
+impl<B: ArchiveBucket> Dying<B> {
+    fn dead(&self) -> BucketError {
+        BucketError::Unavailable("the process died".into())
+    }
+}
+
+impl<B: ArchiveBucket> ArchiveBucket for Dying<B> {
+    async fn put_if_absent(&self, object: NewObject) -> Result<Created, BucketError> {
+        let left = self.puts_left.load(Ordering::SeqCst);
+        if left == 0 {
+            return Err(self.dead());
+        }
+        self.puts_left.store(left - 1, Ordering::SeqCst);
+        self.inner.put_if_absent(object).await
+    }
+
+    async fn head(&self, key: &str) -> Result<Option<ObjectInfo>, BucketError> {
+        if self.puts_left.load(Ordering::SeqCst) == 0 {
+            return Err(self.dead());
+        }
+        self.inner.head(key).await
+    }
+
+    async fn get(&self, key: &str) -> Result<Option<Bytes>, BucketError> {
+        if self.puts_left.load(Ordering::SeqCst) == 0 {
+            return Err(self.dead());
+        }
+        self.inner.get(key).await
+    }
+}
+
+fn at(text: &str) -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339(text)
+        .expect("RFC 3339")
+        .with_timezone(&Utc)
+}
+
+#[tokio::test]
+async fn a_restart_of_the_archiver_mid_stream_loses_and_doubles_nothing() {
+    let moto = Moto::start();
+    moto.create_table().await;
+    moto.create_bucket(BUCKET).await;
+    moto.write_messages(&bodies(40)).await;
+    let mut records = moto.stream_records();
+    // Someone changes an item; its MODIFY is in the third batch of 8, with INSERTs around it.
+    let mut modify = records[20].clone();
+    modify["eventName"] = json!("MODIFY");
+    modify["eventID"] = json!("0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f");
+    modify["dynamodb"]["OldImage"] = modify["dynamodb"]["NewImage"].clone();
+    modify["dynamodb"]["NewImage"]["auditText"] = json!({"S": "nothing happened"});
+    let inserted = records.len();
+    records.insert(20, modify);
+    for (i, record) in records.iter_mut().enumerate() {
+        // Sequence numbers in stream order after the insertion.
+        record["dynamodb"]["SequenceNumber"] =
+            json!(format!("{}", 1_100_000_000_017_454_423_000u128 + i as u128));
+    }
+
+    // The first process archives two batches, then dies in the third between the trail object
+    // (written) and the tamper object: Lambda never sees that invocation's answer.
+    let clock = ManualClock::new(at("2026-11-22T10:15:00Z"));
+    let first = Handler::new(
+        Dying {
+            inner: moto.archive(BUCKET),
+            puts_left: AtomicUsize::new(6),
+        },
+        settings(),
+    )
+    .with_clock(&clock);
+    assert!(feed(&first, &records[..16], 8).await.is_empty());
+    let _lost = first.handle(event(records[16..24].to_vec())).await;
+    drop(first);
+    assert_eq!(objects(&moto.s3(), BUCKET, "trail/").await.len(), 3);
+    assert!(
+        objects(&moto.s3(), BUCKET, "tamper/").await.is_empty(),
+        "died before it"
+    );
+
+    // A new process, an hour later: Lambda bisects the failed batch, then goes on.
+    clock.advance(Duration::from_secs(3600));
+    let second = Handler::new(moto.archive(BUCKET), settings()).with_clock(&clock);
+    assert!(feed(&second, &records[16..20], 8).await.is_empty());
+    assert!(feed(&second, &records[20..24], 8).await.is_empty());
+    assert!(feed(&second, &records[24..], 8).await.is_empty());
+
+    let trail = archived_lines(&moto, "trail/").await;
+    assert_eq!(trail.len(), inserted, "every INSERT, once");
+    assert_eq!(sorted(trail), auditctl_lines(&moto).await);
+    let tamper = archived_lines(&moto, "tamper/").await;
+    assert_eq!(tamper.len(), 1, "the MODIFY, once: {tamper:?}");
+}
+
+#[tokio::test]
+async fn the_s3_adapter_creates_a_key_once_and_tells_a_missing_key_from_a_present_one() {
+    let moto = Moto::start();
+    moto.create_bucket(BUCKET).await;
+    let bucket = moto.archive(BUCKET);
+    let object = |body: &'static str| NewObject {
+        key: "state/k/a0.json".into(),
+        body: Bytes::from_static(body.as_bytes()),
+        content_type: "application/json",
+        sha256: {
+            let mut sha = [0u8; 32];
+            sha.copy_from_slice(
+                aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, body.as_bytes()).as_ref(),
+            );
+            sha
+        },
+        metadata: Vec::new(),
+    };
+    assert_eq!(bucket.head("state/k/a0.json").await, Ok(None));
+    assert_eq!(bucket.get("state/k/a0.json").await, Ok(None));
+    assert!(matches!(
+        bucket.put_if_absent(object("{}")).await,
+        Ok(Created::New {
+            version_id: Some(_)
+        })
+    ));
+    // moto 5.2 answers If-None-Match: * on an existing key with 412, as S3 does.
+    assert_eq!(
+        bucket.put_if_absent(object("{\"other\":1}")).await,
+        Ok(Created::AlreadyExists)
+    );
+    assert_eq!(
+        bucket.get("state/k/a0.json").await,
+        Ok(Some(Bytes::from_static(b"{}")))
+    );
+    assert!(bucket.head("state/k/a0.json").await.unwrap().is_some());
+    let missing = moto.archive("no-such-bucket");
+    assert!(matches!(
+        missing.get("x").await,
+        Err(BucketError::Refused { code, .. }) if code == "NoSuchBucket"
+    ));
+}
