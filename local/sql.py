@@ -8,8 +8,9 @@ and the table the same columns as the template's Glue table.
 1. Pulls the archive's trail/ objects from the running local stack (`make local-up`; the endpoint
    and bucket from `.local/stack.env`, or AWS_ENDPOINT_URL and ARCHIVE_BUCKET) into
    `.local/archive/`, keeping their keys (trail/dt=YYYY-MM-DD/hour=HH/...jsonl.gz): the layout
-   Athena's partition projection reads. Objects already there are not fetched again. With no
-   stack running it says so and queries what `.local/archive/` holds.
+   Athena's partition projection reads. Objects already there are not fetched again, and objects
+   the bucket does not hold (an earlier stack's) are removed. With no stack running it says so
+   and queries what `.local/archive/` holds (what `make demo` or the last stack left).
 2. Makes the view `trail` over them: DuckDB's read_json (gzip JSON lines) with the Glue table's
    columns (Hive types mapped to DuckDB's), and dt and hour as string partitions, as in Athena.
 3. Runs the query with its `?` parameters: the first archive day to read (default: the day
@@ -80,15 +81,18 @@ def stack_env(path: Path = STACK_ENV) -> dict[str, str]:
 
 
 def pull(archive_dir: Path, endpoint: str, bucket: str) -> tuple[int, int]:
-    """Copies the trail/ objects not yet in archive_dir; returns (fetched, total)."""
+    """Makes archive_dir's trail/ a copy of the bucket's: fetches the objects it lacks, removes
+    those the bucket does not hold (an earlier local stack's); returns (fetched, total)."""
     import boto3
 
     s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="test",
                       aws_secret_access_key="test")
     fetched = total = 0
+    keys = set()
     for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix="trail/"):
         for obj in page.get("Contents", []):
             total += 1
+            keys.add(obj["Key"])
             dest = archive_dir / obj["Key"]
             if dest.exists() and dest.stat().st_size == obj["Size"]:
                 continue
@@ -97,6 +101,9 @@ def pull(archive_dir: Path, endpoint: str, bucket: str) -> tuple[int, int]:
             s3.download_file(bucket, obj["Key"], str(tmp))
             tmp.replace(dest)
             fetched += 1
+    for stale in (archive_dir / "trail").glob("dt=*/hour=*/*"):
+        if stale.relative_to(archive_dir).as_posix() not in keys:
+            stale.unlink()
     return fetched, total
 
 
