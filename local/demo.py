@@ -31,6 +31,7 @@ from local.harness import POISON_KINDS, LocalSystem, Producer, batch_totals, ver
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO_VISIBILITY_TIMEOUT = 2
+DEMO_ARCHIVE_BATCHING_WINDOW = 2  # the archiver's window, a minute in the template
 
 
 def out(text: str = "") -> None:
@@ -100,12 +101,13 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C, even if started with INT ignored
     work = Path(args.work_dir)
     work.mkdir(parents=True, exist_ok=True)
-    for f in ("function.log", "trigger.log", "moto.log"):
+    for f in ("function.log", "trigger.log", "moto.log", "archiver.log", "streams.log"):
         (work / f).unlink(missing_ok=True)
 
     faults = FaultConfig(error500=0.05, throttle=0.05, latency=0.03, drop_before=0.03, drop_after=0.03,
                          latency_s=(0.3, 1.0), seed=11) if args.faults else None
-    system = LocalSystem(work, visibility_timeout=DEMO_VISIBILITY_TIMEOUT, faults=faults)
+    system = LocalSystem(work, visibility_timeout=DEMO_VISIBILITY_TIMEOUT, faults=faults, archiver=True,
+                         archive_batching_window=DEMO_ARCHIVE_BATCHING_WINDOW)
     st = system.stack
     src, dlq = st.source_queue, st.dead_letter_queue
     out("audit-receiver, locally: SQS -> Lambda -> DynamoDB, all on 127.0.0.1")
@@ -239,7 +241,110 @@ def run_demo(system: LocalSystem, n_valid: int, with_faults: bool) -> int:
         f"{elapsed:.0f} s.")
     if not ok:
         out(json.dumps(verdict.summary()))
+    ok = archive_demo(system) and ok  # the archive part, below
     return 0 if ok else 1
+
+
+# ==== The archive (SPEC "Keeping the trail") ======================================================
+# The table's stream -> local stream trigger -> audit-archiver -> the Object Lock bucket; a change
+# behind the function's back -> a tamper record and TrailModified; the named queries in DuckDB.
+# Kept in one place, called once at the end of run_demo.
+
+def archive_demo(system: LocalSystem) -> bool:
+    import io
+
+    from local import sql
+    from local.harness import _client, emf_documents, verify_archive
+
+    out("")
+    out("=" * 78)
+    out("The archive: the table's stream -> audit-archiver -> S3 under Object Lock")
+    out("=" * 78)
+    bucket = system.stack.archive_bucket.name
+    if not system.wait_archived(300):
+        from local.harness import log_events
+
+        errors = [e for e in log_events(system.work_dir / "archiver.log") if e.get("level") in ("WARN", "ERROR")]
+        out(f"PROBLEM: the archiver did not catch up with the stream ({system.streams.stats.as_dict()}); "
+            f"its last complaint: {errors[-1].get('error') or errors[-1].get('message') if errors else '-'}; "
+            f"see {system.work_dir}/archiver.log and streams.log")
+        return False
+    objects = system.archive_objects("trail/")
+    out(f"s3://{bucket}/trail/ holds {len(objects)} objects (gzip JSON lines, one item a line), "
+        f"{sum(len(o.get('lines', [])) for o in objects)} events:")
+    for o in sorted(objects, key=lambda o: o["Key"])[:6]:
+        out(f"  {o['Key']}  {o['Size']:>6} bytes  {len(o.get('lines', [])):>3} events")
+    if len(objects) > 6:
+        out(f"  … and {len(objects) - 6} more")
+    archive = verify_archive(system)
+    out(f"{'OK' if archive.ok else 'PROBLEM'}: {archive.items_in_table} items in the table, each archived "
+        f"exactly once as stored (missing {len(archive.missing)}, doubled {len(archive.doubled)}, "
+        f"changed {len(archive.changed)}, not in the table {len(archive.unexpected)}).")
+    if not archive.ok:
+        out(json.dumps(archive.summary()))
+
+    # Locked: nobody deletes or overwrites an archived version.
+    s3 = _client("s3", system.endpoint)
+    first = sorted(objects, key=lambda o: o["Key"])[0]
+    for what, attempt in (
+            ("delete that version", lambda: s3.delete_object(Bucket=bucket, Key=first["Key"],
+                                                             VersionId=first["VersionId"])),
+            ("overwrite it (If-None-Match: *)", lambda: s3.put_object(Bucket=bucket, Key=first["Key"],
+                                                                     Body=b"forged", IfNoneMatch="*"))):
+        try:
+            attempt()
+            out(f"  PROBLEM: could {what}")
+            archive.overwritten.append(first["Key"])
+        except Exception as e:  # noqa: BLE001 - the refusal is the point
+            out(f"  try to {what}: refused ({getattr(e, 'response', {}).get('Error', {}).get('Code', e)})")
+    head = s3.head_object(Bucket=bucket, Key=first["Key"])
+    out(f"  lock: {head.get('ObjectLockMode')} until {head.get('ObjectLockRetainUntilDate'):%Y-%m-%d} "
+        f"(ArchiveRetentionDays={system.stack.parameters['ArchiveRetentionDays']})")
+
+    # Tampering: another client changes a stored item behind the function's back.
+    items = sorted(system.scan_table(), key=lambda it: it["auditTime"])
+    victim = items[0]
+    out("")
+    out(f"Someone with UpdateItem rewrites an item behind the function's back: {victim['messageId']} "
+        f"@ {victim['auditTime']}, auditText -> \"nothing happened\"")
+    _client("dynamodb", system.endpoint).update_item(
+        TableName=system.stack.table_name,
+        Key={"messageId": {"S": victim["messageId"]}, "auditTime": {"S": victim["auditTime"]}},
+        UpdateExpression="SET auditText = :t", ExpressionAttributeValues={":t": {"S": "nothing happened"}})
+    tamper: list[dict] = []
+    end = time.monotonic() + 60
+    while time.monotonic() < end and not tamper:
+        system.wait_archived(30)
+        tamper = system.archive_objects("tamper/")
+        if not tamper:
+            time.sleep(0.5)
+    for o in tamper:
+        out(f"  s3://{bucket}/{o['Key']}  {len(o.get('lines', []))} tamper record(s):")
+        for line in o.get("lines", []):
+            out(f"    {clip(json.dumps(plain(line), ensure_ascii=False), 300)}")
+    docs = emf_documents(system.work_dir / "archiver.log")
+    modified = sum(int(d.get("TrailModified", 0)) for d in docs)
+    archived = sum(int(d.get("Archived", 0)) for d in docs)
+    out(f"  archiver metrics (EMF, namespace AuditArchiver): Archived {archived}, TrailModified {modified}"
+        f" -> TrailModifiedAlarm (TrailModified >= 1 in a minute) {'fires' if modified >= 1 else 'stays quiet'}")
+    original = next((ln for o in objects for ln in o.get("lines", [])
+                     if (ln.get("messageId"), ln.get("auditTime")) == (victim["messageId"], victim["auditTime"])), {})
+    out(f"  the archived original still reads: {clip(str(original.get('auditText', '-')), 60)!r}")
+
+    # SQL over the archive: the template's named queries, here in DuckDB.
+    out("")
+    out("SQL over the archive (make sql): sql/actions_per_day.sql, the Athena named query, in DuckDB:")
+    sql.pull(sql.ARCHIVE_DIR, system.endpoint, bucket)
+    header, rows = sql.run("actions", sql.connect(sql.ARCHIVE_DIR),
+                           sql.parameters("actions", None, sql.EARLIEST, sql.LATEST, None))
+    buf = io.StringIO()
+    sql.print_table(header, rows[:10], out=buf)
+    for line in buf.getvalue().rstrip().splitlines():
+        out(f"  {line}")
+    ok = archive.ok and bool(tamper) and modified >= 1
+    out(f"{'OK' if ok else 'PROBLEM'}: every item archived once and locked; the change behind the function's "
+        f"back is in the archive's tamper/ and counted in TrailModified.")
+    return ok
 
 
 def build_auditctl(system: LocalSystem) -> Path:

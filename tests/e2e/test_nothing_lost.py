@@ -9,6 +9,10 @@ messages, poison (producer ids without auditTime among it, re-sent), and produce
 producer messageId, a new SQS message). After the queue drains, a second phase sends conflicting
 payloads for stored ids, and a third throttles every write until records reach their last
 receive and are dead-lettered, then redrives them.
+
+The archive too: the table's stream reaches the real archiver (its own `cargo lambda watch`)
+through the local stream trigger, and at the end every item of the table is in the archive's
+trail/ objects exactly once, as stored, and no archive object was written twice.
 """
 
 import json
@@ -18,7 +22,8 @@ from collections import Counter
 
 from conftest import env_float, env_int
 from local.faultproxy import FAULTS, FaultConfig
-from local.harness import LocalSystem, Producer, batch_totals, emf_documents, failure_reasons, verify
+from local.harness import (LocalSystem, Producer, batch_totals, emf_documents, failure_reasons, verify,
+                           verify_archive)
 
 TRANSIENT = {"throttled", "store_unavailable", "deadline", "table_not_found", "group_stopped"}
 
@@ -28,6 +33,8 @@ TRANSIENT = {"throttled", "store_unavailable", "deadline", "table_not_found", "g
 # asks, so that a valid message is not received again while it is being written.
 VISIBILITY_TIMEOUT = env_int("E2E_VISIBILITY_TIMEOUT", 4)
 MAX_DEPTH = 300
+# The archiver's batching window, scaled down from the template's minute.
+ARCHIVE_BATCHING_WINDOW = 1
 
 
 def fault_config(scale: float, seed: int) -> FaultConfig:
@@ -43,7 +50,8 @@ def test_nothing_lost_nothing_doubled_under_faults(work_dir):
     started = time.monotonic()
     faults = fault_config(scale, seed)
     pollers = env_int("E2E_POLLERS", 4)
-    with LocalSystem(work_dir, visibility_timeout=VISIBILITY_TIMEOUT, faults=faults, pollers=pollers) as system:
+    with LocalSystem(work_dir, visibility_timeout=VISIBILITY_TIMEOUT, faults=faults, pollers=pollers,
+                     archiver=True, archive_batching_window=ARCHIVE_BATCHING_WINDOW) as system:
         ready = time.monotonic()
         producer = Producer(system, seed=seed, poison_share=0.05, retry_share=0.1)
         last = [0.0]
@@ -80,6 +88,8 @@ def test_nothing_lost_nothing_doubled_under_faults(work_dir):
         drained = time.monotonic()
 
         verdict = verify(system, ledger)
+        archived = system.wait_archived(drain_timeout)
+        archive = verify_archive(system)
         log = system.work_dir / "function.log"
         reasons = failure_reasons(log)
         totals = batch_totals(log)
@@ -97,6 +107,7 @@ def test_nothing_lost_nothing_doubled_under_faults(work_dir):
             "receives_per_poison": dict(sorted(Counter(receives[sid] for sid in ledger.poison).items())),
             "verdict": verdict.summary(),
             "lost": len(verdict.lost), "duplicated": len(verdict.duplicated),
+            "archive": archive.summary(), "stream_trigger": system.streams.stats.as_dict(),
             "startup_s": round(ready - started, 1), "run_s": round(drained - ready, 1),
         }
         (work_dir / "result.json").write_text(json.dumps(result, indent=2))
@@ -128,3 +139,13 @@ def test_nothing_lost_nothing_doubled_under_faults(work_dir):
         docs = emf_documents(log)
         assert sum(int(d.get("Written", 0)) for d in docs) == totals["written"]
         assert sum(int(d.get("DeadLettered", 0)) for d in docs) == totals["dead_lettered"]
+        # Every item of the table is in the archive exactly once, as stored; nothing was given up.
+        assert archived, f"the archiver did not catch up: {system.streams.stats.as_dict()}"
+        assert archive.ok, json.dumps({"summary": archive.summary(), "missing": archive.missing[:10],
+                                       "doubled": archive.doubled[:10], "changed": archive.changed[:10],
+                                       "unexpected": archive.unexpected[:10],
+                                       "overwritten": archive.overwritten[:10]}, indent=1)
+        assert archive.items_in_table == archive.events_in_archive == verdict.items_in_table
+        assert system.streams.stats.given_up_records == 0
+        archiver_docs = emf_documents(system.work_dir / "archiver.log")
+        assert sum(int(d.get("TrailModified", 0)) for d in archiver_docs) == 0, "the writer only inserts"
