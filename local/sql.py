@@ -83,10 +83,9 @@ def stack_env(path: Path = STACK_ENV) -> dict[str, str]:
 def pull(archive_dir: Path, endpoint: str, bucket: str) -> tuple[int, int]:
     """Makes archive_dir's trail/ a copy of the bucket's: fetches the objects it lacks, removes
     those the bucket does not hold (an earlier local stack's); returns (fetched, total)."""
-    import boto3
+    from local.stack import _client
 
-    s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="test",
-                      aws_secret_access_key="test")
+    s3 = _client("s3", endpoint)
     fetched = total = 0
     keys = set()
     for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix="trail/"):

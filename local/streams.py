@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from local import procs
+from local.stack import _client
 
 EVENT_VERSION = "1.1"
 TTL_IDENTITY = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
@@ -455,15 +456,6 @@ class StreamTrigger:
                 if self._log:
                     self._log.write(json.dumps(entry) + "\n")
                     self._log.flush()
-
-
-def _client(service: str, endpoint: str):
-    import boto3
-    from botocore.config import Config
-
-    return boto3.client(service, endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="test",
-                        aws_secret_access_key="test",
-                        config=Config(retries={"max_attempts": 3, "mode": "standard"}, read_timeout=60))
 
 
 def from_stack(stack, endpoint: str, function_url: str, **overrides) -> StreamTrigger:
