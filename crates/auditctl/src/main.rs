@@ -178,6 +178,10 @@ its original identity: a message already written is a duplicate, not a second it
 StartMessageMoveTask gives each message a new id and loses that identity.) Messages not moved are
 visible again when the command ends.
 
+It goes through the whole queue (or up to --max). When it cannot see every message (some are in
+flight with another consumer, or delayed), it moves what it saw, says on stderr how many it saw
+of how many and what to do, and exits 1.
+
 Examples:
   auditctl dlq redrive --dry-run
   auditctl dlq redrive --reason throttled --rate 50
@@ -374,6 +378,13 @@ async fn run(cli: Cli) -> Result<(), Failure> {
                     }
                     for (id, error) in &report.failed {
                         eprintln!("error: {id} not moved: {error}");
+                    }
+                    // Messages it could not see (in flight elsewhere, delayed): exit 1, as list.
+                    if let Some(unseen) = report.unseen {
+                        if report.failed.is_empty() {
+                            return Err(TrailError::from(unseen).into());
+                        }
+                        eprintln!("error: {unseen}");
                     }
                     if report.failed.is_empty() {
                         Ok(())

@@ -952,6 +952,109 @@ async fn dlq_list_says_how_many_it_listed_of_how_many_and_exits_1_when_another_c
     assert_eq!(stdout(&output).lines().count(), 2 + 8);
 }
 
+#[tokio::test]
+async fn dlq_redrive_moves_every_message_of_a_queue_that_answers_receives_short_and_empty() {
+    let moto = Moto::start();
+    let q = queues(&moto).await;
+    let mut bodies = HashSet::new();
+    for i in 0..37 {
+        let reason = ["throttled", "conflict"][i % 2];
+        let body = format!(r#"{{"auditText":"t{i}"}}"#);
+        q.dead_letter(&body, Some(reason)).await;
+        bodies.insert(body);
+    }
+    // As for list: receives 1 and 2 of every 4 empty, the others at most 4 messages.
+    let sqs = ScriptedSqs::start(&moto.endpoint, |k| k % 4 == 1 || k % 4 == 2, 4);
+
+    let dry = ok(auditctl(
+        &sqs.endpoint,
+        &["dlq", "redrive", "--dry-run"],
+        &q.env(),
+    ));
+    assert!(dry.contains("would move 37 message(s)"), "{dry}");
+    assert_eq!(q.depth(&q.dlq).await, (37, 0), "a dry run moves nothing");
+
+    let out = ok(auditctl(
+        &sqs.endpoint,
+        &["dlq", "redrive", "--reason", "throttled"],
+        &q.env(),
+    ));
+    assert!(
+        out.contains("moved 19 message(s)") && out.contains("left in the dead-letter queue: 18"),
+        "{out}"
+    );
+    assert_eq!(q.depth(&q.dlq).await, (18, 0));
+    let out = ok(auditctl(&sqs.endpoint, &["dlq", "redrive"], &q.env()));
+    assert!(out.contains("moved 18 message(s)"), "{out}");
+    assert_eq!(q.depth(&q.dlq).await, (0, 0));
+    assert_eq!(q.depth(&q.source).await, (37, 0), "each message once");
+    let mut moved = HashSet::new();
+    loop {
+        // Received and hidden for the rest of the test, so that each is read once.
+        let batch = q
+            .sqs
+            .receive_message()
+            .queue_url(&q.source)
+            .max_number_of_messages(10)
+            .visibility_timeout(600)
+            .send()
+            .await
+            .unwrap()
+            .messages
+            .unwrap_or_default();
+        if batch.is_empty() {
+            break;
+        }
+        moved.extend(batch.into_iter().filter_map(|m| m.body));
+    }
+    assert_eq!(moved, bodies, "every body as it was");
+    assert!(sqs.receives() >= 30, "{} receives", sqs.receives());
+}
+
+#[tokio::test]
+async fn dlq_redrive_says_how_many_it_saw_of_how_many_and_exits_1_when_another_consumer_holds_some()
+{
+    let moto = Moto::start();
+    let q = queues(&moto).await;
+    for i in 0..12 {
+        q.dead_letter(&format!(r#"{{"auditText":"t{i}"}}"#), Some("throttled"))
+            .await;
+    }
+    let taken = q
+        .sqs
+        .receive_message()
+        .queue_url(&q.dlq)
+        .max_number_of_messages(4)
+        .visibility_timeout(3600)
+        .send()
+        .await
+        .unwrap()
+        .messages
+        .unwrap_or_default();
+    assert_eq!(taken.len(), 4);
+
+    let output = auditctl(&moto.endpoint, &["dlq", "redrive"], &q.env());
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(
+        stdout(&output).contains("moved 8 message(s)"),
+        "{}",
+        stdout(&output)
+    );
+    let message = stderr(&output);
+    assert!(
+        message.contains("saw 8 of 12 messages")
+            && message.contains("4 are in flight with another consumer")
+            && message.contains("run auditctl dlq redrive again once they are visible"),
+        "{message}"
+    );
+    assert_eq!(
+        q.depth(&q.dlq).await,
+        (0, 4),
+        "the other consumer's still held"
+    );
+    assert_eq!(q.depth(&q.source).await, (8, 0));
+}
+
 // -----------------------------------------------------------------------------------------
 // dlq list --show-body: the whole body, in every format
 
