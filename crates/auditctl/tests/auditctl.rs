@@ -270,13 +270,13 @@ async fn csv_and_table_formats_print_the_same_rows() {
     let lines: Vec<&str> = csv.split("\r\n").filter(|l| !l.is_empty()).collect();
     assert_eq!(
         lines[0],
-        "auditTime,messageId,auditText,sqsMessageId,sentAt,receivedAt,receiveCount,eventSource,extra"
+        "auditTime,messageId,actor,action,resource,outcome,sourceIp,auditText,sqsMessageId,sentAt,receivedAt,receiveCount,eventSource,extra"
     );
     assert_eq!(lines.len(), 1 + day.len());
     let first = lines[1];
     assert!(
         first.starts_with(&format!(
-            "{},{},text of {},sqs-{}",
+            "{},{},,,,,,text of {},sqs-{}",
             day[0].0, day[0].1, day[0].1, day[0].1
         )),
         "{first}"
