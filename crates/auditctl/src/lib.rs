@@ -4,6 +4,8 @@
 //! library's item names, bucket rule and `failureContext` format rather than restating them.
 
 pub mod dlq;
+pub mod fetch;
+pub mod filter;
 pub mod item;
 pub mod merge;
 pub mod output;
@@ -19,6 +21,22 @@ pub enum TrailError {
         "table {table} has no index {index} (the trail is read in time order from it): deploy the current template.yaml, which adds it"
     )]
     NoTimeIndex { table: String, index: String },
+    #[error(
+        "table {table} has no index {index} (lookups by {field} read it): deploy the current template.yaml, which adds it"
+    )]
+    NoLookupIndex {
+        table: String,
+        index: String,
+        field: &'static str,
+    },
+    #[error(
+        "index {index} of table {table} is {status}, not ACTIVE: wait until it is built (aws dynamodb describe-table --table-name {table} shows IndexStatus), then run this again"
+    )]
+    IndexNotActive {
+        table: String,
+        index: String,
+        status: String,
+    },
     #[error("no {what} URL: set {env} or {flag} (stack output {output})")]
     NoQueueUrl {
         what: &'static str,

@@ -2,12 +2,15 @@
 //! dead-letter queue. Argument parsing and wiring only; the logic is in `this crate`.
 
 use std::io::{BufWriter, IsTerminal, Write};
+use std::net::IpAddr;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use audit_model::keys::DEFAULT_TABLE_NAME;
+use audit_model::message::EventOutcome;
 use auditctl::TrailError;
 use auditctl::dlq::{DeadLetterQueue, Listed, ListedWithBody, RedriveOptions};
+use auditctl::filter::{self, By, Fields, Plan};
 use auditctl::item::TrailItem;
 use auditctl::merge::Order;
 use auditctl::output::{Format, Printer};
@@ -60,17 +63,28 @@ struct AwsArgs {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Every item with FROM <= auditTime <= TO, ordered by (auditTime, messageId), from the
-    /// byAuditTime index (never a Scan), printed as it is read.
+    /// byAuditTime index, or with --actor, --action or --resource the events of that value from
+    /// its lookup index (never a Scan), printed as it is read.
     #[command(after_help = "\
 Times are RFC 3339 with an offset (Z or ±hh:mm), any precision. Items are stored at millisecond
 precision in UTC: --to 10:00:00.9999Z includes 10:00:00.999Z; --from 10:00:00.0001Z starts at
 10:00:00.001Z. The 32 shards of each UTC day are read concurrently and merged; memory is bounded by
 the pages in flight (about 32 x 3 x --page-size items), not by the size of the range.
 
+Lookups: --actor, --action or --resource reads the 4 shards of that value in its index (byActor,
+byAction, byResource) over the whole range at once, merges them in the same order, and reads the
+full items 100 at a time (BatchGetItem). Given two or three of them, --by names the index and the
+others filter. --outcome and --source-ip filter too (the IP in any text form: 2001:DB8::1 finds
+2001:db8::1). Filters are exact matches applied by DynamoDB to what the index reads; they work on
+a time query as well. Items written before the lookup indexes existed are not in them.
+
 Examples:
   auditctl query --from 2026-11-22T00:00:00Z --to 2026-11-22T23:59:59.999Z
   auditctl query --from 2026-11-22T10:00:00+01:00 --to 2026-11-22T11:00:00+01:00 --desc --limit 20
   auditctl query --from 2026-11-01T00:00:00Z --to 2026-12-01T00:00:00Z --format jsonl | jq .auditText
+  auditctl query --actor alice --from 2026-11-01T00:00:00Z --to 2026-12-01T00:00:00Z
+  auditctl query --resource invoice/4711 --outcome failure --from 2026-09-01T00:00:00Z --to 2026-12-01T00:00:00Z
+  auditctl query --actor alice --action invoice.delete --by actor --from 2026-11-01T00:00:00Z --to 2026-12-01T00:00:00Z
 
 Environment: TABLE_NAME, AWS_ENDPOINT_URL, AWS_PROFILE, AWS_REGION.")]
     Query(QueryArgs),
@@ -119,7 +133,35 @@ struct QueryArgs {
     #[arg(long)]
     stats: bool,
     #[command(flatten)]
+    fields: FieldArgs,
+    /// Only events with this outcome: success, failure or unknown (a filter).
+    #[arg(long, value_name = "OUTCOME", value_parser = filter::parse_outcome)]
+    outcome: Option<EventOutcome>,
+    /// Only events from this IPv4 or IPv6 address, in any text form (a filter).
+    #[arg(long, value_name = "IP", value_parser = filter::parse_source_ip)]
+    source_ip: Option<IpAddr>,
+    /// The index to read when more than one of --actor, --action, --resource is given (the
+    /// others filter what it reads); `time` reads byAuditTime and filters by all of them.
+    #[arg(long, value_enum, value_name = "INDEX")]
+    by: Option<By>,
+    #[command(flatten)]
     table: TableArgs,
+}
+
+/// Who did what to what: one of --actor, --action, --resource picks a lookup index; the others
+/// filter (exact match).
+#[derive(Debug, Args)]
+#[group(id = "lookup", multiple = true, required = false)]
+struct FieldArgs {
+    /// Only events of this actor (a lookup on the byActor index).
+    #[arg(long, value_name = "ACTOR")]
+    actor: Option<String>,
+    /// Only events of this action (a lookup on the byAction index).
+    #[arg(long, value_name = "ACTION")]
+    action: Option<String>,
+    /// Only events on this resource (a lookup on the byResource index).
+    #[arg(long, value_name = "RESOURCE")]
+    resource: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -257,12 +299,20 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         Command::Query(args) => {
             let range = TimeRange::parse(&args.from, &args.to)
                 .map_err(|e| Failure::Usage(e.to_string()))?;
+            let fields = Fields {
+                actor: args.fields.actor,
+                action: args.fields.action,
+                resource: args.fields.resource,
+                outcome: args.outcome,
+                source_ip: args.source_ip,
+            };
+            let plan = Plan::new(args.by, fields).map_err(|e| Failure::Usage(e.to_string()))?;
             let reader = Reader::new(
                 aws_sdk_dynamodb::Client::new(&config),
                 &args.table.table,
                 location,
             );
-            reader.check_time_index().await?;
+            reader.check_index(&plan).await?;
             let options = QueryOptions {
                 order: if args.desc {
                     Order::Descending
@@ -274,7 +324,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
                 limit: args.limit,
             };
             let started = Instant::now();
-            let rows = reader.query(range, options);
+            let rows = reader.read(&plan, range, options);
             let rows = match args.limit {
                 Some(limit) => rows
                     .take(usize::try_from(limit).unwrap_or(usize::MAX))
@@ -283,13 +333,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             };
             let printed = print_items(rows, args.table.format, &reader).await?;
             if args.stats {
-                let elapsed = started.elapsed().as_secs_f64();
-                eprintln!(
-                    "{printed} rows, {} requests, {} items read, {elapsed:.2} s, {:.0} rows/s",
-                    reader.stats.requests(),
-                    reader.stats.items_read(),
-                    printed as f64 / elapsed.max(1e-9)
-                );
+                eprintln!("{}", reader.stats.line(printed, started.elapsed()));
             }
             Ok(())
         }

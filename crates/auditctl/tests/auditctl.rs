@@ -424,6 +424,991 @@ async fn bad_times_and_missing_queue_urls_say_what_to_do() {
 }
 
 // -----------------------------------------------------------------------------------------
+// lookups: who did what, to what
+
+/// One structured event as a producer sends it.
+#[derive(Debug, Clone, Default)]
+struct Event {
+    id: String,
+    /// As sent (any offset).
+    time: String,
+    actor: Option<String>,
+    action: Option<String>,
+    resource: Option<String>,
+    outcome: Option<&'static str>,
+    /// As sent (any text form).
+    source_ip: Option<&'static str>,
+}
+
+impl Event {
+    fn body(&self) -> Value {
+        let mut body = serde_json::json!({
+            "messageId": self.id,
+            "auditTime": self.time,
+            "amount": serde_json::Number::from_str(BIG).unwrap(),
+        });
+        let fields = [
+            ("actor", self.actor.clone()),
+            ("action", self.action.clone()),
+            ("resource", self.resource.clone()),
+            ("outcome", self.outcome.map(str::to_owned)),
+            ("sourceIp", self.source_ip.map(str::to_owned)),
+        ];
+        for (name, value) in fields {
+            if let Some(value) = value {
+                body[name] = Value::String(value);
+            }
+        }
+        if self.action.is_none() {
+            body["auditText"] = Value::String(format!("text of {}", self.id));
+        }
+        body
+    }
+
+    /// (canonical auditTime, messageId): the merge key.
+    fn key(&self) -> (String, String) {
+        let utc = chrono::DateTime::parse_from_rfc3339(&self.time)
+            .unwrap()
+            .to_utc();
+        (canonical_time(utc), self.id.clone())
+    }
+
+    /// The IP as stored: canonical.
+    fn stored_ip(&self) -> Option<String> {
+        self.source_ip
+            .map(|ip| ip.parse::<std::net::IpAddr>().unwrap().to_string())
+    }
+
+    /// The shard of its lookup keys.
+    fn lookup_shard(&self) -> u32 {
+        audit_model::message::fnv1a_32(self.id.as_bytes()) % audit_model::keys::LOOKUP_SHARDS
+    }
+}
+
+/// Writes the events through the function's own handler, in a shuffled order.
+async fn write_events(moto: &Moto, events: &[Event]) {
+    create_table(&moto.client(), TABLE).await;
+    let handler = handler(&moto.endpoint, TABLE, settings());
+    let mut shuffled = events.to_vec();
+    fastrand::seed(18);
+    fastrand::shuffle(&mut shuffled);
+    for chunk in shuffled.chunks(10) {
+        let records = chunk
+            .iter()
+            .map(|e| record(&format!("sqs-{}", e.id), &e.body().to_string()))
+            .collect();
+        let response = handler.handle(event(records)).await.unwrap();
+        assert!(failed(&response).is_empty(), "{response:?}");
+    }
+}
+
+/// The keys of the events that `keep` keeps, in (auditTime, messageId) order.
+fn expected(events: &[Event], keep: impl Fn(&Event) -> bool) -> Vec<(String, String)> {
+    let mut keys: Vec<(String, String)> =
+        events.iter().filter(|e| keep(e)).map(Event::key).collect();
+    keys.sort();
+    keys
+}
+
+/// Three UTC days of structured events: three actors, four actions, two resources, outcomes and
+/// addresses mixed (the same IPv6 address sent in two text forms), times sent with offsets, a
+/// run of equal times per day across shards, and events without an actor (free text only, or an
+/// action only).
+fn structured_events() -> Vec<Event> {
+    let mut events = Vec::new();
+    for day in 22..=24 {
+        for i in 0..12usize {
+            let hour = i * 2;
+            let time = if i % 2 == 0 {
+                format!("2026-11-{day}T{hour:02}:15:00.500Z")
+            } else {
+                format!("2026-11-{day}T{:02}:15:00.500+01:00", hour + 1)
+            };
+            events.push(Event {
+                id: format!("e-{day}-{i:02}"),
+                time,
+                actor: Some(["alice", "bob", "mallory"][i % 3].to_owned()),
+                action: Some(
+                    [
+                        "invoice.delete",
+                        "user.login",
+                        "invoice.view",
+                        "user.logout",
+                    ][i % 4]
+                        .to_owned(),
+                ),
+                resource: [Some("invoice/1"), Some("invoice/2"), None][(i / 3) % 3]
+                    .map(str::to_owned),
+                outcome: [Some("success"), Some("failure"), None][(i / 2) % 3],
+                source_ip: [
+                    Some("192.0.2.10"),
+                    Some("2001:DB8:0:0::1"),
+                    None,
+                    Some("2001:db8::1"),
+                ][(i / 3 + i / 6) % 4],
+            });
+        }
+        // Equal times: alice deleting invoice/1 four times at one instant, ids out of order.
+        for id in ["tie-d", "tie-a", "tie-c", "tie-b"] {
+            events.push(Event {
+                id: format!("{id}-{day}"),
+                time: format!("2026-11-{day}T12:00:00.000Z"),
+                actor: Some("alice".into()),
+                action: Some("invoice.delete".into()),
+                resource: Some("invoice/1".into()),
+                outcome: Some("failure"),
+                source_ip: Some("2001:db8::1"),
+            });
+        }
+        // No actor: free text only, and an action only.
+        for i in 0..2 {
+            events.push(Event {
+                id: format!("plain-{day}-{i}"),
+                time: format!("2026-11-{day}T12:00:00.000Z"),
+                ..Event::default()
+            });
+            events.push(Event {
+                id: format!("anon-{day}-{i}"),
+                time: format!("2026-11-{day}T12:00:00.000Z"),
+                action: Some("invoice.delete".into()),
+                resource: Some("invoice/1".into()),
+                ..Event::default()
+            });
+        }
+    }
+    events
+}
+
+/// `auditctl query` over the three days with `args`, as jsonl rows.
+fn lookup(moto: &Moto, args: &[&str]) -> Vec<Value> {
+    let range = [
+        "query",
+        "--from",
+        "2026-11-22T00:00:00Z",
+        "--to",
+        "2026-11-24T23:59:59.999Z",
+        "--format",
+        "jsonl",
+    ];
+    jsonl(&ok(auditctl(
+        &moto.endpoint,
+        &[&range[..], args].concat(),
+        &[],
+    )))
+}
+
+fn is(field: &Option<String>, value: &str) -> bool {
+    field.as_deref() == Some(value)
+}
+
+#[tokio::test]
+async fn lookups_by_actor_action_and_resource_merge_the_shards_of_three_days_in_time_then_id_order()
+{
+    let moto = Moto::start();
+    let events = structured_events();
+    write_events(&moto, &events).await;
+    let alice: Vec<&Event> = events.iter().filter(|e| is(&e.actor, "alice")).collect();
+    let shards: HashSet<u32> = alice.iter().map(|e| e.lookup_shard()).collect();
+    assert_eq!(shards.len(), 4, "alice's events are in all 4 shards");
+    let ties: HashSet<u32> = alice
+        .iter()
+        .filter(|e| e.id.starts_with("tie-") && e.id.ends_with("-23"))
+        .map(|e| e.lookup_shard())
+        .collect();
+    assert!(ties.len() >= 2, "equal times across shards: {ties:?}");
+
+    let by_alice = expected(&events, |e| is(&e.actor, "alice"));
+    for page_size in ["500", "2"] {
+        let rows = lookup(&moto, &["--actor", "alice", "--page-size", page_size]);
+        assert_eq!(keys(&rows), by_alice, "--page-size {page_size}");
+    }
+    let mut reversed = by_alice.clone();
+    reversed.reverse();
+    let rows = lookup(&moto, &["--actor", "alice", "--desc", "--page-size", "3"]);
+    assert_eq!(keys(&rows), reversed, "--desc reverses time and id");
+    // The full items: every attribute the function wrote, not only what the index projects.
+    let row = &rows[0];
+    assert_eq!(row["extra"]["amount"].to_string(), BIG);
+    assert!(row["auditBucket"].as_str().unwrap().contains('#'));
+    assert!(row["actorKey"].as_str().unwrap().starts_with("alice#"));
+
+    let rows = lookup(&moto, &["--action", "invoice.delete"]);
+    assert_eq!(
+        keys(&rows),
+        expected(&events, |e| is(&e.action, "invoice.delete")),
+        "an action, with or without an actor"
+    );
+    let rows = lookup(&moto, &["--resource", "invoice/1", "--page-size", "2"]);
+    assert_eq!(
+        keys(&rows),
+        expected(&events, |e| is(&e.resource, "invoice/1"))
+    );
+    assert!(lookup(&moto, &["--actor", "nobody"]).is_empty());
+
+    // A narrower range: one day and a few hours, edges inclusive.
+    let rows = jsonl(&ok(auditctl(
+        &moto.endpoint,
+        &[
+            "query",
+            "--actor",
+            "alice",
+            "--from",
+            "2026-11-23T13:00:00+01:00",
+            "--to",
+            "2026-11-23T12:00:00.000Z",
+            "--format",
+            "jsonl",
+        ],
+        &[],
+    )));
+    assert_eq!(
+        keys(&rows),
+        expected(&events, |e| is(&e.actor, "alice")
+            && e.key().0 == "2026-11-23T12:00:00.000Z"),
+        "the run of equal times, ordered by id"
+    );
+    assert_eq!(rows.len(), 4);
+}
+
+#[tokio::test]
+async fn lookups_filter_by_outcome_source_ip_in_any_form_and_the_other_fields() {
+    let moto = Moto::start();
+    let events = structured_events();
+    write_events(&moto, &events).await;
+    let v6 = Some("2001:db8::1".to_owned());
+    // Each lookup finds exactly what the filter keeps, and something.
+    let check = |args: &[&str], keep: &dyn Fn(&Event) -> bool| {
+        let want = expected(&events, keep);
+        assert!(!want.is_empty(), "{args:?} finds something");
+        let rows = lookup(&moto, args);
+        assert_eq!(keys(&rows), want, "{args:?}");
+        rows
+    };
+
+    check(&["--actor", "alice", "--outcome", "failure"], &|e| {
+        is(&e.actor, "alice") && e.outcome == Some("failure")
+    });
+    check(&["--action", "user.login", "--outcome", "success"], &|e| {
+        is(&e.action, "user.login") && e.outcome == Some("success")
+    });
+    // The IPv6 address in a third text form finds both forms it was sent in.
+    assert!(
+        events
+            .iter()
+            .any(|e| is(&e.actor, "alice") && e.source_ip == Some("2001:DB8:0:0::1")),
+        "sent in upper case too"
+    );
+    let rows = check(
+        &["--actor", "alice", "--source-ip", "2001:0DB8:0000::0001"],
+        &|e| is(&e.actor, "alice") && e.stored_ip() == v6,
+    );
+    assert!(rows.iter().all(|r| r["sourceIp"] == "2001:db8::1"));
+    check(&["--actor", "alice", "--source-ip", "192.0.2.10"], &|e| {
+        is(&e.actor, "alice") && e.stored_ip().as_deref() == Some("192.0.2.10")
+    });
+    check(
+        &["--resource", "invoice/2", "--source-ip", "2001:db8::1"],
+        &|e| is(&e.resource, "invoice/2") && e.stored_ip() == v6,
+    );
+
+    // The other fields: --by names the index, the rest filter.
+    let both = |e: &Event| is(&e.actor, "alice") && is(&e.action, "invoice.delete");
+    for by in ["actor", "action"] {
+        check(
+            &["--actor", "alice", "--action", "invoice.delete", "--by", by],
+            &both,
+        );
+    }
+    check(
+        &[
+            "--actor",
+            "bob",
+            "--action",
+            "user.login",
+            "--resource",
+            "invoice/1",
+            "--outcome",
+            "success",
+            "--by",
+            "resource",
+        ],
+        &|e| {
+            is(&e.actor, "bob")
+                && is(&e.action, "user.login")
+                && is(&e.resource, "invoice/1")
+                && e.outcome == Some("success")
+        },
+    );
+    let rows = lookup(
+        &moto,
+        &[
+            "--resource",
+            "invoice/1",
+            "--actor",
+            "mallory",
+            "--by",
+            "resource",
+            "--desc",
+        ],
+    );
+    let mut want = expected(&events, |e| {
+        is(&e.resource, "invoice/1") && is(&e.actor, "mallory")
+    });
+    want.reverse();
+    assert!(!want.is_empty());
+    assert_eq!(keys(&rows), want, "--desc with a filter");
+
+    // The same filters on a time query (--by time, or no field that picks an index).
+    check(
+        &[
+            "--actor",
+            "alice",
+            "--action",
+            "invoice.delete",
+            "--by",
+            "time",
+        ],
+        &both,
+    );
+    check(
+        &[
+            "--outcome",
+            "failure",
+            "--source-ip",
+            "2001:DB8::1",
+            "--page-size",
+            "2",
+        ],
+        &|e| e.outcome == Some("failure") && e.stored_ip() == v6,
+    );
+}
+
+#[tokio::test]
+async fn items_without_the_field_are_not_in_its_index_and_a_time_query_finds_them() {
+    let moto = Moto::start();
+    let events = structured_events();
+    write_events(&moto, &events).await;
+
+    let everything = lookup(&moto, &[]);
+    assert_eq!(keys(&everything), expected(&events, |_| true));
+    let plain: Vec<&Value> = everything
+        .iter()
+        .filter(|r| r["messageId"].as_str().unwrap().starts_with("plain-"))
+        .collect();
+    assert_eq!(plain.len(), 6);
+    assert!(
+        plain
+            .iter()
+            .all(|r| r.get("actorKey").is_none() && r.get("actor").is_none())
+    );
+
+    // byActor holds exactly the items with an actor: a Query per shard of each actor finds them
+    // all and nothing else.
+    let client = moto.client();
+    let mut in_index = HashSet::new();
+    for actor in ["alice", "bob", "mallory"] {
+        for shard in 0..audit_model::keys::LOOKUP_SHARDS {
+            let page = client
+                .query()
+                .table_name(TABLE)
+                .index_name("byActor")
+                .key_condition_expression("actorKey = :k")
+                .expression_attribute_values(
+                    ":k",
+                    aws_sdk_dynamodb::types::AttributeValue::S(format!("{actor}#{shard}")),
+                )
+                .send()
+                .await
+                .unwrap();
+            in_index.extend(page.items().iter().map(|i| s(i, "messageId")));
+        }
+    }
+    let with_actor: HashSet<String> = events
+        .iter()
+        .filter(|e| e.actor.is_some())
+        .map(|e| e.id.clone())
+        .collect();
+    assert_eq!(in_index, with_actor);
+    // An action-only event is found by its action, never by an actor.
+    let rows = lookup(
+        &moto,
+        &[
+            "--action",
+            "invoice.delete",
+            "--resource",
+            "invoice/1",
+            "--by",
+            "action",
+        ],
+    );
+    assert!(rows.iter().any(|r| r["messageId"] == "anon-23-0"));
+    assert!(rows.iter().filter(|r| r.get("actor").is_none()).count() == 6);
+}
+
+/// A scripted DynamoDB endpoint in front of moto: BatchGetItem processes at most `most` keys a
+/// request and returns the rest as UnprocessedKeys (as DynamoDB does when the read capacity is
+/// exhausted), and gives the items back in reverse order (DynamoDB's order is none in
+/// particular). Every other request is forwarded as it is.
+struct ScriptedDynamo {
+    endpoint: String,
+    batch_gets: Arc<AtomicUsize>,
+}
+
+impl ScriptedDynamo {
+    fn start(upstream: &str, most: usize) -> Self {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+        listener.set_nonblocking(true).unwrap();
+        let endpoint = format!("http://{}", listener.local_addr().unwrap());
+        let upstream = upstream.trim_start_matches("http://").to_owned();
+        let batch_gets = Arc::new(AtomicUsize::new(0));
+        let counter = batch_gets.clone();
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async move {
+                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+                while let Ok((mut socket, _)) = listener.accept().await {
+                    let upstream = upstream.clone();
+                    let counter = counter.clone();
+                    tokio::spawn(async move {
+                        let mut buffer = Vec::new();
+                        while let Some(request) = read_request(&mut socket, &mut buffer).await {
+                            let (status, content_type, body) =
+                                if request.target == "DynamoDB_20120810.BatchGetItem" {
+                                    counter.fetch_add(1, Ordering::SeqCst);
+                                    batch_get_some(&upstream, &request, most).await
+                                } else {
+                                    forward(&upstream, &request, &request.body).await
+                                };
+                            let headers = [("Content-Type", content_type.as_str())];
+                            if write_response(&mut socket, status, &headers, &body)
+                                .await
+                                .is_err()
+                            {
+                                return;
+                            }
+                        }
+                    });
+                }
+            });
+        });
+        Self {
+            endpoint,
+            batch_gets,
+        }
+    }
+}
+
+/// A BatchGetItem of the first `most` keys asked; the rest come back as UnprocessedKeys; the
+/// items in reverse order.
+async fn batch_get_some(upstream: &str, request: &Request, most: usize) -> (u16, String, Vec<u8>) {
+    let mut asked: Value = serde_json::from_slice(&request.body).unwrap();
+    let (table, wanted) = {
+        let items = asked["RequestItems"].as_object().unwrap();
+        assert_eq!(items.len(), 1, "one table");
+        let (table, wanted) = items.iter().next().unwrap();
+        (table.clone(), wanted["Keys"].as_array().unwrap().clone())
+    };
+    assert!(
+        wanted.len() <= 100,
+        "at most 100 keys a request: {}",
+        wanted.len()
+    );
+    let (now, later) = wanted.split_at(wanted.len().min(most));
+    asked["RequestItems"][&table]["Keys"] = Value::Array(now.to_vec());
+    let (status, content_type, body) =
+        forward(upstream, request, &serde_json::to_vec(&asked).unwrap()).await;
+    let mut answer: Value = serde_json::from_slice(&body).unwrap();
+    if let Some(items) = answer["Responses"][&table].as_array_mut() {
+        items.reverse();
+    }
+    if !later.is_empty() {
+        answer["UnprocessedKeys"] = serde_json::json!({ &table: { "Keys": later } });
+    }
+    (status, content_type, serde_json::to_vec(&answer).unwrap())
+}
+
+/// `carol`: `n` events in one UTC day (2026-11-23), three at each instant, spread over the 4
+/// shards of her lookup key with the given count in each.
+fn carol(per_shard: [usize; 4]) -> Vec<Event> {
+    let mut count = [0usize; 4];
+    let mut events = Vec::new();
+    let mut i = 0;
+    while count != per_shard {
+        let id = format!("carol-{i:04}");
+        i += 1;
+        let shard = audit_model::message::fnv1a_32(id.as_bytes()) % 4;
+        let shard = shard as usize;
+        if count[shard] == per_shard[shard] {
+            continue;
+        }
+        count[shard] += 1;
+        let n = events.len();
+        let second = 8 * 3600 + (n / 3) * 7;
+        events.push(Event {
+            id,
+            time: format!(
+                "2026-11-23T{:02}:{:02}:{:02}.000Z",
+                second / 3600,
+                second / 60 % 60,
+                second % 60
+            ),
+            actor: Some("carol".into()),
+            action: Some(["report.view", "report.export"][n % 2].to_owned()),
+            resource: Some(format!("report/{}", n % 5)),
+            outcome: Some(["success", "failure"][(n / 2) % 2]),
+            source_ip: Some("192.0.2.77"),
+        });
+    }
+    events
+}
+
+#[tokio::test]
+async fn an_actor_with_many_events_in_a_day_costs_the_documented_requests_over_1_or_30_days() {
+    let moto = Moto::start();
+    // 130 events: the shards hold 33, 33, 33 and 31 (odd: no page is exactly full at size 2).
+    let events = carol([33, 33, 33, 31]);
+    write_events(&moto, &events).await;
+    let all = expected(&events, |_| true);
+    let run = |from: &str, to: &str, extra: &[&str]| {
+        let args = [
+            &["query", "--actor", "carol", "--from", from, "--to", to][..],
+            &["--format", "jsonl", "--stats"],
+            extra,
+        ]
+        .concat();
+        let output = auditctl(&moto.endpoint, &args, &[]);
+        let stats = stderr(&output);
+        (keys(&jsonl(&ok(output))), stats)
+    };
+    let day = ("2026-11-23T00:00:00Z", "2026-11-23T23:59:59.999Z");
+    let month = ("2026-11-01T00:00:00Z", "2026-11-30T23:59:59.999Z");
+    for (from, to) in [day, month] {
+        // Per shard ⌊n/4 ÷ page⌋ + 1 Query, ⌈n/100⌉ BatchGetItem, 1 DescribeTable.
+        let (rows, stats) = run(from, to, &[]);
+        assert_eq!(rows, all);
+        assert!(
+            stats.contains(
+                "130 rows, 7 requests: 1 DescribeTable + 4 Query + 2 BatchGetItem, 130 items read"
+            ),
+            "{stats}"
+        );
+        let (rows, stats) = run(from, to, &["--page-size", "2"]);
+        assert_eq!(rows, all, "pages of 2");
+        assert!(
+            stats.contains("130 rows, 70 requests: 1 DescribeTable + 67 Query + 2 BatchGetItem"),
+            "17 + 17 + 17 + 16 Queries: {stats}"
+        );
+    }
+    let (rows, stats) = run(day.0, day.1, &["--desc", "--page-size", "2"]);
+    let mut reversed = all.clone();
+    reversed.reverse();
+    assert_eq!(rows, reversed);
+    assert!(stats.contains("67 Query + 2 BatchGetItem"), "{stats}");
+
+    // A filter: the index reads as many (Limit counts before the filter), fewer items fetched.
+    let (rows, stats) = run(
+        day.0,
+        day.1,
+        &[
+            "--outcome",
+            "failure",
+            "--action",
+            "report.view",
+            "--by",
+            "actor",
+        ],
+    );
+    let want = expected(&events, |e| {
+        e.outcome == Some("failure") && is(&e.action, "report.view")
+    });
+    assert_eq!(rows, want);
+    assert!(want.len() > 20 && want.len() < 100);
+    assert!(
+        stats.contains(&format!(
+            "{} rows, 6 requests: 1 DescribeTable + 4 Query + 1 BatchGetItem, 130 items read",
+            want.len()
+        )),
+        "{stats}"
+    );
+
+    // --limit stops reading: one BatchGetItem of 7 keys, pages of 7.
+    let (rows, stats) = run(day.0, day.1, &["--limit", "7"]);
+    assert_eq!(rows, all[..7]);
+    let queries: u64 = stats
+        .split(" + ")
+        .nth(1)
+        .and_then(|q| q.strip_suffix(" Query"))
+        .and_then(|q| q.parse().ok())
+        .unwrap_or_else(|| panic!("{stats}"));
+    assert!((4..=12).contains(&queries), "{stats}");
+    // At most 3 pages a shard (the one merged, one waiting, one being read), fewer than the 20
+    // of reading it all in pages of 7.
+    assert!(
+        stats.contains("7 rows,") && stats.contains(" + 1 BatchGetItem"),
+        "{stats}"
+    );
+}
+
+#[tokio::test]
+async fn unprocessed_keys_are_retried_and_the_rows_keep_the_merge_order() {
+    let moto = Moto::start();
+    let events = carol([33, 33, 33, 31]);
+    write_events(&moto, &events).await;
+    let dynamo = ScriptedDynamo::start(&moto.endpoint, 40);
+    let output = auditctl(
+        &dynamo.endpoint,
+        &[
+            "query",
+            "--actor",
+            "carol",
+            "--from",
+            "2026-11-23T00:00:00Z",
+            "--to",
+            "2026-11-24T00:00:00Z",
+            "--format",
+            "jsonl",
+            "--stats",
+            "--page-size",
+            "10",
+        ],
+        &[],
+    );
+    let stats = stderr(&output);
+    let rows = jsonl(&ok(output));
+    assert_eq!(keys(&rows), expected(&events, |_| true));
+    // 100 keys: 40, then 40 of the 60 left, then 20; 30 keys: 30.
+    assert_eq!(dynamo.batch_gets.load(Ordering::SeqCst), 4);
+    assert!(stats.contains(" + 4 BatchGetItem"), "{stats}");
+}
+
+/// The item as moto stores it, in DynamoDB's JSON (a GetItem over plain HTTP, no SDK).
+async fn raw_item(
+    endpoint: &str,
+    message_id: &str,
+    audit_time: &str,
+) -> serde_json::Map<String, Value> {
+    let body = serde_json::json!({
+        "TableName": TABLE,
+        "Key": {"messageId": {"S": message_id}, "auditTime": {"S": audit_time}},
+    });
+    let request = Request {
+        method: "POST".into(),
+        path: "/".into(),
+        target: "DynamoDB_20120810.GetItem".into(),
+        headers: vec![
+            ("Host".into(), endpoint.trim_start_matches("http://").into()),
+            ("Content-Type".into(), "application/x-amz-json-1.0".into()),
+            ("X-Amz-Target".into(), "DynamoDB_20120810.GetItem".into()),
+            (
+                "Authorization".into(),
+                "AWS4-HMAC-SHA256 Credential=test/20261122/us-east-1/dynamodb/aws4_request, SignedHeaders=host, Signature=0".into(),
+            ),
+        ],
+        body: Vec::new(),
+    };
+    let upstream = endpoint.trim_start_matches("http://");
+    let (status, _, answer) = forward(upstream, &request, body.to_string().as_bytes()).await;
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&answer));
+    let answer: Value = serde_json::from_slice(&answer).unwrap();
+    answer["Item"].as_object().cloned().expect("the item")
+}
+
+#[tokio::test]
+async fn jsonl_prints_the_models_item_line_of_the_stored_item_in_a_lookup_a_time_query_and_get() {
+    let moto = Moto::start();
+    let mut events = structured_events();
+    events.retain(|e| e.id.ends_with("-23-00") || e.id.starts_with("tie-a-23"));
+    write_events(&moto, &events).await;
+    // An item with extra of every JSON type, written through the function too.
+    let handler = handler(&moto.endpoint, TABLE, settings());
+    let body = serde_json::json!({
+        "messageId": "rich-1", "auditTime": "2026-11-23T12:00:00+02:00", "actor": "alice",
+        "action": "invoice.delete", "sourceIp": "2001:DB8::1", "outcome": "success",
+        "nested": {"list": [1, 2.50, "x", true, null, {"deep": BIG}]},
+        "amount": serde_json::Number::from_str("0.000100").unwrap(),
+        "text": "quote \" backslash \\ tab \t é 日本",
+    });
+    let response = handler
+        .handle(event(vec![record("sqs-rich-1", &body.to_string())]))
+        .await
+        .unwrap();
+    assert!(failed(&response).is_empty());
+
+    let line = audit_model::line::item_line(
+        &raw_item(&moto.endpoint, "rich-1", "2026-11-23T10:00:00.000Z").await,
+    );
+    assert!(line.contains(r#""sourceIp":"2001:db8::1""#), "{line}");
+    assert!(line.contains(r#""amount":0.000100"#), "{line}");
+    let find = |text: &str| -> String {
+        text.lines()
+            .find(|l| l.contains(r#""messageId":"rich-1""#))
+            .unwrap_or_else(|| panic!("{text}"))
+            .to_owned()
+    };
+    let from_lookup = ok(auditctl(
+        &moto.endpoint,
+        &[
+            "query",
+            "--actor",
+            "alice",
+            "--from",
+            "2026-11-23T00:00:00Z",
+            "--to",
+            "2026-11-23T23:59:59Z",
+            "--format",
+            "jsonl",
+        ],
+        &[],
+    ));
+    assert_eq!(find(&from_lookup), line, "lookup");
+    let from_time_query = ok(auditctl(
+        &moto.endpoint,
+        &[
+            "query",
+            "--from",
+            "2026-11-23T00:00:00Z",
+            "--to",
+            "2026-11-23T23:59:59Z",
+            "--format",
+            "jsonl",
+        ],
+        &[],
+    ));
+    assert_eq!(find(&from_time_query), line, "time query");
+    let from_get = ok(auditctl(
+        &moto.endpoint,
+        &["get", "rich-1", "--format", "jsonl"],
+        &[],
+    ));
+    assert_eq!(from_get, format!("{line}\n"), "get");
+    // Every line of the lookup is the model's line of its stored item.
+    for row in from_lookup.lines() {
+        let value: Value = serde_json::from_str(row).unwrap();
+        let stored = raw_item(
+            &moto.endpoint,
+            value["messageId"].as_str().unwrap(),
+            value["auditTime"].as_str().unwrap(),
+        )
+        .await;
+        assert_eq!(row, audit_model::line::item_line(&stored));
+    }
+}
+
+#[tokio::test]
+async fn table_and_csv_show_who_did_what_to_what_and_get_shows_them_too() {
+    let moto = Moto::start();
+    let events = structured_events();
+    write_events(&moto, &events).await;
+    let range = [
+        "--from",
+        "2026-11-23T12:00:00Z",
+        "--to",
+        "2026-11-23T12:00:00Z",
+    ];
+    let csv = ok(auditctl(
+        &moto.endpoint,
+        &[
+            &["query", "--actor", "alice", "--format", "csv"][..],
+            &range,
+        ]
+        .concat(),
+        &[],
+    ));
+    let lines: Vec<&str> = csv.split("\r\n").filter(|l| !l.is_empty()).collect();
+    assert_eq!(
+        lines[0],
+        "auditTime,messageId,actor,action,resource,outcome,sourceIp,auditText,sqsMessageId,sentAt,receivedAt,receiveCount,eventSource,extra"
+    );
+    assert_eq!(lines.len(), 1 + 4);
+    assert!(
+        lines[1].starts_with(
+            "2026-11-23T12:00:00.000Z,tie-a-23,alice,invoice.delete,invoice/1,failure,2001:db8::1,,sqs-tie-a-23,"
+        ),
+        "{}",
+        lines[1]
+    );
+
+    let table = ok(auditctl(
+        &moto.endpoint,
+        &[&["query"][..], &range].concat(),
+        &[],
+    ));
+    let lines: Vec<&str> = table.lines().collect();
+    for column in [
+        "actor",
+        "action",
+        "resource",
+        "outcome",
+        "sourceIp",
+        "auditText",
+    ] {
+        assert!(
+            lines[0].contains(&format!("| {column} ")),
+            "{column}: {}",
+            lines[0]
+        );
+    }
+    let tie = lines.iter().find(|l| l.contains("tie-a-23")).unwrap();
+    assert!(
+        tie.contains("| alice ")
+            && tie.contains("| invoice.delete ")
+            && tie.contains("| 2001:db8::1 "),
+        "{tie}"
+    );
+    let width = lines[0].chars().count();
+    assert!(lines.iter().all(|l| l.chars().count() == width), "{table}");
+
+    let get = ok(auditctl(&moto.endpoint, &["get", "tie-a-23"], &[]));
+    assert!(
+        get.contains("| alice ") && get.contains("| failure "),
+        "{get}"
+    );
+}
+
+#[tokio::test]
+async fn a_table_without_the_lookup_index_says_to_deploy_the_template_and_a_time_query_still_works()
+{
+    let moto = Moto::start();
+    // An older deployment: the time index only.
+    use aws_sdk_dynamodb::types::{
+        AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType,
+        Projection, ProjectionType, ScalarAttributeType,
+    };
+    let key = |name: &str, kind| {
+        KeySchemaElement::builder()
+            .attribute_name(name)
+            .key_type(kind)
+            .build()
+            .unwrap()
+    };
+    let attribute = |name: &str| {
+        AttributeDefinition::builder()
+            .attribute_name(name)
+            .attribute_type(ScalarAttributeType::S)
+            .build()
+            .unwrap()
+    };
+    moto.client()
+        .create_table()
+        .table_name("Old")
+        .billing_mode(BillingMode::PayPerRequest)
+        .key_schema(key("messageId", KeyType::Hash))
+        .key_schema(key("auditTime", KeyType::Range))
+        .attribute_definitions(attribute("messageId"))
+        .attribute_definitions(attribute("auditTime"))
+        .attribute_definitions(attribute("auditBucket"))
+        .global_secondary_indexes(
+            GlobalSecondaryIndex::builder()
+                .index_name("byAuditTime")
+                .key_schema(key("auditBucket", KeyType::Hash))
+                .key_schema(key("auditTime", KeyType::Range))
+                .projection(
+                    Projection::builder()
+                        .projection_type(ProjectionType::All)
+                        .build(),
+                )
+                .build()
+                .unwrap(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let range = [
+        "--from",
+        "2026-11-22T00:00:00Z",
+        "--to",
+        "2026-11-23T00:00:00Z",
+    ];
+    for (flag, index) in [
+        ("--actor", "byActor"),
+        ("--action", "byAction"),
+        ("--resource", "byResource"),
+    ] {
+        let output = auditctl(
+            &moto.endpoint,
+            &[&["query", flag, "x", "--table", "Old"][..], &range].concat(),
+            &[],
+        );
+        assert_eq!(output.status.code(), Some(1));
+        let field = flag.trim_start_matches("--");
+        assert!(
+            stderr(&output).contains(&format!(
+                "table Old has no index {index} (lookups by {field} read it): deploy the current template.yaml, which adds it"
+            )),
+            "{}",
+            stderr(&output)
+        );
+    }
+    let output = auditctl(
+        &moto.endpoint,
+        &[
+            &["query", "--outcome", "failure", "--table", "Old"][..],
+            &range,
+        ]
+        .concat(),
+        &[],
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+}
+
+#[tokio::test]
+async fn lookup_usage_errors_exit_2_and_name_the_fix() {
+    // Nothing is asked of the endpoint: usage is checked first.
+    let endpoint = "http://127.0.0.1:9";
+    let range = [
+        "query",
+        "--from",
+        "2026-11-22T00:00:00Z",
+        "--to",
+        "2026-11-23T00:00:00Z",
+    ];
+    let cases: [(&[&str], &str); 7] = [
+        (
+            &["--actor", "alice", "--resource", "invoice/1"],
+            "--actor and --resource given: say which index to read with --by actor or --by resource",
+        ),
+        (
+            &["--actor", "alice", "--by", "action"],
+            "--by action needs --action VALUE",
+        ),
+        (&["--actor", ""], "--actor is empty"),
+        (
+            &["--source-ip", "2001:db8::1%eth0"],
+            "invalid value '2001:db8::1%eth0' for '--source-ip <IP>': not an IPv4 or IPv6 address",
+        ),
+        (
+            &["--source-ip", "192.0.2.300"],
+            "not an IPv4 or IPv6 address",
+        ),
+        (
+            &["--actor", "alice", "--outcome", "failed"],
+            "invalid value 'failed' for '--outcome <OUTCOME>': one of success, failure, unknown",
+        ),
+        (
+            &["--actor", "a", "--by", "everything"],
+            "invalid value 'everything' for '--by <INDEX>'",
+        ),
+    ];
+    for (args, message) in cases {
+        let output = auditctl(endpoint, &[&range[..], args].concat(), &[]);
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        assert!(
+            stderr(&output).contains(message),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+    }
+}
+
+// -----------------------------------------------------------------------------------------
 // dead-letter queue
 
 struct Queues {
