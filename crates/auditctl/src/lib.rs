@@ -3,6 +3,7 @@
 //! dead-letter list and redrive. Must not know the Lambda runtime or batching; it reuses the
 //! library's item names, bucket rule and `failureContext` format rather than restating them.
 
+pub mod access;
 pub mod dlq;
 pub mod fetch;
 pub mod filter;
@@ -57,6 +58,9 @@ pub enum TrailError {
     Incomplete(#[from] dlq::Shortfall),
     #[error("writing the output: {0}")]
     Output(#[from] std::io::Error),
+    /// The access event could not be sent: nothing was read.
+    #[error(transparent)]
+    Access(#[from] access::AccessError),
 }
 
 /// An SDK error in words: the service's code and message when there is one, else the SDK's own

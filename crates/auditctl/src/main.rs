@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use audit_model::keys::DEFAULT_TABLE_NAME;
 use audit_model::message::EventOutcome;
 use auditctl::TrailError;
+use auditctl::access::{self, Action, Recorder, SdkAccessLog};
 use auditctl::dlq::{DeadLetterQueue, Listed, ListedWithBody, RedriveOptions};
 use auditctl::filter::{self, By, Fields, Plan};
 use auditctl::item::TrailItem;
@@ -16,13 +17,14 @@ use auditctl::merge::Order;
 use auditctl::output::{Format, Printer};
 use auditctl::query::{QueryOptions, Reader};
 use auditctl::range::TimeRange;
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use futures::{Stream, StreamExt};
 
 const AFTER_HELP: &str = "\
 Environment (a flag wins over its variable):
   TABLE_NAME              the audit table (--table)
-  AUDIT_QUEUE_URL         the source queue, target of a redrive (--queue-url; stack output AuditQueueUrl)
+  AUDIT_QUEUE_URL         the audit queue: where each command records its own access, and the target
+                          of a redrive (--queue-url; stack output AuditQueueUrl)
   DEAD_LETTER_QUEUE_URL   the dead-letter queue (--dlq-url; stack output AuditDeadLetterQueueUrl)
   AWS_ENDPOINT_URL        a local endpoint such as moto (--endpoint-url)
   AWS_PROFILE, AWS_REGION and the other standard AWS variables and files (--profile, --region)
@@ -35,6 +37,12 @@ Examples:
   auditctl dlq list
   auditctl dlq redrive --reason throttled --rate 50
 
+Access to the trail is itself recorded: query, get, dlq list and dlq redrive first send an audit
+event of their own (actor = the caller's ARN from sts:GetCallerIdentity, action auditctl.query,
+auditctl.get, auditctl.dlq.list or auditctl.dlq.redrive, the arguments given) to the audit queue.
+If it cannot be sent, the command reads nothing and exits 1. Without an audit queue, or with
+--no-audit-event, it says on stderr that the access was not recorded.
+
 Exit status: 0 success, 1 failure (the message names the fix), 2 bad usage.";
 
 /// Reads the audit trail in time order and works the dead-letter queue.
@@ -43,8 +51,22 @@ Exit status: 0 success, 1 failure (the message names the fix), 2 bad usage.";
 struct Cli {
     #[command(flatten)]
     aws: AwsArgs,
+    #[command(flatten)]
+    audit: AuditArgs,
     #[command(subcommand)]
     command: Command,
+}
+
+/// Where a command records its own access (access.rs).
+#[derive(Debug, Args)]
+struct AuditArgs {
+    /// The audit queue (stack output AuditQueueUrl): each command's own access event goes there,
+    /// and a redrive's messages.
+    #[arg(long, global = true, env = "AUDIT_QUEUE_URL")]
+    queue_url: Option<String>,
+    /// Do not record this access to the trail (said on stderr).
+    #[arg(long, global = true)]
+    no_audit_event: bool,
 }
 
 #[derive(Debug, Args)]
@@ -231,9 +253,6 @@ Examples:
 
 Environment: AUDIT_QUEUE_URL, DEAD_LETTER_QUEUE_URL, AWS_ENDPOINT_URL, AWS_PROFILE, AWS_REGION.")]
     Redrive {
-        /// The audit queue the messages go back to (stack output AuditQueueUrl).
-        #[arg(long, env = "AUDIT_QUEUE_URL")]
-        queue_url: Option<String>,
         /// Only messages of this reason code; the others stay.
         #[arg(long, value_name = "CODE")]
         reason: Option<String>,
@@ -261,6 +280,12 @@ impl From<TrailError> for Failure {
     }
 }
 
+impl From<access::AccessError> for Failure {
+    fn from(error: access::AccessError) -> Self {
+        Self::Trail(TrailError::Access(error))
+    }
+}
+
 impl From<std::io::Error> for Failure {
     fn from(error: std::io::Error) -> Self {
         Self::Trail(TrailError::Output(error))
@@ -269,8 +294,16 @@ impl From<std::io::Error> for Failure {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
-    let cli = Cli::parse(); // clap exits 2 on bad usage
-    match run(cli).await {
+    // clap exits 2 on bad usage. Built first, so that each subcommand holds the global flags
+    // that given_arguments reads.
+    let mut command = Cli::command();
+    command.build();
+    let matches = command.get_matches_mut();
+    let cli = Cli::from_arg_matches(&matches)
+        .map_err(|e| e.format(&mut Cli::command()))
+        .unwrap_or_else(|e| e.exit());
+    let arguments = access::given_arguments(&command, &matches);
+    match run(cli, arguments).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure::Trail(TrailError::Output(e)))
             if e.kind() == std::io::ErrorKind::BrokenPipe =>
@@ -288,8 +321,21 @@ async fn main() -> ExitCode {
     }
 }
 
-async fn run(cli: Cli) -> Result<(), Failure> {
+async fn run(
+    cli: Cli,
+    arguments: serde_json::Map<String, serde_json::Value>,
+) -> Result<(), Failure> {
     let config = sdk_config(&cli.aws).await;
+    // Each command that reads the trail or moves dead letters records that first (after its
+    // arguments are checked, before any read): `access.record(...)` in its arm.
+    let access = Recorder::new(
+        cli.audit
+            .queue_url
+            .clone()
+            .map(|url| SdkAccessLog::new(&config, url)),
+        cli.audit.no_audit_event,
+        arguments,
+    );
     let location = match (&cli.aws.endpoint_url, config.region()) {
         (Some(endpoint), _) => endpoint.clone(),
         (None, Some(region)) => format!("region {region}"),
@@ -307,6 +353,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
                 source_ip: args.source_ip,
             };
             let plan = Plan::new(args.by, fields).map_err(|e| Failure::Usage(e.to_string()))?;
+            access.record(Action::Query, &args.table.table).await?;
             let reader = Reader::new(
                 aws_sdk_dynamodb::Client::new(&config),
                 &args.table.table,
@@ -338,6 +385,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             Ok(())
         }
         Command::Get(args) => {
+            access.record(Action::Get, &args.table.table).await?;
             let reader = Reader::new(
                 aws_sdk_dynamodb::Client::new(&config),
                 &args.table.table,
@@ -353,13 +401,14 @@ async fn run(cli: Cli) -> Result<(), Failure> {
                 flag: "--dlq-url",
                 output: "AuditDeadLetterQueueUrl",
             })?;
-            let queue = DeadLetterQueue::new(aws_sdk_sqs::Client::new(&config), url);
+            let queue = DeadLetterQueue::new(aws_sdk_sqs::Client::new(&config), url.clone());
             match dlq.command {
                 DlqCommand::List {
                     reason,
                     show_body,
                     format,
                 } => {
+                    access.record(Action::DlqList, &url).await?;
                     let listing = queue.list().await?;
                     let shown = listing
                         .messages
@@ -386,13 +435,12 @@ async fn run(cli: Cli) -> Result<(), Failure> {
                     }
                 }
                 DlqCommand::Redrive {
-                    queue_url,
                     reason,
                     max,
                     rate,
                     dry_run,
                 } => {
-                    let target = queue_url.ok_or(TrailError::NoQueueUrl {
+                    let target = cli.audit.queue_url.clone().ok_or(TrailError::NoQueueUrl {
                         what: "audit queue",
                         env: "AUDIT_QUEUE_URL",
                         flag: "--queue-url",
@@ -401,6 +449,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
                     if rate.is_some_and(|r| r.is_nan() || r <= 0.0) {
                         return Err(Failure::Usage("--rate must be above 0".into()));
                     }
+                    access.record(Action::DlqRedrive, &url).await?;
                     let options = RedriveOptions {
                         reason,
                         max,
