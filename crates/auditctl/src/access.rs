@@ -49,6 +49,10 @@ pub enum AccessError {
     )]
     Caller(String),
     #[error(
+        "access not recorded, so nothing was read: the audit queue URL is empty: set AUDIT_QUEUE_URL or --queue-url to it (stack output AuditQueueUrl), or leave both unset"
+    )]
+    EmptyQueueUrl,
+    #[error(
         "access not recorded, so nothing was read: audit queue {url} not found: check AUDIT_QUEUE_URL or --queue-url (stack output AuditQueueUrl), or deploy the stack"
     )]
     QueueNotFound { url: String },
@@ -272,6 +276,9 @@ impl AccessLog for SdkAccessLog {
 
     async fn send(&self, event: &AccessEvent) -> Result<(), AccessError> {
         use aws_sdk_sqs::error::ProvideErrorMetadata;
+        if self.queue_url.trim().is_empty() {
+            return Err(AccessError::EmptyQueueUrl);
+        }
         let mut send = self
             .sqs
             .send_message()

@@ -2444,6 +2444,19 @@ async fn an_access_event_that_cannot_be_sent_fails_the_command_which_reads_nothi
             "{args:?}: {message}"
         );
     }
+    // An empty URL (AUDIT_QUEUE_URL= ) is no way around it.
+    let output = auditctl(
+        &moto.endpoint,
+        &["get", "tie-b-23"],
+        &[("AUDIT_QUEUE_URL", "")],
+    );
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(stdout(&output), "");
+    assert!(
+        stderr(&output).contains("the audit queue URL is empty"),
+        "{}",
+        stderr(&output)
+    );
     // The dead-letter queue was never received from: both messages there, received once now.
     let held = q
         .sqs
