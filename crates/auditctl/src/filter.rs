@@ -4,7 +4,7 @@
 
 use std::net::IpAddr;
 
-use audit_model::keys::{LookupField, TIME_INDEX, lookup_index};
+use audit_model::keys::{LookupField, TIME_INDEX, lookup_index, lookup_value_is_hashed};
 use audit_model::message::{
     EventOutcome, MAX_ACTION_CHARS, MAX_ACTOR_CHARS, MAX_RESOURCE_CHARS, parse_ip,
 };
@@ -143,6 +143,11 @@ impl Plan {
         for (field, value) in named {
             let Some(value) = value else { continue };
             if Some(field) == index {
+                // A long value is keyed by its hash: the filter on the value keeps the lookup
+                // exact (the index projects the field).
+                if lookup_value_is_hashed(&value) {
+                    filters.push((field.attribute(), value.clone()));
+                }
                 source = Source::Lookup { field, value };
             } else {
                 filters.push((field.attribute(), value));

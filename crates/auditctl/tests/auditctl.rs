@@ -784,6 +784,35 @@ async fn lookups_filter_by_outcome_source_ip_in_any_form_and_the_other_fields() 
 }
 
 #[tokio::test]
+async fn an_actor_too_long_for_a_dynamodb_key_is_found_by_its_lookup_exactly() {
+    // 1,024 characters of 3 bytes each: a valid actor, and 3,072 bytes, over DynamoDB's 2,048-byte
+    // key limit. It is keyed by its SHA-256; a second actor differing in its last character
+    // shares nothing with it.
+    let moto = Moto::start();
+    let long = "€".repeat(1024);
+    let other = format!("{}x", "€".repeat(1023));
+    let event = |id: &str, actor: &str| Event {
+        id: id.to_owned(),
+        time: "2026-11-22T10:00:00Z".to_owned(),
+        actor: Some(actor.to_owned()),
+        action: Some("user.login".to_owned()),
+        resource: None,
+        outcome: None,
+        source_ip: None,
+    };
+    let events = vec![event("long-1", &long), event("long-2", &other)];
+    write_events(&moto, &events).await;
+    let items = scan(&moto.client(), TABLE).await;
+    for item in &items {
+        let key = s(item, "actorKey");
+        assert!(key.starts_with("sha256:") && key.len() <= 2048, "{key}");
+    }
+    let found = lookup(&moto, &["--actor", &long]);
+    assert_eq!(keys(&found), expected(&events, |e| e.id == "long-1"));
+    assert_eq!(found[0]["actor"].as_str(), Some(long.as_str()));
+}
+
+#[tokio::test]
 async fn items_without_the_field_are_not_in_its_index_and_a_time_query_finds_them() {
     let moto = Moto::start();
     let events = structured_events();
