@@ -268,7 +268,7 @@ def _rfc3339(r: random.Random, base: datetime) -> tuple[str, str]:
 def _extra(r: random.Random, i: int) -> dict:
     kinds = [
         {},
-        {"actor": {"id": r.randrange(1, 10**6), "roles": r.sample(["admin", "clerk", "auditor", "ops"], 2)}},
+        {"user": {"id": r.randrange(1, 10**6), "roles": r.sample(["admin", "clerk", "auditor", "ops"], 2)}},
         {"amount": f"{r.randrange(0, 10**7)}.{r.randrange(0, 100):02d}", "currency": "EUR"},
         {"amount": Decimal(f"{r.randrange(0, 10**7)}.{r.randrange(1, 100):02d}"), "approved": r.random() < 0.5,
          "note": None},

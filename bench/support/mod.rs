@@ -10,17 +10,19 @@ use aws_lambda_events::sqs::{SqsEvent, SqsMessage};
 
 pub const QUEUE_ARN: &str = "arn:aws:sqs:us-east-1:123456789012:AuditQueue";
 
-/// A realistic audit record: ~300 bytes of body with nested extra fields.
+/// A realistic audit record: ~400 bytes of body, the structured fields (who, what, to what, with
+/// what result, from where) and nested extra fields.
 pub fn record(i: usize) -> SqsMessage {
     let mut record = SqsMessage::default();
     record.message_id = Some(format!("5f0c{i:08x}-7d1e-4a4b-9c3f-{i:012x}"));
     record.receipt_handle = Some(format!("AQEB{i:040x}=="));
     record.body = Some(format!(
-        r#"{{"auditText":"user u-{i} signed in from 203.0.113.{}","auditTime":"2026-11-22T10:{:02}:{:02}.{:03}+01:00","actor":{{"id":"u-{i}","roles":["admin","billing"]}},"action":"login","requestId":"req-{i:016x}","mfa":true,"attempt":{}}}"#,
+        r#"{{"auditText":"user u-{i} signed in from 203.0.113.{}","auditTime":"2026-11-22T10:{:02}:{:02}.{:03}+01:00","actor":"u-{i}","action":"user.login","resource":"session/{i:08x}","outcome":"success","sourceIp":"203.0.113.{}","user":{{"roles":["admin","billing"]}},"requestId":"req-{i:016x}","mfa":true,"attempt":{}}}"#,
         i % 250,
         (i / 60) % 60,
         i % 60,
         i % 1000,
+        i % 250,
         i % 5
     ));
     record.md5_of_body = Some("d41d8cd98f00b204e9800998ecf8427e".into());

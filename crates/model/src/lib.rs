@@ -3,7 +3,9 @@
 //! the `failureContext` of a dead-lettered message. Pure: no AWS SDK, no async runtime, no I/O.
 
 pub mod context;
+pub mod envelope;
 pub mod keys;
+pub mod line;
 pub mod message;
 pub mod payload;
 pub mod reason;

@@ -1,17 +1,24 @@
 //! Owns the audit message: body -> `AuditMessage` (field rules, canonical time) and the
-//! `AuditItem` that gets stored. Must not know DynamoDB, batching or the Lambda runtime.
+//! `AuditItem` that gets stored. Must not know DynamoDB, batching or the Lambda runtime; which
+//! envelope a body came in is `envelope`'s.
 
 use chrono::{DateTime, NaiveDateTime, SecondsFormat, Utc};
+use std::net::IpAddr;
+
 use serde_json::{Map, Value};
 
 use crate::Reason;
+use crate::envelope::Draft;
+use crate::keys::{LOOKUP_INDEXES, LookupField, lookup_key};
 
 /// Longest producer `messageId`, in characters.
 pub const MAX_MESSAGE_ID_CHARS: usize = 256;
 
-const AUDIT_TEXT: &str = "auditText";
-const AUDIT_TIME: &str = "auditTime";
-const MESSAGE_ID: &str = "messageId";
+/// Longest `actor` and `resource`, in characters.
+pub const MAX_ACTOR_CHARS: usize = 1024;
+pub const MAX_RESOURCE_CHARS: usize = 1024;
+/// Longest `action`, in characters.
+pub const MAX_ACTION_CHARS: usize = 256;
 
 /// A body that passed every rule of the contract.
 #[derive(Debug, Clone, PartialEq)]
@@ -20,13 +27,51 @@ pub struct AuditMessage {
     pub producer_message_id: Option<String>,
     /// From the body's `auditTime`, else the SQS `SentTimestamp`.
     pub audit_time: DateTime<Utc>,
-    pub audit_text: String,
+    /// Free text; optional when `action` says what happened.
+    pub audit_text: Option<String>,
+    /// Who did what, to what, with what result, from where.
+    pub fields: EventFields,
     /// The body's other fields, as sent.
     pub extra: Map<String, Value>,
 }
 
+/// PCI DSS 10.2.2's structured fields, each only when the event carries it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct EventFields {
+    pub actor: Option<String>,
+    pub action: Option<String>,
+    pub resource: Option<String>,
+    pub outcome: Option<EventOutcome>,
+    /// Stored in its canonical text form (RFC 5952 for IPv6).
+    pub source_ip: Option<IpAddr>,
+}
+
+/// The result of the audited action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventOutcome {
+    Success,
+    Failure,
+    Unknown,
+}
+
+impl EventOutcome {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Success => "success",
+            Self::Failure => "failure",
+            Self::Unknown => "unknown",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        [Self::Success, Self::Failure, Self::Unknown]
+            .into_iter()
+            .find(|o| o.as_str() == text)
+    }
+}
+
 /// Why a body is not an audit message. Each variant has a stable `code()` for logs and metrics;
-/// the text never contains the body or the audit text.
+/// the text never contains the body, the audit text or a field's value (personal data).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum InvalidMessage {
     #[error("the record has no body")]
@@ -35,7 +80,7 @@ pub enum InvalidMessage {
     InvalidJson(String),
     #[error("the body is a JSON {0}, not an object")]
     NotAnObject(&'static str),
-    #[error("the body has no auditText")]
+    #[error("the body has neither auditText nor action")]
     MissingAuditText,
     #[error("auditText is empty")]
     EmptyAuditText,
@@ -44,6 +89,16 @@ pub enum InvalidMessage {
         field: &'static str,
         expected: &'static str,
         found: &'static str,
+    },
+    #[error("{field} must be {rule}")]
+    InvalidValue {
+        field: &'static str,
+        rule: &'static str,
+    },
+    #[error("not a valid {envelope} event: {problem}")]
+    InvalidEnvelope {
+        envelope: &'static str,
+        problem: &'static str,
     },
     #[error("auditTime has no UTC offset (add Z or ±hh:mm)")]
     AuditTimeWithoutOffset,
@@ -82,6 +137,8 @@ impl InvalidMessage {
             Self::MissingAuditText => Reason::MissingAuditText,
             Self::EmptyAuditText => Reason::EmptyAuditText,
             Self::WrongType { .. } => Reason::InvalidFieldType,
+            Self::InvalidValue { .. } => Reason::InvalidFieldValue,
+            Self::InvalidEnvelope { .. } => Reason::InvalidEnvelope,
             Self::AuditTimeWithoutOffset => Reason::AuditTimeWithoutOffset,
             Self::InvalidAuditTime(_) => Reason::InvalidAuditTime,
             Self::MissingAuditTime => Reason::MissingAuditTime,
@@ -97,8 +154,8 @@ impl InvalidMessage {
 }
 
 impl AuditMessage {
-    /// Parses and validates a record body. `sent_at` is the record's `SentTimestamp`, used when
-    /// the body has no `auditTime`.
+    /// Parses and validates a record body: a native body, a CloudEvent or an EventBridge event
+    /// (`envelope`). `sent_at` is the record's `SentTimestamp`, used when the event has no time.
     pub fn parse(
         body: Option<&str>,
         sent_at: Option<DateTime<Utc>>,
@@ -106,27 +163,35 @@ impl AuditMessage {
         let body = body.ok_or(InvalidMessage::MissingBody)?;
         let value: Value =
             serde_json::from_str(body).map_err(|e| InvalidMessage::InvalidJson(e.to_string()))?;
-        let mut fields = match value {
+        let object = match value {
             Value::Object(map) => map,
             other => return Err(InvalidMessage::NotAnObject(json_kind(&other))),
         };
+        Self::from_draft(Draft::of(object)?, sent_at)
+    }
 
-        let audit_text = match fields.remove(AUDIT_TEXT) {
-            None | Some(Value::Null) => return Err(InvalidMessage::MissingAuditText),
+    /// Applies the field rules to the fields a body or an envelope mapped.
+    fn from_draft(draft: Draft, sent_at: Option<DateTime<Utc>>) -> Result<Self, InvalidMessage> {
+        let action = bounded(draft.action, "action", MAX_ACTION_CHARS)?;
+        let audit_text = match draft.audit_text {
+            None | Some(Value::Null) => None,
             Some(Value::String(text)) if text.is_empty() => {
                 return Err(InvalidMessage::EmptyAuditText);
             }
-            Some(Value::String(text)) => text,
-            Some(other) => return Err(wrong_type(AUDIT_TEXT, "a string", &other)),
+            Some(Value::String(text)) => Some(text),
+            Some(other) => return Err(wrong_type("auditText", "a string", &other)),
         };
+        if audit_text.is_none() && action.is_none() {
+            return Err(InvalidMessage::MissingAuditText);
+        }
 
-        let (audit_time, time_in_body) = match fields.remove(AUDIT_TIME) {
+        let (audit_time, time_in_body) = match draft.audit_time {
             None | Some(Value::Null) => (sent_at.ok_or(InvalidMessage::MissingAuditTime)?, false),
             Some(Value::String(time)) => (parse_audit_time(&time)?, true),
-            Some(other) => return Err(wrong_type(AUDIT_TIME, "an RFC 3339 string", &other)),
+            Some(other) => return Err(wrong_type("auditTime", "an RFC 3339 string", &other)),
         };
 
-        let producer_message_id = match fields.remove(MESSAGE_ID) {
+        let producer_message_id = match draft.message_id {
             None | Some(Value::Null) => None,
             Some(Value::String(id)) => {
                 let chars = id.chars().count();
@@ -135,12 +200,38 @@ impl AuditMessage {
                 }
                 Some(id)
             }
-            Some(other) => return Err(wrong_type(MESSAGE_ID, "a string", &other)),
+            Some(other) => return Err(wrong_type("messageId", "a string", &other)),
         };
         if producer_message_id.is_some() && !time_in_body {
             return Err(InvalidMessage::MessageIdWithoutAuditTime);
         }
-        for value in fields.values() {
+
+        let fields = EventFields {
+            actor: bounded(draft.actor, "actor", MAX_ACTOR_CHARS)?,
+            action,
+            resource: bounded(draft.resource, "resource", MAX_RESOURCE_CHARS)?,
+            outcome: match draft.outcome {
+                None | Some(Value::Null) => None,
+                Some(Value::String(text)) => Some(EventOutcome::parse(&text).ok_or(
+                    InvalidMessage::InvalidValue {
+                        field: "outcome",
+                        rule: "\"success\", \"failure\" or \"unknown\"",
+                    },
+                )?),
+                Some(other) => return Err(wrong_type("outcome", "a string", &other)),
+            },
+            source_ip: match draft.source_ip {
+                None | Some(Value::Null) => None,
+                Some(Value::String(text)) => {
+                    Some(parse_ip(&text).ok_or(InvalidMessage::InvalidValue {
+                        field: "sourceIp",
+                        rule: "an IPv4 or IPv6 address",
+                    })?)
+                }
+                Some(other) => return Err(wrong_type("sourceIp", "a string", &other)),
+            },
+        };
+        for value in draft.extra.values() {
             check_numbers(value).map_err(InvalidMessage::InvalidNumber)?;
         }
 
@@ -148,9 +239,36 @@ impl AuditMessage {
             producer_message_id,
             audit_time,
             audit_text,
-            extra: fields,
+            fields,
+            extra: draft.extra,
         })
     }
+}
+
+/// A string field of 1 to `max` characters, when present (`null` counts as absent).
+fn bounded(
+    value: Option<Value>,
+    field: &'static str,
+    max: usize,
+) -> Result<Option<String>, InvalidMessage> {
+    match value {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(text)) if (1..=max).contains(&text.chars().count()) => Ok(Some(text)),
+        Some(Value::String(_)) => Err(InvalidMessage::InvalidValue {
+            field,
+            rule: match field {
+                "action" => "1 to 256 characters",
+                _ => "1 to 1024 characters",
+            },
+        }),
+        Some(other) => Err(wrong_type(field, "a string", &other)),
+    }
+}
+
+/// An IPv4 or IPv6 address in any text form `std::net` reads (no zone id, no port, no leading
+/// zeros in IPv4); `to_string` gives the canonical form (RFC 5952 for IPv6).
+pub fn parse_ip(text: &str) -> Option<IpAddr> {
+    text.parse().ok()
 }
 
 /// Every number in `value` can be stored by DynamoDB.
@@ -347,7 +465,9 @@ pub struct AuditItem {
     pub audit_time: String,
     /// `YYYY-MM-DD#NN`, the key of the `byAuditTime` index (`audit_bucket`).
     pub audit_bucket: String,
-    pub audit_text: String,
+    pub audit_text: Option<String>,
+    /// `actor`, `action`, `resource`, `outcome`, `sourceIp`: top-level attributes.
+    pub fields: EventFields,
     pub sqs_message_id: String,
     pub sent_at: Option<String>,
     pub receive_count: Option<u64>,
@@ -377,6 +497,7 @@ impl AuditItem {
             message_id,
             audit_time,
             audit_text: message.audit_text,
+            fields: message.fields,
             sqs_message_id: delivery.sqs_message_id,
             sent_at: delivery.sent_at.map(canonical_time),
             receive_count: delivery.receive_count,
@@ -385,6 +506,37 @@ impl AuditItem {
             extra: message.extra,
             expires_at,
         }
+    }
+}
+
+impl AuditItem {
+    /// The structured fields as the item's string attributes (`actor`, `action`, `resource`,
+    /// `outcome`, `sourceIp`), each only when the event carries it.
+    pub fn field_attributes(&self) -> Vec<(&'static str, String)> {
+        let f = &self.fields;
+        [
+            ("actor", f.actor.clone()),
+            ("action", f.action.clone()),
+            ("resource", f.resource.clone()),
+            ("outcome", f.outcome.map(|o| o.as_str().to_owned())),
+            ("sourceIp", f.source_ip.map(|ip| ip.to_string())),
+        ]
+        .into_iter()
+        .filter_map(|(name, value)| Some((name, value?)))
+        .collect()
+    }
+
+    /// The item's lookup keys: `(attribute, value)` for each lookup index whose field the item
+    /// carries (`keys::LOOKUP_INDEXES`); an item without the field is not in that index.
+    pub fn lookup_keys(&self) -> impl Iterator<Item = (&'static str, String)> + '_ {
+        LOOKUP_INDEXES.iter().filter_map(|index| {
+            let value = match index.field {
+                LookupField::Actor => self.fields.actor.as_deref(),
+                LookupField::Action => self.fields.action.as_deref(),
+                LookupField::Resource => self.fields.resource.as_deref(),
+            }?;
+            Some((index.key, lookup_key(value, &self.message_id)))
+        })
     }
 }
 
@@ -477,14 +629,14 @@ mod tests {
     #[test]
     fn producer_message_id_and_extra_fields_are_kept() {
         let message = parse(
-            r#"{"auditText":"login","messageId":"order-7","auditTime":"2026-11-22T10:00:00Z","actor":{"id":42},"amount":12.50,"big":123456789012345678901234567890}"#,
+            r#"{"auditText":"login","messageId":"order-7","auditTime":"2026-11-22T10:00:00Z","user":{"id":42},"amount":12.50,"big":123456789012345678901234567890}"#,
         )
         .unwrap();
         assert_eq!(message.producer_message_id.as_deref(), Some("order-7"));
-        assert_eq!(message.audit_text, "login");
+        assert_eq!(message.audit_text.as_deref(), Some("login"));
         let keys: Vec<&str> = message.extra.keys().map(String::as_str).collect();
         assert_eq!(keys.len(), 3);
-        assert!(keys.contains(&"actor") && keys.contains(&"amount") && keys.contains(&"big"));
+        assert!(keys.contains(&"user") && keys.contains(&"amount") && keys.contains(&"big"));
         // Exact digits survive (no f64 rounding).
         assert_eq!(
             message.extra["big"].to_string(),

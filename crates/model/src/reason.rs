@@ -12,6 +12,8 @@ pub enum Reason {
     MissingAuditText,
     EmptyAuditText,
     InvalidFieldType,
+    InvalidFieldValue,
+    InvalidEnvelope,
     AuditTimeWithoutOffset,
     InvalidAuditTime,
     MissingAuditTime,
@@ -48,13 +50,15 @@ pub enum Disposition {
 
 impl Reason {
     /// Every reason, in the order above.
-    pub const ALL: [Reason; 24] = [
+    pub const ALL: [Reason; 26] = [
         Self::MissingBody,
         Self::InvalidJson,
         Self::NotAnObject,
         Self::MissingAuditText,
         Self::EmptyAuditText,
         Self::InvalidFieldType,
+        Self::InvalidFieldValue,
+        Self::InvalidEnvelope,
         Self::AuditTimeWithoutOffset,
         Self::InvalidAuditTime,
         Self::MissingAuditTime,
@@ -84,6 +88,8 @@ impl Reason {
             Self::MissingAuditText => "missing_audit_text",
             Self::EmptyAuditText => "empty_audit_text",
             Self::InvalidFieldType => "invalid_field_type",
+            Self::InvalidFieldValue => "invalid_field_value",
+            Self::InvalidEnvelope => "invalid_envelope",
             Self::AuditTimeWithoutOffset => "audit_time_without_offset",
             Self::InvalidAuditTime => "invalid_audit_time",
             Self::MissingAuditTime => "missing_audit_time",
@@ -115,6 +121,8 @@ impl Reason {
             | Self::MissingAuditText
             | Self::EmptyAuditText
             | Self::InvalidFieldType
+            | Self::InvalidFieldValue
+            | Self::InvalidEnvelope
             | Self::AuditTimeWithoutOffset
             | Self::InvalidAuditTime
             | Self::MissingAuditTime

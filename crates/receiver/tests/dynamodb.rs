@@ -48,8 +48,10 @@ async fn items_are_written_with_every_attribute_of_the_layout() {
     assert_eq!(received.len(), "2026-11-22T10:00:00.000Z".len());
     let received = chrono::DateTime::parse_from_rfc3339(&received).unwrap();
     assert!(received >= before - chrono::Duration::milliseconds(1) && received <= after);
-    let extra = item["extra"].as_m().unwrap();
-    assert_eq!(extra["actor"], AttributeValue::S("alice".into()));
+    // actor is a top-level attribute, with the key of the byActor index; there is no extra.
+    assert_eq!(s(item, "actor"), "alice");
+    assert_eq!(s(item, "actorKey"), "alice#0");
+    assert!(!item.contains_key("extra"));
     // TTL: 30 days after the audit time (2026-11-22T10:00:00Z = 1795341600).
     assert_eq!(
         item["expiresAt"],
@@ -57,7 +59,7 @@ async fn items_are_written_with_every_attribute_of_the_layout() {
     );
     assert_eq!(
         item.len(),
-        11,
+        12,
         "no attribute beyond the layout: {:?}",
         item.keys()
     );
@@ -149,7 +151,7 @@ async fn extra_fields_land_in_extra_with_dynamodb_types() {
     let moto = Moto::start();
     create_table(&moto.client(), TABLE).await;
     let handler = handler(&moto.endpoint, TABLE, settings());
-    let body = r#"{"auditText":"key rotated","auditTime":"2026-11-22T10:00:00Z","actor":{"id":"u-1","roles":["admin"]},"attempt":3,"mfa":true,"ticket":null,"ledger":123456789012345678901234567890}"#;
+    let body = r#"{"auditText":"key rotated","auditTime":"2026-11-22T10:00:00Z","user":{"id":"u-1","roles":["admin"]},"attempt":3,"mfa":true,"ticket":null,"ledger":123456789012345678901234567890}"#;
 
     let response = handler
         .handle(event(vec![record("sqs-1", body)]))
@@ -160,10 +162,10 @@ async fn extra_fields_land_in_extra_with_dynamodb_types() {
     let items = scan(&moto.client(), TABLE).await;
     let extra = items[0]["extra"].as_m().unwrap();
     assert_eq!(extra.len(), 5);
-    let actor = extra["actor"].as_m().unwrap();
-    assert_eq!(actor["id"], AttributeValue::S("u-1".into()));
+    let user = extra["user"].as_m().unwrap();
+    assert_eq!(user["id"], AttributeValue::S("u-1".into()));
     assert_eq!(
-        actor["roles"],
+        user["roles"],
         AttributeValue::L(vec![AttributeValue::S("admin".into())])
     );
     assert_eq!(extra["attempt"], AttributeValue::N("3".into()));
@@ -271,8 +273,9 @@ async fn every_events_file_gets_the_documented_response() {
         let response = serde_json::to_value(&response).unwrap();
         assert_eq!(response, expected_response(name), "{name}");
     }
-    // clean 3 + mixed 2 + producer 1 + extra 1 + fifo 4 + oversized 1.
-    assert_eq!(scan(&moto.client(), TABLE).await.len(), 12);
+    // clean 3 + mixed 2 + producer 1 + extra 1 + fifo 4 + oversized 1 + CloudEvents 2 +
+    // EventBridge 2.
+    assert_eq!(scan(&moto.client(), TABLE).await.len(), 16);
 }
 
 #[test]

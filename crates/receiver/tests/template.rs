@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use audit_model::keys::{LOOKUP_INDEXES, LOOKUP_PROJECTION};
 use audit_receiver::Reason;
 use audit_receiver::config::{DEFAULT_TABLE_NAME, MAX_CONCURRENCY_LIMIT};
 use audit_receiver::store::dynamodb::{AUDIT_BUCKET, PARTITION_KEY, SORT_KEY, TIME_INDEX};
@@ -763,14 +764,14 @@ fn table_key_schema_is_the_one_the_code_writes() {
             )
         })
         .collect();
-    let expected: BTreeMap<String, String> =
-        [(PARTITION_KEY, "S"), (SORT_KEY, "S"), (AUDIT_BUCKET, "S")]
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
+    let expected: BTreeMap<String, String> = [PARTITION_KEY, SORT_KEY, AUDIT_BUCKET]
+        .into_iter()
+        .chain(LOOKUP_INDEXES.iter().map(|l| l.key))
+        .map(|k| (k.to_string(), "S".to_string()))
+        .collect();
     assert_eq!(
         attributes, expected,
-        "only key attributes (of the table and the time index) are declared, all strings"
+        "only key attributes (of the table, the time index and the lookup indexes) are declared, all strings"
     );
     let keys: Vec<(String, String)> = one_or_many(at(table, &["KeySchema"]))
         .iter()
@@ -820,7 +821,11 @@ fn time_index_is_the_one_auditctl_queries() {
     let t = template();
     let table = props(&t, "AuditMessagesTable");
     let indexes = one_or_many(at(table, &["GlobalSecondaryIndexes"]));
-    assert_eq!(indexes.len(), 1, "one global secondary index");
+    assert_eq!(
+        indexes.len(),
+        1 + LOOKUP_INDEXES.len(),
+        "the time index and the lookup indexes"
+    );
     let index = &indexes[0];
     assert_eq!(scalar(at(index, &["IndexName"])), TIME_INDEX);
     assert_eq!(
@@ -840,6 +845,49 @@ fn time_index_is_the_one_auditctl_queries() {
         index.get("ProvisionedThroughput").is_none(),
         "the table is on demand"
     );
+}
+
+#[test]
+fn lookup_indexes_are_the_ones_the_function_keys_and_auditctl_queries() {
+    let t = template();
+    let table = props(&t, "AuditMessagesTable");
+    let indexes = one_or_many(at(table, &["GlobalSecondaryIndexes"]));
+    let defined: Vec<(String, String)> = one_or_many(at(table, &["AttributeDefinitions"]))
+        .iter()
+        .map(|d| {
+            (
+                scalar(at(d, &["AttributeName"])),
+                scalar(at(d, &["AttributeType"])),
+            )
+        })
+        .collect();
+    for lookup in LOOKUP_INDEXES {
+        let index = indexes
+            .iter()
+            .find(|i| scalar(at(i, &["IndexName"])) == lookup.name)
+            .unwrap_or_else(|| panic!("no index {}", lookup.name));
+        assert_eq!(
+            key_schema(index),
+            vec![
+                (lookup.key.to_string(), "HASH".to_string()),
+                (SORT_KEY.to_string(), "RANGE".to_string())
+            ],
+            "{}: the value's shard, then auditTime",
+            lookup.name
+        );
+        assert!(defined.contains(&(lookup.key.to_string(), "S".to_string())));
+        // The smallest projection that serves the lookup: the keys (always projected) and the
+        // fields its filters read; the full items come from the table by key.
+        assert_eq!(
+            scalar(at(index, &["Projection", "ProjectionType"])),
+            "INCLUDE"
+        );
+        let projected: Vec<String> = one_or_many(at(index, &["Projection", "NonKeyAttributes"]))
+            .iter()
+            .map(scalar)
+            .collect();
+        assert_eq!(projected, LOOKUP_PROJECTION, "{}", lookup.name);
+    }
 }
 
 #[test]
@@ -1133,13 +1181,13 @@ fn reader_policy_reads_the_table_and_its_indexes_and_records_its_own_access_only
     assert_eq!(
         reader,
         grants(&[
+            ("dynamodb:BatchGetItem", &[TABLE]),
             ("dynamodb:DescribeTable", &[TABLE]),
-            ("dynamodb:GetItem", &[TABLE]),
             ("dynamodb:Query", &[TABLE, TABLE_INDEXES]),
             ("sqs:SendMessage", &[QUEUE]),
         ]),
-        "auditctl query and get: DescribeTable, Query (table and indexes), GetItem; the \
-         self-audit event on AuditQueue"
+        "auditctl query and get: DescribeTable, Query (table and indexes), BatchGetItem (a \
+         lookup's full items); the access event on AuditQueue. No GetItem: no command calls it"
     );
 }
 

@@ -114,7 +114,8 @@ async fn every_events_file_through_cargo_lambda_watch_gets_the_documented_respon
         );
     }
 
-    assert_eq!(scan(&moto.client(), TABLE).await.len(), 12);
+    // As every_events_file_gets_the_documented_response counts them.
+    assert_eq!(scan(&moto.client(), TABLE).await.len(), 16);
     let log = watch.log();
     let lines: Vec<serde_json::Value> = log
         .lines()
@@ -143,8 +144,8 @@ async fn every_events_file_through_cargo_lambda_watch_gets_the_documented_respon
         .collect();
     assert_eq!(
         failures.len(),
-        12 + 1 + 2 + 1,
-        "mixed 12, conflict 1, fifo 2, oversized 1"
+        12 + 1 + 2 + 1 + 1,
+        "mixed 12, conflict 1, fifo 2, oversized 1, CloudEvents 1"
     );
     for failure in &failures {
         assert!(

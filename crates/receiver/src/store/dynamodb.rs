@@ -160,7 +160,15 @@ impl Serialize for Item<'_> {
         map.serialize_entry(PARTITION_KEY, &Tagged("S", &item.message_id))?;
         map.serialize_entry(SORT_KEY, &Tagged("S", &item.audit_time))?;
         map.serialize_entry(AUDIT_BUCKET, &Tagged("S", &item.audit_bucket))?;
-        map.serialize_entry("auditText", &Tagged("S", &item.audit_text))?;
+        if let Some(text) = &item.audit_text {
+            map.serialize_entry("auditText", &Tagged("S", text))?;
+        }
+        for (name, value) in item.field_attributes() {
+            map.serialize_entry(name, &Tagged("S", &value))?;
+        }
+        for (name, value) in item.lookup_keys() {
+            map.serialize_entry(name, &Tagged("S", &value))?;
+        }
         map.serialize_entry("sqsMessageId", &Tagged("S", &item.sqs_message_id))?;
         map.serialize_entry("receivedAt", &Tagged("S", &item.received_at))?;
         if let Some(sent_at) = &item.sent_at {
@@ -236,14 +244,26 @@ impl Serialize for List<'_> {
     }
 }
 
-/// Same payload (`auditText` and `extra`) means a duplicate delivery; anything else is a conflict.
-/// `old` is the stored item in DynamoDB's JSON, as ALL_OLD returns it.
+/// Same payload (`auditText`, the structured fields and `extra`: `payload::same_payload`) means
+/// a duplicate delivery; anything else is a conflict. `old` is the stored item in DynamoDB's
+/// JSON, as ALL_OLD returns it.
 fn compare_payload(item: &AuditItem, old: &Map<String, Value>) -> PutOutcome {
-    let same_text = old
-        .get("auditText")
-        .and_then(|text| text.get("S"))
-        .and_then(Value::as_str)
-        == Some(item.audit_text.as_str());
+    let stored_string = |name: &str| {
+        old.get(name)
+            .and_then(|text| text.get("S"))
+            .and_then(Value::as_str)
+    };
+    let fields = item.field_attributes();
+    let same_text = stored_string("auditText") == item.audit_text.as_deref()
+        && ["actor", "action", "resource", "outcome", "sourceIp"]
+            .iter()
+            .all(|name| {
+                let new = fields
+                    .iter()
+                    .find(|(n, _)| n == name)
+                    .map(|(_, v)| v.as_str());
+                stored_string(name) == new
+            });
     let same_extra = match (old.get("extra").and_then(tagged), item.extra.is_empty()) {
         (None, true) => true,
         (Some(("M", stored)), false) => stored
@@ -306,7 +326,7 @@ pub fn item_size(item: &AuditItem) -> usize {
         (PARTITION_KEY, Some(&item.message_id)),
         (SORT_KEY, Some(&item.audit_time)),
         (AUDIT_BUCKET, Some(&item.audit_bucket)),
-        ("auditText", Some(&item.audit_text)),
+        ("auditText", item.audit_text.as_ref()),
         ("sqsMessageId", Some(&item.sqs_message_id)),
         ("receivedAt", Some(&item.received_at)),
         ("sentAt", item.sent_at.as_ref()),
@@ -317,9 +337,16 @@ pub fn item_size(item: &AuditItem) -> usize {
         ("expiresAt", item.expires_at.map(|n| n.to_string())),
     ];
     let extra = (!item.extra.is_empty()).then(|| "extra".len() + map_size(&item.extra));
+    let fields = item
+        .field_attributes()
+        .into_iter()
+        .chain(item.lookup_keys())
+        .map(|(name, value)| name.len() + value.len())
+        .sum::<usize>();
     strings
         .iter()
         .filter_map(|(name, value)| value.map(|v| name.len() + v.len()))
+        .chain([fields])
         .chain(
             numbers
                 .iter()
@@ -519,7 +546,7 @@ mod tests {
     #[test]
     fn item_maps_to_every_attribute_of_the_layout() {
         let request = request(
-            r#"{"auditText":"login","auditTime":"2026-11-22T12:00:00+02:00","actor":{"id":7,"tags":["a",true,null]},"amount":12.50}"#,
+            r#"{"auditText":"login","auditTime":"2026-11-22T12:00:00+02:00","user":{"id":7,"tags":["a",true,null]},"amount":12.50}"#,
         );
         let attrs = &request["Item"];
         let s = |name: &str| attrs[name]["S"].as_str().map(str::to_owned);
@@ -543,8 +570,47 @@ mod tests {
         // The producer's digits are kept exactly: 12.50 stays 12.50.
         assert_eq!(
             attrs["extra"].to_string(),
-            r#"{"M":{"actor":{"M":{"id":{"N":"7"},"tags":{"L":[{"S":"a"},{"BOOL":true},{"NULL":true}]}}},"amount":{"N":"12.50"}}}"#
+            r#"{"M":{"amount":{"N":"12.50"},"user":{"M":{"id":{"N":"7"},"tags":{"L":[{"S":"a"},{"BOOL":true},{"NULL":true}]}}}}}"#
         );
+    }
+
+    #[test]
+    fn structured_fields_are_top_level_attributes_with_their_lookup_keys() {
+        let request = request(
+            r#"{"action":"invoice.delete","actor":"alice","resource":"invoice/4711","outcome":"failure","sourceIp":"2001:DB8::1","auditTime":"2026-11-22T12:00:00Z","reason":"r"}"#,
+        );
+        let attrs = request["Item"].as_object().unwrap();
+        let s = |name: &str| attrs[name]["S"].as_str().map(str::to_owned);
+        assert_eq!(s("actor").as_deref(), Some("alice"));
+        assert_eq!(s("action").as_deref(), Some("invoice.delete"));
+        assert_eq!(s("resource").as_deref(), Some("invoice/4711"));
+        assert_eq!(s("outcome").as_deref(), Some("failure"));
+        assert_eq!(s("sourceIp").as_deref(), Some("2001:db8::1"));
+        // FNV-1a("sqs-1") = ...24 modulo 32, so 0 modulo 4: the shard of every lookup key.
+        assert_eq!(s("actorKey").as_deref(), Some("alice#0"));
+        assert_eq!(s("actionKey").as_deref(), Some("invoice.delete#0"));
+        assert_eq!(s("resourceKey").as_deref(), Some("invoice/4711#0"));
+        // No auditText (action says what happened), and the fields are not repeated in extra.
+        assert!(!attrs.contains_key("auditText"));
+        assert_eq!(attrs["extra"].to_string(), r#"{"M":{"reason":{"S":"r"}}}"#);
+    }
+
+    #[test]
+    fn an_item_without_a_field_is_not_in_that_lookup_index() {
+        let request =
+            request(r#"{"auditText":"x","actor":"bob","auditTime":"2026-11-22T12:00:00Z"}"#);
+        let attrs = request["Item"].as_object().unwrap();
+        assert!(attrs.contains_key("actorKey"));
+        for absent in [
+            "action",
+            "actionKey",
+            "resource",
+            "resourceKey",
+            "outcome",
+            "sourceIp",
+        ] {
+            assert!(!attrs.contains_key(absent), "{absent}");
+        }
     }
 
     #[test]

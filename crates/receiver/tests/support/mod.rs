@@ -12,6 +12,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use audit_model::keys::{LOOKUP_INDEXES, LOOKUP_PROJECTION};
 use audit_receiver::store::dynamodb::{
     AUDIT_BUCKET, DynamoDbStore, PARTITION_KEY, SORT_KEY, TIME_INDEX, Wire,
 };
@@ -147,7 +148,8 @@ pub async fn create_table(client: &Client, name: &str) {
     create_table_with(client, name, true).await;
 }
 
-/// The audit table, with or without the `byAuditTime` index (an older deployment lacks it).
+/// The audit table as the template defines it, with or without the indexes (`byAuditTime` and
+/// the lookup indexes; an older deployment lacks them).
 pub async fn create_table_with(client: &Client, name: &str, time_index: bool) {
     let key = |name: &str, kind| {
         KeySchemaElement::builder()
@@ -185,6 +187,23 @@ pub async fn create_table_with(client: &Client, name: &str, time_index: bool) {
                     .build()
                     .expect("index"),
             );
+        for lookup in LOOKUP_INDEXES {
+            let mut projection = Projection::builder().projection_type(ProjectionType::Include);
+            for name in LOOKUP_PROJECTION {
+                projection = projection.non_key_attributes(name);
+            }
+            request = request
+                .attribute_definitions(attribute(lookup.key).expect("attribute"))
+                .global_secondary_indexes(
+                    GlobalSecondaryIndex::builder()
+                        .index_name(lookup.name)
+                        .key_schema(key(lookup.key, KeyType::Hash).expect("key"))
+                        .key_schema(key(SORT_KEY, KeyType::Range).expect("key"))
+                        .projection(projection.build())
+                        .build()
+                        .expect("index"),
+                );
+        }
     }
     request.send().await.expect("create table");
 }
@@ -307,6 +326,8 @@ pub const EVENT_FILES: &[&str] = &[
     "fifo-two-groups.json",
     "empty-batch.json",
     "oversized-item.json",
+    "cloudevents-batch.json",
+    "eventbridge-batch.json",
 ];
 
 pub fn events_dir() -> PathBuf {
