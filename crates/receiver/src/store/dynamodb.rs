@@ -117,8 +117,14 @@ impl AuditStore for DynamoDbStore {
 /// The `PutItem` request: the item, written only if no item has its key, returning the stored
 /// item when one has. Refuses an item over DynamoDB's size limit before any call.
 pub fn put_item_body(table: &str, item: &AuditItem) -> Result<Vec<u8>, StoreError> {
-    let size = check_size(item)?;
-    let request = PutItem { table, item };
+    // Built once: the size and the body both need them.
+    let lookup_keys: Vec<(&str, String)> = item.lookup_keys().collect();
+    let size = checked(size_with(item, &lookup_keys))?;
+    let request = PutItem {
+        table,
+        item,
+        lookup_keys: &lookup_keys,
+    };
     let mut body = Vec::with_capacity(256 + size);
     serde_json::to_writer(&mut body, &request)
         .map_err(|e| StoreError::Rejected(format!("the item could not be encoded: {e}")))?;
@@ -127,7 +133,11 @@ pub fn put_item_body(table: &str, item: &AuditItem) -> Result<Vec<u8>, StoreErro
 
 /// The item's size, or `ItemTooLarge` over DynamoDB's 400 KB limit (every store applies it).
 pub fn check_size(item: &AuditItem) -> Result<usize, StoreError> {
-    match item_size(item) {
+    checked(item_size(item))
+}
+
+fn checked(size: usize) -> Result<usize, StoreError> {
+    match size {
         size if size > MAX_ITEM_BYTES => Err(StoreError::ItemTooLarge(size)),
         size => Ok(size),
     }
@@ -136,13 +146,14 @@ pub fn check_size(item: &AuditItem) -> Result<usize, StoreError> {
 struct PutItem<'a> {
     table: &'a str,
     item: &'a AuditItem,
+    lookup_keys: &'a [(&'a str, String)],
 }
 
 impl Serialize for PutItem<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut map = serializer.serialize_map(Some(5))?;
         map.serialize_entry("TableName", self.table)?;
-        map.serialize_entry("Item", &Item(self.item))?;
+        map.serialize_entry("Item", &Item(self.item, self.lookup_keys))?;
         map.serialize_entry("ConditionExpression", CONDITION)?;
         map.serialize_entry("ExpressionAttributeNames", &Tagged("#pk", PARTITION_KEY))?;
         map.serialize_entry("ReturnValuesOnConditionCheckFailure", "ALL_OLD")?;
@@ -151,7 +162,7 @@ impl Serialize for PutItem<'_> {
 }
 
 /// The item's attributes, in DynamoDB's JSON (`{"S": …}`, `{"N": …}`, `{"M": …}`, …).
-struct Item<'a>(&'a AuditItem);
+struct Item<'a>(&'a AuditItem, &'a [(&'a str, String)]);
 
 impl Serialize for Item<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
@@ -164,10 +175,10 @@ impl Serialize for Item<'_> {
             map.serialize_entry("auditText", &Tagged("S", text))?;
         }
         for (name, value) in item.field_attributes() {
-            map.serialize_entry(name, &Tagged("S", &value))?;
+            map.serialize_entry(name, &Tagged("S", value.as_ref()))?;
         }
-        for (name, value) in item.lookup_keys() {
-            map.serialize_entry(name, &Tagged("S", &value))?;
+        for (name, value) in self.1 {
+            map.serialize_entry(name, &Tagged("S", value))?;
         }
         map.serialize_entry("sqsMessageId", &Tagged("S", &item.sqs_message_id))?;
         map.serialize_entry("receivedAt", &Tagged("S", &item.received_at))?;
@@ -253,7 +264,7 @@ fn compare_payload(item: &AuditItem, old: &Map<String, Value>) -> PutOutcome {
             .and_then(|text| text.get("S"))
             .and_then(Value::as_str)
     };
-    let fields = item.field_attributes();
+    let fields: Vec<_> = item.field_attributes().collect();
     let same_text = stored_string("auditText") == item.audit_text.as_deref()
         && ["actor", "action", "resource", "outcome", "sourceIp"]
             .iter()
@@ -261,7 +272,7 @@ fn compare_payload(item: &AuditItem, old: &Map<String, Value>) -> PutOutcome {
                 let new = fields
                     .iter()
                     .find(|(n, _)| n == name)
-                    .map(|(_, v)| v.as_str());
+                    .map(|(_, v)| v.as_ref());
                 stored_string(name) == new
             });
     let same_extra = match (old.get("extra").and_then(tagged), item.extra.is_empty()) {
@@ -322,6 +333,12 @@ fn tagged(attribute: &Value) -> Option<(&str, &Value)> {
 /// UTF-8 length, numbers about one byte per two significant digits plus one, 3 bytes of overhead
 /// and 1 per element for lists and maps). Hand-written: no crate computes it.
 pub fn item_size(item: &AuditItem) -> usize {
+    let lookup_keys: Vec<(&str, String)> = item.lookup_keys().collect();
+    size_with(item, &lookup_keys)
+}
+
+/// `item_size` with the item's lookup keys already built.
+fn size_with(item: &AuditItem, lookup_keys: &[(&str, String)]) -> usize {
     let strings = [
         (PARTITION_KEY, Some(&item.message_id)),
         (SORT_KEY, Some(&item.audit_time)),
@@ -339,9 +356,12 @@ pub fn item_size(item: &AuditItem) -> usize {
     let extra = (!item.extra.is_empty()).then(|| "extra".len() + map_size(&item.extra));
     let fields = item
         .field_attributes()
-        .into_iter()
-        .chain(item.lookup_keys())
         .map(|(name, value)| name.len() + value.len())
+        .chain(
+            lookup_keys
+                .iter()
+                .map(|(name, value)| name.len() + value.len()),
+        )
         .sum::<usize>();
     strings
         .iter()
