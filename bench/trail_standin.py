@@ -15,6 +15,23 @@ speaks just enough of the DynamoDB JSON protocol for `auditctl query`:
                  its last item) even when nothing is left, so a shard holding a multiple of the
                  page size costs one extra, empty page.
 
+With --lookup the items also carry the structured fields the function writes (all N of one
+actor, `bench-actor`; actions, resources, outcomes and addresses varied; the lookup keys
+`<value>#<shard>`, shard = FNV-1a 32 of the messageId mod 4), and it serves a lookup as well:
+
+  DescribeTable  also lists byActor, byAction and byResource (<field>Key HASH, auditTime RANGE,
+                 Projection INCLUDE actor, action, resource, outcome, sourceIp);
+  Query          on IndexName byActor, `#k = :k AND #t BETWEEN :from AND :to` with :k
+                 `bench-actor#<shard>`: the index items (keys and projected fields) of that shard
+                 in auditTime order, paged as above (LastEvaluatedKey: messageId, auditTime,
+                 actorKey);
+  BatchGetItem   at most 100 keys (messageId, auditTime) of the table, no duplicates: the full
+                 items (Responses), never UnprocessedKeys.
+
+and each size and page size is then read twice over the same items: `auditctl query` (the time
+index) and `auditctl query --actor bench-actor` (the lookup), one table row each. A FilterExpression
+is refused (the stand-in does not evaluate one).
+
 It counts requests by operation. Signatures (SigV4) are not checked; there is no network latency
 (loopback); items are synthetic. The N items are spread evenly over the UTC days and the 32
 shards (`YYYY-MM-DD#NN`) of each day, sorted by auditTime within a shard, every shard of a day on
@@ -25,6 +42,7 @@ Usage (the script builds nothing):
 
     cargo build --release --bin auditctl
     python3 bench/trail_standin.py [--sizes 10000,100000] [--page-size 100[,1000]]
+    python3 bench/trail_standin.py --lookup --span-days 1,30 --sizes 100000 --page-size 100,1000
 
 For each size and page size it starts a fresh stand-in and runs
 
@@ -36,7 +54,8 @@ For each size and page size it starts a fresh stand-in and runs
 checker in this process: the row count must equal N, rows must be strictly increasing in
 (auditTime, messageId), and each row's auditTime and auditBucket must be the ones served for its
 messageId (so the rows are exactly the N items); up to --full-check items every row is also
-parsed and compared attribute by attribute. Peak RSS is auditctl's own (wait4 ru_maxrss); CPU
+parsed and compared attribute by attribute. A lookup's rows are checked the same way (they are the
+full items, read with BatchGetItem). Peak RSS is auditctl's own (wait4 ru_maxrss); CPU
 seconds are given for auditctl, the stand-in and the checker, which share the machine's cores.
 Prints one Markdown table row per run. Only Python's standard library is needed.
 """
@@ -67,6 +86,19 @@ MASK = (1 << 64) - 1
 MIX = 0x9E3779B97F4A7C15  # odd: i -> i * MIX mod 2^64 is a bijection, so messageIds are unique
 UNMIX = pow(MIX, -1, 1 << 64)
 SOURCE = "arn:aws:sqs:us-east-1:123456789012:AuditQueue"
+ACTOR = "bench-actor"
+LOOKUP_SHARDS = 4
+LOOKUP_INDEXES = {"byActor": "actorKey", "byAction": "actionKey", "byResource": "resourceKey"}
+PROJECTED = ("actor", "action", "resource", "outcome", "sourceIp")
+BATCH_GET_KEYS = 100
+
+
+def fnv1a_32(data: bytes) -> int:
+    """The function's shard hash (FNV-1a 32: offset basis 2166136261, prime 16777619)."""
+    h = 2166136261
+    for b in data:
+        h = ((h ^ b) * 16777619) & 0xFFFFFFFF
+    return h
 
 
 # ---------------------------------------------------------------------------------------------
@@ -74,9 +106,10 @@ SOURCE = "arn:aws:sqs:us-east-1:123456789012:AuditQueue"
 
 
 class Data:
-    def __init__(self, items: int, days: list[str]):
+    def __init__(self, items: int, days: list[str], structured: bool = False):
         self.items = items
         self.days = days
+        self.structured = structured
         cells = len(days) * SHARDS
         # cell c = day * 32 + shard holds counts[c] items, global indexes base[c] .. base[c+1]-1
         self.counts = [items // cells + (1 if c < items % cells else 0) for c in range(cells)]
@@ -112,11 +145,30 @@ class Data:
         cell = bisect_right(self.base, i) - 1
         return cell, i - self.base[cell]
 
+    @staticmethod
+    def structured_fields(i: int) -> dict:
+        """actor, action, resource, outcome, sourceIp of item i (all of one actor)."""
+        return {
+            "actor": ACTOR,
+            "action": ("invoice.view", "invoice.update", "invoice.delete", "invoice.export")[i % 4],
+            "resource": f"invoice/{i % 997}",
+            "outcome": ("success", "failure", "unknown")[i % 3],
+            "sourceIp": f"192.0.2.{i % 250}",
+        }
+
+    def lookup_shard(self, i: int) -> int:
+        return fnv1a_32(self.message_id(i).encode()) % LOOKUP_SHARDS
+
     def fields(self, cell: int, k: int) -> dict:
         """The attributes the function writes, as plain values (numbers as their digits)."""
         i = self.base[cell] + k
         t = self.time(cell, k)
-        return {
+        structured = {}
+        if self.structured:
+            structured = self.structured_fields(i)
+            shard = self.lookup_shard(i)
+            structured.update({f"{name}Key": f"{structured[name]}#{shard}" for name in ("actor", "action", "resource")})
+        return structured | {
             "messageId": self.message_id(i),
             "auditTime": t,
             "auditBucket": self.bucket(cell),
@@ -136,11 +188,25 @@ class Data:
             '"receivedAt":{"S":"%s"},"eventSource":{"S":"%s"},"receiveCount":{"N":"%s"},'
             '"extra":{"M":{"amount":{"N":"%s"},"actor":{"S":"%s"}}}}')
 
+    STRUCTURED = (',"actor":{"S":"%s"},"action":{"S":"%s"},"resource":{"S":"%s"},"outcome":{"S":"%s"},'
+                  '"sourceIp":{"S":"%s"},"actorKey":{"S":"%s"},"actionKey":{"S":"%s"},"resourceKey":{"S":"%s"}')
+
     def wire(self, cell: int, k: int) -> str:
         f = self.fields(cell, k)
-        return self.WIRE % (f["messageId"], f["auditTime"], f["auditBucket"], f["auditText"],
+        text = self.WIRE % (f["messageId"], f["auditTime"], f["auditBucket"], f["auditText"],
                             f["sqsMessageId"], f["sentAt"], f["receivedAt"], f["eventSource"],
                             f["receiveCount"], f["extra"]["amount"], f["extra"]["actor"])
+        if not self.structured:
+            return text
+        return text[:-1] + self.STRUCTURED % (f["actor"], f["action"], f["resource"], f["outcome"], f["sourceIp"],
+                                              f["actorKey"], f["actionKey"], f["resourceKey"]) + "}"
+
+    def index_wire(self, i: int, time: str) -> str:
+        """Item i as byActor holds it: the keys and the projected fields."""
+        f = self.structured_fields(i)
+        return ('{"messageId":{"S":"%s"},"auditTime":{"S":"%s"},"actorKey":{"S":"%s#%d"}'
+                % (self.message_id(i), time, ACTOR, self.lookup_shard(i))
+                + "".join(',"%s":{"S":"%s"}' % (name, f[name]) for name in PROJECTED) + "}")
 
     def first_at_or_after(self, cell: int, t: str) -> int:
         lo, hi = 0, self.counts[cell]
@@ -161,6 +227,29 @@ class Data:
             else:
                 hi = mid
         return lo
+
+
+class LookupShards:
+    """byActor: for each of the 4 shards of `bench-actor`, its items' (auditTime, i) in time order
+    (equal times in the order of i, which is not messageId order), and where each item is."""
+
+    def __init__(self, data: Data):
+        self.shards: list[list[tuple[str, int]]] = [[] for _ in range(LOOKUP_SHARDS)]
+        for cell in range(len(data.counts)):
+            for k in range(data.counts[cell]):
+                i = data.base[cell] + k
+                self.shards[data.lookup_shard(i)].append((data.time(cell, k), i))
+        for shard in self.shards:
+            shard.sort()
+        self.position = {i: (s, p) for s, shard in enumerate(self.shards) for p, (_, i) in enumerate(shard)}
+
+
+def minimum_lookup_requests(data: Data, page_size: int) -> int:
+    """One DescribeTable, per shard of the actor n // P + 1 Queries, ceil(N / 100) BatchGetItem."""
+    counts = [0] * LOOKUP_SHARDS
+    for i in range(data.items):
+        counts[data.lookup_shard(i)] += 1
+    return 1 + sum(n // page_size + 1 for n in counts) + -(-data.items // BATCH_GET_KEYS)
 
 
 def minimum_requests(data: Data, page_size: int) -> tuple[int, int]:
@@ -209,14 +298,27 @@ def serve(data: Data) -> None:
                 "Projection": {"ProjectionType": "ALL"},
                 "IndexStatus": "ACTIVE",
                 "ItemCount": data.items,
-            }],
+            }] + [{
+                "IndexName": name,
+                "IndexArn": f"arn:aws:dynamodb:us-east-1:123456789012:table/{TABLE}/index/{name}",
+                "KeySchema": key(attribute, "auditTime"),
+                "Projection": {"ProjectionType": "INCLUDE", "NonKeyAttributes": list(PROJECTED)},
+                "IndexStatus": "ACTIVE",
+                "ItemCount": data.items if name == "byActor" else 0,
+            } for name, attribute in LOOKUP_INDEXES.items() if data.structured],
         }})
+
+    lookup = LookupShards(data) if data.structured else None
 
     def query(body: dict) -> str:
         if body.get("TableName") != TABLE:
             raise ClientError("ResourceNotFoundException", "Requested resource not found")
+        if "FilterExpression" in body:
+            raise ClientError("ValidationException", "the stand-in does not evaluate a FilterExpression")
+        if body.get("IndexName") == "byActor" and lookup is not None:
+            return query_lookup(body)
         if body.get("IndexName") != INDEX:
-            raise ClientError("ValidationException", f"the stand-in serves only IndexName {INDEX}")
+            raise ClientError("ValidationException", f"the stand-in serves only IndexName {INDEX} (and byActor with --lookup)")
         m = CONDITION.match(body.get("KeyConditionExpression", ""))
         if not m:
             raise ClientError("ValidationException", "the stand-in understands only `#b = :b AND #t BETWEEN :from AND :to`")
@@ -251,7 +353,61 @@ def serve(data: Data) -> None:
                     f'"auditTime":{{"S":"{data.time(cell, last)}"}},"auditBucket":{{"S":"{bucket}"}}}}')
         return out + "}"
 
-    operations = {"DescribeTable": describe_table, "Query": query}
+    def query_lookup(body: dict) -> str:
+        m = CONDITION.match(body.get("KeyConditionExpression", ""))
+        if not m:
+            raise ClientError("ValidationException", "the stand-in understands only `#k = :k AND #t BETWEEN :from AND :to`")
+        names = body.get("ExpressionAttributeNames", {})
+        values = body.get("ExpressionAttributeValues", {})
+        name = lambda n: names.get(n, n)  # noqa: E731
+        value = lambda v: values[v]["S"]  # noqa: E731
+        if (name(m[1]), name(m[3])) != ("actorKey", "auditTime"):
+            raise ClientError("ValidationException", "Query key condition not supported")
+        key, low, high = value(m[2]), value(m[4]), value(m[5])
+        limit = int(body.get("Limit", 1 << 30))
+        forward = body.get("ScanIndexForward", True)
+        actor, _, shard = key.rpartition("#")
+        if actor != ACTOR or shard not in {str(s) for s in range(LOOKUP_SHARDS)} or low > high:
+            return '{"Count":0,"ScannedCount":0,"Items":[]}'
+        rows = lookup.shards[int(shard)]
+        first = bisect_right(rows, (low, -1))  # the first with time >= low
+        end = bisect_right(rows, (high, 1 << 62))  # past the last with time <= high
+        start = body.get("ExclusiveStartKey")
+        if start:
+            where = data.locate(start.get("messageId", {}).get("S", ""))
+            at = lookup.position.get(where and data.base[where[0]] + where[1])
+            if at is None or at[0] != int(shard) or start.get("actorKey", {}).get("S") != key \
+                    or start.get("auditTime", {}).get("S") != rows[at[1]][0]:
+                raise ClientError("ValidationException", "The provided starting key is invalid")
+            first, end = (max(first, at[1] + 1), end) if forward else (first, min(end, at[1]))
+        ps = range(first, min(end, first + limit)) if forward else range(end - 1, max(first, end - limit) - 1, -1)
+        page = ",".join(data.index_wire(rows[p][1], rows[p][0]) for p in ps)
+        out = f'{{"Count":{len(ps)},"ScannedCount":{len(ps)},"Items":[{page}]'
+        if len(ps) == limit:
+            t, i = rows[ps[-1]]
+            out += (f',"LastEvaluatedKey":{{"messageId":{{"S":"{data.message_id(i)}"}},'
+                    f'"auditTime":{{"S":"{t}"}},"actorKey":{{"S":"{key}"}}}}')
+        return out + "}"
+
+    def batch_get_item(body: dict) -> str:
+        tables = body.get("RequestItems", {})
+        if list(tables) != [TABLE]:
+            raise ClientError("ResourceNotFoundException", "Requested resource not found")
+        keys = tables[TABLE].get("Keys", [])
+        if not 0 < len(keys) <= BATCH_GET_KEYS:
+            raise ClientError("ValidationException", f"Too many items requested for the BatchGetItem call ({len(keys)})")
+        seen, items = set(), []
+        for k in keys:
+            message_id, time = k["messageId"]["S"], k["auditTime"]["S"]
+            if message_id in seen:
+                raise ClientError("ValidationException", "Provided list of item keys contains duplicates")
+            seen.add(message_id)
+            where = data.locate(message_id)
+            if where is not None and data.time(*where) == time:
+                items.append(data.wire(*where))
+        return f'{{"Responses":{{"{TABLE}":[{",".join(items)}]}},"UnprocessedKeys":{{}}}}'
+
+    operations = {"DescribeTable": describe_table, "Query": query, "BatchGetItem": batch_get_item}
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"  # keep-alive, as with DynamoDB
@@ -314,9 +470,10 @@ def serve(data: Data) -> None:
 class StandIn:
     """The stand-in in a process of its own (its own session, ended with killpg)."""
 
-    def __init__(self, items: int, days: list[str]):
+    def __init__(self, items: int, days: list[str], structured: bool = False):
         self.proc = subprocess.Popen(
-            [sys.executable, str(Path(__file__).resolve()), "serve", "--items", str(items), "--days", ",".join(days)],
+            [sys.executable, str(Path(__file__).resolve()), "serve", "--items", str(items), "--days", ",".join(days)]
+            + (["--structured"] if structured else []),
             stdout=subprocess.PIPE, start_new_session=True)
         line = self.proc.stdout.readline()
         if not line:
@@ -327,6 +484,11 @@ class StandIn:
     def counts(self) -> dict[str, int]:
         with urllib.request.urlopen(f"{self.endpoint}/__stats", timeout=30) as r:
             return json.loads(r.read())
+
+    def cpu(self) -> float:
+        """Its CPU seconds so far (from /proc; Linux)."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def stop(self) -> float:
         """Ends the stand-in; its CPU seconds."""
@@ -375,9 +537,16 @@ def check_rows(stream, data: Data, full: bool) -> dict:
     return {"rows": rows, "error": error}
 
 
-def run(binary: Path, size: int, page_size: int, days: list[str], concurrency: int, full_check: int) -> dict:
-    data = Data(size, days)
-    standin = StandIn(size, days)
+def run(binary: Path, size: int, page_size: int, days: list[str], concurrency: int, full_check: int,
+        lookup: bool = False, structured: bool = False, standin: "StandIn | None" = None) -> dict:
+    """One auditctl query (with `lookup`, --actor bench-actor) over the stand-in's items. A
+    stand-in given is reused (and left running: its counts are read as a difference)."""
+    data = Data(size, days, structured)
+    own = standin is None
+    if own:
+        standin = StandIn(size, days, structured)
+    before = {} if own else standin.counts()
+    standin_cpu_before = 0.0 if own else standin.cpu()
     try:
         env = dict(os.environ, AWS_REGION="us-east-1", AWS_ACCESS_KEY_ID="test", AWS_SECRET_ACCESS_KEY="test")
         for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL", "TABLE_NAME"):
@@ -385,6 +554,8 @@ def run(binary: Path, size: int, page_size: int, days: list[str], concurrency: i
         args = [str(binary), "query", "--from", f"{days[0]}T00:00:00Z", "--to", f"{days[-1]}T23:59:59.999Z",
                 "--format", "jsonl", "--page-size", str(page_size), "--concurrency", str(concurrency),
                 "--stats", "--endpoint-url", standin.endpoint, "--table", TABLE]
+        if lookup:
+            args += ["--actor", ACTOR]
         cpu_before = os.times()
         started = time.monotonic()
         proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=1 << 20)
@@ -400,9 +571,10 @@ def run(binary: Path, size: int, page_size: int, days: list[str], concurrency: i
         proc.stdout.close()
         proc.stderr.close()
         stats = stderr[0].decode().strip()
-        counts = standin.counts()
+        after = standin.counts()
+        counts = {k: v - before.get(k, 0) for k, v in after.items()}
     finally:
-        standin_cpu = standin.stop()
+        standin_cpu = standin.stop() if own else standin.cpu() - standin_cpu_before
     if proc.returncode != 0:
         raise SystemExit(f"auditctl failed ({proc.returncode}): {stats}; stand-in counts {counts}")
     if checked["error"] or checked["rows"] != size or counts.get("errors"):
@@ -411,6 +583,8 @@ def run(binary: Path, size: int, page_size: int, days: list[str], concurrency: i
     # "<rows> rows, <requests> requests, <read> items read, <s> s, <r> rows/s"
     parts = stats.splitlines()[-1].split(", ")
     minimum, empty = minimum_requests(data, page_size)
+    if lookup:
+        minimum, empty = minimum_lookup_requests(data, page_size), 0
     return {
         "size": size, "page_size": page_size, "days": len(days), "wall": wall,
         "rows_s_wall": size / wall, "rows_s_stats": float(parts[4].split()[0]),
@@ -418,6 +592,7 @@ def run(binary: Path, size: int, page_size: int, days: list[str], concurrency: i
         "standin_cpu": standin_cpu,
         "checker_cpu": (cpu_after.user - cpu_before.user) + (cpu_after.system - cpu_before.system),
         "describe": counts.get("DescribeTable", 0), "queries": counts.get("Query", 0),
+        "batch_gets": counts.get("BatchGetItem", 0), "lookup": lookup,
         "auditctl_requests": int(parts[1].split()[0]), "minimum": minimum, "empty": empty,
         "check": "every attribute" if size <= full_check else "count, order, key per id",
         "stats": stats,
@@ -436,13 +611,64 @@ def markdown_row(r: dict) -> str:
             f"{r['auditctl_cpu']:.2f} / {r['standin_cpu']:.2f} / {r['checker_cpu']:.2f} | {r['check']} |")
 
 
+LOOKUP_HEADER = ("| query | days | items | page size | rows/s (wall) | rows/s (`--stats`) | wall | peak RSS | "
+                 "requests: DescribeTable + Query + BatchGetItem | minimum | CPU s: auditctl / stand-in / checker | checked |\n"
+                 "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+
+
+def lookup_row(r: dict) -> str:
+    requests = r["describe"] + r["queries"] + r["batch_gets"]
+    what = f"lookup `--actor {ACTOR}`" if r["lookup"] else "time query"
+    return (f"| {what} | {r['days']} | {r['size']:,} | {r['page_size']:,} | {r['rows_s_wall']:,.0f} | "
+            f"{r['rows_s_stats']:,.0f} | {r['wall']:.2f} s | {r['rss_mib']:.1f} MiB | "
+            f"{requests:,}: {r['describe']} + {r['queries']:,} + {r['batch_gets']:,} | {r['minimum']:,} | "
+            f"{r['auditctl_cpu']:.2f} / {r['standin_cpu']:.2f} / {r['checker_cpu']:.2f} | {r['check']} |")
+
+
+def days_from(first: str, span: int) -> list[str]:
+    import datetime
+    start = datetime.date.fromisoformat(first)
+    return [(start + datetime.timedelta(days=d)).isoformat() for d in range(span)]
+
+
+def main_lookup(args, binary: Path, sizes: list[int], pages: list[int]) -> int:
+    spans = [int(d) for d in args.span_days.split(",")]
+    print(f"auditctl query (release) against the stand-in, items with the structured fields, all of one "
+          f"actor; the time query and the lookup read the same items; --format jsonl piped to the checker, "
+          f"--concurrency {args.concurrency}; {platform.machine()}, {os.cpu_count()} cores shared by auditctl, "
+          f"the stand-in and the checker.\n", flush=True)
+    print(LOOKUP_HEADER, flush=True)
+    for span in spans:
+        days = days_from(args.first_day, span)
+        for size in sizes:
+            standin = StandIn(size, days, structured=True)
+            try:
+                for page_size in pages:
+                    for lookup in (False, True):
+                        r = run(binary, size, page_size, days, args.concurrency, args.full_check,
+                                lookup=lookup, structured=True, standin=standin)
+                        requests = r["describe"] + r["queries"] + r["batch_gets"]
+                        if r["auditctl_requests"] != requests:
+                            print(f"<!-- auditctl counted {r['auditctl_requests']} requests, the stand-in "
+                                  f"{requests} (SDK retries?) -->", flush=True)
+                        print(lookup_row(r), flush=True)
+                        print(f"# {span} days, {size} items, page size {page_size}, "
+                              f"{'lookup' if lookup else 'time'}: {r['stats']}", file=sys.stderr, flush=True)
+            finally:
+                standin.stop()
+    print(f"\nCommand: `python3 bench/trail_standin.py --lookup --span-days {args.span_days} --sizes {args.sizes} "
+          f"--page-size {args.page_size}`.")
+    return 0
+
+
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "serve":
         sp = argparse.ArgumentParser(prog="trail_standin.py serve")
         sp.add_argument("--items", type=int, required=True)
         sp.add_argument("--days", required=True)
+        sp.add_argument("--structured", action="store_true")
         a = sp.parse_args(sys.argv[2:])
-        serve(Data(a.items, a.days.split(",")))
+        serve(Data(a.items, a.days.split(","), a.structured))
         return 0
 
     ap = argparse.ArgumentParser(
@@ -455,6 +681,11 @@ def main() -> int:
     ap.add_argument("--full-check", type=int, default=10000,
                     help="compare every attribute of every row up to this many items (default 10000)")
     ap.add_argument("--binary", default=str(ROOT / "target/release/auditctl"))
+    ap.add_argument("--lookup", action="store_true",
+                    help="items of one actor with the structured fields; a time query and a lookup over them")
+    ap.add_argument("--span-days", default="1,30",
+                    help="with --lookup: the ranges, in UTC days from --first-day, comma-separated (default 1,30)")
+    ap.add_argument("--first-day", default="2026-11-01", help="with --lookup: the first day (default 2026-11-01)")
     args = ap.parse_args()
     binary = Path(args.binary)
     if not binary.exists():
@@ -462,6 +693,8 @@ def main() -> int:
     days = args.days.split(",")
     sizes = [int(s) for s in args.sizes.split(",")]
     pages = [int(p) for p in args.page_size.split(",")]
+    if args.lookup:
+        return main_lookup(args, binary, sizes, pages)
 
     print(f"auditctl query (release) against the stand-in, {len(days)} UTC days, --format jsonl piped to "
           f"the checker, --concurrency {args.concurrency}; {platform.machine()}, {os.cpu_count()} cores "

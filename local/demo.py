@@ -5,9 +5,14 @@ function under `cargo lambda watch`, sends a realistic mix of audit messages thr
 (valid ones, a producer retry, poison, and later a conflicting payload), drains it with the local
 SQS trigger (Lambda's event source mapping, emulated), lets the table throttle for a while so that
 some records reach their last receive, and prints what happened: the trail in time order
-(`auditctl query`), the dead-letter queue with each message's reason (`auditctl dlq list`), and a
-`auditctl dlq redrive --reason throttled` that lands the throttled ones in the table once. Stops everything it started, also on
+(`auditctl query`) and by actor (`auditctl query --actor`), the dead-letter queue with each
+message's reason (`auditctl dlq list`), a `auditctl dlq redrive --reason throttled` that lands
+the throttled ones in the table once, and the access events auditctl recorded of itself on the
+same queue (`auditctl query --action auditctl.query`). Stops everything it started, also on
 Ctrl-C.
+
+The valid messages are structured events (actor, action, resource, outcome, some with a
+sourceIp) that also carry auditText and extra fields.
 
     python -m local.demo [--messages N] [--faults] [--serve]
 """
@@ -17,12 +22,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
 import threading
 import time
 from collections import Counter
+from datetime import datetime, timezone
 from pathlib import Path
 
 from local import procs
@@ -32,6 +39,20 @@ from local.harness import POISON_KINDS, LocalSystem, Producer, batch_totals, ver
 ROOT = Path(__file__).resolve().parent.parent
 DEMO_VISIBILITY_TIMEOUT = 2
 DEMO_ARCHIVE_BATCHING_WINDOW = 2  # the archiver's window, a minute in the template
+# Who did what, to what (SPEC "The message body"): the demo's producers send structured events.
+ACTORS = ["alice@example.com", "bob@example.com", "arn:aws:iam::123456789012:role/billing-service"]
+LOOKUP_ACTOR = ACTORS[0]
+ACTIONS = {  # the end of the harness's auditText -> (action, resource kind)
+    "user signed in": ("user.login", "user"),
+    "invoice approved": ("invoice.approve", "invoice"),
+    "role granted": ("role.grant", "role"),
+    "record exported": ("record.export", "record"),
+    "password reset": ("password.reset", "user"),
+}
+# Some in a non-canonical text form: the table holds the canonical one (2001:db8::1).
+SOURCE_IPS = [None, "203.0.113.7", "198.51.100.23", "2001:DB8::1", "2001:0db8:0000::42"]
+# The access events auditctl sends of itself (SPEC "Access to the trail is itself recorded").
+ACCESS_PREFIX = "auditctl."
 
 
 def out(text: str = "") -> None:
@@ -77,6 +98,36 @@ def plain(v):
     if isinstance(v, Decimal):
         return int(v) if v == v.to_integral_value() else float(v)
     return v
+
+
+def structured(items: list[tuple[str, object]], seed: int) -> list[tuple[str, object]]:
+    """The valid messages as structured events: actor, action, resource, outcome and (often) a
+    sourceIp put in front of each body's own fields, the rest byte for byte (exact numbers kept).
+    The same logical message (a producer retry) gets the same fields; poison stays as it is."""
+    r = random.Random(seed)
+    done: dict[int, str] = {}
+    out = []
+    for text, what in items:
+        if isinstance(what, str) or not text.startswith("{"):
+            out.append((text, what))
+            continue
+        if id(what) not in done:
+            action, kind = next((v for k, v in ACTIONS.items() if what.text.endswith(k)), ("badge.scan", "door"))
+            fields = {"actor": r.choice(ACTORS), "action": action, "resource": f"{kind}/{r.randrange(1000, 9999)}",
+                      "outcome": "failure" if r.random() < 0.15 else "success"}
+            ip = r.choice(SOURCE_IPS)
+            if ip:
+                fields["sourceIp"] = ip
+            head = ",".join(json.dumps(k) + ":" + json.dumps(v) for k, v in fields.items())
+            done[id(what)] = "{" + head + "," + text[1:]
+            what.body = done[id(what)]
+        out.append((done[id(what)], what))
+    return out
+
+
+def utc_now() -> str:
+    """Now, in the trail's canonical form (milliseconds, Z)."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def short(sqs_id: str) -> str:
@@ -159,7 +210,7 @@ def run_demo(system: LocalSystem, n_valid: int, with_faults: bool) -> int:
     t0 = time.monotonic()
     auditctl = build_auditctl(system)
     producer = Producer(system, seed=2026, poison_share=0.0, retry_share=0.0, run_id="demo")
-    items = producer.make(n_valid)
+    items = structured(producer.make(n_valid), seed=2026)
     # One producer retry: the same body (same producer messageId) sent again as a new message.
     retry = next(((b, e) for b, e in items if not isinstance(e, str) and e.producer_id), None)
     if retry:
@@ -187,7 +238,7 @@ def run_demo(system: LocalSystem, n_valid: int, with_faults: bool) -> int:
     saved = (system.proxy.config, system.proxy.enabled)
     system.proxy.config, system.proxy.enabled = FaultConfig(throttle=1.0, seed=3), True
     throttled_producer = Producer(system, seed=77, poison_share=0.0, retry_share=0.0, run_id="throttled")
-    throttled_producer.send(throttled_producer.make(3))
+    throttled_producer.send(structured(throttled_producer.make(3), seed=77))
     out(f"Sent 3 more while the table throttles every write: they come back {system.stack.source_queue.max_receive_count}"
         " times, then the function dead-letters them with their reason.")
     drain(system, "Throttled")
@@ -215,7 +266,12 @@ def run_demo(system: LocalSystem, n_valid: int, with_faults: bool) -> int:
     out("")
     out("The trail in time order (auditctl query, from the byAuditTime index):")
     times = sorted(it["auditTime"] for it in items_in_table)
+    access_from = utc_now()  # each auditctl command from here on records its own access first
     run_auditctl(auditctl, system, ["query", "--from", times[0], "--to", times[-1], "--limit", "12"])
+    out("")
+    out(f"What {LOOKUP_ACTOR} did (auditctl query --actor, from the byActor lookup index):")
+    run_auditctl(auditctl, system, ["query", "--actor", LOOKUP_ACTOR, "--from", times[0], "--to", times[-1],
+                                    "--limit", "8"])
     out("")
     out("The dead-letter queue, reasons read from each message (auditctl dlq list):")
     run_auditctl(auditctl, system, ["dlq", "list"])
@@ -223,18 +279,28 @@ def run_demo(system: LocalSystem, n_valid: int, with_faults: bool) -> int:
     out("The table is back: redrive the throttled ones (auditctl dlq redrive --reason throttled).")
     run_auditctl(auditctl, system, ["dlq", "redrive", "--reason", "throttled"])
     drain(system, "Redriven")
+    out("")
+    out("Access to the trail is itself recorded: each auditctl command above first sent an audit event of its")
+    out("own to the audit queue, which the function wrote like any other (drained above). The demo's queries:")
+    run_auditctl(auditctl, system, ["query", "--action", "auditctl.query", "--from", access_from, "--to", utc_now()])
+    drain(system, "Recording that access too")
+    access_ok = check_access_events(system)
     ledger = producer.ledger
     ledger.valid += throttled_producer.ledger.valid
     # Written by the redrive's delivery: its sqsMessageId is the redriven message's new id.
     system.redriven_keys |= {e.key for e in throttled_producer.ledger.valid}
     ledger.sent += throttled_producer.ledger.sent
     verdict = verify(system, ledger)
+    # The access events are items no producer sent: checked above, not counted as the producers'.
+    access_ids = {it["messageId"] for it in system.scan_table() if is_access_event(it)}
+    verdict.unexpected_items = [k for k in verdict.unexpected_items if k not in access_ids]
+    verdict.items_in_table -= len(access_ids)
     for e in throttled_producer.ledger.valid:
         got = [it for it in system.scan_table() if it["messageId"] == e.key]
         out(f"  {clip(e.key, 40):<40} {len(got)} item, auditTime {got[0]['auditTime'] if got else '-'}")
     out("")
     lost, dup = len(verdict.lost), len(verdict.duplicated)
-    ok = verdict.ok
+    ok = verdict.ok and access_ok
     out(f"{'OK' if ok else 'PROBLEM'}: {verdict.valid_expected} valid messages -> {verdict.items_in_table} items "
         f"(lost {lost}, duplicated {dup}); {verdict.poison_expected} bad messages -> dead-letter queue "
         f"({verdict.dlq_count} there, each with its reason, {len(verdict.valid_in_dlq)} valid among them). "
@@ -245,7 +311,9 @@ def run_demo(system: LocalSystem, n_valid: int, with_faults: bool) -> int:
     return 0 if ok else 1
 
 
-# ==== The archive (SPEC "Keeping the trail") ======================================================
+# ==== The archive (SPEC "Keeping the trail") ===============================================    return ok
+
+
 # The table's stream -> local stream trigger -> audit-archiver -> the Object Lock bucket; a change
 # behind the function's back -> a tamper record and TrailModified; the named queries in DuckDB.
 # Kept in one place, called once at the end of run_demo.
@@ -344,6 +412,23 @@ def archive_demo(system: LocalSystem) -> bool:
     ok = archive.ok and bool(tamper) and modified >= 1
     out(f"{'OK' if ok else 'PROBLEM'}: every item archived once and locked; the change behind the function's "
         f"back is in the archive's tamper/ and counted in TrailModified.")
+=======
+def is_access_event(item: dict) -> bool:
+    return str(item.get("action", "")).startswith(ACCESS_PREFIX)
+
+
+def check_access_events(system: LocalSystem) -> bool:
+    """The table holds one access event per auditctl command the demo ran (query, query --actor,
+    dlq list, dlq redrive, query --action), each naming the caller and what it read."""
+    events = [it for it in system.scan_table() if is_access_event(it)]
+    got = Counter(it["action"] for it in events)
+    want = Counter({"auditctl.query": 3, "auditctl.dlq.list": 1, "auditctl.dlq.redrive": 1})
+    actors = sorted({it.get("actor", "-") for it in events})
+    table, dlq = system.stack.table_name, system.dlq_url
+    resources_ok = all(it.get("resource") == (table if it["action"] == "auditctl.query" else dlq) for it in events)
+    ok = got == want and len(actors) == 1 and resources_ok and all(it.get("outcome") == "unknown" for it in events)
+    out(f"  {'OK' if ok else 'PROBLEM'}: {len(events)} access events in the trail "
+        f"({', '.join(f'{a} {n}' for a, n in sorted(got.items()))}), by {', '.join(actors)}")
     return ok
 
 

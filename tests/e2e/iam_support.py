@@ -21,7 +21,10 @@ What moto 5.2.5 checks once ``POST /moto-api/reset-auth`` with ``0`` turns acces
 * **Resources.** SQS requests are checked against the queue's ARN. DynamoDB requests are checked
   against ``*`` by moto, so a statement scoped to the table's ARN would never match; the launcher
   here (``main()``) gives moto the ARN IAM evaluates instead: the table's, or
-  ``table/T/index/I`` for a request naming an index. And as in SQS's IAM, the batch actions
+  ``table/T/index/I`` for a request naming an index, or for a batch (``BatchGetItem``,
+  ``BatchWriteItem``) on one table that table's (IAM authorizes a batch per table; a batch over
+  several tables stays ``*``, which a table-scoped statement never matches: stricter, never
+  looser). And as in SQS's IAM, the batch actions
   (``SendMessageBatch``, ``DeleteMessageBatch``, ``ChangeMessageVisibilityBatch``) need the single
   action's permission, where moto would ask for an action IAM does not have.
 * **The answer** to a refused request is HTTP 403 with an XML ``ErrorResponse`` whatever the
@@ -134,8 +137,11 @@ def _patch_moto(aws_errors: bool) -> None:
     def _determine_resource(self) -> str:
         params = self.body if isinstance(self.body, dict) else {}
         table = params.get("TableName")
+        batch = params.get("RequestItems")
+        if (not isinstance(table, str) or not table) and isinstance(batch, dict) and len(batch) == 1:
+            table = next(iter(batch))  # BatchGetItem, BatchWriteItem on one table
         if not isinstance(table, str) or not table:
-            return "*"  # ListTables, BatchWriteItem, ...: no one table
+            return "*"  # ListTables, a batch over several tables, ...: no one table
         arn = table if table.startswith("arn:") else (
             f"arn:{get_partition(self.region)}:dynamodb:{self.region}:{self.current_account}:table/{table}")
         index = params.get("IndexName")

@@ -1,8 +1,10 @@
 """auditctl works with exactly the operator policies of template.yaml, under moto's access
-control: a user holding only AuditReaderPolicy reads the trail (query, get) and is refused the
-dead-letter queue (dlq list, dlq redrive); a user holding only AuditOperatorPolicy does all four;
-neither may write, update or delete an item. The policies are read from the template at run
-time and resolved to this stack's ARNs. What moto cannot check: tests/e2e/iam_support.py."""
+control: a user holding only AuditReaderPolicy reads the trail (query, a lookup by actor, get)
+and is refused the dead-letter queue (dlq list, dlq redrive); a user holding only
+AuditOperatorPolicy does all of it; each command first records its own access on the audit queue
+(auditctl runs with AUDIT_QUEUE_URL set), under the caller's ARN; neither may write, update or
+delete an item. The policies are read from the template at run time and resolved to this stack's
+ARNs. What moto cannot check: tests/e2e/iam_support.py."""
 
 import json
 import subprocess
@@ -14,8 +16,11 @@ from iam_support import (DENIED, Account, actions_of, binary, clean_aws_env, dep
 from local.stack import DEFAULT_TEMPLATE, read_stack
 
 ITEM_ID = "iam-trail-1"
+ACTOR = "alice"
 AUDIT_TIME = "2026-11-22T10:00:00.000Z"
 FROM, TO = "2026-11-22T00:00:00Z", "2026-11-22T23:59:59.999Z"
+# The access events of what each test runs: query, a lookup, get, dlq list, dlq redrive.
+EVERY_COMMAND = ["auditctl.query", "auditctl.query", "auditctl.get", "auditctl.dlq.list", "auditctl.dlq.redrive"]
 LETTER_BODY = json.dumps({"messageId": "iam-letter-1", "auditTime": "2026-11-22T11:00:00Z",
                           "auditText": "bob signed in"})
 
@@ -27,12 +32,22 @@ def account(work_dir):
     acc.close()
 
 
+def _fnv1a_32(text: str) -> int:
+    h = 2166136261
+    for byte in text.encode():
+        h = ((h ^ byte) * 16777619) & 0xFFFFFFFF
+    return h
+
+
 def _bucket(message_id: str, audit_time: str) -> str:
     """SPEC "The item written": the UTC day and FNV-1a 32 of the messageId, modulo 32."""
-    h = 2166136261
-    for byte in message_id.encode():
-        h = ((h ^ byte) * 16777619) & 0xFFFFFFFF
-    return f"{audit_time[:10]}#{h % 32:02d}"
+    return f"{audit_time[:10]}#{_fnv1a_32(message_id) % 32:02d}"
+
+
+def _lookup_key(value: str, message_id: str) -> str:
+    """The lookup indexes' key (crates/model/src/keys.rs): the value and a shard 0-3 of the
+    messageId."""
+    return f"{value}#{_fnv1a_32(message_id) % 4}"
 
 
 def _seed(account: Account) -> str:
@@ -41,6 +56,7 @@ def _seed(account: Account) -> str:
     account.client("dynamodb").put_item(TableName=account.table_name, Item={
         "messageId": {"S": ITEM_ID}, "auditTime": {"S": AUDIT_TIME},
         "auditBucket": {"S": _bucket(ITEM_ID, AUDIT_TIME)}, "auditText": {"S": "alice signed in"},
+        "actor": {"S": ACTOR}, "actorKey": {"S": _lookup_key(ACTOR, ITEM_ID)},
         "sqsMessageId": {"S": "sqs-" + ITEM_ID}, "receivedAt": {"S": AUDIT_TIME},
         "eventSource": {"S": account.queue.arn}})
     context = {"reason": "throttled", "detail": "throttled 5 times", "sqsMessageId": "sqs-iam-letter-1",
@@ -72,9 +88,37 @@ def _reads_the_trail(account: Account, creds) -> None:
     query = _auditctl(account, creds, "query", "--from", FROM, "--to", TO, "--format", "jsonl")
     assert query.returncode == 0, query.stderr
     assert [json.loads(line)["messageId"] for line in query.stdout.splitlines()] == [ITEM_ID]
+    lookup = _auditctl(account, creds, "query", "--actor", ACTOR, "--from", FROM, "--to", TO, "--format", "jsonl")
+    assert lookup.returncode == 0, lookup.stderr
+    assert [json.loads(line)["messageId"] for line in lookup.stdout.splitlines()] == [ITEM_ID]
     get = _auditctl(account, creds, "get", ITEM_ID, "--format", "jsonl")
     assert get.returncode == 0, get.stderr
     assert [json.loads(line)["auditTime"] for line in get.stdout.splitlines()] == [AUDIT_TIME]
+    for done in (query, lookup, get):
+        assert "access not recorded" not in done.stderr, done.stderr
+
+
+def _audit_queue(account: Account) -> list[dict]:
+    """Every message of the audit queue (received once, left in flight)."""
+    messages = []
+    while True:
+        got = account.client("sqs").receive_message(QueueUrl=account.queue.url, MaxNumberOfMessages=10,
+                                                    VisibilityTimeout=600, MessageAttributeNames=["All"])
+        if not got.get("Messages"):
+            return messages
+        messages += got["Messages"]
+
+
+def _is_access_event(message: dict) -> bool:
+    body = json.loads(message["Body"])
+    return str(body.get("action", "")).startswith("auditctl.")
+
+
+def _recorded(messages: list[dict], user: str, actions: list[str]) -> None:
+    """Each command recorded its access under the caller's ARN (moto's GetCallerIdentity)."""
+    events = [json.loads(m["Body"]) for m in messages if _is_access_event(m)]
+    assert sorted(e["action"] for e in events) == sorted(actions), events
+    assert {e["actor"] for e in events} == {f"arn:aws:iam::123456789012:user/{user}"}, events
 
 
 def _writes_are_refused(account: Account, creds) -> None:
@@ -118,6 +162,8 @@ def test_the_reader_policy_reads_the_trail_and_not_the_dead_letter_queue(account
     _refused_clearly(redrive, account.dlq.url)
     assert _depth(account, account.dlq.url) == 1  # nothing moved
     _writes_are_refused(account, reader)
+    # Refused or not, every command recorded its access first.
+    _recorded(_audit_queue(account), "auditreaderpolicy", EVERY_COMMAND)
 
 
 def test_the_operator_policy_reads_the_trail_and_works_the_dead_letter_queue(account):
@@ -133,13 +179,13 @@ def test_the_operator_policy_reads_the_trail_and_works_the_dead_letter_queue(acc
     assert redrive.returncode == 0, redrive.stderr
     assert "moved 1 message(s)" in redrive.stdout
     assert _depth(account, account.dlq.url) == 0
-    moved = account.client("sqs").receive_message(QueueUrl=account.queue.url, MaxNumberOfMessages=10,
-                                                  MessageAttributeNames=["All"]).get("Messages", [])
+    moved = _audit_queue(account)
     redriven = [m for m in moved if m["Body"] == LETTER_BODY]
     assert len(redriven) == 1, moved
     context = json.loads(redriven[0]["MessageAttributes"]["failureContext"]["StringValue"])
     assert context["sqsMessageId"] == "sqs-iam-letter-1"  # the identity travels with it
     _writes_are_refused(account, operator)
+    _recorded(moved, "auditoperatorpolicy", EVERY_COMMAND)
 
 
 def test_the_operator_policy_grants_everything_the_reader_policy_does():
@@ -156,11 +202,13 @@ def test_the_operator_policy_grants_everything_the_reader_policy_does():
 
 # ---- no more: every grant is used ------------------------------------------------------------
 
-# The commands each policy is for (SPEC "template.yaml", docs/auditctl.md).
+# The commands each policy is for (SPEC "template.yaml", docs/auditctl.md); a lookup reads the
+# byActor index, then the full items with BatchGetItem.
+READS = [("query", "--from", FROM, "--to", TO), ("query", "--actor", ACTOR, "--from", FROM, "--to", TO),
+         ("get", ITEM_ID)]
 COMMANDS = {
-    "AuditReaderPolicy": [("query", "--from", FROM, "--to", TO), ("get", ITEM_ID)],
-    "AuditOperatorPolicy": [("query", "--from", FROM, "--to", TO), ("get", ITEM_ID), ("dlq", "list"),
-                            ("dlq", "redrive")],
+    "AuditReaderPolicy": READS,
+    "AuditOperatorPolicy": READS + [("dlq", "list"), ("dlq", "redrive")],
 }
 
 
@@ -183,13 +231,9 @@ def _without_grant(doc: dict, index: int, action: str) -> dict:
 
 
 # Grants that no command uses today: each case is expected to fail (strict: once the template or
-# auditctl changes so that it passes, remove it from here).
-NOT_USED_YET = {
-    ("AuditReaderPolicy", "dynamodb:GetItem"): "no auditctl command calls GetItem (get is a Query on the key)",
-    ("AuditOperatorPolicy", "dynamodb:GetItem"): "no auditctl command calls GetItem (get is a Query on the key)",
-    ("AuditReaderPolicy", "sqs:SendMessage"): "auditctl does not send its own audit event yet "
-                                              "(SPEC \"Access to the trail is itself recorded\")",
-}
+# auditctl changes so that it passes, remove it from here). None today: GetItem left the policies
+# (get is a Query on the key) and the reader's SendMessage carries every command's access event.
+NOT_USED_YET: dict[tuple[str, str], str] = {}
 
 
 def _grant_cases() -> list:

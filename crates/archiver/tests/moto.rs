@@ -91,7 +91,7 @@ async fn auditctl_lines(moto: &Moto) -> Vec<String> {
     let mut lines: Vec<String> = items
         .into_iter()
         .map(|item: HashMap<String, AttributeValue>| {
-            auditctl::item::TrailItem::from(item).to_json().to_string()
+            auditctl::item::TrailItem::from(item).line()
         })
         .collect();
     lines.sort();

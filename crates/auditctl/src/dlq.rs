@@ -198,8 +198,10 @@ pub struct Listing {
 
 /// A listing short of the queue: how many it listed of how many, why, and what to do.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("listed {listed} of {total} messages the dead-letter queue holds: {why}")]
+#[error("{verb} {listed} of {total} messages the dead-letter queue holds: {why}")]
 pub struct Shortfall {
+    /// What the command did with the ones it got: "listed", "saw".
+    pub verb: &'static str,
     pub listed: u64,
     pub total: u64,
     pub why: String,
@@ -252,6 +254,9 @@ pub struct RedriveReport {
     pub left: BTreeMap<String, u64>,
     /// Messages that could not be moved (they stay in the dead-letter queue), with the error.
     pub failed: Vec<(String, String)>,
+    /// When it could not see every message the queue held: how many of how many, why, and what
+    /// to do.
+    pub unseen: Option<Shortfall>,
 }
 
 /// The dead-letter queue.
@@ -320,6 +325,7 @@ impl DeadLetterQueue {
         let now = self.depth().await?;
         let listed = count(held.len());
         let shortfall = (now.total() > listed).then(|| Shortfall {
+            verb: "listed",
             listed,
             total: now.total(),
             why: self.why_short(stop, now, listed),
@@ -333,25 +339,7 @@ impl DeadLetterQueue {
     /// Why a listing got `listed` of what the queue holds (`now`, where the messages this
     /// listing holds are among those in flight), and what to do.
     fn why_short(&self, stop: Stop, now: Depth, listed: u64) -> String {
-        let are = |n: u64| if n == 1 { "is" } else { "are" };
-        let mut causes = Vec::new();
-        let mut when = Vec::new();
-        let others = now.in_flight.saturating_sub(listed);
-        if others > 0 {
-            causes.push(format!(
-                "{others} {} in flight with another consumer (a redrive, another listing, or a reader that has not deleted them)",
-                are(others)
-            ));
-            when.push("that consumer's visibility timeout");
-        }
-        if now.delayed > 0 {
-            causes.push(format!(
-                "{} {} delayed (sent with a delay)",
-                now.delayed,
-                are(now.delayed)
-            ));
-            when.push("the delay");
-        }
+        let (mut causes, when) = self.causes(now, listed);
         let redrive_first = "redrive what the listed messages explain (auditctl dlq redrive --reason CODE), then run auditctl dlq list again";
         let fix = match stop {
             Stop::Bound => {
@@ -379,6 +367,32 @@ impl DeadLetterQueue {
             ),
         };
         format!("{}; {fix}", causes.join("; "))
+    }
+
+    /// What keeps messages from a command that holds `ours` of them (`now`: the queue's counts,
+    /// ours among the in-flight ones): the causes in words, and what must end before they can be
+    /// received.
+    fn causes(&self, now: Depth, ours: u64) -> (Vec<String>, Vec<&'static str>) {
+        let are = |n: u64| if n == 1 { "is" } else { "are" };
+        let mut causes = Vec::new();
+        let mut when = Vec::new();
+        let others = now.in_flight.saturating_sub(ours);
+        if others > 0 {
+            causes.push(format!(
+                "{others} {} in flight with another consumer (a redrive, another listing, or a reader that has not deleted them)",
+                are(others)
+            ));
+            when.push("that consumer's visibility timeout");
+        }
+        if now.delayed > 0 {
+            causes.push(format!(
+                "{} {} delayed (sent with a delay)",
+                now.delayed,
+                are(now.delayed)
+            ));
+            when.push("the delay");
+        }
+        (causes, when)
     }
 
     /// The queue's approximate counts right now.
@@ -441,11 +455,31 @@ impl DeadLetterQueue {
         let mut next_send = tokio::time::Instant::now();
         let mut moved = 0u64;
         let full = |moved: u64| options.max.is_some_and(|max| moved >= max);
-        while !full(moved) && held.len() < self.bound {
+        // As `list`: SQS may answer a receive short or empty while messages remain, so it keeps
+        // receiving until it has seen as many as the queue held and a receive brings nothing
+        // new. No time bound: a message seen again after its hold ended is not moved twice
+        // (`Held::is_first`), and a slow `--rate` must not cut the redrive short.
+        let at_start = self.depth().await?.total();
+        let mut empty = 0;
+        let stop = loop {
+            if full(moved) {
+                return Ok(());
+            }
+            if held.len() >= self.bound {
+                break Stop::Bound;
+            }
             let batch = self.receive().await?;
             if held.add(&batch) == 0 {
-                break;
+                if count(held.len()) >= at_start {
+                    return Ok(());
+                }
+                empty += 1;
+                if empty >= EMPTY_RECEIVES {
+                    break Stop::Empty;
+                }
+                continue;
             }
+            empty = 0;
             let firsts: Vec<&DlqMessage> = batch.iter().filter(|m| held.is_first(m)).collect();
             for message in firsts {
                 let reason = message.reason();
@@ -475,6 +509,40 @@ impl DeadLetterQueue {
                     }
                 }
             }
+        };
+        // Short of the count at the start: does the queue hold messages it has not seen? (Those
+        // it holds and did not move are among the in-flight ones.)
+        let now = self.depth().await?;
+        let seen = count(held.len());
+        let holding = count(held.handles.len());
+        let not_seen = now.total().saturating_sub(holding);
+        if not_seen > 0 {
+            let (mut causes, when) = self.causes(now, holding);
+            let fix = match stop {
+                Stop::Bound => {
+                    causes.push(format!(
+                        "auditctl reads at most {} messages in one command",
+                        self.bound
+                    ));
+                    "run auditctl dlq redrive again".to_owned()
+                }
+                _ if when.is_empty() => {
+                    causes.push(format!(
+                        "{EMPTY_RECEIVES} receives in a row brought none of the rest"
+                    ));
+                    "run auditctl dlq redrive again".to_owned()
+                }
+                _ => format!(
+                    "run auditctl dlq redrive again once they are visible (when {} ends)",
+                    when.join(" or ")
+                ),
+            };
+            report.unseen = Some(Shortfall {
+                verb: "saw",
+                listed: seen,
+                total: seen + not_seen,
+                why: format!("{}; {fix}", causes.join("; ")),
+            });
         }
         Ok(())
     }

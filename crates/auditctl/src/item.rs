@@ -1,14 +1,16 @@
-//! Owns an audit item as read back from the table: its attributes, its merge key, and its plain
-//! JSON form (numbers with their stored digits). Must not know how items are queried or printed.
+//! Owns an audit item as read back from the table: its attributes, its merge key, and its form
+//! in DynamoDB's JSON, from which the model makes the plain JSON line (`audit_model::line`, the
+//! same line the archive stores). Must not know how items are queried or printed.
 
 use std::collections::HashMap;
-use std::str::FromStr;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use serde_json::{Map, Number, Value};
+use serde_json::{Map, Value, json};
 
 use super::merge::Keyed;
+use super::output::{Column, Record};
 use audit_model::keys::{PARTITION_KEY, SORT_KEY};
+use audit_model::line::{item_line, plain_json, plain_map};
 
 /// One stored item, with the two strings the merge orders by taken out once.
 #[derive(Debug, Clone, PartialEq)]
@@ -42,74 +44,89 @@ impl Keyed for TrailItem {
 }
 
 impl TrailItem {
-    /// The item as one JSON object: every attribute as plain JSON (keys in name order).
-    pub fn to_json(&self) -> Value {
-        Value::Object(
-            self.attributes
-                .iter()
-                .map(|(name, value)| (name.clone(), plain_json(value)))
-                .collect(),
-        )
+    /// The item in DynamoDB's JSON (`{"name": {"S": "…"}, …}`), as the wire and an export carry it.
+    pub fn dynamo_json(&self) -> Map<String, Value> {
+        self.attributes
+            .iter()
+            .map(|(name, value)| (name.clone(), dynamo_json(value)))
+            .collect()
     }
 
-    /// An attribute as text for a cell: strings as they are, anything else as JSON; "" if absent.
+    /// The item's JSON line (`--format jsonl`): the model's, so that auditctl and the archive
+    /// print the same bytes for the same item.
+    pub fn line(&self) -> String {
+        item_line(&self.dynamo_json())
+    }
+
+    /// An attribute as text for a cell: strings as they are, numbers with their digits, anything
+    /// else as plain JSON; "" if absent.
     pub fn text(&self, name: &str) -> String {
         match self.attributes.get(name) {
             None => String::new(),
             Some(AttributeValue::S(text)) => text.clone(),
             Some(AttributeValue::N(number)) => number.clone(),
-            Some(other) => plain_json(other).to_string(),
+            Some(other) => plain_json(&dynamo_json(other)).to_string(),
         }
     }
 }
 
-/// DynamoDB types -> plain JSON. Numbers keep the digits DynamoDB returns (serde_json's
-/// arbitrary_precision holds them as text); sets become arrays; binary becomes a hex string
-/// (the function never writes binary: it can only come from another writer).
-pub fn plain_json(value: &AttributeValue) -> Value {
-    let number = |text: &str| {
-        Number::from_str(text)
-            .map(Value::Number)
-            .unwrap_or_else(|_| Value::String(text.to_owned()))
-    };
-    let hex = |bytes: &[u8]| bytes.iter().map(|b| format!("{b:02x}")).collect::<String>();
+/// An SDK attribute value -> DynamoDB's JSON. Numbers stay the text DynamoDB returned; binary is
+/// base64 (standard alphabet, as DynamoDB's JSON carries it) by the SDK's own codec. Written by
+/// hand: these few lines are the whole mapping, where serde_dynamo maps to plain values instead,
+/// not to the tagged form the model reads.
+pub fn dynamo_json(value: &AttributeValue) -> Value {
+    use aws_smithy_types::base64;
     match value {
-        AttributeValue::S(text) => Value::String(text.clone()),
-        AttributeValue::N(text) => number(text),
-        AttributeValue::Bool(b) => Value::Bool(*b),
-        AttributeValue::Null(_) => Value::Null,
-        AttributeValue::M(map) => Value::Object(
-            map.iter()
-                .map(|(k, v)| (k.clone(), plain_json(v)))
-                .collect::<Map<_, _>>(),
-        ),
-        AttributeValue::L(values) => Value::Array(values.iter().map(plain_json).collect()),
-        AttributeValue::Ss(set) => Value::Array(set.iter().cloned().map(Value::String).collect()),
-        AttributeValue::Ns(set) => Value::Array(set.iter().map(|n| number(n)).collect()),
-        AttributeValue::B(blob) => Value::String(hex(blob.as_ref())),
-        AttributeValue::Bs(set) => {
-            Value::Array(set.iter().map(|b| Value::String(hex(b.as_ref()))).collect())
+        AttributeValue::S(text) => json!({ "S": text }),
+        AttributeValue::N(number) => json!({ "N": number }),
+        AttributeValue::Bool(b) => json!({ "BOOL": b }),
+        AttributeValue::Null(_) => json!({ "NULL": true }),
+        AttributeValue::M(map) => json!({
+            "M": map
+                .iter()
+                .map(|(k, v)| (k.clone(), dynamo_json(v)))
+                .collect::<Map<_, _>>()
+        }),
+        AttributeValue::L(values) => {
+            json!({ "L": values.iter().map(dynamo_json).collect::<Vec<_>>() })
         }
+        AttributeValue::Ss(set) => json!({ "SS": set }),
+        AttributeValue::Ns(set) => json!({ "NS": set }),
+        AttributeValue::B(blob) => json!({ "B": base64::encode(blob.as_ref()) }),
+        AttributeValue::Bs(set) => json!({
+            "BS": set.iter().map(|b| base64::encode(b.as_ref())).collect::<Vec<_>>()
+        }),
+        // A type newer than this SDK: nothing to say about it but that it is there.
         _ => Value::Null,
     }
 }
 
-/// The columns of an item in `csv` (all) and `table` (those with a width).
-impl super::output::Record for TrailItem {
-    const COLUMNS: &'static [super::output::Column] = &[
+/// The columns of an item in `csv` (all) and `table` (those with a width): who did what to what,
+/// with what result and from where, next to the time; the free text after them.
+impl Record for TrailItem {
+    const COLUMNS: &'static [Column] = &[
         column("auditTime", Some(24)),
         column("messageId", Some(36)),
-        column("auditText", Some(48)),
+        column("actor", Some(20)),
+        column("action", Some(20)),
+        column("resource", Some(24)),
+        column("outcome", Some(7)),
+        column("sourceIp", Some(15)),
+        column("auditText", Some(32)),
         column("sqsMessageId", None),
         column("sentAt", None),
         column("receivedAt", None),
-        column("receiveCount", Some(7)),
+        column("receiveCount", None),
         column("eventSource", None),
-        column("extra", Some(40)),
+        column("extra", Some(24)),
     ];
 
     fn json(&self) -> Value {
-        self.to_json()
+        Value::Object(plain_map(&self.dynamo_json()))
+    }
+
+    fn line(&self) -> String {
+        TrailItem::line(self)
     }
 
     fn cells(&self) -> Vec<String> {
@@ -117,21 +134,31 @@ impl super::output::Record for TrailItem {
     }
 }
 
-const fn column(name: &'static str, table_width: Option<usize>) -> super::output::Column {
-    super::output::Column { name, table_width }
+const fn column(name: &'static str, table_width: Option<usize>) -> Column {
+    Column { name, table_width }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use aws_sdk_dynamodb::primitives::Blob;
+
+    fn item(attributes: Vec<(&str, AttributeValue)>) -> TrailItem {
+        TrailItem::from(
+            attributes
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v))
+                .collect::<HashMap<_, _>>(),
+        )
+    }
 
     #[test]
     fn numbers_keep_their_exact_digits_and_extra_is_an_object() {
-        let item = TrailItem::from(HashMap::from([
-            ("messageId".to_owned(), AttributeValue::S("m".into())),
-            ("auditTime".to_owned(), AttributeValue::S("t".into())),
+        let item = item(vec![
+            ("messageId", AttributeValue::S("m".into())),
+            ("auditTime", AttributeValue::S("t".into())),
             (
-                "extra".to_owned(),
+                "extra",
                 AttributeValue::M(HashMap::from([
                     (
                         "amount".to_owned(),
@@ -147,11 +174,11 @@ mod tests {
                     ),
                 ])),
             ),
-            ("receiveCount".to_owned(), AttributeValue::N("3".into())),
-        ]));
+            ("receiveCount", AttributeValue::N("3".into())),
+        ]);
         assert_eq!((item.time(), item.id()), ("t", "m"));
         assert_eq!(
-            item.to_json().to_string(),
+            item.line(),
             // The digits are kept; serde_json writes an exponent's `E` as `e` (DynamoDB returns numbers
             // without exponents anyway).
             r#"{"auditTime":"t","extra":{"amount":12345678901234567890.123456789012345678,"tags":[true,null,1e+5]},"messageId":"m","receiveCount":3}"#
@@ -162,5 +189,46 @@ mod tests {
             item.text("extra"),
             r#"{"amount":12345678901234567890.123456789012345678,"tags":[true,null,1e+5]}"#
         );
+    }
+
+    #[test]
+    fn every_attribute_type_maps_to_dynamodb_json_and_the_line_is_the_models() {
+        let item = item(vec![
+            ("s", AttributeValue::S("text \"q\" é".into())),
+            ("n", AttributeValue::N("-0.000100".into())),
+            ("bool", AttributeValue::Bool(false)),
+            ("null", AttributeValue::Null(true)),
+            ("ss", AttributeValue::Ss(vec!["a".into(), "b".into()])),
+            ("ns", AttributeValue::Ns(vec!["1".into(), "2.50".into()])),
+            ("b", AttributeValue::B(Blob::new(b"hi\x00\xff".to_vec()))),
+            (
+                "bs",
+                AttributeValue::Bs(vec![Blob::new(b"a".to_vec()), Blob::new(Vec::new())]),
+            ),
+            (
+                "m",
+                AttributeValue::M(HashMap::from([(
+                    "l".to_owned(),
+                    AttributeValue::L(vec![AttributeValue::S("x".into())]),
+                )])),
+            ),
+        ]);
+        let dynamo = item.dynamo_json();
+        assert_eq!(
+            Value::Object(dynamo.clone()),
+            json!({
+                "s": {"S": "text \"q\" é"}, "n": {"N": "-0.000100"}, "bool": {"BOOL": false},
+                "null": {"NULL": true}, "ss": {"SS": ["a", "b"]}, "ns": {"NS": ["1", "2.50"]},
+                "b": {"B": "aGkA/w=="}, "bs": {"BS": ["YQ==", ""]},
+                "m": {"M": {"l": {"L": [{"S": "x"}]}}}
+            })
+        );
+        assert_eq!(item.line(), item_line(&dynamo));
+        assert_eq!(
+            item.line(),
+            r#"{"b":"aGkA/w==","bool":false,"bs":["YQ==",""],"m":{"l":["x"]},"n":-0.000100,"ns":[1,2.50],"null":null,"s":"text \"q\" é","ss":["a","b"]}"#
+        );
+        assert_eq!(item.text("b"), r#""aGkA/w==""#);
+        assert_eq!(item.text("n"), "-0.000100");
     }
 }

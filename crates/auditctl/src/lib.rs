@@ -3,7 +3,10 @@
 //! dead-letter list and redrive. Must not know the Lambda runtime or batching; it reuses the
 //! library's item names, bucket rule and `failureContext` format rather than restating them.
 
+pub mod access;
 pub mod dlq;
+pub mod fetch;
+pub mod filter;
 pub mod item;
 pub mod merge;
 pub mod output;
@@ -19,6 +22,22 @@ pub enum TrailError {
         "table {table} has no index {index} (the trail is read in time order from it): deploy the current template.yaml, which adds it"
     )]
     NoTimeIndex { table: String, index: String },
+    #[error(
+        "table {table} has no index {index} (lookups by {field} read it): deploy the current template.yaml, which adds it"
+    )]
+    NoLookupIndex {
+        table: String,
+        index: String,
+        field: &'static str,
+    },
+    #[error(
+        "index {index} of table {table} is {status}, not ACTIVE: wait until it is built (aws dynamodb describe-table --table-name {table} shows IndexStatus), then run this again"
+    )]
+    IndexNotActive {
+        table: String,
+        index: String,
+        status: String,
+    },
     #[error("no {what} URL: set {env} or {flag} (stack output {output})")]
     NoQueueUrl {
         what: &'static str,
@@ -39,6 +58,9 @@ pub enum TrailError {
     Incomplete(#[from] dlq::Shortfall),
     #[error("writing the output: {0}")]
     Output(#[from] std::io::Error),
+    /// The access event could not be sent: nothing was read.
+    #[error(transparent)]
+    Access(#[from] access::AccessError),
 }
 
 /// An SDK error in words: the service's code and message when there is one, else the SDK's own

@@ -2,24 +2,29 @@
 //! dead-letter queue. Argument parsing and wiring only; the logic is in `this crate`.
 
 use std::io::{BufWriter, IsTerminal, Write};
+use std::net::IpAddr;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use audit_model::keys::DEFAULT_TABLE_NAME;
+use audit_model::message::EventOutcome;
 use auditctl::TrailError;
+use auditctl::access::{self, Action, Recorder, SdkAccessLog};
 use auditctl::dlq::{DeadLetterQueue, Listed, ListedWithBody, RedriveOptions};
+use auditctl::filter::{self, By, Fields, Plan};
 use auditctl::item::TrailItem;
 use auditctl::merge::Order;
 use auditctl::output::{Format, Printer};
 use auditctl::query::{QueryOptions, Reader};
 use auditctl::range::TimeRange;
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use futures::{Stream, StreamExt};
 
 const AFTER_HELP: &str = "\
 Environment (a flag wins over its variable):
   TABLE_NAME              the audit table (--table)
-  AUDIT_QUEUE_URL         the source queue, target of a redrive (--queue-url; stack output AuditQueueUrl)
+  AUDIT_QUEUE_URL         the audit queue: where each command records its own access, and the target
+                          of a redrive (--queue-url; stack output AuditQueueUrl)
   DEAD_LETTER_QUEUE_URL   the dead-letter queue (--dlq-url; stack output AuditDeadLetterQueueUrl)
   AWS_ENDPOINT_URL        a local endpoint such as moto (--endpoint-url)
   AWS_PROFILE, AWS_REGION and the other standard AWS variables and files (--profile, --region)
@@ -32,6 +37,12 @@ Examples:
   auditctl dlq list
   auditctl dlq redrive --reason throttled --rate 50
 
+Access to the trail is itself recorded: query, get, dlq list and dlq redrive first send an audit
+event of their own (actor = the caller's ARN from sts:GetCallerIdentity, action auditctl.query,
+auditctl.get, auditctl.dlq.list or auditctl.dlq.redrive, the arguments given) to the audit queue.
+If it cannot be sent, the command reads nothing and exits 1. Without an audit queue, or with
+--no-audit-event, it says on stderr that the access was not recorded.
+
 Exit status: 0 success, 1 failure (the message names the fix), 2 bad usage.";
 
 /// Reads the audit trail in time order and works the dead-letter queue.
@@ -40,8 +51,22 @@ Exit status: 0 success, 1 failure (the message names the fix), 2 bad usage.";
 struct Cli {
     #[command(flatten)]
     aws: AwsArgs,
+    #[command(flatten)]
+    audit: AuditArgs,
     #[command(subcommand)]
     command: Command,
+}
+
+/// Where a command records its own access (access.rs).
+#[derive(Debug, Args)]
+struct AuditArgs {
+    /// The audit queue (stack output AuditQueueUrl): each command's own access event goes there,
+    /// and a redrive's messages.
+    #[arg(long, global = true, env = "AUDIT_QUEUE_URL")]
+    queue_url: Option<String>,
+    /// Do not record this access to the trail (said on stderr).
+    #[arg(long, global = true)]
+    no_audit_event: bool,
 }
 
 #[derive(Debug, Args)]
@@ -60,17 +85,28 @@ struct AwsArgs {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Every item with FROM <= auditTime <= TO, ordered by (auditTime, messageId), from the
-    /// byAuditTime index (never a Scan), printed as it is read.
+    /// byAuditTime index, or with --actor, --action or --resource the events of that value from
+    /// its lookup index (never a Scan), printed as it is read.
     #[command(after_help = "\
 Times are RFC 3339 with an offset (Z or ±hh:mm), any precision. Items are stored at millisecond
 precision in UTC: --to 10:00:00.9999Z includes 10:00:00.999Z; --from 10:00:00.0001Z starts at
 10:00:00.001Z. The 32 shards of each UTC day are read concurrently and merged; memory is bounded by
 the pages in flight (about 32 x 3 x --page-size items), not by the size of the range.
 
+Lookups: --actor, --action or --resource reads the 4 shards of that value in its index (byActor,
+byAction, byResource) over the whole range at once, merges them in the same order, and reads the
+full items 100 at a time (BatchGetItem). Given two or three of them, --by names the index and the
+others filter. --outcome and --source-ip filter too (the IP in any text form: 2001:DB8::1 finds
+2001:db8::1). Filters are exact matches applied by DynamoDB to what the index reads; they work on
+a time query as well. Items written before the lookup indexes existed are not in them.
+
 Examples:
   auditctl query --from 2026-11-22T00:00:00Z --to 2026-11-22T23:59:59.999Z
   auditctl query --from 2026-11-22T10:00:00+01:00 --to 2026-11-22T11:00:00+01:00 --desc --limit 20
   auditctl query --from 2026-11-01T00:00:00Z --to 2026-12-01T00:00:00Z --format jsonl | jq .auditText
+  auditctl query --actor alice --from 2026-11-01T00:00:00Z --to 2026-12-01T00:00:00Z
+  auditctl query --resource invoice/4711 --outcome failure --from 2026-09-01T00:00:00Z --to 2026-12-01T00:00:00Z
+  auditctl query --actor alice --action invoice.delete --by actor --from 2026-11-01T00:00:00Z --to 2026-12-01T00:00:00Z
 
 Environment: TABLE_NAME, AWS_ENDPOINT_URL, AWS_PROFILE, AWS_REGION.")]
     Query(QueryArgs),
@@ -119,7 +155,35 @@ struct QueryArgs {
     #[arg(long)]
     stats: bool,
     #[command(flatten)]
+    fields: FieldArgs,
+    /// Only events with this outcome: success, failure or unknown (a filter).
+    #[arg(long, value_name = "OUTCOME", value_parser = filter::parse_outcome)]
+    outcome: Option<EventOutcome>,
+    /// Only events from this IPv4 or IPv6 address, in any text form (a filter).
+    #[arg(long, value_name = "IP", value_parser = filter::parse_source_ip)]
+    source_ip: Option<IpAddr>,
+    /// The index to read when more than one of --actor, --action, --resource is given (the
+    /// others filter what it reads); `time` reads byAuditTime and filters by all of them.
+    #[arg(long, value_enum, value_name = "INDEX")]
+    by: Option<By>,
+    #[command(flatten)]
     table: TableArgs,
+}
+
+/// Who did what to what: one of --actor, --action, --resource picks a lookup index; the others
+/// filter (exact match).
+#[derive(Debug, Args)]
+#[group(id = "lookup", multiple = true, required = false)]
+struct FieldArgs {
+    /// Only events of this actor (a lookup on the byActor index).
+    #[arg(long, value_name = "ACTOR")]
+    actor: Option<String>,
+    /// Only events of this action (a lookup on the byAction index).
+    #[arg(long, value_name = "ACTION")]
+    action: Option<String>,
+    /// Only events on this resource (a lookup on the byResource index).
+    #[arg(long, value_name = "RESOURCE")]
+    resource: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -178,6 +242,10 @@ its original identity: a message already written is a duplicate, not a second it
 StartMessageMoveTask gives each message a new id and loses that identity.) Messages not moved are
 visible again when the command ends.
 
+It goes through the whole queue (or up to --max). When it cannot see every message (some are in
+flight with another consumer, or delayed), it moves what it saw, says on stderr how many it saw
+of how many and what to do, and exits 1.
+
 Examples:
   auditctl dlq redrive --dry-run
   auditctl dlq redrive --reason throttled --rate 50
@@ -185,9 +253,6 @@ Examples:
 
 Environment: AUDIT_QUEUE_URL, DEAD_LETTER_QUEUE_URL, AWS_ENDPOINT_URL, AWS_PROFILE, AWS_REGION.")]
     Redrive {
-        /// The audit queue the messages go back to (stack output AuditQueueUrl).
-        #[arg(long, env = "AUDIT_QUEUE_URL")]
-        queue_url: Option<String>,
         /// Only messages of this reason code; the others stay.
         #[arg(long, value_name = "CODE")]
         reason: Option<String>,
@@ -215,6 +280,12 @@ impl From<TrailError> for Failure {
     }
 }
 
+impl From<access::AccessError> for Failure {
+    fn from(error: access::AccessError) -> Self {
+        Self::Trail(TrailError::Access(error))
+    }
+}
+
 impl From<std::io::Error> for Failure {
     fn from(error: std::io::Error) -> Self {
         Self::Trail(TrailError::Output(error))
@@ -223,8 +294,16 @@ impl From<std::io::Error> for Failure {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
-    let cli = Cli::parse(); // clap exits 2 on bad usage
-    match run(cli).await {
+    // clap exits 2 on bad usage. Built first, so that each subcommand holds the global flags
+    // that given_arguments reads.
+    let mut command = Cli::command();
+    command.build();
+    let matches = command.get_matches_mut();
+    let cli = Cli::from_arg_matches(&matches)
+        .map_err(|e| e.format(&mut Cli::command()))
+        .unwrap_or_else(|e| e.exit());
+    let arguments = access::given_arguments(&command, &matches);
+    match run(cli, arguments).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure::Trail(TrailError::Output(e)))
             if e.kind() == std::io::ErrorKind::BrokenPipe =>
@@ -242,8 +321,21 @@ async fn main() -> ExitCode {
     }
 }
 
-async fn run(cli: Cli) -> Result<(), Failure> {
+async fn run(
+    cli: Cli,
+    arguments: serde_json::Map<String, serde_json::Value>,
+) -> Result<(), Failure> {
     let config = sdk_config(&cli.aws).await;
+    // Each command that reads the trail or moves dead letters records that first (after its
+    // arguments are checked, before any read): `access.record(...)` in its arm.
+    let access = Recorder::new(
+        cli.audit
+            .queue_url
+            .clone()
+            .map(|url| SdkAccessLog::new(&config, url)),
+        cli.audit.no_audit_event,
+        arguments,
+    );
     let location = match (&cli.aws.endpoint_url, config.region()) {
         (Some(endpoint), _) => endpoint.clone(),
         (None, Some(region)) => format!("region {region}"),
@@ -253,12 +345,21 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         Command::Query(args) => {
             let range = TimeRange::parse(&args.from, &args.to)
                 .map_err(|e| Failure::Usage(e.to_string()))?;
+            let fields = Fields {
+                actor: args.fields.actor,
+                action: args.fields.action,
+                resource: args.fields.resource,
+                outcome: args.outcome,
+                source_ip: args.source_ip,
+            };
+            let plan = Plan::new(args.by, fields).map_err(|e| Failure::Usage(e.to_string()))?;
+            access.record(Action::Query, &args.table.table).await?;
             let reader = Reader::new(
                 aws_sdk_dynamodb::Client::new(&config),
                 &args.table.table,
                 location,
             );
-            reader.check_time_index().await?;
+            reader.check_index(&plan).await?;
             let options = QueryOptions {
                 order: if args.desc {
                     Order::Descending
@@ -270,7 +371,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
                 limit: args.limit,
             };
             let started = Instant::now();
-            let rows = reader.query(range, options);
+            let rows = reader.read(&plan, range, options);
             let rows = match args.limit {
                 Some(limit) => rows
                     .take(usize::try_from(limit).unwrap_or(usize::MAX))
@@ -279,17 +380,12 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             };
             let printed = print_items(rows, args.table.format, &reader).await?;
             if args.stats {
-                let elapsed = started.elapsed().as_secs_f64();
-                eprintln!(
-                    "{printed} rows, {} requests, {} items read, {elapsed:.2} s, {:.0} rows/s",
-                    reader.stats.requests(),
-                    reader.stats.items_read(),
-                    printed as f64 / elapsed.max(1e-9)
-                );
+                eprintln!("{}", reader.stats.line(printed, started.elapsed()));
             }
             Ok(())
         }
         Command::Get(args) => {
+            access.record(Action::Get, &args.table.table).await?;
             let reader = Reader::new(
                 aws_sdk_dynamodb::Client::new(&config),
                 &args.table.table,
@@ -305,13 +401,14 @@ async fn run(cli: Cli) -> Result<(), Failure> {
                 flag: "--dlq-url",
                 output: "AuditDeadLetterQueueUrl",
             })?;
-            let queue = DeadLetterQueue::new(aws_sdk_sqs::Client::new(&config), url);
+            let queue = DeadLetterQueue::new(aws_sdk_sqs::Client::new(&config), url.clone());
             match dlq.command {
                 DlqCommand::List {
                     reason,
                     show_body,
                     format,
                 } => {
+                    access.record(Action::DlqList, &url).await?;
                     let listing = queue.list().await?;
                     let shown = listing
                         .messages
@@ -338,13 +435,12 @@ async fn run(cli: Cli) -> Result<(), Failure> {
                     }
                 }
                 DlqCommand::Redrive {
-                    queue_url,
                     reason,
                     max,
                     rate,
                     dry_run,
                 } => {
-                    let target = queue_url.ok_or(TrailError::NoQueueUrl {
+                    let target = cli.audit.queue_url.clone().ok_or(TrailError::NoQueueUrl {
                         what: "audit queue",
                         env: "AUDIT_QUEUE_URL",
                         flag: "--queue-url",
@@ -353,6 +449,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
                     if rate.is_some_and(|r| r.is_nan() || r <= 0.0) {
                         return Err(Failure::Usage("--rate must be above 0".into()));
                     }
+                    access.record(Action::DlqRedrive, &url).await?;
                     let options = RedriveOptions {
                         reason,
                         max,
@@ -374,6 +471,13 @@ async fn run(cli: Cli) -> Result<(), Failure> {
                     }
                     for (id, error) in &report.failed {
                         eprintln!("error: {id} not moved: {error}");
+                    }
+                    // Messages it could not see (in flight elsewhere, delayed): exit 1, as list.
+                    if let Some(unseen) = report.unseen {
+                        if report.failed.is_empty() {
+                            return Err(TrailError::from(unseen).into());
+                        }
+                        eprintln!("error: {unseen}");
                     }
                     if report.failed.is_empty() {
                         Ok(())

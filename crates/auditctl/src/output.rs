@@ -49,8 +49,13 @@ pub struct Block {
 /// Something printed as one row.
 pub trait Record {
     const COLUMNS: &'static [Column];
-    /// The whole row as JSON (the `jsonl` format).
+    /// The whole row as JSON.
     fn json(&self) -> Value;
+    /// The row's line in the `jsonl` format (without the newline): its JSON unless the record
+    /// has a line of its own.
+    fn line(&self) -> String {
+        self.json().to_string()
+    }
     /// One text per column of `COLUMNS`, in full (the `csv` format; the table truncates).
     fn cells(&self) -> Vec<String>;
     /// A text the table prints in full under the row (a column without a table width).
@@ -93,7 +98,7 @@ impl<W: Write, R: Record> Printer<W, R> {
         self.rows += 1;
         match self.format {
             Format::Jsonl => {
-                serde_json::to_writer(&mut self.out, &record.json())?;
+                self.out.write_all(record.line().as_bytes())?;
                 self.out.write_all(b"\n")
             }
             Format::Csv => {

@@ -1,6 +1,7 @@
-//! Owns reading items from the table: `query` fans out over the 32 shards of each UTC day of the
-//! `byAuditTime` index (Query, never Scan) and merges them in time order; `get` reads one
-//! `messageId`. Must not know output formats.
+//! Owns reading items from the table: a time query fans out over the 32 shards of each UTC day of
+//! the `byAuditTime` index, a lookup over the 4 shards of one value of a lookup index (Query,
+//! never Scan), both merged in (auditTime, messageId) order; a lookup then reads the full items
+//! (`fetch.rs`); `get` reads one `messageId`. Must not know output formats.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -8,15 +9,20 @@ use std::sync::atomic::{AtomicU64, Ordering as Atomic};
 
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::operation::describe_table::DescribeTableError;
-use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodb::types::{AttributeValue, IndexStatus};
 use futures::{Stream, StreamExt};
 use tokio::sync::{Semaphore, mpsc};
 
+use super::fetch::BATCH_GET_KEYS;
+use super::filter::{Filter, Plan, Source};
 use super::item::TrailItem;
 use super::merge::{Order, merge};
 use super::range::TimeRange;
 use super::{TrailError, sdk_error};
-use audit_model::keys::{AUDIT_BUCKET, PARTITION_KEY, SORT_KEY, TIME_INDEX};
+use audit_model::keys::{
+    AUDIT_BUCKET, LOOKUP_SHARDS, PARTITION_KEY, SORT_KEY, TIME_INDEX, lookup_index,
+    lookup_key_of_shard,
+};
 use audit_model::message::AUDIT_BUCKET_SHARDS;
 
 /// How a query reads.
@@ -31,33 +37,94 @@ pub struct QueryOptions {
     pub limit: Option<u64>,
 }
 
-/// Requests made and rows read, for the progress line and `--stats`.
+impl QueryOptions {
+    /// The Query `Limit`: `page_size`, or `limit` when that is smaller.
+    fn page_size(&self) -> i32 {
+        match self.limit {
+            Some(limit) => self
+                .page_size
+                .min(i32::try_from(limit).unwrap_or(i32::MAX))
+                .max(1),
+            None => self.page_size.max(1),
+        }
+    }
+}
+
+/// Requests made and items read, for the progress line and `--stats`.
 #[derive(Debug, Default)]
 pub struct Stats {
-    pub requests: AtomicU64,
+    pub describe_table: AtomicU64,
+    pub query: AtomicU64,
+    pub batch_get_item: AtomicU64,
+    /// Index items read (DynamoDB's ScannedCount: before the filters; what is paid for).
     pub items_read: AtomicU64,
+    /// Items a lookup's index listed that the table no longer held when read (expired by TTL, or
+    /// deleted).
+    pub missing: AtomicU64,
 }
 
 impl Stats {
+    /// Every request, whatever its operation.
     pub fn requests(&self) -> u64 {
-        self.requests.load(Atomic::Relaxed)
+        self.describe_table() + self.query() + self.batch_get_item()
+    }
+    pub fn describe_table(&self) -> u64 {
+        self.describe_table.load(Atomic::Relaxed)
+    }
+    pub fn query(&self) -> u64 {
+        self.query.load(Atomic::Relaxed)
+    }
+    pub fn batch_get_item(&self) -> u64 {
+        self.batch_get_item.load(Atomic::Relaxed)
     }
     pub fn items_read(&self) -> u64 {
         self.items_read.load(Atomic::Relaxed)
+    }
+    pub fn missing(&self) -> u64 {
+        self.missing.load(Atomic::Relaxed)
+    }
+
+    /// The `--stats` line: rows, requests by operation, items read, time, rate.
+    pub fn line(&self, rows: u64, elapsed: std::time::Duration) -> String {
+        let seconds = elapsed.as_secs_f64();
+        let missing = match self.missing() {
+            0 => String::new(),
+            n => format!(", {n} listed by the index but no longer in the table"),
+        };
+        format!(
+            "{rows} rows, {} requests: {} DescribeTable + {} Query + {} BatchGetItem, {} items read, {seconds:.2} s, {:.0} rows/s{missing}",
+            self.requests(),
+            self.describe_table(),
+            self.query(),
+            self.batch_get_item(),
+            self.items_read(),
+            rows as f64 / seconds.max(1e-9)
+        )
     }
 }
 
 /// The audit table, read.
 #[derive(Debug, Clone)]
 pub struct Reader {
-    client: Client,
-    table: String,
+    pub(crate) client: Client,
+    pub(crate) table: String,
     /// Where the table was looked for (endpoint or region), for error messages.
     location: String,
     pub stats: Arc<Stats>,
 }
 
 type Page = Result<Vec<TrailItem>, TrailError>;
+
+/// One shard of an index to read: the partition key's attribute and value, the range, and the
+/// filters.
+#[derive(Debug, Clone)]
+struct Shard {
+    index: &'static str,
+    key_attribute: &'static str,
+    key: String,
+    range: TimeRange,
+    filter: Option<Arc<Filter>>,
+}
 
 impl Reader {
     pub fn new(client: Client, table: impl Into<String>, location: impl Into<String>) -> Self {
@@ -69,17 +136,17 @@ impl Reader {
         }
     }
 
-    fn not_found(&self) -> TrailError {
+    pub(crate) fn not_found(&self) -> TrailError {
         TrailError::TableNotFound {
             table: self.table.clone(),
             at: self.location.clone(),
         }
     }
 
-    /// The table exists and has the `byAuditTime` index (one DescribeTable), so that a missing
-    /// one is reported as such rather than as 32 failing Queries.
-    pub async fn check_time_index(&self) -> Result<(), TrailError> {
-        self.stats.requests.fetch_add(1, Atomic::Relaxed);
+    /// The table exists and has the index the plan reads, built (one DescribeTable), so that a
+    /// missing one is reported as such rather than as failing Queries.
+    pub async fn check_index(&self, plan: &Plan) -> Result<(), TrailError> {
+        self.stats.describe_table.fetch_add(1, Atomic::Relaxed);
         let described = self
             .client
             .describe_table()
@@ -90,19 +157,55 @@ impl Reader {
                 Some(DescribeTableError::ResourceNotFoundException(_)) => self.not_found(),
                 _ => TrailError::Aws(sdk_error(&error)),
             })?;
-        let has_index = described
+        let wanted = plan.index();
+        let index = described
             .table()
             .map(|t| t.global_secondary_indexes())
             .unwrap_or_default()
             .iter()
-            .any(|index| index.index_name() == Some(TIME_INDEX));
-        if has_index {
-            Ok(())
-        } else {
-            Err(TrailError::NoTimeIndex {
+            .find(|index| index.index_name() == Some(wanted));
+        let status = index.and_then(|i| i.index_status());
+        match (index, &plan.source) {
+            (None, Source::Time) => Err(TrailError::NoTimeIndex {
                 table: self.table.clone(),
-                index: TIME_INDEX.to_owned(),
-            })
+                index: wanted.to_owned(),
+            }),
+            (None, Source::Lookup { field, .. }) => Err(TrailError::NoLookupIndex {
+                table: self.table.clone(),
+                index: wanted.to_owned(),
+                field: field.attribute(),
+            }),
+            // Being built from the table's items (or removed): not readable yet.
+            (Some(_), _)
+                if matches!(
+                    status,
+                    Some(IndexStatus::Creating) | Some(IndexStatus::Deleting)
+                ) =>
+            {
+                Err(TrailError::IndexNotActive {
+                    table: self.table.clone(),
+                    index: wanted.to_owned(),
+                    status: status.map(|s| s.as_str().to_owned()).unwrap_or_default(),
+                })
+            }
+            (Some(_), _) => Ok(()),
+        }
+    }
+
+    /// What the plan asks for: a time query or a lookup, with its filters.
+    pub fn read(
+        &self,
+        plan: &Plan,
+        range: TimeRange,
+        options: QueryOptions,
+    ) -> std::pin::Pin<Box<dyn Stream<Item = Result<TrailItem, TrailError>> + Send>> {
+        let filter = plan.filter().map(Arc::new);
+        match &plan.source {
+            Source::Time => Box::pin(self.query(range, options, filter)),
+            Source::Lookup { field, value } => {
+                let index = lookup_index(*field);
+                Box::pin(self.lookup(index.name, index.key, value, range, options, filter))
+            }
         }
     }
 
@@ -110,38 +213,107 @@ impl Reader {
     /// in `options.order`. Days are read one after the other; within a day the 32 shards are
     /// read concurrently (at most `options.concurrency` requests in flight), each a page ahead of
     /// the merge. Dropping the stream stops the reading.
+    /// With `filter`, only the items that match it (a FilterExpression: DynamoDB reads the
+    /// others and leaves them out of the page).
     pub fn query(
         &self,
         range: TimeRange,
         options: QueryOptions,
-    ) -> impl Stream<Item = Result<TrailItem, TrailError>> + use<> {
+        filter: Option<Arc<Filter>>,
+    ) -> impl Stream<Item = Result<TrailItem, TrailError>> + Send + use<> {
         let mut days = range.days();
         if options.order == Order::Descending {
             days.reverse();
         }
         let permits = Arc::new(Semaphore::new(options.concurrency.max(1)));
-        let page_size = match options.limit {
-            Some(limit) => options
-                .page_size
-                .min(i32::try_from(limit).unwrap_or(i32::MAX))
-                .max(1),
-            None => options.page_size.max(1),
-        };
+        let page_size = options.page_size();
         let reader = self.clone();
         futures::stream::iter(days)
             .map(move |day| {
                 let shards = (0..AUDIT_BUCKET_SHARDS)
                     .map(|shard| {
-                        reader.shard_pages(
-                            format!("{day}#{shard:02}"),
-                            range.clone(),
-                            options.order,
-                            page_size,
-                            permits.clone(),
-                        )
+                        let shard = Shard {
+                            index: TIME_INDEX,
+                            key_attribute: AUDIT_BUCKET,
+                            key: format!("{day}#{shard:02}"),
+                            range: range.clone(),
+                            filter: filter.clone(),
+                        };
+                        reader.shard_pages(shard, options.order, page_size, permits.clone())
                     })
                     .collect();
                 merge(shards, options.order)
+            })
+            .flatten()
+    }
+
+    /// The items whose `key_attribute` is one of the `LOOKUP_SHARDS` keys of `value` in the lookup
+    /// index `index`, with `range.from <= auditTime <= range.to` (and `filter`), ordered by
+    /// (auditTime, messageId) in `options.order`, each read in full from the table. The shards
+    /// are read concurrently, each a page ahead of the merge; the merged keys go to BatchGetItem
+    /// `BATCH_GET_KEYS` at a time, in order, and come out in that order. Memory: the pages in
+    /// flight and one chunk, whatever the range. `options.limit` stops reading once that many
+    /// are out. Dropping the stream stops the reading.
+    pub fn lookup(
+        &self,
+        index: &'static str,
+        key_attribute: &'static str,
+        value: &str,
+        range: TimeRange,
+        options: QueryOptions,
+        filter: Option<Arc<Filter>>,
+    ) -> impl Stream<Item = Result<TrailItem, TrailError>> + Send + use<> {
+        let permits = Arc::new(Semaphore::new(options.concurrency.max(1)));
+        let page_size = options.page_size();
+        let shards = if range.is_empty() {
+            Vec::new()
+        } else {
+            (0..LOOKUP_SHARDS)
+                .map(|shard| {
+                    let shard = Shard {
+                        index,
+                        key_attribute,
+                        key: lookup_key_of_shard(value, shard),
+                        range: range.clone(),
+                        filter: filter.clone(),
+                    };
+                    self.shard_pages(shard, options.order, page_size, permits.clone())
+                })
+                .collect()
+        };
+        let keys = merge(shards, options.order);
+        let keys = match options.limit {
+            Some(limit) => keys
+                .take(usize::try_from(limit).unwrap_or(usize::MAX))
+                .left_stream(),
+            None => keys.right_stream(),
+        };
+        let reader = self.clone();
+        keys.chunks(BATCH_GET_KEYS)
+            .then(move |chunk| {
+                let reader = reader.clone();
+                async move {
+                    // The merge ends after its first error: the keys before it are read, then
+                    // the error goes out.
+                    let mut wanted = Vec::with_capacity(chunk.len());
+                    let mut failed = None;
+                    for key in chunk {
+                        match key {
+                            Ok(key) => wanted.push(key),
+                            Err(error) => {
+                                failed = Some(error);
+                                break;
+                            }
+                        }
+                    }
+                    let mut rows: Vec<Result<TrailItem, TrailError>> =
+                        match reader.fetch(wanted).await {
+                            Ok(items) => items.into_iter().map(Ok).collect(),
+                            Err(error) => vec![Err(error)],
+                        };
+                    rows.extend(failed.map(Err));
+                    futures::stream::iter(rows)
+                }
             })
             .flatten()
     }
@@ -151,8 +323,7 @@ impl Reader {
     /// being read.
     fn shard_pages(
         &self,
-        bucket: String,
-        range: TimeRange,
+        shard: Shard,
         order: Order,
         page_size: i32,
         permits: Arc<Semaphore>,
@@ -168,23 +339,37 @@ impl Reader {
                 if sender.is_closed() {
                     return; // the merge is gone (--limit reached, or an error): stop reading
                 }
-                reader.stats.requests.fetch_add(1, Atomic::Relaxed);
-                let result = reader
+                reader.stats.query.fetch_add(1, Atomic::Relaxed);
+                let mut request = reader
                     .client
                     .query()
                     .table_name(&reader.table)
-                    .index_name(TIME_INDEX)
-                    .key_condition_expression("#b = :b AND #t BETWEEN :from AND :to")
-                    .expression_attribute_names("#b", AUDIT_BUCKET)
+                    .index_name(shard.index)
+                    .key_condition_expression("#k = :k AND #t BETWEEN :from AND :to")
+                    .expression_attribute_names("#k", shard.key_attribute)
                     .expression_attribute_names("#t", SORT_KEY)
-                    .expression_attribute_values(":b", AttributeValue::S(bucket.clone()))
-                    .expression_attribute_values(":from", AttributeValue::S(range.from.clone()))
-                    .expression_attribute_values(":to", AttributeValue::S(range.to.clone()))
+                    .expression_attribute_values(":k", AttributeValue::S(shard.key.clone()))
+                    .expression_attribute_values(
+                        ":from",
+                        AttributeValue::S(shard.range.from.clone()),
+                    )
+                    .expression_attribute_values(":to", AttributeValue::S(shard.range.to.clone()))
                     .scan_index_forward(order == Order::Ascending)
                     .limit(page_size)
-                    .set_exclusive_start_key(start.take())
-                    .send()
-                    .await;
+                    .set_exclusive_start_key(start.take());
+                if let Some(filter) = &shard.filter {
+                    request = request.filter_expression(&filter.expression);
+                    for (placeholder, name) in &filter.names {
+                        request = request.expression_attribute_names(placeholder, name);
+                    }
+                    for (placeholder, value) in &filter.values {
+                        request = request.expression_attribute_values(
+                            placeholder,
+                            AttributeValue::S(value.clone()),
+                        );
+                    }
+                }
+                let result = request.send().await;
                 drop(permit);
                 let output = match result {
                     Ok(output) => output,
@@ -204,10 +389,11 @@ impl Reader {
                     .into_iter()
                     .map(TrailItem::from)
                     .collect();
+                let scanned = u64::try_from(output.scanned_count).unwrap_or(0);
                 reader
                     .stats
                     .items_read
-                    .fetch_add(items.len() as u64, Atomic::Relaxed);
+                    .fetch_add(scanned.max(items.len() as u64), Atomic::Relaxed);
                 if sender.send(Ok(items)).await.is_err() {
                     return;
                 }
@@ -235,7 +421,7 @@ impl Reader {
             let message_id = message_id.clone();
             async move {
                 let start: Option<HashMap<String, AttributeValue>> = start?;
-                reader.stats.requests.fetch_add(1, Atomic::Relaxed);
+                reader.stats.query.fetch_add(1, Atomic::Relaxed);
                 let result = reader
                     .client
                     .query()

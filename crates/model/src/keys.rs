@@ -77,10 +77,12 @@ pub fn lookup_index(field: LookupField) -> &'static LookupIndex {
 pub const LOOKUP_PROJECTION: [&str; 5] = ["actor", "action", "resource", "outcome", "sourceIp"];
 
 /// Shards per value of a lookup index. DynamoDB gives one partition key value at most 1,000
-/// write units per second; an index item is at most 4 KB (actor and resource 1,024 characters,
-/// action 256, the keys and the projected fields), 4 write units, so one value at 1,000 events
-/// per second spread over 4 shards needs at most 4 × 250 = 1,000 units per shard: the index
-/// never throttles the table's writes, whatever the sizes. A lookup reads the 4 shards.
+/// write units per second; an index item of at most 4 KB (the keys, and the projected fields in
+/// one-byte characters at their limits: actor and resource 1,024, action 256) costs at most 4
+/// units, so one value at 1,000 events per second spread over 4 shards needs at most
+/// 4 × 250 = 1,000 units per shard: the index does not throttle the table's writes. Fields in
+/// multi-byte characters at their limits make index items of up to 9 KB (docs/operations.md has
+/// what such a value sustains). A lookup reads the 4 shards.
 pub const LOOKUP_SHARDS: u32 = 4;
 
 /// The lookup index key of a field's value for an item: `<value>#<shard>`, the shard (one digit,
@@ -92,7 +94,50 @@ pub fn lookup_key(value: &str, message_id: &str) -> String {
     )
 }
 
+/// The longest value, in UTF-8 bytes, that a lookup key holds as it is. DynamoDB limits a
+/// partition key to 2,048 bytes, and an index refuses the whole write of an item whose index key
+/// is longer: `actor` and `resource` may be 1,024 characters, up to 4,096 bytes. A longer value
+/// is keyed by its SHA-256 (`sha256:<64 hex>`) instead, and the reader filters on the value
+/// itself (a projected attribute), so a lookup stays exact.
+pub const LOOKUP_VALUE_MAX_BYTES: usize = 1024;
+
+/// Whether a value is keyed by its hash (`LOOKUP_VALUE_MAX_BYTES`).
+pub fn lookup_value_is_hashed(value: &str) -> bool {
+    value.len() > LOOKUP_VALUE_MAX_BYTES
+}
+
 /// The key of one shard of a value, as the reader builds it.
 pub fn lookup_key_of_shard(value: &str, shard: u32) -> String {
-    format!("{value}#{shard}")
+    if lookup_value_is_hashed(value) {
+        use sha2::Digest as _;
+        let digest = sha2::Sha256::digest(value.as_bytes());
+        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        format!("sha256:{hex}#{shard}")
+    } else {
+        format!("{value}#{shard}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_value_at_the_character_limit_in_multibyte_characters_still_makes_a_valid_key() {
+        // 1,024 four-byte characters: 4,096 bytes, twice DynamoDB's key limit.
+        let long = "😀".repeat(1024);
+        let key = lookup_key_of_shard(&long, 3);
+        assert!(key.len() <= 2048, "{} bytes", key.len());
+        assert!(key.starts_with("sha256:") && key.ends_with("#3"));
+        assert_eq!(
+            key,
+            lookup_key_of_shard(&long, 3),
+            "the reader builds the same key"
+        );
+        assert_ne!(key, lookup_key_of_shard(&"😀".repeat(1023), 3));
+        // Short values are kept as they are, whatever their characters.
+        assert_eq!(lookup_key_of_shard("alice", 0), "alice#0");
+        let edge = "a".repeat(LOOKUP_VALUE_MAX_BYTES);
+        assert_eq!(lookup_key_of_shard(&edge, 1), format!("{edge}#1"));
+    }
 }

@@ -3,6 +3,7 @@
 //! envelope a body came in is `envelope`'s.
 
 use chrono::{DateTime, NaiveDateTime, SecondsFormat, Utc};
+use std::borrow::Cow;
 use std::net::IpAddr;
 
 use serde_json::{Map, Value};
@@ -511,19 +512,18 @@ impl AuditItem {
 
 impl AuditItem {
     /// The structured fields as the item's string attributes (`actor`, `action`, `resource`,
-    /// `outcome`, `sourceIp`), each only when the event carries it.
-    pub fn field_attributes(&self) -> Vec<(&'static str, String)> {
+    /// `outcome`, `sourceIp`), each only when the event carries it; borrowed but for the address.
+    pub fn field_attributes(&self) -> impl Iterator<Item = (&'static str, Cow<'_, str>)> + '_ {
         let f = &self.fields;
         [
-            ("actor", f.actor.clone()),
-            ("action", f.action.clone()),
-            ("resource", f.resource.clone()),
-            ("outcome", f.outcome.map(|o| o.as_str().to_owned())),
-            ("sourceIp", f.source_ip.map(|ip| ip.to_string())),
+            ("actor", f.actor.as_deref().map(Cow::Borrowed)),
+            ("action", f.action.as_deref().map(Cow::Borrowed)),
+            ("resource", f.resource.as_deref().map(Cow::Borrowed)),
+            ("outcome", f.outcome.map(|o| Cow::Borrowed(o.as_str()))),
+            ("sourceIp", f.source_ip.map(|ip| Cow::Owned(ip.to_string()))),
         ]
         .into_iter()
         .filter_map(|(name, value)| Some((name, value?)))
-        .collect()
     }
 
     /// The item's lookup keys: `(attribute, value)` for each lookup index whose field the item

@@ -34,12 +34,18 @@ pub enum StoreError {
     ItemTooLarge(usize),
     #[error("rejected by the store: {0}")]
     Rejected(String),
+    /// The caller may not do this (IAM, a service control policy, a VPC endpoint policy, a KMS
+    /// key policy): the deployment's fault, not the message's.
+    #[error("access denied: {0}")]
+    AccessDenied(String),
     #[error("an item with this key exists, but the store returned no old item to compare payloads")]
     Unverifiable,
 }
 
 impl StoreError {
-    /// Throttling, 5xx, timeouts and connection errors: worth another attempt.
+    /// Throttling, 5xx, timeouts and connection errors: worth another attempt within the
+    /// invocation. A refused access is not (a policy is not fixed in milliseconds, and hammering
+    /// it helps nobody), but it is transient across receives (its `Reason`).
     pub fn is_retryable(&self) -> bool {
         matches!(self, Self::Throttled(_) | Self::Unavailable(_))
     }
@@ -51,6 +57,7 @@ impl StoreError {
             Self::TableNotFound(_) => Reason::TableNotFound,
             Self::ItemTooLarge(_) => Reason::ItemTooLarge,
             Self::Rejected(_) => Reason::StoreRejected,
+            Self::AccessDenied(_) => Reason::AccessDenied,
             Self::Unverifiable => Reason::DuplicateUnverified,
         }
     }

@@ -1,6 +1,6 @@
 //! The DynamoDB adapter's error paths, through its real wire over HTTP to a scripted endpoint
 //! that answers what DynamoDB answers in trouble: throttling, 5xx, conditional failures with and
-//! without ALL_OLD, validation errors, dropped connections and silence.
+//! without ALL_OLD, validation errors, refused access, dropped connections and silence.
 
 mod support;
 
@@ -43,6 +43,8 @@ struct Scripted {
     requests: Arc<Mutex<usize>>,
     connections: Arc<Mutex<usize>>,
     last: Arc<Mutex<Option<Request>>>,
+    /// Each request's `X-Amz-Target`, or its method and path when it has none.
+    calls: Arc<Mutex<Vec<String>>>,
 }
 
 impl Scripted {
@@ -53,16 +55,18 @@ impl Scripted {
         let requests = Arc::new(Mutex::new(0));
         let connections = Arc::new(Mutex::new(0));
         let last = Arc::new(Mutex::new(None));
-        let (r, n, c, l) = (
+        let calls = Arc::new(Mutex::new(Vec::new()));
+        let (r, n, c, l, k) = (
             replies.clone(),
             requests.clone(),
             connections.clone(),
             last.clone(),
+            calls.clone(),
         );
         tokio::spawn(async move {
             while let Ok((socket, _)) = listener.accept().await {
                 *c.lock().unwrap() += 1;
-                tokio::spawn(serve(socket, r.clone(), n.clone(), l.clone()));
+                tokio::spawn(serve(socket, r.clone(), n.clone(), l.clone(), k.clone()));
             }
         });
         Self {
@@ -71,7 +75,19 @@ impl Scripted {
             requests,
             connections,
             last,
+            calls,
         }
+    }
+
+    /// How many requests had this target (`DescribeTable`, `PutItem`).
+    fn calls(&self, operation: &str) -> usize {
+        let target = format!("DynamoDB_20120810.{operation}");
+        self.calls
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|t| **t == target)
+            .count()
     }
 
     fn store(&self) -> DynamoDbStore {
@@ -96,10 +112,16 @@ async fn serve(
     replies: Arc<Mutex<VecDeque<Reply>>>,
     requests: Arc<Mutex<usize>>,
     last: Arc<Mutex<Option<Request>>>,
+    calls: Arc<Mutex<Vec<String>>>,
 ) {
     let mut buffer = Vec::new();
     while let Some(request) = read_request(&mut socket, &mut buffer).await {
         *requests.lock().unwrap() += 1;
+        calls.lock().unwrap().push(if request.target.is_empty() {
+            format!("{} {}", request.method, request.path)
+        } else {
+            request.target.clone()
+        });
         *last.lock().unwrap() = Some(request);
         let reply = {
             let mut replies = replies.lock().unwrap();
@@ -405,6 +427,7 @@ async fn warm_up_opens_the_connections_the_first_batch_uses() {
 
     assert_eq!(store.warm_up(5, Duration::from_secs(2)).await, Ok(5));
     assert_eq!(server.connections(), 5);
+    assert_eq!(server.calls("DescribeTable"), 1);
 
     let handler = audit_receiver::Handler::new(store, settings());
     let records = (0..5).map(|i| record(&format!("m{i}"), BODY)).collect();
@@ -417,6 +440,62 @@ async fn warm_up_opens_the_connections_the_first_batch_uses() {
         5,
         "the batch reused the warm connections"
     );
+}
+
+#[tokio::test]
+async fn warm_up_makes_one_describe_table_call_per_cold_start() {
+    // The function warms as many connections as a default batch of 10 uses.
+    let server = Scripted::start(vec![ok()]).await;
+    let store = server.store();
+
+    assert_eq!(store.warm_up(10, Duration::from_secs(2)).await, Ok(10));
+
+    assert_eq!(
+        server.calls("DescribeTable"),
+        1,
+        "one metadata call per cold start"
+    );
+    assert_eq!(server.connections(), 10, "and every connection opened");
+    assert_eq!(server.requests(), 10);
+}
+
+#[tokio::test]
+async fn access_refused_by_a_policy_waits_for_a_later_receive_instead_of_the_dead_letter_queue() {
+    use audit_receiver::deadletter::memory::MemoryDeadLetterQueue;
+
+    // Given a role whose policy does not allow PutItem, and a dead-letter queue.
+    let server = Scripted::start(vec![error(
+        400,
+        "AccessDeniedException",
+        "User: arn:aws:sts::123456789012:assumed-role/audit/f is not authorized to perform: \
+         dynamodb:PutItem on resource: arn:aws:dynamodb:us-east-1:123456789012:table/AuditMessages \
+         because no identity-based policy allows the dynamodb:PutItem action",
+    )])
+    .await;
+    let queue = Arc::new(MemoryDeadLetterQueue::new());
+    let handler =
+        audit_receiver::Handler::new(server.store(), settings()).with_dead_letters(queue.clone());
+
+    // When a record is received the first time: reported failed for SQS to deliver again, not
+    // dead-lettered, and not retried within the invocation.
+    let response = handler
+        .handle(event(vec![record("m1", BODY)]))
+        .await
+        .unwrap();
+    assert_eq!(failed(&response), ["m1"]);
+    assert!(queue.sent().is_empty(), "{:?}", queue.sent());
+    assert_eq!(server.requests(), 1, "access refused is not hammered");
+
+    // On its last receive (the policy still not fixed), the function dead-letters it itself,
+    // with its reason.
+    let mut last = record("m1", BODY);
+    last.attributes
+        .insert("ApproximateReceiveCount".into(), "5".into());
+    let response = handler.handle(event(vec![last])).await.unwrap();
+    assert!(failed(&response).is_empty());
+    let sent = queue.sent();
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].reason(), Some("access_denied"));
 }
 
 #[tokio::test]

@@ -1229,13 +1229,13 @@ fn reader_policy_reads_the_table_and_its_indexes_and_records_its_own_access_only
     assert_eq!(
         reader,
         grants(&[
+            ("dynamodb:BatchGetItem", &[TABLE]),
             ("dynamodb:DescribeTable", &[TABLE]),
-            ("dynamodb:GetItem", &[TABLE]),
             ("dynamodb:Query", &[TABLE, TABLE_INDEXES]),
             ("sqs:SendMessage", &[QUEUE]),
         ]),
-        "auditctl query and get: DescribeTable, Query (table and indexes), GetItem; the \
-         self-audit event on AuditQueue"
+        "auditctl query and get: DescribeTable, Query (table and indexes), BatchGetItem (a \
+         lookup's full items); the access event on AuditQueue. No GetItem: no command calls it"
     );
 }
 

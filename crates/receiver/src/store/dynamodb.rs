@@ -51,44 +51,54 @@ impl DynamoDbStore {
     }
 
     /// Runs during init, so that the first batch after a cold start does not pay TCP/TLS set-up:
-    /// `connections` concurrent `DescribeTable` calls (a read-only metadata action) leave that many
-    /// open connections in the pool. Also finds a missing table at start-up. Bounded by
-    /// `within`. Returns how many calls succeeded, or the first error.
+    /// one `DescribeTable` call (a read-only metadata action), which finds a missing table (or a
+    /// refused access) at start-up, and beside it `connections - 1` unsigned `GET /` probes, all
+    /// at once, which leave that many open connections in the pool. Bounded by `within`.
+    /// Returns how many connections answered, or the `DescribeTable` call's error.
     pub async fn warm_up(&self, connections: usize, within: Duration) -> Result<usize, StoreError> {
         let body = serde_json::json!({ "TableName": self.table }).to_string();
-        let calls =
-            (0..connections.max(1)).map(|_| self.call("DescribeTable", body.clone().into()));
-        let results = tokio::time::timeout(within, futures::future::join_all(calls))
-            .await
-            .map_err(|_| {
-                StoreError::Unavailable(format!("no answer within {} ms", within.as_millis()))
-            })?;
-        let opened = results.len();
-        match results.into_iter().find_map(Result::err) {
-            None => Ok(opened),
-            Some(Failure::Error(error)) => Err(error),
-            Some(Failure::Exists(_)) => Err(StoreError::Rejected(
+        let describe = self.call("DescribeTable", body.into_bytes());
+        let probes = futures::future::join_all((1..connections).map(|_| self.wire.probe()));
+        let (described, probed) =
+            tokio::time::timeout(within, futures::future::join(describe, probes))
+                .await
+                .map_err(|_| {
+                    StoreError::Unavailable(format!("no answer within {} ms", within.as_millis()))
+                })?;
+        match described {
+            Ok(_) => Ok(1 + probed.iter().filter(|p| p.is_ok()).count()),
+            Err(Failure::Error(error)) => Err(error),
+            Err(Failure::Exists(_)) => Err(StoreError::Rejected(
                 "DescribeTable answered ConditionalCheckFailedException".into(),
             )),
         }
     }
 
-    /// One call; a 2xx answer is `Ok` with its body, anything else a `Failure`.
+    /// One call; a 2xx answer is `Ok` with its body, anything else a `Failure`. A request refused
+    /// for its time is signed again at the service's time (from the answer's `Date`) and sent
+    /// once more; refused credentials are fetched again for the next call.
     async fn call(&self, operation: &str, body: Vec<u8>) -> Result<bytes::Bytes, Failure> {
-        let reply = self
-            .wire
-            .call(operation, body)
-            .await
-            .map_err(|error| Failure::Error(StoreError::Unavailable(error.to_string())))?;
-        if (200..300).contains(&reply.status) {
-            return Ok(reply.body);
+        let body = bytes::Bytes::from(body);
+        let mut clock_corrected = false;
+        loop {
+            let reply = self
+                .wire
+                .call(operation, body.clone())
+                .await
+                .map_err(|error| Failure::Error(StoreError::Unavailable(error.to_string())))?;
+            if (200..300).contains(&reply.status) {
+                return Ok(reply.body);
+            }
+            let verdict = classify(reply.status, reply.error_type.as_deref(), &reply.body);
+            if verdict.clock_suspect && !clock_corrected && self.wire.correct_clock(&reply) {
+                clock_corrected = true;
+                continue;
+            }
+            if verdict.credentials_refused {
+                self.wire.forget_credentials();
+            }
+            return Err(verdict.failure);
         }
-        let (failure, credentials_refused) =
-            classify(reply.status, reply.error_type.as_deref(), &reply.body);
-        if credentials_refused {
-            self.wire.forget_credentials();
-        }
-        Err(failure)
     }
 }
 
@@ -107,8 +117,14 @@ impl AuditStore for DynamoDbStore {
 /// The `PutItem` request: the item, written only if no item has its key, returning the stored
 /// item when one has. Refuses an item over DynamoDB's size limit before any call.
 pub fn put_item_body(table: &str, item: &AuditItem) -> Result<Vec<u8>, StoreError> {
-    let size = check_size(item)?;
-    let request = PutItem { table, item };
+    // Built once: the size and the body both need them.
+    let lookup_keys: Vec<(&str, String)> = item.lookup_keys().collect();
+    let size = checked(size_with(item, &lookup_keys))?;
+    let request = PutItem {
+        table,
+        item,
+        lookup_keys: &lookup_keys,
+    };
     let mut body = Vec::with_capacity(256 + size);
     serde_json::to_writer(&mut body, &request)
         .map_err(|e| StoreError::Rejected(format!("the item could not be encoded: {e}")))?;
@@ -117,7 +133,11 @@ pub fn put_item_body(table: &str, item: &AuditItem) -> Result<Vec<u8>, StoreErro
 
 /// The item's size, or `ItemTooLarge` over DynamoDB's 400 KB limit (every store applies it).
 pub fn check_size(item: &AuditItem) -> Result<usize, StoreError> {
-    match item_size(item) {
+    checked(item_size(item))
+}
+
+fn checked(size: usize) -> Result<usize, StoreError> {
+    match size {
         size if size > MAX_ITEM_BYTES => Err(StoreError::ItemTooLarge(size)),
         size => Ok(size),
     }
@@ -126,13 +146,14 @@ pub fn check_size(item: &AuditItem) -> Result<usize, StoreError> {
 struct PutItem<'a> {
     table: &'a str,
     item: &'a AuditItem,
+    lookup_keys: &'a [(&'a str, String)],
 }
 
 impl Serialize for PutItem<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut map = serializer.serialize_map(Some(5))?;
         map.serialize_entry("TableName", self.table)?;
-        map.serialize_entry("Item", &Item(self.item))?;
+        map.serialize_entry("Item", &Item(self.item, self.lookup_keys))?;
         map.serialize_entry("ConditionExpression", CONDITION)?;
         map.serialize_entry("ExpressionAttributeNames", &Tagged("#pk", PARTITION_KEY))?;
         map.serialize_entry("ReturnValuesOnConditionCheckFailure", "ALL_OLD")?;
@@ -141,7 +162,7 @@ impl Serialize for PutItem<'_> {
 }
 
 /// The item's attributes, in DynamoDB's JSON (`{"S": …}`, `{"N": …}`, `{"M": …}`, …).
-struct Item<'a>(&'a AuditItem);
+struct Item<'a>(&'a AuditItem, &'a [(&'a str, String)]);
 
 impl Serialize for Item<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
@@ -154,10 +175,10 @@ impl Serialize for Item<'_> {
             map.serialize_entry("auditText", &Tagged("S", text))?;
         }
         for (name, value) in item.field_attributes() {
-            map.serialize_entry(name, &Tagged("S", &value))?;
+            map.serialize_entry(name, &Tagged("S", value.as_ref()))?;
         }
-        for (name, value) in item.lookup_keys() {
-            map.serialize_entry(name, &Tagged("S", &value))?;
+        for (name, value) in self.1 {
+            map.serialize_entry(name, &Tagged("S", value))?;
         }
         map.serialize_entry("sqsMessageId", &Tagged("S", &item.sqs_message_id))?;
         map.serialize_entry("receivedAt", &Tagged("S", &item.received_at))?;
@@ -243,7 +264,7 @@ fn compare_payload(item: &AuditItem, old: &Map<String, Value>) -> PutOutcome {
             .and_then(|text| text.get("S"))
             .and_then(Value::as_str)
     };
-    let fields = item.field_attributes();
+    let fields: Vec<_> = item.field_attributes().collect();
     let same_text = stored_string("auditText") == item.audit_text.as_deref()
         && ["actor", "action", "resource", "outcome", "sourceIp"]
             .iter()
@@ -251,7 +272,7 @@ fn compare_payload(item: &AuditItem, old: &Map<String, Value>) -> PutOutcome {
                 let new = fields
                     .iter()
                     .find(|(n, _)| n == name)
-                    .map(|(_, v)| v.as_str());
+                    .map(|(_, v)| v.as_ref());
                 stored_string(name) == new
             });
     let same_extra = match (old.get("extra").and_then(tagged), item.extra.is_empty()) {
@@ -312,6 +333,12 @@ fn tagged(attribute: &Value) -> Option<(&str, &Value)> {
 /// UTF-8 length, numbers about one byte per two significant digits plus one, 3 bytes of overhead
 /// and 1 per element for lists and maps). Hand-written: no crate computes it.
 pub fn item_size(item: &AuditItem) -> usize {
+    let lookup_keys: Vec<(&str, String)> = item.lookup_keys().collect();
+    size_with(item, &lookup_keys)
+}
+
+/// `item_size` with the item's lookup keys already built.
+fn size_with(item: &AuditItem, lookup_keys: &[(&str, String)]) -> usize {
     let strings = [
         (PARTITION_KEY, Some(&item.message_id)),
         (SORT_KEY, Some(&item.audit_time)),
@@ -329,9 +356,12 @@ pub fn item_size(item: &AuditItem) -> usize {
     let extra = (!item.extra.is_empty()).then(|| "extra".len() + map_size(&item.extra));
     let fields = item
         .field_attributes()
-        .into_iter()
-        .chain(item.lookup_keys())
         .map(|(name, value)| name.len() + value.len())
+        .chain(
+            lookup_keys
+                .iter()
+                .map(|(name, value)| name.len() + value.len()),
+        )
         .sum::<usize>();
     strings
         .iter()
@@ -376,7 +406,7 @@ enum Failure {
 
 /// Answers that say the request's signature or credentials were refused: not a property of the
 /// message, so retryable (another attempt, or SQS's next receive), with the credentials fetched
-/// again first. Clock skew and rotated credentials end up here.
+/// again first (expired or rotated ones). A clock too far off is corrected instead (below).
 const CREDENTIALS_REFUSED: [&str; 5] = [
     "ExpiredTokenException",
     "InvalidSignatureException",
@@ -385,9 +415,58 @@ const CREDENTIALS_REFUSED: [&str; 5] = [
     "MissingAuthenticationTokenException",
 ];
 
+/// Answers that a request signed at the wrong time gets (DynamoDB says
+/// `InvalidSignatureException: Signature expired`): the SDK's clock-skew codes, and the Java
+/// SDK's. Each makes the client compare the answer's `Date` with its own clock, and sign again at
+/// the service's time when it was more than 4 minutes off; otherwise it stands as it is.
+const CLOCK_SKEW: [&str; 7] = [
+    "InvalidSignatureException",
+    "SignatureDoesNotMatch",
+    "AuthFailure",
+    "RequestTimeTooSkewed",
+    "RequestExpired",
+    "RequestInTheFuture",
+    "AccessDeniedException",
+];
+
+/// Answers that say the caller may not do this: `access_denied`, not retried within the
+/// invocation, transient across receives (a policy fixed later lets the queue drain by itself).
+/// - `AccessDeniedException`: DynamoDB's answer to whatever policy refuses the call: the role's
+///   IAM policy, a permissions boundary or session policy, a service or resource control policy,
+///   the table's resource policy, a VPC endpoint policy, and a KMS key policy that does not let
+///   the role use the table's customer managed key (`KMS key access denied error: …`).
+/// - `AccessDenied`, `NotAuthorized`: the same refusal in AWS's common error codes.
+/// - `KMSAccessDeniedException`, `KMSDisabledException`, `KMSInvalidStateException`,
+///   `KMSNotFoundException`: how AWS services that encrypt with KMS name a refused, disabled,
+///   pending-deletion or missing key; DynamoDB words these as `AccessDeniedException`, but a key
+///   problem spelled this way is the deployment's too, never the message's.
+/// - A bare HTTP 403 with no error code (a proxy or an endpoint policy in front of the service).
+///
+/// Not here: refused credentials or signatures (`UnrecognizedClientException`, …, above): they
+/// are `store_unavailable`, retried, with the credentials fetched again.
+const ACCESS_REFUSED: [&str; 7] = [
+    "AccessDeniedException",
+    "AccessDenied",
+    "NotAuthorized",
+    "KMSAccessDeniedException",
+    "KMSDisabledException",
+    "KMSInvalidStateException",
+    "KMSNotFoundException",
+];
+
+/// What a non-2xx answer means.
+struct Verdict {
+    /// Exists, retryable, or final.
+    failure: Failure,
+    /// DynamoDB refused the credentials: they are fetched again.
+    credentials_refused: bool,
+    /// The refusal may be a clock too far off: worth checking the answer's `Date`.
+    clock_suspect: bool,
+}
+
 /// A non-2xx answer -> what the batch needs to know: exists, retryable, or final; and whether
-/// DynamoDB refused the credentials (they are then fetched again).
-fn classify(status: u16, error_type: Option<&str>, body: &[u8]) -> (Failure, bool) {
+/// the credentials or the clock may be at fault.
+fn classify(status: u16, error_type: Option<&str>, body: &[u8]) -> Verdict {
     // DynamoDB's error body (JSON 1.0 protocol): `__type` is `namespace#Code`; read field by
     // field so that a null or repeated message cannot hide the code or the old item.
     let body: Map<String, Value> = serde_json::from_slice(body).unwrap_or_default();
@@ -406,11 +485,23 @@ fn classify(status: u16, error_type: Option<&str>, body: &[u8]) -> (Failure, boo
     let code = kind.rsplit('#').next().unwrap_or_default();
     let code = code.split(':').next().unwrap_or_default().to_owned();
     let message = text(&["message", "Message", "errorMessage"]);
-    let refused = CREDENTIALS_REFUSED.contains(&code.as_str());
+    let credentials_refused = CREDENTIALS_REFUSED.contains(&code.as_str());
+    let clock_suspect = CLOCK_SKEW.contains(&code.as_str());
+    let with_message = |code: String| {
+        if message.is_empty() {
+            code
+        } else {
+            format!("{code}: {message}")
+        }
+    };
     let error = match code.as_str() {
         "ConditionalCheckFailedException" => {
             let old = body.get("Item").and_then(Value::as_object).cloned();
-            return (Failure::Exists(old), false);
+            return Verdict {
+                failure: Failure::Exists(old),
+                credentials_refused: false,
+                clock_suspect: false,
+            };
         }
         "ProvisionedThroughputExceededException"
         | "RequestLimitExceeded"
@@ -421,7 +512,10 @@ fn classify(status: u16, error_type: Option<&str>, body: &[u8]) -> (Failure, boo
         | "RequestTimeout"
         | "RequestTimeoutException" => StoreError::Unavailable(code),
         "ResourceNotFoundException" => StoreError::TableNotFound(message),
-        _ if refused => StoreError::Unavailable(format!("{code}: {message}")),
+        _ if credentials_refused => StoreError::Unavailable(format!("{code}: {message}")),
+        _ if ACCESS_REFUSED.contains(&code.as_str()) => {
+            StoreError::AccessDenied(with_message(code))
+        }
         _ if code.contains("Throttl") || code == "LimitExceededException" => {
             StoreError::Throttled(code)
         }
@@ -431,14 +525,15 @@ fn classify(status: u16, error_type: Option<&str>, body: &[u8]) -> (Failure, boo
         "ValidationException" if message.contains("Item size") => {
             StoreError::ItemTooLarge(MAX_ITEM_BYTES + 1)
         }
+        "" if status == 403 => StoreError::AccessDenied("HTTP 403".into()),
         "" => StoreError::Rejected(format!("HTTP {status}")),
-        _ => StoreError::Rejected(if message.is_empty() {
-            code
-        } else {
-            format!("{code}: {message}")
-        }),
+        _ => StoreError::Rejected(with_message(code)),
     };
-    (Failure::Error(error), refused)
+    Verdict {
+        failure: Failure::Error(error),
+        credentials_refused,
+        clock_suspect,
+    }
 }
 
 #[cfg(test)]
@@ -650,12 +745,15 @@ mod tests {
             let body = format!(
                 r#"{{"__type":"com.amazonaws.dynamodb.v20120810#{code}","message":"{message}"}}"#
             );
-            match classify(status, None, body.as_bytes()) {
-                (Failure::Error(error), refused) => {
-                    assert_eq!(refused, CREDENTIALS_REFUSED.contains(&code), "{code}");
-                    error
-                }
-                (Failure::Exists(_), _) => panic!("{code} is not a condition failure"),
+            let verdict = classify(status, None, body.as_bytes());
+            assert_eq!(
+                verdict.credentials_refused,
+                CREDENTIALS_REFUSED.contains(&code),
+                "{code}"
+            );
+            match verdict.failure {
+                Failure::Error(error) => error,
+                Failure::Exists(_) => panic!("{code} is not a condition failure"),
             }
         };
         assert!(matches!(
@@ -674,7 +772,7 @@ mod tests {
         // A null message, or both spellings of it, still leave the code and the old item readable.
         let both = br#"{"__type":"x#ConditionalCheckFailedException","message":null,"Message":"m","Item":{"auditText":{"S":"a"}}}"#;
         assert!(
-            matches!(classify(400, None, both).0, Failure::Exists(Some(item)) if item.contains_key("auditText"))
+            matches!(classify(400, None, both).failure, Failure::Exists(Some(item)) if item.contains_key("auditText"))
         );
         assert_eq!(
             error(
@@ -684,18 +782,103 @@ mod tests {
             ),
             StoreError::ItemTooLarge(MAX_ITEM_BYTES + 1)
         );
-        assert_eq!(
-            error(400, "AccessDeniedException", "not allowed"),
-            StoreError::Rejected("AccessDeniedException: not allowed".into())
-        );
         // The error type may come in the x-amzn-ErrorType header, with no JSON body.
         assert!(matches!(
-            classify(400, Some("ThrottlingException:http://internal.amazon.com/"), b"").0,
+            classify(400, Some("ThrottlingException:http://internal.amazon.com/"), b"").failure,
             Failure::Error(StoreError::Throttled(code)) if code == "ThrottlingException"
         ));
         assert!(matches!(
-            classify(403, None, b"<html>Forbidden</html>").0,
-            Failure::Error(StoreError::Rejected(why)) if why == "HTTP 403"
+            classify(400, None, b"<html>Bad Request</html>").failure,
+            Failure::Error(StoreError::Rejected(why)) if why == "HTTP 400"
         ));
+    }
+
+    #[test]
+    fn access_refused_by_a_policy_is_access_denied_and_not_retried_now() {
+        let classify_code = |status: u16, code: &str, message: &str| {
+            let body = format!(
+                r#"{{"__type":"com.amazonaws.dynamodb.v20120810#{code}","message":"{message}"}}"#
+            );
+            classify(status, None, body.as_bytes())
+        };
+        let kms = "KMS key access denied error: com.amazonaws.services.kms.model.AWSKMSException: \
+                   The ciphertext refers to a customer master key that does not exist, does not \
+                   exist in this region, or you are not allowed to access.";
+        let cases = [
+            (
+                400,
+                "AccessDeniedException",
+                "User: arn:aws:sts::1:assumed-role/r/f is not authorized to perform: dynamodb:PutItem on resource: arn:aws:dynamodb:us-east-1:1:table/AuditMessages because no identity-based policy allows the dynamodb:PutItem action",
+            ),
+            (
+                400,
+                "AccessDeniedException",
+                "... with an explicit deny in a service control policy",
+            ),
+            (
+                400,
+                "AccessDeniedException",
+                "... because no VPC endpoint policy allows the dynamodb:PutItem action",
+            ),
+            (400, "AccessDeniedException", kms),
+            (400, "AccessDenied", "Access Denied"),
+            (403, "NotAuthorized", "not authorized"),
+            (400, "KMSAccessDeniedException", "x"),
+            (400, "KMSDisabledException", "x"),
+            (400, "KMSInvalidStateException", "x"),
+            (400, "KMSNotFoundException", "x"),
+        ];
+        for (status, code, message) in cases {
+            let verdict = classify_code(status, code, message);
+            let Failure::Error(error) = verdict.failure else {
+                panic!("{code} is not a condition failure");
+            };
+            assert!(
+                matches!(error, StoreError::AccessDenied(_)),
+                "{code}: {error:?}"
+            );
+            assert_eq!(error.reason(), audit_model::Reason::AccessDenied);
+            assert!(!error.is_retryable(), "{code} is not hammered");
+            assert!(error.reason().is_transient(), "{code} drains once fixed");
+            assert!(!verdict.credentials_refused, "{code} keeps the credentials");
+        }
+        // A bare 403 (no error code) says the same.
+        assert!(matches!(
+            classify(403, None, b"<html>Forbidden</html>").failure,
+            Failure::Error(StoreError::AccessDenied(why)) if why == "HTTP 403"
+        ));
+        // Refused credentials stay what they were: retryable, fetched again.
+        for code in CREDENTIALS_REFUSED {
+            let verdict = classify_code(400, code, "x");
+            assert!(verdict.credentials_refused, "{code}");
+            assert!(
+                matches!(verdict.failure, Failure::Error(e @ StoreError::Unavailable(_)) if e.is_retryable()),
+                "{code}"
+            );
+        }
+    }
+
+    #[test]
+    fn only_refusals_that_a_skewed_clock_causes_make_the_clock_suspect() {
+        let suspect = |code: &str| {
+            let body = format!(r#"{{"__type":"x#{code}","message":"m"}}"#);
+            classify(400, None, body.as_bytes()).clock_suspect
+        };
+        for code in [
+            "InvalidSignatureException",
+            "RequestTimeTooSkewed",
+            "AccessDeniedException",
+        ] {
+            assert!(suspect(code), "{code}");
+        }
+        for code in [
+            "ExpiredTokenException",
+            "UnrecognizedClientException",
+            "ValidationException",
+            "ThrottlingException",
+            "ConditionalCheckFailedException",
+        ] {
+            assert!(!suspect(code), "{code}");
+        }
     }
 }

@@ -1,21 +1,31 @@
 //! Owns AWS Signature Version 4 for DynamoDB's JSON POSTs: the credentials, cached until they
-//! near their expiry, and the day's signing key, derived once a day. Must not know HTTP clients,
-//! operations or audit items.
+//! near their expiry, the day's signing key, derived once a day, and the signing clock, corrected
+//! by the skew DynamoDB's answers show. Must not know HTTP clients, operations or audit items.
 //!
-//! Hand-written rather than `aws-sigv4`: that crate derives the signing key (four HMACs) and builds
-//! a generic canonical request with its own allocations for every request; the profile in
-//! BENCHMARKS.md put signing at about a tenth of a record's CPU. A DynamoDB request is always the
-//! same shape (POST `/`, no query, the same five headers), so its canonical request is one
-//! `format!`. The unit tests check every signature against `aws-sigv4` itself.
+//! The cryptography is the platform's: `aws-sigv4`'s `generate_signing_key` (the four HMACs of
+//! the day's key) and `calculate_signature` (the request's HMAC). What is ours is only the
+//! fixed-shape canonical request and string to sign, which that crate does not expose on their
+//! own: its full signer builds a generic canonical request with its own allocations for every
+//! request (a tenth of a record's CPU in the profile in BENCHMARKS.md), and derives the key anew
+//! each time, where a DynamoDB request is always the same shape (POST `/`, no query, the same
+//! headers) and the key changes once a day. The unit tests check every signature against
+//! `aws-sigv4`'s full signer.
+//!
+//! Secrets: the secret key and the session token stay inside `aws-credential-types`'
+//! `Credentials` (zeroized on drop, redacted in `Debug`); the day's key is `Zeroizing`; the
+//! token goes into the hash of the canonical request without being copied into a string. Nothing
+//! here prints them.
 
-use std::fmt::Write as _;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::fmt;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime};
 
 use aws_credential_types::Credentials;
 use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};
-use aws_lc_rs::{digest, hmac};
+use aws_lc_rs::digest;
+use aws_sigv4::sign::v4::{calculate_signature, generate_signing_key};
+use zeroize::Zeroizing;
 
 /// The signing name of DynamoDB.
 const SERVICE: &str = "dynamodb";
@@ -28,16 +38,38 @@ pub const CONTENT_TYPE: &str = "application/x-amz-json-1.0";
 /// Credentials this close to their expiry are fetched again before signing (the SDK's identity
 /// cache uses the same kind of buffer).
 const REFRESH_BEFORE_EXPIRY: Duration = Duration::from_secs(300);
+/// After a failed fetch, credentials that are still valid are used this long before the next
+/// fetch is tried, so that a provider in trouble is not asked again for every request.
+const RETRY_FAILED_REFRESH: Duration = Duration::from_secs(10);
+/// A signing clock off by more than this from the service's is corrected (the SDK's threshold;
+/// SigV4 accepts 5 minutes either way).
+pub const SKEW_THRESHOLD: Duration = Duration::from_secs(4 * 60);
 
 /// The headers a signed request carries, besides `content-type`, `host` and `x-amz-target`.
-#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Signature {
     /// `x-amz-date`: `YYYYMMDDTHHMMSSZ`.
     pub amz_date: String,
-    /// `x-amz-security-token`, for temporary credentials (Lambda's always are).
-    pub security_token: Option<Arc<str>>,
     /// `authorization`.
     pub authorization: String,
+    /// The keys it was signed with: the session token is read from their credentials.
+    keys: Arc<Keys>,
+}
+
+impl Signature {
+    /// `x-amz-security-token`, for temporary credentials (Lambda's always are).
+    pub fn security_token(&self) -> Option<&str> {
+        self.keys.credentials.session_token()
+    }
+}
+
+impl fmt::Debug for Signature {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Signature")
+            .field("amz_date", &self.amz_date)
+            .field("authorization", &"** redacted **")
+            .field("security_token", &"** redacted **")
+            .finish()
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -45,7 +77,6 @@ pub struct Signature {
 pub struct CredentialsError(String);
 
 /// Signs requests to one region's DynamoDB.
-#[derive(Debug)]
 pub struct Signer {
     region: String,
     provider: SharedCredentialsProvider,
@@ -54,10 +85,21 @@ pub struct Signer {
     refreshing: tokio::sync::Mutex<()>,
     /// Counts `invalidate` calls, so that a fetch begun before one does not put back old keys.
     generation: AtomicU64,
+    /// The service's clock minus ours, in milliseconds: requests are signed at now + skew.
+    skew_ms: AtomicI64,
+}
+
+impl fmt::Debug for Signer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Signer")
+            .field("region", &self.region)
+            .field("keys", &self.cached())
+            .field("skew_ms", &self.skew_ms.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
 }
 
 /// What a day's signatures need: the credentials and the key derived from their secret.
-#[derive(Debug)]
 struct Keys {
     /// `YYYYMMDD`, the day the key is for.
     day: String,
@@ -65,11 +107,23 @@ struct Keys {
     credential: String,
     /// `YYYYMMDD/region/dynamodb/aws4_request`.
     scope: String,
-    token: Option<Arc<str>>,
-    key: hmac::Key,
+    /// The day's signing key (`aws4_request` HMAC chain), wiped when dropped.
+    key: Zeroizing<Vec<u8>>,
     credentials: Credentials,
     /// When to fetch the credentials again (None: they do not expire).
     refresh_at: Option<SystemTime>,
+}
+
+impl fmt::Debug for Keys {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The access key id is not a secret (the SDK's `Credentials` prints it too).
+        f.debug_struct("Keys")
+            .field("credential", &self.credential)
+            .field("key", &"** redacted **")
+            .field("credentials", &self.credentials)
+            .field("refresh_at", &self.refresh_at)
+            .finish()
+    }
 }
 
 impl Signer {
@@ -80,11 +134,12 @@ impl Signer {
             keys: RwLock::new(None),
             refreshing: tokio::sync::Mutex::new(()),
             generation: AtomicU64::new(0),
+            skew_ms: AtomicI64::new(0),
         }
     }
 
     /// The signature of a POST to `/` on `host` (as sent in the `host` header) with this target
-    /// and body, at `now`.
+    /// and body, at `now` on this machine's clock (signed at `now` + the service's skew).
     pub async fn sign(
         &self,
         host: &str,
@@ -92,50 +147,68 @@ impl Signer {
         body: &[u8],
         now: SystemTime,
     ) -> Result<Signature, CredentialsError> {
-        let amz_date = amz_date(now);
-        let keys = self.keys(&amz_date[..8], now).await?;
-        let signed_headers = match keys.token {
+        let at = self.signing_time(now);
+        let amz_date = amz_date(at);
+        let keys = self.keys(&amz_date[..8], now, at).await?;
+        let token = keys.credentials.session_token();
+        let signed_headers = match token {
             Some(_) => SIGNED_HEADERS_WITH_TOKEN,
             None => SIGNED_HEADERS,
         };
-        let mut canonical = String::with_capacity(320 + host.len());
-        canonical.push_str("POST\n/\n\ncontent-type:");
-        canonical.push_str(CONTENT_TYPE);
-        let _ = write!(canonical, "\nhost:{host}\nx-amz-date:{amz_date}\n");
-        if let Some(token) = &keys.token {
-            let _ = writeln!(canonical, "x-amz-security-token:{token}");
+        // The canonical request, hashed in three parts so that the token is hashed where it is
+        // and never copied: what comes before it, the token, what comes after it.
+        let mut head = Vec::with_capacity(128 + host.len());
+        for part in [
+            "POST\n/\n\ncontent-type:",
+            CONTENT_TYPE,
+            "\nhost:",
+            host,
+            "\nx-amz-date:",
+            &amz_date,
+            "\n",
+        ] {
+            head.extend_from_slice(part.as_bytes());
         }
-        let _ = write!(canonical, "x-amz-target:{target}\n\n{signed_headers}\n");
-        hex_into(
-            &mut canonical,
+        let mut tail = Vec::with_capacity(224);
+        if token.is_some() {
+            head.extend_from_slice(b"x-amz-security-token:");
+            tail.push(b'\n');
+        }
+        for part in ["x-amz-target:", target, "\n\n", signed_headers, "\n"] {
+            tail.extend_from_slice(part.as_bytes());
+        }
+        let mut payload_hash = [0u8; 64];
+        tail.extend_from_slice(hex(
             digest::digest(&digest::SHA256, body).as_ref(),
-        );
+            &mut payload_hash,
+        ));
+        let mut canonical = digest::Context::new(&digest::SHA256);
+        canonical.update(&head);
+        if let Some(token) = token {
+            canonical.update(token.as_bytes());
+        }
+        canonical.update(&tail);
 
-        let mut to_sign = String::with_capacity(160);
-        let _ = write!(to_sign, "AWS4-HMAC-SHA256\n{amz_date}\n{}\n", keys.scope);
-        hex_into(
-            &mut to_sign,
-            digest::digest(&digest::SHA256, canonical.as_bytes()).as_ref(),
-        );
-        let mut authorization = String::with_capacity(256);
-        let _ = write!(
-            authorization,
-            "AWS4-HMAC-SHA256 Credential={}, SignedHeaders={signed_headers}, Signature=",
+        let mut to_sign = Vec::with_capacity(160);
+        for part in ["AWS4-HMAC-SHA256\n", &amz_date, "\n", &keys.scope, "\n"] {
+            to_sign.extend_from_slice(part.as_bytes());
+        }
+        let mut request_hash = [0u8; 64];
+        to_sign.extend_from_slice(hex(canonical.finish().as_ref(), &mut request_hash));
+        let signature = calculate_signature(&keys.key[..], &to_sign);
+        let authorization = format!(
+            "AWS4-HMAC-SHA256 Credential={}, SignedHeaders={signed_headers}, Signature={signature}",
             keys.credential
-        );
-        hex_into(
-            &mut authorization,
-            hmac::sign(&keys.key, to_sign.as_bytes()).as_ref(),
         );
         Ok(Signature {
             amz_date,
-            security_token: keys.token.clone(),
             authorization,
+            keys,
         })
     }
 
     /// Forgets the credentials, so that the next request fetches them again (after DynamoDB
-    /// refused them: expired, rotated, or a clock too far off).
+    /// refused them: expired or rotated).
     pub fn invalidate(&self) {
         self.generation.fetch_add(1, Ordering::SeqCst);
         if let Ok(mut keys) = self.keys.write() {
@@ -143,11 +216,43 @@ impl Signer {
         }
     }
 
+    /// The skew that the service's clock showed (its time minus ours at the exchange's midpoint,
+    /// in milliseconds) becomes the signing clock's correction when the requests were signed
+    /// more than `SKEW_THRESHOLD` off it. Says whether it did: a request refused for its time can
+    /// then be signed again and succeed, as the SDK's clock-skew correction does.
+    pub fn correct_clock(&self, measured_ms: i64) -> bool {
+        let applied = self.skew_ms.load(Ordering::SeqCst);
+        let off = Duration::from_millis(measured_ms.abs_diff(applied));
+        if off <= SKEW_THRESHOLD {
+            return false;
+        }
+        self.skew_ms.store(measured_ms, Ordering::SeqCst);
+        true
+    }
+
+    /// `now` on the service's clock, as far as its answers showed it.
+    fn signing_time(&self, now: SystemTime) -> SystemTime {
+        let skew = self.skew_ms.load(Ordering::Relaxed);
+        let shift = Duration::from_millis(skew.unsigned_abs());
+        match skew {
+            0 => now,
+            1.. => now.checked_add(shift).unwrap_or(now),
+            _ => now.checked_sub(shift).unwrap_or(now),
+        }
+    }
+
     fn cached(&self) -> Option<Arc<Keys>> {
         self.keys.read().ok().and_then(|keys| keys.clone())
     }
 
-    async fn keys(&self, day: &str, now: SystemTime) -> Result<Arc<Keys>, CredentialsError> {
+    /// The keys for `day`. `now` (this machine's clock) decides whether the credentials are
+    /// fresh, as the provider's expiry is on it; `at` (the signing time) derives the day's key.
+    async fn keys(
+        &self,
+        day: &str,
+        now: SystemTime,
+        at: SystemTime,
+    ) -> Result<Arc<Keys>, CredentialsError> {
         if let Some(keys) = self.cached().filter(|k| k.day == day && k.fresh(now)) {
             return Ok(keys);
         }
@@ -158,16 +263,31 @@ impl Signer {
             return Ok(keys.clone());
         }
         let generation = self.generation.load(Ordering::SeqCst);
-        let credentials = match cached {
+        let keys = match cached {
             // A new day (UTC): the same credentials, a new key.
-            Some(keys) if keys.fresh(now) => keys.credentials.clone(),
-            _ => self
-                .provider
-                .provide_credentials()
-                .await
-                .map_err(|e| CredentialsError(e.to_string()))?,
+            Some(old) if old.fresh(now) => {
+                let mut keys = Keys::derive(old.credentials.clone(), &self.region, now, at);
+                keys.refresh_at = old.refresh_at;
+                keys
+            }
+            _ => match self.provider.provide_credentials().await {
+                Ok(credentials) => Keys::derive(credentials, &self.region, now, at),
+                // A failed refresh does not throw away credentials that are still valid: they
+                // sign until they expire, and the fetch is tried again every few seconds.
+                Err(error) => match cached.filter(|k| k.valid(now)) {
+                    Some(old) => {
+                        tracing::warn!(%error, "credentials refresh failed; using the current ones until they expire");
+                        let mut keys = Keys::derive(old.credentials.clone(), &self.region, now, at);
+                        let retry = now + RETRY_FAILED_REFRESH;
+                        keys.refresh_at =
+                            Some(old.credentials.expiry().map_or(retry, |e| e.min(retry)));
+                        keys
+                    }
+                    None => return Err(CredentialsError(error.to_string())),
+                },
+            },
         };
-        let keys = Arc::new(Keys::derive(credentials, day, &self.region, now));
+        let keys = Arc::new(keys);
         if self.generation.load(Ordering::SeqCst) == generation
             && let Ok(mut slot) = self.keys.write()
         {
@@ -180,26 +300,24 @@ impl Signer {
 impl Keys {
     /// `now`: when the credentials were fetched. They are fetched again 5 minutes before they
     /// expire, or halfway through their life if that is shorter, never for every request.
-    fn derive(credentials: Credentials, day: &str, region: &str, now: SystemTime) -> Self {
+    /// `at`: the signing time, whose UTC day the key is for.
+    fn derive(credentials: Credentials, region: &str, now: SystemTime, at: SystemTime) -> Self {
         let refresh_at = credentials.expiry().map(|expiry| {
             let life = expiry.duration_since(now).unwrap_or_default();
             expiry - REFRESH_BEFORE_EXPIRY.min(life / 2)
         });
+        let day = amz_date(at)[..8].to_owned();
         let scope = format!("{day}/{region}/{SERVICE}/aws4_request");
-        let step = |key: &[u8], data: &str| {
-            hmac::sign(&hmac::Key::new(hmac::HMAC_SHA256, key), data.as_bytes())
-        };
-        let secret = format!("AWS4{}", credentials.secret_access_key());
-        let k_date = step(secret.as_bytes(), day);
-        let k_region = step(k_date.as_ref(), region);
-        let k_service = step(k_region.as_ref(), SERVICE);
-        let k_signing = step(k_service.as_ref(), "aws4_request");
+        let key = Zeroizing::new(
+            generate_signing_key(credentials.secret_access_key(), at, region, SERVICE)
+                .as_ref()
+                .to_vec(),
+        );
         Self {
-            day: day.to_owned(),
             credential: format!("{}/{scope}", credentials.access_key_id()),
+            day,
             scope,
-            token: credentials.session_token().map(Arc::from),
-            key: hmac::Key::new(hmac::HMAC_SHA256, k_signing.as_ref()),
+            key,
             credentials,
             refresh_at,
         }
@@ -207,6 +325,11 @@ impl Keys {
 
     fn fresh(&self, now: SystemTime) -> bool {
         self.refresh_at.is_none_or(|at| now < at)
+    }
+
+    /// Not yet expired: still accepted, though due for a refresh.
+    fn valid(&self, now: SystemTime) -> bool {
+        self.credentials.expiry().is_none_or(|expiry| now < expiry)
     }
 }
 
@@ -216,12 +339,14 @@ fn amz_date(now: SystemTime) -> String {
     time.format("%Y%m%dT%H%M%SZ").to_string()
 }
 
-fn hex_into(out: &mut String, bytes: &[u8]) {
+/// A 32-byte digest as 64 lowercase hex digits, written into `out`.
+fn hex<'a>(bytes: &[u8], out: &'a mut [u8; 64]) -> &'a [u8] {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    for byte in bytes {
-        out.push(DIGITS[usize::from(byte >> 4)] as char);
-        out.push(DIGITS[usize::from(byte & 0xf)] as char);
+    for (byte, pair) in bytes.iter().zip(out.chunks_exact_mut(2)) {
+        pair[0] = DIGITS[usize::from(byte >> 4)];
+        pair[1] = DIGITS[usize::from(byte & 0xf)];
     }
+    &out[..bytes.len().min(32) * 2]
 }
 
 #[cfg(test)]
@@ -331,7 +456,7 @@ mod tests {
                 );
                 assert_eq!(Some(ours.amz_date.as_str()), header(&theirs, "x-amz-date"));
                 assert_eq!(
-                    ours.security_token.as_deref(),
+                    ours.security_token(),
                     header(&theirs, "x-amz-security-token")
                 );
             }
@@ -410,5 +535,132 @@ mod tests {
         let all = futures::future::join_all((0..16).map(|_| sign(10))).await;
         assert!(all.iter().all(Result::is_ok));
         assert_eq!(fetched.load(Ordering::SeqCst), 4);
+    }
+
+    /// Credentials first, then a provider that fails: a metadata endpoint in trouble.
+    #[derive(Debug)]
+    struct FailsAfterFirst(Arc<std::sync::atomic::AtomicUsize>, SystemTime);
+    impl ProvideCredentials for FailsAfterFirst {
+        fn provide_credentials<'a>(
+            &'a self,
+        ) -> aws_credential_types::provider::future::ProvideCredentials<'a>
+        where
+            Self: 'a,
+        {
+            use aws_credential_types::provider::error::CredentialsError as Failed;
+            let result = match self.0.fetch_add(1, Ordering::SeqCst) {
+                0 => Ok(Credentials::new(
+                    "AKID0",
+                    "secret",
+                    Some("token".into()),
+                    Some(self.1),
+                    "test",
+                )),
+                _ => Err(Failed::provider_error("the endpoint is down")),
+            };
+            aws_credential_types::provider::future::ProvideCredentials::ready(result)
+        }
+    }
+
+    #[tokio::test]
+    async fn a_failed_refresh_keeps_credentials_that_are_still_valid() {
+        let start = SystemTime::UNIX_EPOCH + Duration::from_secs(1_795_350_000);
+        let fetched = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let expiry = start + Duration::from_secs(3600);
+        let signer = Signer::new(
+            "us-east-1",
+            SharedCredentialsProvider::new(FailsAfterFirst(fetched.clone(), expiry)),
+        );
+        let sign = |at: u64| signer.sign("h", TARGET, b"{}", start + Duration::from_secs(at));
+        sign(0).await.unwrap();
+
+        // Due for a refresh (5 minutes before the expiry), and the refresh fails: still signed
+        // with the current credentials, which DynamoDB still accepts.
+        let late = sign(3600 - 200)
+            .await
+            .expect("signed with the still-valid credentials");
+        assert!(late.authorization.contains("Credential=AKID0/"));
+        assert_eq!(fetched.load(Ordering::SeqCst), 2);
+        // The provider is not asked again for every request, but again after a few seconds.
+        sign(3600 - 199).await.unwrap();
+        assert_eq!(fetched.load(Ordering::SeqCst), 2);
+        sign(3600 - 150).await.unwrap();
+        assert_eq!(fetched.load(Ordering::SeqCst), 3);
+
+        // Once they have expired, a failed refresh is an error.
+        let expired = sign(3600 + 1).await;
+        assert!(expired.is_err(), "expired credentials are not used");
+    }
+
+    #[tokio::test]
+    async fn debug_output_shows_no_secret_key_session_token_or_signature() {
+        let credentials = Credentials::new(
+            "ASIAEXAMPLE",
+            "wJalrXUtnFEMI-SECRET",
+            Some("FwoGZXIv-SESSION-TOKEN".into()),
+            None,
+            "test",
+        );
+        let signer = signer(&credentials, "eu-west-1");
+        let signature = signer
+            .sign("h", TARGET, b"{}", SystemTime::now())
+            .await
+            .unwrap();
+        let signature_hex = signature
+            .authorization
+            .rsplit("Signature=")
+            .next()
+            .unwrap()
+            .to_owned();
+        for printed in [format!("{signer:?}"), format!("{signature:?}")] {
+            assert!(printed.contains("ASIAEXAMPLE") || printed.contains("Signature"));
+            for secret in [
+                "wJalrXUtnFEMI-SECRET",
+                "FwoGZXIv-SESSION-TOKEN",
+                signature_hex.as_str(),
+            ] {
+                assert!(!printed.contains(secret), "{printed}");
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_corrected_clock_signs_at_the_services_time() {
+        let credentials = Credentials::new("AKIDEXAMPLE", "secret", None, None, "test");
+        let signer = signer(&credentials, "us-east-1");
+        let host = "dynamodb.us-east-1.amazonaws.com";
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_795_350_123);
+
+        // Within the threshold: not a clock problem, nothing changes.
+        assert!(!signer.correct_clock(60_000));
+        let ours = signer.sign(host, TARGET, b"{}", now).await.unwrap();
+        let theirs = reference(&credentials, "us-east-1", host, b"{}", now);
+        assert_eq!(
+            Some(ours.authorization.as_str()),
+            header(&theirs, "authorization")
+        );
+
+        // The service's clock is 10 hours ahead (across its midnight): signed at its time, with
+        // its day's key.
+        let ahead = Duration::from_secs(10 * 3600);
+        assert!(signer.correct_clock(ahead.as_millis() as i64));
+        let ours = signer.sign(host, TARGET, b"{}", now).await.unwrap();
+        let theirs = reference(&credentials, "us-east-1", host, b"{}", now + ahead);
+        assert_eq!(Some(ours.amz_date.as_str()), header(&theirs, "x-amz-date"));
+        assert_eq!(
+            Some(ours.authorization.as_str()),
+            header(&theirs, "authorization")
+        );
+        // Measured again at the same skew: already corrected.
+        assert!(!signer.correct_clock(ahead.as_millis() as i64 + 1_000));
+
+        // And behind.
+        assert!(signer.correct_clock(-(ahead.as_millis() as i64)));
+        let ours = signer.sign(host, TARGET, b"{}", now).await.unwrap();
+        let theirs = reference(&credentials, "us-east-1", host, b"{}", now - ahead);
+        assert_eq!(
+            Some(ours.authorization.as_str()),
+            header(&theirs, "authorization")
+        );
     }
 }

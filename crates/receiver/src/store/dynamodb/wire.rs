@@ -1,6 +1,7 @@
 //! Owns DynamoDB's wire for the function's calls: the endpoint, a pooled HTTP/1.1 client over
-//! rustls (the SDK's TLS stack and roots), and one signed JSON 1.0 POST per call. Must not know
-//! audit items, error meanings or batching.
+//! rustls (the SDK's TLS stack and roots), one signed JSON 1.0 POST per call (sent again once on a
+//! fresh connection when a pooled one turns out closed), and the service's clock as its answers
+//! show it. Must not know audit items, error meanings or batching.
 //!
 //! Why not the SDK's client: `aws-sdk-dynamodb` runs an orchestrator for every call (interceptors,
 //! endpoint rules, identity resolution, per-operation configuration, serialisation through its
@@ -14,7 +15,7 @@ use std::time::{Duration, SystemTime};
 
 use aws_credential_types::provider::SharedCredentialsProvider;
 use bytes::Bytes;
-use http::header::{AUTHORIZATION, CONTENT_TYPE, HOST, HeaderValue};
+use http::header::{AUTHORIZATION, CONTENT_TYPE, DATE, HOST, HeaderValue, USER_AGENT};
 use http::{Request, Uri};
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
@@ -29,6 +30,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// The API version prefix of every DynamoDB target (`X-Amz-Target`).
 pub const TARGET_PREFIX: &str = "DynamoDB_20120810.";
+/// Who is calling, in every request's `User-Agent` (as the SDK names itself in its own).
+pub const USER_AGENT_VALUE: &str = concat!("audit-receiver/", env!("CARGO_PKG_VERSION"));
 
 type Https = ConnectTimeout<hyper_rustls::HttpsConnector<HttpConnector>>;
 
@@ -61,6 +64,9 @@ pub struct Reply {
     pub status: u16,
     pub error_type: Option<String>,
     pub body: Bytes,
+    /// For an error answer with a `Date` header: the service's clock minus ours, in
+    /// milliseconds, at the exchange's midpoint (what the SDK's clock-skew correction measures).
+    pub skew_ms: Option<i64>,
 }
 
 /// A call that got no whole answer.
@@ -197,37 +203,46 @@ impl Wire {
 
     /// One call: `operation` (e.g. `PutItem`) with a JSON body; the whole answer, whatever its
     /// status.
-    pub async fn call(&self, operation: &str, body: Vec<u8>) -> Result<Reply, WireError> {
+    ///
+    /// A pooled connection the server closed while it sat idle (its idle timeout, or while
+    /// Lambda froze the environment: nothing ran to notice the close) fails the request written
+    /// on it with "closed before the answer" or "reset". hyper-util sends a request again by
+    /// itself only when it was never written (`retry_canceled_requests`); once written, the
+    /// error comes back here. Such a request is sent once more, at once, on a fresh connection,
+    /// and is not one of the batch's retries (no backoff, no attempt spent). Safe because every
+    /// call this wire makes is idempotent in effect: a conditional `PutItem` that did reach
+    /// DynamoDB finds its own item the second time (a duplicate, never a second item), and
+    /// `DescribeTable` changes nothing. A non-idempotent operation must not be sent through
+    /// `call`. Once only: if the fresh connection fails too, the error is the batch's to retry.
+    pub async fn call(&self, operation: &str, body: Bytes) -> Result<Reply, WireError> {
         let inner = &self.inner;
         let target = format!("{TARGET_PREFIX}{operation}");
+        let sent = SystemTime::now();
         let signature = inner
             .signer
-            .sign(&inner.host, &target, &body, SystemTime::now())
+            .sign(&inner.host, &target, &body, sent)
             .await
             .map_err(|e| WireError::Credentials(e.to_string()))?;
-        let mut request = Request::post(inner.uri.clone())
-            .header(HOST, inner.host_header.clone())
-            .header(CONTENT_TYPE, HeaderValue::from_static(sigv4::CONTENT_TYPE))
-            .header("x-amz-date", signature.amz_date)
-            .header("x-amz-target", target)
-            .header(AUTHORIZATION, signature.authorization);
-        if let Some(token) = signature.security_token.as_deref() {
-            request = request.header("x-amz-security-token", token);
-        }
-        let request = request
-            .body(Full::new(Bytes::from(body)))
-            .map_err(|_| WireError::Send)?;
-        let response = inner
-            .client
-            .request(request)
-            .await
-            .map_err(|e| transport_error(&e))?;
+        let mut resent = false;
+        let response = loop {
+            let request = self.signed(&target, &signature, body.clone())?;
+            match inner.client.request(request).await {
+                Ok(response) => break response,
+                Err(error) if !resent && closed_before_answer(&error) => resent = true,
+                Err(error) => return Err(transport_error(&error)),
+            }
+        };
         let status = response.status().as_u16();
         let error_type = response
             .headers()
             .get("x-amzn-errortype")
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
+        // Only error answers are measured: a refused signature is where the clock matters, and
+        // the successful ones then cost nothing.
+        let skew_ms = (status >= 400)
+            .then(|| skew_ms(response.headers().get(DATE)?, sent, SystemTime::now()))
+            .flatten();
         let body = response
             .into_body()
             .collect()
@@ -238,13 +253,83 @@ impl Wire {
             status,
             error_type,
             body,
+            skew_ms,
         })
+    }
+
+    /// The POST with its signature's headers. The secrets' header values are marked sensitive
+    /// (the `http` crate's `Debug` then hides them); the copies in a request belong to the HTTP
+    /// stack that writes them, as with the SDK's client.
+    fn signed(
+        &self,
+        target: &str,
+        signature: &sigv4::Signature,
+        body: Bytes,
+    ) -> Result<Request<Full<Bytes>>, WireError> {
+        let inner = &self.inner;
+        let sensitive = |value: &str| {
+            let mut value = HeaderValue::from_str(value).map_err(|_| WireError::Send)?;
+            value.set_sensitive(true);
+            Ok::<_, WireError>(value)
+        };
+        let mut request = Request::post(inner.uri.clone())
+            .header(HOST, inner.host_header.clone())
+            .header(USER_AGENT, HeaderValue::from_static(USER_AGENT_VALUE))
+            .header(CONTENT_TYPE, HeaderValue::from_static(sigv4::CONTENT_TYPE))
+            .header("x-amz-date", signature.amz_date.as_str())
+            .header("x-amz-target", target)
+            .header(AUTHORIZATION, sensitive(&signature.authorization)?);
+        if let Some(token) = signature.security_token() {
+            request = request.header("x-amz-security-token", sensitive(token)?);
+        }
+        request.body(Full::new(body)).map_err(|_| WireError::Send)
+    }
+
+    /// Opens a connection (or reuses an idle one) with an unsigned `GET /`, which DynamoDB
+    /// answers (`healthy: …`) without authentication or any IAM action; the answer itself does
+    /// not matter, only that the connection stays in the pool for the first batch.
+    pub async fn probe(&self) -> Result<(), WireError> {
+        let inner = &self.inner;
+        let request = Request::get(inner.uri.clone())
+            .header(HOST, inner.host_header.clone())
+            .header(USER_AGENT, HeaderValue::from_static(USER_AGENT_VALUE))
+            .body(Full::new(Bytes::new()))
+            .map_err(|_| WireError::Send)?;
+        let response = inner
+            .client
+            .request(request)
+            .await
+            .map_err(|e| transport_error(&e))?;
+        response
+            .into_body()
+            .collect()
+            .await
+            .map_err(|_| WireError::Response)?;
+        Ok(())
     }
 
     /// Makes the next call fetch the credentials again (DynamoDB said they expired).
     pub fn forget_credentials(&self) {
         self.inner.signer.invalidate();
     }
+
+    /// Signs from now on at the service's time as `reply` showed it, if the requests were signed
+    /// too far off it (`sigv4::SKEW_THRESHOLD`). Says whether it corrected the clock, i.e.
+    /// whether a request refused for its time is worth signing again.
+    pub fn correct_clock(&self, reply: &Reply) -> bool {
+        reply
+            .skew_ms
+            .is_some_and(|measured| self.inner.signer.correct_clock(measured))
+    }
+}
+
+/// The service's clock (a `Date` header, whole seconds) minus ours at the midpoint of the
+/// exchange, in milliseconds.
+fn skew_ms(date: &HeaderValue, sent: SystemTime, received: SystemTime) -> Option<i64> {
+    let server = chrono::DateTime::parse_from_rfc2822(date.to_str().ok()?).ok()?;
+    let elapsed = received.duration_since(sent).unwrap_or_default();
+    let midpoint: chrono::DateTime<chrono::Utc> = (sent + elapsed / 2).into();
+    Some((server.to_utc() - midpoint).num_milliseconds())
 }
 
 /// rustls with the SDK's crypto (AWS-LC) and the system's roots, which honour `SSL_CERT_FILE`
@@ -306,6 +391,37 @@ where
             }
         })
     }
+}
+
+/// The connection was closed or reset before any answer came back, after it was opened: what a
+/// pooled connection the server had closed while idle does. Connect errors and timeouts are
+/// not this.
+fn closed_before_answer(error: &hyper_util::client::legacy::Error) -> bool {
+    use std::io::ErrorKind;
+    if error.is_connect() {
+        return false;
+    }
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        if let Some(hyper) = cause.downcast_ref::<hyper::Error>()
+            && (hyper.is_incomplete_message() || hyper.is_canceled())
+        {
+            return true;
+        }
+        if let Some(io) = cause.downcast_ref::<std::io::Error>()
+            && matches!(
+                io.kind(),
+                ErrorKind::ConnectionReset
+                    | ErrorKind::BrokenPipe
+                    | ErrorKind::ConnectionAborted
+                    | ErrorKind::UnexpectedEof
+            )
+        {
+            return true;
+        }
+        source = cause.source();
+    }
+    false
 }
 
 /// A failed exchange as the batch needs it: each kind is worth another attempt.
@@ -406,6 +522,23 @@ mod tests {
         assert_eq!(endpoint(both).await.unwrap().1, "localhost:8443");
         let default_port = config().endpoint_url("https://ddb.example:443").build();
         assert_eq!(endpoint(default_port).await.unwrap().1, "ddb.example");
+    }
+
+    #[test]
+    fn the_skew_is_the_services_date_against_the_midpoint_of_the_exchange() {
+        let sent = SystemTime::UNIX_EPOCH + Duration::from_secs(1_795_350_000);
+        let received = sent + Duration::from_millis(400);
+        let date = |text: &str| HeaderValue::from_str(text).unwrap();
+        // `sent` is 2026-11-22T12:20:00Z; the midpoint is 200 ms later.
+        assert_eq!(
+            skew_ms(&date("Sun, 22 Nov 2026 13:20:00 GMT"), sent, received),
+            Some(3_600_000 - 200)
+        );
+        assert_eq!(
+            skew_ms(&date("Sun, 22 Nov 2026 11:20:00 GMT"), sent, received),
+            Some(-3_600_000 - 200)
+        );
+        assert_eq!(skew_ms(&date("yesterday"), sent, received), None);
     }
 
     #[tokio::test]

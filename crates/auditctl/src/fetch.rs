@@ -1,0 +1,150 @@
+//! Owns reading full items by key (BatchGetItem), for a lookup whose index holds only the keys
+//! and the filtered fields: at most `BATCH_GET_KEYS` keys a request, unprocessed keys retried
+//! with backoff (bounded), the items given back in the order asked. Must not know indexes or
+//! output.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering as Atomic;
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
+
+use super::item::TrailItem;
+use super::query::Reader;
+use super::{TrailError, sdk_error};
+use audit_model::keys::{PARTITION_KEY, SORT_KEY};
+
+/// DynamoDB's most keys in one BatchGetItem.
+pub const BATCH_GET_KEYS: usize = 100;
+/// Retries of the keys DynamoDB left unprocessed (its answer when the table's read capacity is
+/// exhausted), each after a longer wait: 50 ms doubling to 2 s, about 11 s in all.
+const UNPROCESSED_RETRIES: u32 = 10;
+const FIRST_WAIT: Duration = Duration::from_millis(50);
+const LONGEST_WAIT: Duration = Duration::from_secs(2);
+
+impl Reader {
+    /// The items of `wanted` (index items: their `messageId` and `auditTime` are the table's
+    /// key), read from the table in at most `BATCH_GET_KEYS` keys a request, in `wanted`'s
+    /// order. An item the table no longer holds (expired by TTL, or deleted, after the index
+    /// listed it) is left out and counted in `stats.missing`.
+    pub(crate) async fn fetch(&self, wanted: Vec<TrailItem>) -> Result<Vec<TrailItem>, TrailError> {
+        let mut found: HashMap<(String, String), HashMap<String, AttributeValue>> =
+            HashMap::with_capacity(wanted.len());
+        for chunk in wanted.chunks(BATCH_GET_KEYS) {
+            let keys = chunk
+                .iter()
+                .map(|item| key(&item.message_id, &item.audit_time));
+            self.batch_get(keys.collect(), &mut found).await?;
+        }
+        let mut items = Vec::with_capacity(wanted.len());
+        for item in wanted {
+            match found.remove(&(item.message_id, item.audit_time)) {
+                Some(attributes) => items.push(TrailItem::from(attributes)),
+                None => {
+                    self.stats.missing.fetch_add(1, Atomic::Relaxed);
+                }
+            }
+        }
+        Ok(items)
+    }
+
+    /// One BatchGetItem of `keys` (at most `BATCH_GET_KEYS`), and again for what it leaves
+    /// unprocessed, until none is left or the retries are spent.
+    async fn batch_get(
+        &self,
+        keys: Vec<HashMap<String, AttributeValue>>,
+        found: &mut HashMap<(String, String), HashMap<String, AttributeValue>>,
+    ) -> Result<(), TrailError> {
+        let asked = keys.len();
+        let mut pending = keys;
+        let mut retries = 0;
+        loop {
+            let request = KeysAndAttributes::builder()
+                .set_keys(Some(pending))
+                .build()
+                .map_err(|e| TrailError::Aws(e.to_string()))?;
+            self.stats.batch_get_item.fetch_add(1, Atomic::Relaxed);
+            let output = self
+                .client
+                .batch_get_item()
+                .request_items(&self.table, request)
+                .send()
+                .await
+                .map_err(|error| match error.as_service_error() {
+                    Some(e) if e.is_resource_not_found_exception() => self.not_found(),
+                    _ => TrailError::Aws(sdk_error(&error)),
+                })?;
+            let items = output
+                .responses
+                .and_then(|mut tables| tables.remove(&self.table))
+                .unwrap_or_default();
+            for item in items {
+                let text = |name: &str| match item.get(name) {
+                    Some(AttributeValue::S(text)) => text.clone(),
+                    _ => String::new(),
+                };
+                found.insert((text(PARTITION_KEY), text(SORT_KEY)), item);
+            }
+            pending = output
+                .unprocessed_keys
+                .and_then(|mut tables| tables.remove(&self.table))
+                .map(|unprocessed| unprocessed.keys)
+                .unwrap_or_default();
+            if pending.is_empty() {
+                return Ok(());
+            }
+            if retries == UNPROCESSED_RETRIES {
+                return Err(TrailError::Aws(format!(
+                    "BatchGetItem on table {} left {} of {asked} items unread after {} tries (the table's read capacity is exhausted): run the lookup again later, or raise the table's read capacity",
+                    self.table,
+                    pending.len(),
+                    retries + 1
+                )));
+            }
+            tokio::time::sleep(backoff(retries)).await;
+            retries += 1;
+        }
+    }
+}
+
+/// The table key of an item.
+fn key(message_id: &str, audit_time: &str) -> HashMap<String, AttributeValue> {
+    HashMap::from([
+        (
+            PARTITION_KEY.to_owned(),
+            AttributeValue::S(message_id.to_owned()),
+        ),
+        (
+            SORT_KEY.to_owned(),
+            AttributeValue::S(audit_time.to_owned()),
+        ),
+    ])
+}
+
+/// The wait before retry `n` (from 0): exponential from `FIRST_WAIT`, at most `LONGEST_WAIT`,
+/// jittered between half and all of it (so that readers throttled together do not retry
+/// together).
+fn backoff(n: u32) -> Duration {
+    let ceiling = FIRST_WAIT.saturating_mul(1 << n.min(16)).min(LONGEST_WAIT);
+    ceiling.mul_f64(0.5 + fastrand::f64() / 2.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_to_a_ceiling_with_jitter() {
+        for n in 0..20 {
+            let ceiling = FIRST_WAIT.saturating_mul(1 << n.min(16)).min(LONGEST_WAIT);
+            let wait = backoff(n);
+            assert!(wait <= ceiling && wait >= ceiling / 2, "{n}: {wait:?}");
+        }
+        assert!(backoff(0) <= Duration::from_millis(50));
+        assert!(backoff(10) >= Duration::from_secs(1));
+        let total: Duration = (0..UNPROCESSED_RETRIES)
+            .map(|n| FIRST_WAIT.saturating_mul(1 << n).min(LONGEST_WAIT))
+            .sum();
+        assert!(total < Duration::from_secs(12), "{total:?}");
+    }
+}
