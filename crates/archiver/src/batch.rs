@@ -380,7 +380,9 @@ impl<B: ArchiveBucket, C: Clock> Archiver<'_, B, C> {
         for ((key, e), result) in keyed.iter().zip(results) {
             match result {
                 // AlreadyExists: this attempt's own write, answered 412 on the SDK's retry after
-                // a lost answer; the key is this attempt's alone (docs/archive.md).
+                // a lost answer. Any other object by this name (same first event, hour, period
+                // and attempt number) was found missing after its marker's writeBy, so it can no
+                // longer land (docs/archive.md).
                 Ok(Created::New { .. } | Created::AlreadyExists) => {
                     confirmed.push(Confirmed {
                         key: key.clone(),

@@ -145,59 +145,76 @@ pub struct Read {
 }
 
 /// Reads every record of the event, in order.
-pub fn read_records(event: &StreamEvent) -> Vec<Read> {
-    event.records.iter().map(read_record).collect()
+pub fn read_records(event: StreamEvent) -> Vec<Read> {
+    event.records.into_iter().map(read_record).collect()
 }
 
-/// Reads one raw record.
-pub fn read_record(raw: &Value) -> Read {
+/// Reads one raw record. The keys and images are taken out of the raw record as they are
+/// (DynamoDB's JSON, as Lambda sent it: numbers as text, binary as base64), so that they are not
+/// copied through another representation; the rest is aws_lambda_events' `EventRecord`.
+pub fn read_record(mut raw: Value) -> Read {
     let sequence_number = raw
         .pointer("/dynamodb/SequenceNumber")
         .and_then(Value::as_str)
         .filter(|s| !s.is_empty())
         .map(str::to_owned);
-    let record = match &sequence_number {
-        None => Err(RecordError::MissingSequenceNumber),
-        Some(_) => EventRecord::deserialize(raw)
-            .map_err(|e| RecordError::Malformed(e.to_string()))
-            .and_then(stream_record)
-            .map(|mut record| {
-                // aws_lambda_events keeps whole seconds; the stream may give microseconds.
-                if let Some(created) = raw
-                    .pointer("/dynamodb/ApproximateCreationDateTime")
-                    .and_then(Value::as_f64)
-                    .and_then(|seconds| {
-                        DateTime::from_timestamp_micros((seconds * 1e6).round() as i64)
-                    })
-                {
-                    record.created = created;
-                }
-                record
-            }),
+    let Some(sequence_number_text) = &sequence_number else {
+        return Read {
+            sequence_number,
+            record: Err(RecordError::MissingSequenceNumber),
+        };
     };
+    let (keys, new_image, old_image) = match raw.get_mut("dynamodb").and_then(Value::as_object_mut)
+    {
+        Some(change) => (
+            change.remove("Keys"),
+            change.remove("NewImage"),
+            change.remove("OldImage"),
+        ),
+        None => (None, None, None),
+    };
+    // A microsecond-precision time (aws_lambda_events keeps whole seconds).
+    let created = raw
+        .pointer("/dynamodb/ApproximateCreationDateTime")
+        .and_then(Value::as_f64)
+        .and_then(|seconds| DateTime::from_timestamp_micros((seconds * 1e6).round() as i64));
+    let record = EventRecord::deserialize(&raw)
+        .map_err(|e| RecordError::Malformed(e.to_string()))
+        .and_then(|record| {
+            let keys = image(keys)?.unwrap_or_default();
+            stream_record(
+                record,
+                sequence_number_text,
+                keys,
+                image(new_image)?,
+                image(old_image)?,
+            )
+        })
+        .map(|mut record| {
+            if let Some(created) = created {
+                record.created = created;
+            }
+            record
+        });
     Read {
         sequence_number,
         record,
     }
 }
 
-fn stream_record(record: EventRecord) -> Result<StreamRecord, RecordError> {
-    let sequence_number = record.change.sequence_number.clone().unwrap_or_default();
-    if audit_model::archive::padded_sequence(&sequence_number).is_none() {
-        return Err(RecordError::BadSequenceNumber(sequence_number));
+fn stream_record(
+    record: EventRecord,
+    sequence_number: &str,
+    keys: Image,
+    new_image: Option<Image>,
+    old_image: Option<Image>,
+) -> Result<StreamRecord, RecordError> {
+    if audit_model::archive::padded_sequence(sequence_number).is_none() {
+        return Err(RecordError::BadSequenceNumber(sequence_number.to_owned()));
     }
     if record.event_id.is_empty() || record.event_id.len() > 128 {
         return Err(RecordError::BadEventId(record.event_id));
     }
-    let image = |item: &serde_dynamo::Item| -> Result<Option<Image>, RecordError> {
-        if item.is_empty() {
-            return Ok(None);
-        }
-        dynamodb_json(item).map(Some)
-    };
-    let keys = dynamodb_json(&record.change.keys)?;
-    let new_image = image(&record.change.new_image)?;
-    let old_image = image(&record.change.old_image)?;
     let change = match record.event_name.as_str() {
         "INSERT" => Change::Insert {
             new_image: new_image.ok_or(RecordError::MissingNewImage)?,
@@ -213,12 +230,41 @@ fn stream_record(record: EventRecord) -> Result<StreamRecord, RecordError> {
         other => return Err(RecordError::UnknownEventName(other.to_owned())),
     };
     Ok(StreamRecord {
-        sequence_number,
+        sequence_number: sequence_number.to_owned(),
         event_id: record.event_id,
         created: record.change.approximate_creation_date_time,
         keys,
         change,
     })
+}
+
+/// DynamoDB's type tags.
+const TAGS: [&str; 10] = ["S", "N", "B", "BOOL", "NULL", "M", "L", "SS", "NS", "BS"];
+
+/// An image or the keys as DynamoDB's JSON: `None` when absent or empty; every attribute must be
+/// one tagged value (`{"S": …}`, `{"N": "…"}` with the number as text, …).
+fn image(value: Option<Value>) -> Result<Option<Image>, RecordError> {
+    let map = match value {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Object(map)) if map.is_empty() => return Ok(None),
+        Some(Value::Object(map)) => map,
+        Some(_) => return Err(RecordError::Malformed("an image is not a map".into())),
+    };
+    for (name, attribute) in &map {
+        let tagged = attribute
+            .as_object()
+            .filter(|a| a.len() == 1)
+            .and_then(|a| a.iter().next())
+            .filter(|(tag, inner)| {
+                TAGS.contains(&tag.as_str()) && (tag.as_str() != "N" || inner.is_string())
+            });
+        if tagged.is_none() {
+            return Err(RecordError::Malformed(format!(
+                "attribute {name:?} is not DynamoDB's JSON"
+            )));
+        }
+    }
+    Ok(Some(map))
 }
 
 /// DynamoDB's TTL deletions carry this identity; any other REMOVE is someone's.
@@ -232,15 +278,6 @@ fn remover(identity: Option<&UserIdentity>) -> Remover {
             principal_id: id.principal_id.clone(),
         })),
         None => Remover::Other(None),
-    }
-}
-
-/// serde_dynamo's attribute values -> DynamoDB's JSON: numbers keep their text, binary is base64.
-fn dynamodb_json(item: &serde_dynamo::Item) -> Result<Image, RecordError> {
-    match serde_json::to_value(item) {
-        Ok(Value::Object(map)) => Ok(map),
-        Ok(_) => Err(RecordError::Malformed("an image is not a map".into())),
-        Err(e) => Err(RecordError::Malformed(e.to_string())),
     }
 }
 
@@ -272,7 +309,7 @@ mod tests {
 
     #[test]
     fn an_insert_keeps_digits_and_base64_of_its_new_image() {
-        let read = read_record(&raw("INSERT", "100"));
+        let read = read_record(raw("INSERT", "100"));
         assert_eq!(read.sequence_number.as_deref(), Some("100"));
         let record = read.record.unwrap();
         assert_eq!(record.disposition(), Disposition::Trail);
@@ -289,23 +326,23 @@ mod tests {
         let mut ttl = raw("REMOVE", "101");
         ttl["userIdentity"] = json!({"type": "Service", "principalId": "dynamodb.amazonaws.com"});
         assert_eq!(
-            read_record(&ttl).record.unwrap().disposition(),
+            read_record(ttl).record.unwrap().disposition(),
             Disposition::Expired
         );
         let user = raw("REMOVE", "102");
         assert_eq!(
-            read_record(&user).record.unwrap().disposition(),
+            read_record(user).record.unwrap().disposition(),
             Disposition::Tamper
         );
         let mut other_service = raw("REMOVE", "103");
         other_service["userIdentity"] =
             json!({"type": "Service", "principalId": "backup.amazonaws.com"});
         assert_eq!(
-            read_record(&other_service).record.unwrap().disposition(),
+            read_record(other_service).record.unwrap().disposition(),
             Disposition::Tamper
         );
         assert_eq!(
-            read_record(&raw("MODIFY", "104"))
+            read_record(raw("MODIFY", "104"))
                 .record
                 .unwrap()
                 .disposition(),
@@ -321,7 +358,7 @@ mod tests {
             .unwrap()
             .remove("NewImage");
         assert_eq!(
-            read_record(&no_image).record,
+            read_record(no_image).record,
             Err(RecordError::MissingNewImage)
         );
         let mut no_seq = raw("INSERT", "1");
@@ -329,23 +366,23 @@ mod tests {
             .as_object_mut()
             .unwrap()
             .remove("SequenceNumber");
-        let read = read_record(&no_seq);
+        let read = read_record(no_seq);
         assert_eq!(read.sequence_number, None);
         assert_eq!(read.record, Err(RecordError::MissingSequenceNumber));
-        let read = read_record(&raw("UPSERT", "106"));
+        let read = read_record(raw("UPSERT", "106"));
         assert_eq!(read.sequence_number.as_deref(), Some("106"));
         assert_eq!(
             read.record,
             Err(RecordError::UnknownEventName("UPSERT".into()))
         );
         assert!(matches!(
-            read_record(&raw("INSERT", "12x")).record,
+            read_record(raw("INSERT", "12x")).record,
             Err(RecordError::BadSequenceNumber(_))
         ));
         let mut broken = raw("INSERT", "107");
         broken["dynamodb"]["NewImage"]["amount"] = json!({"N": 12});
         assert!(matches!(
-            read_record(&broken).record,
+            read_record(broken).record,
             Err(RecordError::Malformed(_))
         ));
     }

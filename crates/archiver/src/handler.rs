@@ -61,7 +61,7 @@ impl<B: ArchiveBucket, C: Clock> Handler<B, C> {
             deadline: deadline_instant(event.context.deadline),
             margin: self.settings.deadline_margin,
         };
-        let reads = read_records(&event.payload);
+        let reads = read_records(event.payload);
         if let Some(index) = reads.iter().position(|r| r.sequence_number.is_none()) {
             let error = HandlerError::MissingSequenceNumber { index };
             tracing::error!(%error, "batch rejected");

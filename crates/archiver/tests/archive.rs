@@ -31,7 +31,7 @@ const TEN: &str = "2026-11-22T10:15:00Z";
 /// Archives `records` as one batch, returning what happened.
 async fn archive(bucket: &MemoryBucket, clock: &ManualClock, records: Vec<Value>) -> BatchReport {
     let event = StreamEvent { records };
-    let reads = read_records(&event);
+    let reads = read_records(event);
     archive_batch(
         Ports { bucket, clock },
         &Settings::default(),
@@ -195,7 +195,7 @@ async fn objects_are_named_by_the_hour_and_the_period_they_are_written_in() {
             clock: &clock,
         },
         &settings,
-        &read_records(&event),
+        &read_records(event),
         Budget::unlimited(),
     )
     .await;
@@ -457,7 +457,7 @@ async fn a_previous_write_still_in_flight_fails_the_batch_when_the_deadline_is_n
             clock: &clock,
         },
         &Settings::default(),
-        &read_records(&event),
+        &read_records(event),
         budget,
     )
     .await;

@@ -188,7 +188,7 @@ async fn an_update_and_a_delete_by_another_client_are_archived_as_tamper_events(
             clock: &clock,
         },
         &settings(),
-        &read_records(&event),
+        &read_records(event),
         Budget::unlimited(),
     )
     .await;

@@ -60,7 +60,7 @@ impl PeriodLength {
     pub fn new(seconds: u32) -> Option<Self> {
         ((MIN_DIGEST_PERIOD_SECONDS..=MAX_DIGEST_PERIOD_SECONDS).contains(&seconds)
             && MAX_DIGEST_PERIOD_SECONDS.is_multiple_of(seconds))
-            .then_some(Self(seconds))
+        .then_some(Self(seconds))
     }
 
     pub fn seconds(self) -> u32 {

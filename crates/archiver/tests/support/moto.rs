@@ -2,6 +2,7 @@
 //! process group of its own, stopped with SIGKILL to that group on drop (from code, never through
 //! an external `kill`); the audit table with its stream, the archive bucket with Object Lock, the
 //! receiver writing items, and the stream read back as Lambda would deliver it.
+#![allow(dead_code)] // each test binary uses a different part of the harness
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
