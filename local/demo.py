@@ -311,9 +311,7 @@ def run_demo(system: LocalSystem, n_valid: int, with_faults: bool) -> int:
     return 0 if ok else 1
 
 
-# ==== The archive (SPEC "Keeping the trail") ===============================================    return ok
-
-
+# ==== The archive (SPEC "Keeping the trail") ======================================================
 # The table's stream -> local stream trigger -> audit-archiver -> the Object Lock bucket; a change
 # behind the function's back -> a tamper record and TrailModified; the named queries in DuckDB.
 # Kept in one place, called once at the end of run_demo.
@@ -412,7 +410,9 @@ def archive_demo(system: LocalSystem) -> bool:
     ok = archive.ok and bool(tamper) and modified >= 1
     out(f"{'OK' if ok else 'PROBLEM'}: every item archived once and locked; the change behind the function's "
         f"back is in the archive's tamper/ and counted in TrailModified.")
-=======
+    return ok
+
+
 def is_access_event(item: dict) -> bool:
     return str(item.get("action", "")).startswith(ACCESS_PREFIX)
 
