@@ -2,7 +2,9 @@
 //! (`batchItemFailures` by SequenceNumber) out, telemetry published. Must not know how records
 //! are archived or where.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
+
+use audit_model::lambda::time_left;
 
 use aws_lambda_events::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
 use lambda_runtime::{Diagnostic, LambdaEvent};
@@ -98,19 +100,11 @@ pub fn response(report: &BatchReport) -> DynamoDbEventResponse {
     response
 }
 
-/// Lambda's deadline (epoch milliseconds) as a monotonic instant, read as the receiver reads it:
-/// 0 (a test's default context) is no deadline, a value before 2001 is `cargo lambda watch`'s
-/// timeout in milliseconds from now.
+/// Lambda's deadline (the context's epoch milliseconds) as a monotonic instant, read as
+/// `audit_model::lambda::time_left` reads it (0: no deadline; `cargo lambda watch`'s relative
+/// timeout).
 fn deadline_instant(deadline_ms: u64) -> Option<Instant> {
-    const EPOCH_MS_2001: u64 = 1_000_000_000_000;
-    let left = match deadline_ms {
-        0 => return None,
-        relative if relative < EPOCH_MS_2001 => Duration::from_millis(relative),
-        epoch => (UNIX_EPOCH + Duration::from_millis(epoch))
-            .duration_since(SystemTime::now())
-            .unwrap_or(Duration::ZERO),
-    };
-    Some(Instant::now() + left)
+    time_left(deadline_ms, SystemTime::now()).map(|left| Instant::now() + left)
 }
 
 /// An error that fails the whole invocation (Lambda then retries, or bisects, the batch).

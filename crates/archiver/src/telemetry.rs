@@ -2,11 +2,11 @@
 //! image or the audit text), a line when records fail, the per-invocation summary, and the
 //! CloudWatch EMF metrics document. Must not know the bucket or the stream's shape.
 
-use std::io::Write;
 use std::time::Duration;
 
+use audit_model::lambda;
 use chrono::{DateTime, Utc};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use crate::report::{BatchReport, Failure};
 
@@ -57,13 +57,8 @@ pub fn publish(
         duration_ms = duration.as_millis() as u64,
         "batch archived"
     );
-    let mut line = metrics_document(report, duration, now, function_name).to_string();
-    line.push('\n');
-    // One write(2) of the whole line, as the receiver does (a longer document split into
-    // several writes can be cut into by another writer on the same pipe).
-    let mut out = std::io::stdout().lock();
-    let _ = out.write_all(line.as_bytes());
-    let _ = out.flush();
+    let document = metrics_document(report, duration, now, function_name);
+    lambda::write_line(&mut std::io::stdout().lock(), &document);
 }
 
 /// The EMF document: BatchSize, Archived (events written), AlreadyArchived (found written by an
@@ -93,29 +88,11 @@ pub fn metrics_document(
         "Milliseconds",
         json!(duration.as_millis() as u64),
     ));
-    let dimensions = match function_name {
-        Some(_) => json!([["FunctionName"]]),
-        None => json!([[]]),
-    };
-    let metrics: Vec<Value> = values
-        .iter()
-        .map(|(name, unit, _)| json!({"Name": name, "Unit": unit}))
+    let values = values
+        .into_iter()
+        .map(|(name, unit, value)| (name.to_owned(), unit, value))
         .collect();
-    let mut document = Map::new();
-    document.insert(
-        "_aws".into(),
-        json!({
-            "Timestamp": now.timestamp_millis(),
-            "CloudWatchMetrics": [{"Namespace": NAMESPACE, "Dimensions": dimensions, "Metrics": metrics}],
-        }),
-    );
-    if let Some(name) = function_name {
-        document.insert("FunctionName".into(), json!(name));
-    }
-    for (name, _, value) in values {
-        document.insert(name.into(), value);
-    }
-    Value::Object(document)
+    lambda::emf_document(NAMESPACE, values, now.timestamp_millis(), function_name)
 }
 
 fn lag_ms(report: &BatchReport, now: DateTime<Utc>) -> Option<u64> {

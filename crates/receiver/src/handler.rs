@@ -1,7 +1,9 @@
 //! Owns the Lambda boundary: `LambdaEvent<SqsEvent>` in, partial batch response out, telemetry
 //! published. Must not know how records are parsed or stored.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
+
+use audit_model::lambda::time_left;
 
 use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
 use lambda_runtime::{Diagnostic, LambdaEvent};
@@ -94,20 +96,11 @@ pub fn response(report: &BatchReport) -> SqsBatchResponse {
     response
 }
 
-/// Lambda's deadline (epoch milliseconds) as a monotonic instant; 0 (a test's default context)
-/// means no deadline. `cargo lambda watch` sends its invoke timeout as a duration (for example
-/// `600000`) rather than an epoch time; a value before 2001 cannot be an epoch deadline, so it is
-/// read as milliseconds from now instead of as a deadline long past.
+/// Lambda's deadline (the context's epoch milliseconds) as a monotonic instant, read as
+/// `audit_model::lambda::time_left` reads it (0: no deadline; `cargo lambda watch`'s relative
+/// timeout).
 fn deadline_instant(deadline_ms: u64) -> Option<Instant> {
-    const EPOCH_MS_2001: u64 = 1_000_000_000_000;
-    let left = match deadline_ms {
-        0 => return None,
-        relative if relative < EPOCH_MS_2001 => Duration::from_millis(relative),
-        epoch => (UNIX_EPOCH + Duration::from_millis(epoch))
-            .duration_since(SystemTime::now())
-            .unwrap_or(Duration::ZERO),
-    };
-    Some(Instant::now() + left)
+    time_left(deadline_ms, SystemTime::now()).map(|left| Instant::now() + left)
 }
 
 /// An error that fails the whole invocation (Lambda then retries the whole batch).
@@ -133,6 +126,7 @@ impl From<HandlerError> for Diagnostic {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::{Duration, UNIX_EPOCH};
 
     #[test]
     fn deadline_is_read_as_epoch_time_or_as_an_emulator_duration() {

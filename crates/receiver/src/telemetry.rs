@@ -1,11 +1,11 @@
 //! Owns what operators see: one log line per failed record, the per-invocation summary line and
 //! the CloudWatch EMF metrics document. Must never log a body or an auditText at INFO or above.
 
-use std::io::Write;
 use std::time::Duration;
 
+use audit_model::lambda;
 use chrono::{DateTime, Utc};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use crate::batch::{BatchReport, Failure, Outcome};
 
@@ -57,14 +57,8 @@ pub fn publish(
         duration_ms = duration.as_millis() as u64,
         "batch processed"
     );
-    let mut line = metrics_document(report, duration, now, function_name).to_string();
-    line.push('\n');
-    // One write(2) of the whole line: `writeln!` through stdout's 1 KiB line buffer splits a
-    // longer document into several writes, which another writer on the same pipe can cut into
-    // (seen in the 100,000-message soak under cargo lambda watch: one document lost of 12,888).
-    let mut out = std::io::stdout().lock();
-    let _ = out.write_all(line.as_bytes());
-    let _ = out.flush();
+    let document = metrics_document(report, duration, now, function_name);
+    lambda::write_line(&mut std::io::stdout().lock(), &document);
 }
 
 /// The EMF document: Written, Duplicates, DeadLettered and Failed, one `DeadLettered.<reason>` and
@@ -102,29 +96,7 @@ pub fn metrics_document(
         json!(duration.as_millis() as u64),
     ));
 
-    let dimensions = match function_name {
-        Some(_) => json!([["FunctionName"]]),
-        None => json!([[]]),
-    };
-    let metrics: Vec<Value> = values
-        .iter()
-        .map(|(name, unit, _)| json!({"Name": name, "Unit": unit}))
-        .collect();
-    let mut document = Map::new();
-    document.insert(
-        "_aws".into(),
-        json!({
-            "Timestamp": now.timestamp_millis(),
-            "CloudWatchMetrics": [{"Namespace": NAMESPACE, "Dimensions": dimensions, "Metrics": metrics}],
-        }),
-    );
-    if let Some(name) = function_name {
-        document.insert("FunctionName".into(), json!(name));
-    }
-    for (name, _, value) in values {
-        document.insert(name, value);
-    }
-    Value::Object(document)
+    lambda::emf_document(NAMESPACE, values, now.timestamp_millis(), function_name)
 }
 
 fn oldest_age_ms(report: &BatchReport, now: DateTime<Utc>) -> Option<u64> {
