@@ -248,6 +248,30 @@ impl fmt::Display for ObjectKey {
     }
 }
 
+/// The key prefixes under which objects of `period` can be (each kind, every UTC hour a write of
+/// the period can be keyed in, as [`ObjectKey::written_within_its_period`] allows), in key order
+/// per kind: what a digest lists and what `auditctl verify` looks under.
+pub fn object_prefixes(period: Period) -> Vec<String> {
+    let mut prefixes = Vec::new();
+    for kind in [ObjectKind::Tamper, ObjectKind::Trail] {
+        let mut hour = period.start.div_euclid(3600) * 3600;
+        while hour < period.last_write_start() {
+            let at = DateTime::from_timestamp(hour, 0).unwrap_or_default();
+            prefixes.push(format!(
+                "{}dt={:04}-{:02}-{:02}/hour={:02}/p{}-",
+                kind.prefix(),
+                at.year(),
+                at.month(),
+                at.day(),
+                at.hour(),
+                period.start
+            ));
+            hour += 3600;
+        }
+    }
+    prefixes
+}
+
 /// The start of the UTC hour containing `at`.
 fn hour_of(at: DateTime<Utc>) -> DateTime<Utc> {
     let seconds = at.timestamp().div_euclid(3600) * 3600;
@@ -276,6 +300,38 @@ mod tests {
         assert_eq!(
             short.period_of(at("2026-11-22T10:07:30Z")).start,
             at("2026-11-22T10:07:00Z").timestamp()
+        );
+    }
+
+    #[test]
+    fn a_periods_objects_are_under_the_hours_its_writes_can_start_in() {
+        let hour = PeriodLength::new(3600).unwrap();
+        let p = hour.period_of(at("2026-11-22T10:15:00Z"));
+        assert_eq!(
+            object_prefixes(p),
+            [
+                "tamper/dt=2026-11-22/hour=10/p1795341600-",
+                "tamper/dt=2026-11-22/hour=11/p1795341600-",
+                "trail/dt=2026-11-22/hour=10/p1795341600-",
+                "trail/dt=2026-11-22/hour=11/p1795341600-",
+            ]
+        );
+        let short = PeriodLength::new(60).unwrap();
+        let p = short.period_of(at("2026-11-22T10:15:00Z"));
+        assert_eq!(
+            object_prefixes(p),
+            [
+                "tamper/dt=2026-11-22/hour=10/p1795342500-",
+                "trail/dt=2026-11-22/hour=10/p1795342500-",
+            ]
+        );
+        let key = ObjectKey::new(ObjectKind::Trail, at("2026-11-22T10:15:59Z"), short, "1", 0)
+            .unwrap()
+            .to_string();
+        assert!(
+            object_prefixes(p)
+                .iter()
+                .any(|prefix| key.starts_with(prefix.as_str()))
         );
     }
 

@@ -6,6 +6,7 @@
 
 pub mod archive;
 pub mod context;
+pub mod digest;
 pub mod envelope;
 pub mod keys;
 pub mod lambda;
