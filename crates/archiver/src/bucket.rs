@@ -1,5 +1,6 @@
-//! Owns the archive bucket port: the three things the archiver asks of S3 (create an object only
-//! if its key is free, ask whether one exists, read one) and their errors. Must not know the
+//! Owns the archive bucket port: what the archiver asks of S3 (create an object only if its key is
+//! free, ask whether one exists, read one; and for sealing digests: list keys, list a prefix's
+//! versions, read a given version's hash and event count) and their errors. Must not know the
 //! stream, the archive's layout or the SDK (adapters: `s3`, and the in-memory twin `memory`).
 //!
 //! Nothing is ever overwritten: archive objects and the archiver's markers are all created with
@@ -39,6 +40,42 @@ pub enum Created {
 pub struct ObjectInfo {
     pub etag: Option<String>,
     pub version_id: Option<String>,
+    pub size: u64,
+}
+
+/// An object read with its version and user metadata.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredObject {
+    pub body: Bytes,
+    pub version_id: Option<String>,
+    /// User metadata (`x-amz-meta-*`), names in lower case.
+    pub metadata: Vec<(String, String)>,
+}
+
+impl StoredObject {
+    /// A user metadata value by (lower-case) name.
+    pub fn metadata(&self, name: &str) -> Option<&str> {
+        self.metadata
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// One entry of a version listing: a version of a key, or a delete marker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VersionEntry {
+    pub key: String,
+    pub version_id: String,
+    pub delete_marker: bool,
+}
+
+/// What a HEAD of one version says: the SHA-256 S3 kept for it (when it was written with one),
+/// its user metadata `events`, its size.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VersionInfo {
+    pub sha256: Option<[u8; 32]>,
+    pub events: Option<u64>,
     pub size: u64,
 }
 
@@ -84,6 +121,41 @@ pub trait ArchiveBucket: Send + Sync {
 
     /// The object's body, or `None` when there is none.
     fn get(&self, key: &str) -> impl Future<Output = Result<Option<Bytes>, BucketError>> + Send;
+
+    /// The object's current version with its version id and user metadata, or `None`.
+    fn get_object(
+        &self,
+        key: &str,
+    ) -> impl Future<Output = Result<Option<StoredObject>, BucketError>> + Send;
+
+    /// One version's body, or `None` when that version does not exist.
+    fn get_version(
+        &self,
+        key: &str,
+        version_id: &str,
+    ) -> impl Future<Output = Result<Option<Bytes>, BucketError>> + Send;
+
+    /// One version's SHA-256, event count and size, or `None` when that version does not exist.
+    fn head_version(
+        &self,
+        key: &str,
+        version_id: &str,
+    ) -> impl Future<Output = Result<Option<VersionInfo>, BucketError>> + Send;
+
+    /// Up to `max` keys under `prefix` after `start_after`, in key order (current objects).
+    fn list_keys(
+        &self,
+        prefix: &str,
+        start_after: Option<&str>,
+        max: usize,
+    ) -> impl Future<Output = Result<Vec<String>, BucketError>> + Send;
+
+    /// Every version and delete marker under `prefix`: keys in order, each key's newest first
+    /// (as S3's ListObjectVersions).
+    fn list_versions(
+        &self,
+        prefix: &str,
+    ) -> impl Future<Output = Result<Vec<VersionEntry>, BucketError>> + Send;
 }
 
 impl<B: ArchiveBucket> ArchiveBucket for &B {
@@ -103,5 +175,44 @@ impl<B: ArchiveBucket> ArchiveBucket for &B {
 
     fn get(&self, key: &str) -> impl Future<Output = Result<Option<Bytes>, BucketError>> + Send {
         (**self).get(key)
+    }
+
+    fn get_object(
+        &self,
+        key: &str,
+    ) -> impl Future<Output = Result<Option<StoredObject>, BucketError>> + Send {
+        (**self).get_object(key)
+    }
+
+    fn get_version(
+        &self,
+        key: &str,
+        version_id: &str,
+    ) -> impl Future<Output = Result<Option<Bytes>, BucketError>> + Send {
+        (**self).get_version(key, version_id)
+    }
+
+    fn head_version(
+        &self,
+        key: &str,
+        version_id: &str,
+    ) -> impl Future<Output = Result<Option<VersionInfo>, BucketError>> + Send {
+        (**self).head_version(key, version_id)
+    }
+
+    fn list_keys(
+        &self,
+        prefix: &str,
+        start_after: Option<&str>,
+        max: usize,
+    ) -> impl Future<Output = Result<Vec<String>, BucketError>> + Send {
+        (**self).list_keys(prefix, start_after, max)
+    }
+
+    fn list_versions(
+        &self,
+        prefix: &str,
+    ) -> impl Future<Output = Result<Vec<VersionEntry>, BucketError>> + Send {
+        (**self).list_versions(prefix)
     }
 }

@@ -13,6 +13,8 @@ const MAX_DEADLINE_MARGIN_MS: u64 = 900_000;
 pub struct Config {
     pub bucket: String,
     pub period: PeriodLength,
+    /// `DIGEST_KEY_ID`: the digest key's ARN (digests name it); unset, scheduled runs fail.
+    pub digest_key_arn: Option<String>,
     pub deadline_margin: Duration,
     /// `AWS_ENDPOINT_URL` as set (the SDK reads it itself; checked here so that a bad one stops
     /// start-up by name).
@@ -70,6 +72,18 @@ impl Config {
                 })?,
         };
 
+        let digest_key_arn = match get("DIGEST_KEY_ID") {
+            None => None,
+            Some(v) if valid_key_arn(v.trim()) => Some(v.trim().to_owned()),
+            Some(v) => {
+                return Err(invalid(
+                    "DIGEST_KEY_ID",
+                    &v,
+                    "expected the KMS key's ARN (arn:aws:kms:<region>:<account>:key/<id>, the stack's AuditDigestKeyArn output): digests name their key by its ARN",
+                ));
+            }
+        };
+
         let deadline_margin = match get("DEADLINE_MARGIN_MS") {
             None => DEFAULT_DEADLINE_MARGIN,
             Some(v) => v
@@ -102,6 +116,7 @@ impl Config {
         Ok(Self {
             bucket,
             period,
+            digest_key_arn,
             deadline_margin,
             endpoint_url,
         })
@@ -124,6 +139,17 @@ fn valid_bucket_name(name: &str) -> bool {
         && bytes.first().is_some_and(u8::is_ascii_alphanumeric)
         && bytes.last().is_some_and(u8::is_ascii_alphanumeric)
         && !name.contains("..")
+}
+
+/// `arn:<partition>:kms:<region>:<account>:key/<id>`.
+fn valid_key_arn(arn: &str) -> bool {
+    let parts: Vec<&str> = arn.splitn(6, ':').collect();
+    matches!(parts.as_slice(), ["arn", partition, "kms", region, account, resource]
+        if !partition.is_empty()
+            && !region.is_empty()
+            && account.len() == 12
+            && account.bytes().all(|b| b.is_ascii_digit())
+            && resource.strip_prefix("key/").is_some_and(|id| !id.is_empty() && !id.contains(char::is_whitespace)))
 }
 
 fn valid_endpoint(url: &str) -> bool {
@@ -151,6 +177,7 @@ mod tests {
         let config = config(&[("ARCHIVE_BUCKET", "audit-archive-123")]).unwrap();
         assert_eq!(config.bucket, "audit-archive-123");
         assert_eq!(config.period.seconds(), 3600);
+        assert_eq!(config.digest_key_arn, None);
         assert_eq!(config.deadline_margin, Duration::from_millis(1000));
         assert_eq!(config.endpoint_url, None);
     }
@@ -160,11 +187,21 @@ mod tests {
         let config = config(&[
             ("ARCHIVE_BUCKET", "local-archive"),
             ("DIGEST_PERIOD_SECONDS", "60"),
+            (
+                "DIGEST_KEY_ID",
+                "arn:aws:kms:us-east-1:123456789012:key/0b1c2d3e-aaaa-bbbb-cccc-1234567890ab",
+            ),
             ("DEADLINE_MARGIN_MS", "250"),
             ("AWS_ENDPOINT_URL", "http://127.0.0.1:5000"),
         ])
         .unwrap();
         assert_eq!(config.period.seconds(), 60);
+        assert!(
+            config
+                .digest_key_arn
+                .unwrap()
+                .ends_with(":key/0b1c2d3e-aaaa-bbbb-cccc-1234567890ab")
+        );
         assert_eq!(config.deadline_margin, Duration::from_millis(250));
         assert_eq!(
             config.endpoint_url.as_deref(),
@@ -198,6 +235,20 @@ mod tests {
                     ("DIGEST_PERIOD_SECONDS", "172800"),
                 ],
                 "DIGEST_PERIOD_SECONDS",
+            ),
+            (
+                &[
+                    ("ARCHIVE_BUCKET", "b-1"),
+                    ("DIGEST_KEY_ID", "0b1c2d3e-aaaa"),
+                ],
+                "DIGEST_KEY_ID",
+            ),
+            (
+                &[
+                    ("ARCHIVE_BUCKET", "b-1"),
+                    ("DIGEST_KEY_ID", "alias/audit-digest"),
+                ],
+                "DIGEST_KEY_ID",
             ),
             (
                 &[("ARCHIVE_BUCKET", "b-1"), ("DEADLINE_MARGIN_MS", "-1")],

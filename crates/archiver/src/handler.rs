@@ -1,6 +1,7 @@
-//! Owns the Lambda boundary: `LambdaEvent<StreamEvent>` in, the partial batch response
-//! (`batchItemFailures` by SequenceNumber) out, telemetry published. Must not know how records
-//! are archived or where.
+//! Owns the Lambda boundary: the event in (the table's stream, or the schedule's EventBridge
+//! `Scheduled Event` that seals digests), the answer out (the partial batch response,
+//! `batchItemFailures` by SequenceNumber; or the sealing summary), telemetry published. Must not
+//! know how records are archived or periods sealed.
 
 use std::time::SystemTime;
 
@@ -8,6 +9,7 @@ use audit_model::lambda::time_left;
 
 use aws_lambda_events::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
 use lambda_runtime::{Diagnostic, LambdaEvent};
+use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use crate::batch::{Ports, Settings, archive_batch};
@@ -16,14 +18,36 @@ use crate::budget::Budget;
 use crate::clock::{Clock, SystemClock};
 use crate::event::{StreamEvent, read_records};
 use crate::report::BatchReport;
+use crate::seal::Sealer;
+use crate::signer::{DigestSigner, SignError};
 use crate::telemetry;
 
-/// The function: the bucket, the clock and the settings, built once per process.
-pub struct Handler<B, C = SystemClock> {
+/// The function: the bucket, the clock, the digest key and the settings, built once per process.
+pub struct Handler<B, C = SystemClock, S = NoDigestKey> {
     bucket: B,
     clock: C,
+    signer: S,
     settings: Settings,
+    bucket_name: String,
     function_name: Option<String>,
+}
+
+/// The digest key when `DIGEST_KEY_ID` is not set: the stream is archived, and a scheduled run
+/// fails with a message that names the variable.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoDigestKey;
+
+impl DigestSigner for NoDigestKey {
+    fn key_arn(&self) -> &str {
+        ""
+    }
+
+    async fn sign(&self, _message: &[u8]) -> Result<Vec<u8>, SignError> {
+        Err(SignError::Refused {
+            code: "NoDigestKey".into(),
+            message: "DIGEST_KEY_ID is not set: set it to the digest key's ARN (the stack's AuditDigestKeyArn output)".into(),
+        })
+    }
 }
 
 impl<B: ArchiveBucket> Handler<B> {
@@ -31,21 +55,83 @@ impl<B: ArchiveBucket> Handler<B> {
         Self {
             bucket,
             clock: SystemClock,
+            signer: NoDigestKey,
             settings,
+            bucket_name: String::new(),
             function_name: std::env::var("AWS_LAMBDA_FUNCTION_NAME").ok(),
         }
     }
 }
 
-impl<B: ArchiveBucket, C: Clock> Handler<B, C> {
+impl<B: ArchiveBucket, C: Clock, S: DigestSigner> Handler<B, C, S> {
     /// The same handler on another clock (tests).
-    pub fn with_clock<D: Clock>(self, clock: D) -> Handler<B, D> {
+    pub fn with_clock<D: Clock>(self, clock: D) -> Handler<B, D, S> {
         Handler {
             bucket: self.bucket,
             clock,
+            signer: self.signer,
             settings: self.settings,
+            bucket_name: self.bucket_name,
             function_name: self.function_name,
         }
+    }
+
+    /// The same handler sealing digests of `bucket_name` with `signer`.
+    pub fn with_digests<T: DigestSigner>(self, bucket_name: &str, signer: T) -> Handler<B, C, T> {
+        Handler {
+            bucket: self.bucket,
+            clock: self.clock,
+            signer,
+            settings: self.settings,
+            bucket_name: bucket_name.to_owned(),
+            function_name: self.function_name,
+        }
+    }
+
+    /// Any event: the stream's records are archived, a scheduled event seals.
+    pub async fn handle_any(&self, event: LambdaEvent<Value>) -> Result<Value, HandlerError> {
+        let LambdaEvent { payload, context } = event;
+        if payload.get("Records").is_some() {
+            let stream: StreamEvent = serde_json::from_value(payload)
+                .map_err(|e| HandlerError::UnreadableEvent(e.to_string()))?;
+            let response = self.handle(LambdaEvent::new(stream, context)).await?;
+            return Ok(serde_json::to_value(response).unwrap_or(Value::Null));
+        }
+        if is_scheduled(&payload) {
+            return Ok(self.seal(context.deadline).await);
+        }
+        Err(HandlerError::UnknownEvent)
+    }
+
+    /// Seals every due period (`seal`), publishes the run, answers its summary.
+    pub async fn seal(&self, deadline_ms: u64) -> Value {
+        let started = Instant::now();
+        let budget = Budget {
+            deadline: deadline_instant(deadline_ms),
+            margin: self.settings.deadline_margin,
+        };
+        let now = self.clock.now();
+        let sealer = Sealer {
+            bucket: &self.bucket,
+            signer: &self.signer,
+            bucket_name: &self.bucket_name,
+            period: self.settings.period,
+        };
+        let report = sealer.run(now, budget).await;
+        telemetry::publish_seal(
+            &report,
+            started.elapsed(),
+            now,
+            self.function_name.as_deref(),
+        );
+        json!({
+            "sealed": report.sealed.iter().map(|s| s.key.as_str()).collect::<Vec<_>>(),
+            "foundSealed": report.found,
+            "head": report.head.as_ref().map(|(key, _)| key),
+            "left": report.left,
+            "lagSeconds": report.lag_seconds(now),
+            "failure": report.failure.as_ref().map(ToString::to_string),
+        })
     }
 
     pub fn bucket(&self) -> &B {
@@ -84,6 +170,15 @@ impl<B: ArchiveBucket, C: Clock> Handler<B, C> {
     }
 }
 
+/// EventBridge's scheduled event (a rule's `Scheduled Event`, or EventBridge Scheduler's).
+fn is_scheduled(payload: &Value) -> bool {
+    payload.get("detail-type").and_then(Value::as_str) == Some("Scheduled Event")
+        && matches!(
+            payload.get("source").and_then(Value::as_str),
+            Some("aws.events" | "aws.scheduler")
+        )
+}
+
 /// `batchItemFailures`: the first failed record's SequenceNumber and every one after it (Lambda
 /// checkpoints a stream batch at the lowest failed sequence number).
 pub fn response(report: &BatchReport) -> DynamoDbEventResponse {
@@ -112,6 +207,10 @@ fn deadline_instant(deadline_ms: u64) -> Option<Instant> {
 pub enum HandlerError {
     #[error("record {index} of the batch has no dynamodb.SequenceNumber")]
     MissingSequenceNumber { index: usize },
+    #[error("the stream event cannot be read: {0}")]
+    UnreadableEvent(String),
+    #[error("not a DynamoDB stream event nor an EventBridge Scheduled Event")]
+    UnknownEvent,
 }
 
 impl From<HandlerError> for Diagnostic {
@@ -119,6 +218,8 @@ impl From<HandlerError> for Diagnostic {
         Diagnostic {
             error_type: match &error {
                 HandlerError::MissingSequenceNumber { .. } => "MissingSequenceNumber".into(),
+                HandlerError::UnreadableEvent(_) => "UnreadableEvent".into(),
+                HandlerError::UnknownEvent => "UnknownEvent".into(),
             },
             error_message: error.to_string(),
         }

@@ -14,6 +14,8 @@ pub mod handler;
 pub mod marker;
 pub mod objects;
 pub mod report;
+pub mod seal;
+pub mod signer;
 pub mod telemetry;
 
 pub use batch::Settings;

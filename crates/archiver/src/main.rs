@@ -1,7 +1,13 @@
-//! Wiring only: configuration, logging, the S3 client built once from the SDK's configuration,
+//! Wiring only: configuration, logging, the S3 and KMS clients built once from the SDK's
+//! configuration,
 //! and the runtime loop (one invocation at a time: a stream shard is read by one at a time).
 
+// The handler's future nests the S3 and KMS clients' futures deeper than the default limit.
+#![recursion_limit = "256"]
+
 use audit_archiver::bucket::s3::S3Bucket;
+use audit_archiver::handler::NoDigestKey;
+use audit_archiver::signer::kms::KmsSigner;
 use audit_archiver::{Config, Handler};
 use audit_model::archive::OBJECT_WRITE_TIMEOUT;
 use aws_config::BehaviorVersion;
@@ -25,9 +31,22 @@ async fn start() -> Result<(), Error> {
     let sdk = aws_config::defaults(BehaviorVersion::latest()).load().await;
     let bucket = S3Bucket::new(S3Bucket::client(&sdk, OBJECT_WRITE_TIMEOUT), &config.bucket);
     let handler = Handler::new(bucket, config.settings());
-    let handler = &handler;
-    lambda_runtime::run(service_fn(move |event: LambdaEvent<_>| {
-        handler.handle(event)
-    }))
-    .await
+    match &config.digest_key_arn {
+        Some(key_arn) => {
+            let signer = KmsSigner::new(KmsSigner::client(&sdk, OBJECT_WRITE_TIMEOUT), key_arn);
+            let handler = &handler.with_digests(&config.bucket, signer);
+            lambda_runtime::run(service_fn(move |event: LambdaEvent<_>| {
+                handler.handle_any(event)
+            }))
+            .await
+        }
+        None => {
+            tracing::warn!("DIGEST_KEY_ID is not set: the stream is archived, no digest is sealed");
+            let handler = &handler.with_digests(&config.bucket, NoDigestKey);
+            lambda_runtime::run(service_fn(move |event: LambdaEvent<_>| {
+                handler.handle_any(event)
+            }))
+            .await
+        }
+    }
 }

@@ -9,6 +9,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
 use crate::report::{BatchReport, Failure};
+use crate::seal::SealReport;
 
 /// The EMF namespace of the archiver's metrics (the receiver's is `AuditReceiver`).
 pub const NAMESPACE: &str = "AuditArchiver";
@@ -92,6 +93,67 @@ pub fn metrics_document(
         .into_iter()
         .map(|(name, unit, value)| (name.to_owned(), unit, value))
         .collect();
+    lambda::emf_document(NAMESPACE, values, now.timestamp_millis(), function_name)
+}
+
+/// Logs a sealing run (each digest written, a failure as an ERROR: sealing stopped is what its
+/// alarm is for) and prints its metrics document.
+pub fn publish_seal(
+    report: &SealReport,
+    duration: Duration,
+    now: DateTime<Utc>,
+    function_name: Option<&str>,
+) {
+    for sealed in &report.sealed {
+        tracing::info!(digest = %sealed.key, objects = sealed.objects, events = sealed.events, "period sealed");
+    }
+    if let Some(failure) = &report.failure {
+        tracing::error!(reason = failure.code(), error = %failure, left = report.left, "sealing stopped short");
+    }
+    tracing::info!(
+        sealed = report.sealed.len(),
+        found_sealed = report.found.len(),
+        head = report.head.as_ref().map(|(key, _)| key.as_str()),
+        left = report.left,
+        seal_lag_seconds = report.lag_seconds(now),
+        duration_ms = duration.as_millis() as u64,
+        "sealing run"
+    );
+    let document = seal_metrics_document(report, duration, now, function_name);
+    lambda::write_line(&mut std::io::stdout().lock(), &document);
+}
+
+/// The sealing run's EMF document: DigestsSealed, SealLagSeconds (now − the end of the newest
+/// sealed period: what the alarm watches), SealFailed (1 when due periods were left unsealed by a
+/// failure) and DurationMs.
+pub fn seal_metrics_document(
+    report: &SealReport,
+    duration: Duration,
+    now: DateTime<Utc>,
+    function_name: Option<&str>,
+) -> Value {
+    let values = vec![
+        (
+            "DigestsSealed".to_owned(),
+            "Count",
+            json!(report.sealed.len()),
+        ),
+        (
+            "SealLagSeconds".to_owned(),
+            "Seconds",
+            json!(report.lag_seconds(now)),
+        ),
+        (
+            "SealFailed".to_owned(),
+            "Count",
+            json!(u8::from(report.failure.is_some())),
+        ),
+        (
+            "DurationMs".to_owned(),
+            "Milliseconds",
+            json!(duration.as_millis() as u64),
+        ),
+    ];
     lambda::emf_document(NAMESPACE, values, now.timestamp_millis(), function_name)
 }
 

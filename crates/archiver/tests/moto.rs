@@ -12,7 +12,10 @@ use std::time::Duration;
 
 use audit_archiver::Handler;
 use audit_archiver::batch::{Ports, Settings, archive_batch};
-use audit_archiver::bucket::{ArchiveBucket, BucketError, Created, NewObject, ObjectInfo};
+use audit_archiver::bucket::{
+    ArchiveBucket, BucketError, Created, NewObject, ObjectInfo, StoredObject, VersionEntry,
+    VersionInfo,
+};
 use audit_archiver::budget::Budget;
 use audit_archiver::clock::{Clock, ManualClock};
 use audit_archiver::event::{StreamEvent, read_records};
@@ -253,6 +256,13 @@ impl<B: ArchiveBucket> Dying<B> {
     fn dead(&self) -> BucketError {
         BucketError::Unavailable("the process died".into())
     }
+
+    fn alive(&self) -> Result<(), BucketError> {
+        match self.puts_left.load(Ordering::SeqCst) {
+            0 => Err(self.dead()),
+            _ => Ok(()),
+        }
+    }
 }
 
 impl<B: ArchiveBucket> ArchiveBucket for Dying<B> {
@@ -266,17 +276,47 @@ impl<B: ArchiveBucket> ArchiveBucket for Dying<B> {
     }
 
     async fn head(&self, key: &str) -> Result<Option<ObjectInfo>, BucketError> {
-        if self.puts_left.load(Ordering::SeqCst) == 0 {
-            return Err(self.dead());
-        }
+        self.alive()?;
         self.inner.head(key).await
     }
 
     async fn get(&self, key: &str) -> Result<Option<Bytes>, BucketError> {
-        if self.puts_left.load(Ordering::SeqCst) == 0 {
-            return Err(self.dead());
-        }
+        self.alive()?;
         self.inner.get(key).await
+    }
+
+    async fn get_object(&self, key: &str) -> Result<Option<StoredObject>, BucketError> {
+        self.alive()?;
+        self.inner.get_object(key).await
+    }
+
+    async fn get_version(&self, key: &str, version_id: &str) -> Result<Option<Bytes>, BucketError> {
+        self.alive()?;
+        self.inner.get_version(key, version_id).await
+    }
+
+    async fn head_version(
+        &self,
+        key: &str,
+        version_id: &str,
+    ) -> Result<Option<VersionInfo>, BucketError> {
+        self.alive()?;
+        self.inner.head_version(key, version_id).await
+    }
+
+    async fn list_keys(
+        &self,
+        prefix: &str,
+        start_after: Option<&str>,
+        max: usize,
+    ) -> Result<Vec<String>, BucketError> {
+        self.alive()?;
+        self.inner.list_keys(prefix, start_after, max).await
+    }
+
+    async fn list_versions(&self, prefix: &str) -> Result<Vec<VersionEntry>, BucketError> {
+        self.alive()?;
+        self.inner.list_versions(prefix).await
     }
 }
 
@@ -382,4 +422,168 @@ async fn the_s3_adapter_creates_a_key_once_and_tells_a_missing_key_from_a_presen
         missing.get("x").await,
         Err(BucketError::Refused { code, .. }) if code == "NoSuchBucket"
     ));
+}
+
+/// Every digest under `digest/` with its bytes and its signature metadata, in key order.
+async fn stored_digests(moto: &Moto) -> Vec<(String, Vec<u8>, Vec<u8>)> {
+    let s3 = moto.s3();
+    let mut out = Vec::new();
+    for (key, body) in objects(&s3, BUCKET, "digest/").await {
+        let head = s3
+            .head_object()
+            .bucket(BUCKET)
+            .key(&key)
+            .send()
+            .await
+            .expect("head digest");
+        let signature = head
+            .metadata
+            .as_ref()
+            .and_then(|m| m.get("signature"))
+            .and_then(|hex| audit_model::digest::unhex(hex))
+            .expect("a signature in the metadata");
+        out.push((key, body.to_vec(), signature));
+    }
+    out
+}
+
+#[tokio::test]
+async fn sealing_signs_with_kms_and_lists_the_original_versions_of_a_periods_objects() {
+    use audit_archiver::seal::Sealer;
+    use audit_archiver::signer::kms::KmsSigner;
+    use audit_model::digest::{Digest, SealedDigest, chain_break, sha256, signing_string_of};
+    use aws_lc_rs::signature::{ECDSA_P256_SHA256_ASN1, UnparsedPublicKey};
+
+    let moto = Moto::start();
+    moto.create_table().await;
+    moto.create_bucket(BUCKET).await;
+    let key_arn = moto.create_digest_key().await;
+    moto.write_messages(&bodies(30)).await;
+    let records = moto.stream_records();
+    let clock = ManualClock::new(at("2026-11-22T10:15:05Z"));
+    let handler = Handler::new(moto.archive(BUCKET), settings()).with_clock(&clock);
+    assert_eq!(
+        feed(&handler, &records[..20], 10).await,
+        Vec::<String>::new()
+    );
+    clock.set(at("2026-11-22T10:17:20Z"));
+    assert_eq!(
+        feed(&handler, &records[20..], 10).await,
+        Vec::<String>::new()
+    );
+
+    // Before sealing, someone overwrites one object (a newer version) and hides another (a delete
+    // marker): the digest still lists the versions the archiver wrote.
+    let s3 = moto.s3();
+    let trail: Vec<String> = objects(&s3, BUCKET, "trail/")
+        .await
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    assert_eq!(trail.len(), 3);
+    let first_versions: Vec<String> = {
+        let mut v = Vec::new();
+        for key in &trail {
+            let head = s3
+                .head_object()
+                .bucket(BUCKET)
+                .key(key)
+                .send()
+                .await
+                .unwrap();
+            v.push(head.version_id.unwrap());
+        }
+        v
+    };
+    s3.put_object()
+        .bucket(BUCKET)
+        .key(&trail[0])
+        .body(aws_sdk_s3::primitives::ByteStream::from_static(b"forged"))
+        .checksum_algorithm(aws_sdk_s3::types::ChecksumAlgorithm::Sha256)
+        .send()
+        .await
+        .expect("a newer version");
+    s3.delete_object()
+        .bucket(BUCKET)
+        .key(&trail[1])
+        .send()
+        .await
+        .expect("a delete marker");
+
+    let signer = KmsSigner::new(moto.kms(), &key_arn);
+    let bucket = moto.archive(BUCKET);
+    let report = Sealer {
+        bucket: &bucket,
+        signer: &signer,
+        bucket_name: BUCKET,
+        period: settings().period,
+    }
+    .run(at("2026-11-22T10:19:00Z"), Budget::unlimited())
+    .await;
+    assert_eq!(report.failure, None);
+    assert_eq!(report.sealed.len(), 3, "10:15, 10:16 (empty), 10:17");
+
+    // The public key from KMS checks every signature; the chain links; the listed versions are
+    // the archiver's, with their hashes and event counts.
+    let public_key = moto
+        .kms()
+        .get_public_key()
+        .key_id(&key_arn)
+        .send()
+        .await
+        .expect("public key")
+        .public_key
+        .expect("a public key")
+        .into_inner();
+    let digests = stored_digests(&moto).await;
+    assert_eq!(digests.len(), 3);
+    let mut before: Option<SealedDigest> = None;
+    let mut listed = Vec::new();
+    for (key, body, signature) in &digests {
+        let digest = Digest::parse(body).expect("a digest");
+        let sealed = SealedDigest {
+            key: key.clone(),
+            sha256: sha256(body),
+            signature: signature.clone(),
+        };
+        let string = signing_string_of(&digest, key, &sealed.sha256);
+        UnparsedPublicKey::new(&ECDSA_P256_SHA256_ASN1, &public_key)
+            .verify(string.as_bytes(), signature)
+            .expect("KMS's signature verifies with the key's public key (SPKI DER)");
+        assert_eq!(chain_break(&digest, key, before.as_ref()), None);
+        assert_eq!(digest.key_id, key_arn);
+        listed.extend(digest.objects.clone());
+        before = Some(sealed);
+    }
+    let listed_keys: Vec<&str> = listed.iter().map(|o| o.key.as_str()).collect();
+    assert_eq!(
+        listed_keys,
+        trail.iter().map(String::as_str).collect::<Vec<_>>()
+    );
+    let listed_versions: Vec<&str> = listed.iter().map(|o| o.version_id.as_str()).collect();
+    assert_eq!(
+        listed_versions,
+        first_versions
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(listed.iter().map(|o| o.events).sum::<u64>(), 30);
+    for object in &listed {
+        let body = s3
+            .get_object()
+            .bucket(BUCKET)
+            .key(&object.key)
+            .version_id(&object.version_id)
+            .send()
+            .await
+            .unwrap()
+            .body
+            .collect()
+            .await
+            .unwrap()
+            .into_bytes();
+        assert_eq!(object.sha256, audit_model::digest::hex(&sha256(&body)));
+        assert_eq!(object.events as usize, gunzip_lines(&body).len());
+    }
 }

@@ -9,7 +9,10 @@ use std::sync::{Mutex, MutexGuard};
 
 use bytes::Bytes;
 
-use super::{ArchiveBucket, BucketError, Created, NewObject, ObjectInfo};
+use super::{
+    ArchiveBucket, BucketError, Created, NewObject, ObjectInfo, StoredObject, VersionEntry,
+    VersionInfo,
+};
 
 /// One stored version.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -19,6 +22,8 @@ pub struct Version {
     pub body: Bytes,
     pub sha256: [u8; 32],
     pub metadata: Vec<(&'static str, String)>,
+    /// A delete marker (S3's DeleteObject without a version id on a versioned bucket).
+    pub delete_marker: bool,
 }
 
 /// Which requests a fault applies to.
@@ -27,6 +32,7 @@ pub enum Operation {
     Put,
     Head,
     Get,
+    List,
 }
 
 /// What a fault does to a request.
@@ -103,12 +109,9 @@ impl MemoryBucket {
             .collect()
     }
 
-    /// The current version of `key`.
+    /// The current version of `key` (none when a delete marker hides it).
     pub fn current(&self, key: &str) -> Option<Version> {
-        self.state()
-            .objects
-            .get(key)
-            .and_then(|versions| versions.last().cloned())
+        self.state().current(key).cloned()
     }
 
     /// Every version of `key`, oldest first.
@@ -123,17 +126,71 @@ impl MemoryBucket {
 
     /// Stores a version directly, unconditionally (another writer's overwrite, in tests).
     pub fn overwrite(&self, key: &str, body: Bytes) {
+        self.overwrite_with(key, body, Vec::new());
+    }
+
+    /// Stores a version with its metadata directly, unconditionally (a forged object, in tests).
+    pub fn overwrite_with(&self, key: &str, body: Bytes, metadata: Vec<(&'static str, String)>) {
         let mut state = self.state();
-        let version = state.version(body, [0; 32], Vec::new());
+        let sha256 = audit_model::digest::sha256(&body);
+        let version = state.version(body, sha256, metadata);
         state
             .objects
             .entry(key.to_owned())
             .or_default()
             .push(version);
     }
+
+    /// Adds a delete marker over `key` (a DeleteObject without a version id).
+    pub fn delete(&self, key: &str) {
+        let mut state = self.state();
+        let mut marker = state.version(Bytes::new(), [0; 32], Vec::new());
+        marker.delete_marker = true;
+        state
+            .objects
+            .entry(key.to_owned())
+            .or_default()
+            .push(marker);
+    }
+
+    /// Runs `read` on the state unless a fault of `operation` on `key` says otherwise.
+    async fn read<T>(
+        &self,
+        operation: Operation,
+        key: &str,
+        read: impl FnOnce(&State) -> T,
+    ) -> Result<T, BucketError> {
+        let outcome = {
+            let mut state = self.state();
+            match state.fault(operation, key) {
+                Some(Effect::Fail(error) | Effect::LoseAnswer(error)) => Err(Some(error)),
+                Some(Effect::Hang) => Err(None),
+                None => state.check_bucket().map_err(Some).map(|()| read(&state)),
+            }
+        };
+        match outcome {
+            Ok(value) => Ok(value),
+            Err(Some(error)) => Err(error),
+            Err(None) => hang().await,
+        }
+    }
 }
 
 impl State {
+    fn current(&self, key: &str) -> Option<&Version> {
+        self.objects
+            .get(key)
+            .and_then(|versions| versions.last())
+            .filter(|v| !v.delete_marker)
+    }
+
+    fn version_of(&self, key: &str, version_id: &str) -> Option<&Version> {
+        self.objects
+            .get(key)?
+            .iter()
+            .find(|v| v.version_id == version_id && !v.delete_marker)
+    }
+
     /// The effect of the first matching fault, used up once when it is counted.
     fn fault(&mut self, operation: Operation, key: &str) -> Option<Effect> {
         let index = self.faults.iter().position(|f| {
@@ -172,6 +229,7 @@ impl State {
             body,
             sha256,
             metadata,
+            delete_marker: false,
         }
     }
 }
@@ -193,13 +251,13 @@ impl ArchiveBucket for MemoryBucket {
                 lose => match state.check_bucket() {
                     Err(error) => Err(Some(error)),
                     Ok(()) => {
-                        let created = if state.objects.contains_key(&object.key) {
+                        let created = if state.current(&object.key).is_some() {
                             Created::AlreadyExists
                         } else {
                             let version =
                                 state.version(object.body, object.sha256, object.metadata);
                             let version_id = version.version_id.clone();
-                            state.objects.insert(object.key, vec![version]);
+                            state.objects.entry(object.key).or_default().push(version);
                             Created::New {
                                 version_id: Some(version_id),
                             }
@@ -226,15 +284,11 @@ impl ArchiveBucket for MemoryBucket {
                 Some(Effect::Fail(error) | Effect::LoseAnswer(error)) => Err(Some(error)),
                 Some(Effect::Hang) => Err(None),
                 None => state.check_bucket().map_err(Some).map(|()| {
-                    state
-                        .objects
-                        .get(key)
-                        .and_then(|v| v.last())
-                        .map(|v| ObjectInfo {
-                            etag: Some(v.etag.clone()),
-                            version_id: Some(v.version_id.clone()),
-                            size: v.body.len() as u64,
-                        })
+                    state.current(key).map(|v| ObjectInfo {
+                        etag: Some(v.etag.clone()),
+                        version_id: Some(v.version_id.clone()),
+                        size: v.body.len() as u64,
+                    })
                 }),
             }
         };
@@ -251,13 +305,10 @@ impl ArchiveBucket for MemoryBucket {
             match state.fault(Operation::Get, key) {
                 Some(Effect::Fail(error) | Effect::LoseAnswer(error)) => Err(Some(error)),
                 Some(Effect::Hang) => Err(None),
-                None => state.check_bucket().map_err(Some).map(|()| {
-                    state
-                        .objects
-                        .get(key)
-                        .and_then(|v| v.last())
-                        .map(|v| v.body.clone())
-                }),
+                None => state
+                    .check_bucket()
+                    .map_err(Some)
+                    .map(|()| state.current(key).map(|v| v.body.clone())),
             }
         };
         match outcome {
@@ -265,6 +316,84 @@ impl ArchiveBucket for MemoryBucket {
             Err(Some(error)) => Err(error),
             Err(None) => hang().await,
         }
+    }
+
+    async fn get_object(&self, key: &str) -> Result<Option<StoredObject>, BucketError> {
+        self.read(Operation::Get, key, |state| {
+            state.current(key).map(|v| StoredObject {
+                body: v.body.clone(),
+                version_id: Some(v.version_id.clone()),
+                metadata: v
+                    .metadata
+                    .iter()
+                    .map(|(n, v)| ((*n).to_owned(), v.clone()))
+                    .collect(),
+            })
+        })
+        .await
+    }
+
+    async fn get_version(&self, key: &str, version_id: &str) -> Result<Option<Bytes>, BucketError> {
+        self.read(Operation::Get, key, |state| {
+            state.version_of(key, version_id).map(|v| v.body.clone())
+        })
+        .await
+    }
+
+    async fn head_version(
+        &self,
+        key: &str,
+        version_id: &str,
+    ) -> Result<Option<VersionInfo>, BucketError> {
+        self.read(Operation::Head, key, |state| {
+            state.version_of(key, version_id).map(|v| VersionInfo {
+                sha256: Some(v.sha256),
+                events: v
+                    .metadata
+                    .iter()
+                    .find(|(n, _)| *n == "events")
+                    .and_then(|(_, e)| e.parse().ok()),
+                size: v.body.len() as u64,
+            })
+        })
+        .await
+    }
+
+    async fn list_keys(
+        &self,
+        prefix: &str,
+        start_after: Option<&str>,
+        max: usize,
+    ) -> Result<Vec<String>, BucketError> {
+        self.read(Operation::List, prefix, |state| {
+            state
+                .objects
+                .keys()
+                .filter(|k| k.starts_with(prefix) && start_after.is_none_or(|a| k.as_str() > a))
+                .filter(|k| state.current(k).is_some())
+                .take(max)
+                .cloned()
+                .collect()
+        })
+        .await
+    }
+
+    async fn list_versions(&self, prefix: &str) -> Result<Vec<VersionEntry>, BucketError> {
+        self.read(Operation::List, prefix, |state| {
+            state
+                .objects
+                .iter()
+                .filter(|(k, _)| k.starts_with(prefix))
+                .flat_map(|(k, versions)| {
+                    versions.iter().rev().map(|v| VersionEntry {
+                        key: k.clone(),
+                        version_id: v.version_id.clone(),
+                        delete_marker: v.delete_marker,
+                    })
+                })
+                .collect()
+        })
+        .await
     }
 }
 

@@ -12,10 +12,13 @@ use aws_sdk_s3::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::operation::get_object::GetObjectError;
 use aws_sdk_s3::operation::head_object::HeadObjectError;
 use aws_sdk_s3::primitives::ByteStream;
-use aws_sdk_s3::types::ChecksumAlgorithm;
+use aws_sdk_s3::types::{ChecksumAlgorithm, ChecksumMode};
 use bytes::Bytes;
 
-use super::{ArchiveBucket, BucketError, Created, NewObject, ObjectInfo};
+use super::{
+    ArchiveBucket, BucketError, Created, NewObject, ObjectInfo, StoredObject, VersionEntry,
+    VersionInfo,
+};
 
 /// The archive bucket in S3.
 #[derive(Debug, Clone)]
@@ -150,6 +153,193 @@ impl ArchiveBucket for S3Bucket {
                 .map_err(|e| BucketError::Unavailable(e.to_string())),
             Err(SdkError::ServiceError(service))
                 if matches!(service.err(), GetObjectError::NoSuchKey(_)) =>
+            {
+                Ok(None)
+            }
+            Err(error) => Err(bucket_error(&error)),
+        }
+    }
+
+    async fn get_object(&self, key: &str) -> Result<Option<StoredObject>, BucketError> {
+        self.read_version(key, None).await
+    }
+
+    async fn get_version(&self, key: &str, version_id: &str) -> Result<Option<Bytes>, BucketError> {
+        Ok(self
+            .read_version(key, Some(version_id))
+            .await?
+            .map(|object| object.body))
+    }
+
+    async fn head_version(
+        &self,
+        key: &str,
+        version_id: &str,
+    ) -> Result<Option<VersionInfo>, BucketError> {
+        match self
+            .client
+            .head_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .version_id(version_id)
+            .checksum_mode(ChecksumMode::Enabled)
+            .send()
+            .await
+        {
+            Ok(output) => Ok(Some(VersionInfo {
+                sha256: output
+                    .checksum_sha256
+                    .as_deref()
+                    .and_then(|b64| aws_smithy_types::base64::decode(b64).ok())
+                    .and_then(|bytes| <[u8; 32]>::try_from(bytes).ok()),
+                events: output
+                    .metadata
+                    .as_ref()
+                    .and_then(|m| m.get("events"))
+                    .and_then(|e| e.parse().ok()),
+                size: output
+                    .content_length
+                    .and_then(|n| u64::try_from(n).ok())
+                    .unwrap_or(0),
+            })),
+            Err(SdkError::ServiceError(service))
+                if matches!(service.raw().status().as_u16(), 400 | 404 | 405)
+                    && !is_bucket_missing(service.raw()) =>
+            {
+                Ok(None)
+            }
+            Err(error) => Err(bucket_error(&error)),
+        }
+    }
+
+    async fn list_keys(
+        &self,
+        prefix: &str,
+        start_after: Option<&str>,
+        max: usize,
+    ) -> Result<Vec<String>, BucketError> {
+        let mut keys = Vec::new();
+        let mut token = None;
+        loop {
+            let output = self
+                .client
+                .list_objects_v2()
+                .bucket(&self.bucket)
+                .prefix(prefix)
+                .set_start_after(start_after.map(str::to_owned))
+                .set_continuation_token(token.take())
+                .max_keys(i32::try_from(max.saturating_sub(keys.len()).min(1000)).unwrap_or(1000))
+                .send()
+                .await
+                .map_err(|e| bucket_error(&e))?;
+            keys.extend(output.contents().iter().filter_map(|o| o.key.clone()));
+            token = output.next_continuation_token;
+            if token.is_none() || keys.len() >= max {
+                keys.truncate(max);
+                return Ok(keys);
+            }
+        }
+    }
+
+    async fn list_versions(&self, prefix: &str) -> Result<Vec<VersionEntry>, BucketError> {
+        // The SDK hands versions and delete markers back in two lists; each entry keeps its
+        // time and whether it is the latest, which put them back in S3's order.
+        let mut entries: Vec<(VersionEntry, bool, i64)> = Vec::new();
+        let (mut key_marker, mut version_marker) = (None, None);
+        loop {
+            let output = self
+                .client
+                .list_object_versions()
+                .bucket(&self.bucket)
+                .prefix(prefix)
+                .set_key_marker(key_marker.take())
+                .set_version_id_marker(version_marker.take())
+                .send()
+                .await
+                .map_err(|e| bucket_error(&e))?;
+            for v in output.versions() {
+                entries.push((
+                    VersionEntry {
+                        key: v.key.clone().unwrap_or_default(),
+                        version_id: v.version_id.clone().unwrap_or_default(),
+                        delete_marker: false,
+                    },
+                    v.is_latest.unwrap_or(false),
+                    v.last_modified.map_or(0, |t| t.to_millis().unwrap_or(0)),
+                ));
+            }
+            for m in output.delete_markers() {
+                entries.push((
+                    VersionEntry {
+                        key: m.key.clone().unwrap_or_default(),
+                        version_id: m.version_id.clone().unwrap_or_default(),
+                        delete_marker: true,
+                    },
+                    m.is_latest.unwrap_or(false),
+                    m.last_modified.map_or(0, |t| t.to_millis().unwrap_or(0)),
+                ));
+            }
+            if output.is_truncated != Some(true) {
+                break;
+            }
+            key_marker = output.next_key_marker;
+            version_marker = output.next_version_id_marker;
+        }
+        entries.sort_by(|(a, a_latest, a_at), (b, b_latest, b_at)| {
+            a.key
+                .cmp(&b.key)
+                .then(b_latest.cmp(a_latest))
+                .then(b_at.cmp(a_at))
+        });
+        Ok(entries.into_iter().map(|(entry, _, _)| entry).collect())
+    }
+}
+
+impl S3Bucket {
+    /// One version's body (`None`: no such version, or a delete marker).
+    async fn read_version(
+        &self,
+        key: &str,
+        version_id: Option<&str>,
+    ) -> Result<Option<StoredObject>, BucketError> {
+        match self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .set_version_id(version_id.map(str::to_owned))
+            .send()
+            .await
+        {
+            Ok(output) => {
+                let metadata = output
+                    .metadata
+                    .clone()
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(n, v)| (n.to_ascii_lowercase(), v))
+                    .collect();
+                let version_id = output.version_id.clone();
+                let body = output
+                    .body
+                    .collect()
+                    .await
+                    .map_err(|e| BucketError::Unavailable(e.to_string()))?
+                    .into_bytes();
+                Ok(Some(StoredObject {
+                    body,
+                    version_id,
+                    metadata,
+                }))
+            }
+            Err(SdkError::ServiceError(service))
+                if matches!(service.err(), GetObjectError::NoSuchKey(_))
+                    || (version_id.is_some()
+                        && matches!(service.raw().status().as_u16(), 400 | 404 | 405)
+                        && matches!(
+                            service.err().code(),
+                            Some("NoSuchVersion" | "InvalidArgument" | "MethodNotAllowed")
+                        )) =>
             {
                 Ok(None)
             }

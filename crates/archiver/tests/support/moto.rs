@@ -118,6 +118,37 @@ impl Moto {
         S3Bucket::client(&sdk, audit_model::archive::OBJECT_WRITE_TIMEOUT)
     }
 
+    /// The KMS client the archiver builds, for this endpoint.
+    pub fn kms(&self) -> aws_sdk_kms::Client {
+        let sdk = aws_config::SdkConfig::builder()
+            .behavior_version(aws_config::BehaviorVersion::latest())
+            .endpoint_url(&self.endpoint)
+            .region(aws_config::Region::new("us-east-1"))
+            .credentials_provider(SharedCredentialsProvider::new(Credentials::new(
+                "test", "test", None, None, "tests",
+            )))
+            .build();
+        audit_archiver::signer::kms::KmsSigner::client(
+            &sdk,
+            audit_model::archive::OBJECT_WRITE_TIMEOUT,
+        )
+    }
+
+    /// A digest key as the template defines it (ECC_NIST_P256, SIGN_VERIFY); its ARN.
+    pub async fn create_digest_key(&self) -> String {
+        self.kms()
+            .create_key()
+            .key_spec(aws_sdk_kms::types::KeySpec::EccNistP256)
+            .key_usage(aws_sdk_kms::types::KeyUsageType::SignVerify)
+            .description("audit digest key (tests)")
+            .send()
+            .await
+            .expect("create key")
+            .key_metadata
+            .and_then(|m| m.arn)
+            .expect("the key's ARN")
+    }
+
     /// The archiver's bucket adapter on `bucket`.
     pub fn archive(&self, bucket: &str) -> S3Bucket {
         S3Bucket::new(self.s3(), bucket)

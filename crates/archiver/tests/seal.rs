@@ -1,0 +1,352 @@
+//! Sealing against the in-memory bucket and key: which periods get a digest and when, what each
+//! lists, that the digests form one chain whose signatures the key's public key checks, and that
+//! a pause, a second sealer, an overwrite before sealing, a refused key and the deadline all leave
+//! one chain with no gap.
+
+mod support;
+
+use std::time::Duration;
+
+use audit_archiver::batch::{Ports, Settings, archive_batch};
+use audit_archiver::bucket::memory::MemoryBucket;
+use audit_archiver::budget::Budget;
+use audit_archiver::clock::{Clock, ManualClock};
+use audit_archiver::event::{StreamEvent, read_records};
+use audit_archiver::seal::{SealError, Sealer, newest_sealable};
+use audit_archiver::signer::memory::MemorySigner;
+use audit_archiver::{Handler, handler::HandlerError};
+use audit_model::archive::{Period, PeriodLength, SEAL_DELAY};
+use audit_model::digest::{
+    Digest, SealedDigest, chain_break, digest_key, parse_digest_key, sha256, signing_string_of,
+    unhex,
+};
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+use lambda_runtime::{Context, LambdaEvent};
+use serde_json::json;
+use support::*;
+
+const KEY_ARN: &str = "arn:aws:kms:us-east-1:123456789012:key/0b1c2d3e-aaaa-bbbb-cccc-1234567890ab";
+const BUCKET: &str = "audit-archive";
+
+fn at(text: &str) -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339(text)
+        .expect("RFC 3339")
+        .with_timezone(&Utc)
+}
+
+fn minute() -> PeriodLength {
+    PeriodLength::new(60).unwrap()
+}
+
+fn period(start: DateTime<Utc>) -> Period {
+    minute().period_of(start)
+}
+
+async fn archive(bucket: &MemoryBucket, clock: &ManualClock, first: u64, count: u64) {
+    let reads = read_records(StreamEvent {
+        records: (first..first + count).map(insert).collect(),
+    });
+    let settings = Settings {
+        period: minute(),
+        ..Settings::default()
+    };
+    let report = archive_batch(
+        Ports { bucket, clock },
+        &settings,
+        &reads,
+        Budget::unlimited(),
+    )
+    .await;
+    assert_eq!(report.failed_from, None, "{:?}", report.failure);
+}
+
+async fn seal(
+    bucket: &MemoryBucket,
+    signer: &MemorySigner,
+    now: DateTime<Utc>,
+) -> audit_archiver::seal::SealReport {
+    Sealer {
+        bucket,
+        signer,
+        bucket_name: BUCKET,
+        period: minute(),
+    }
+    .run(now, Budget::unlimited())
+    .await
+}
+
+/// Every digest in the bucket, in period order, with its bytes' hash and its signature.
+fn digests(bucket: &MemoryBucket) -> Vec<(Digest, SealedDigest)> {
+    bucket
+        .keys("digest/")
+        .into_iter()
+        .map(|key| {
+            let version = bucket.current(&key).unwrap();
+            let signature = version
+                .metadata
+                .iter()
+                .find(|(n, _)| *n == "signature")
+                .and_then(|(_, v)| unhex(v))
+                .expect("a signature");
+            let sealed = SealedDigest {
+                key: key.clone(),
+                sha256: sha256(&version.body),
+                signature,
+            };
+            (Digest::parse(&version.body).unwrap(), sealed)
+        })
+        .collect()
+}
+
+/// The checks `auditctl verify` makes of the chain alone: consecutive periods, each linked to the
+/// one before, each signature the key's.
+fn assert_one_signed_chain(bucket: &MemoryBucket, signer: &MemorySigner) -> Vec<Digest> {
+    let all = digests(bucket);
+    let mut before: Option<&SealedDigest> = None;
+    for (i, (digest, sealed)) in all.iter().enumerate() {
+        let p = parse_digest_key(&sealed.key, minute()).expect("a digest key");
+        assert_eq!(digest.period(), Some(p));
+        if i > 0 {
+            let prev = parse_digest_key(&all[i - 1].1.key, minute()).unwrap();
+            assert_eq!(prev.next(), p, "a gap before {}", sealed.key);
+        } else {
+            assert!(digest.previous.is_none(), "the chain's first digest");
+        }
+        assert_eq!(chain_break(digest, &sealed.key, before), None);
+        let string = signing_string_of(digest, &sealed.key, &sealed.sha256);
+        assert!(
+            signer.verifies(string.as_bytes(), &sealed.signature),
+            "{}'s signature",
+            sealed.key
+        );
+        assert_eq!(digest.key_id, KEY_ARN);
+        assert_eq!(digest.bucket, BUCKET);
+        before = Some(sealed);
+    }
+    all.into_iter().map(|(d, _)| d).collect()
+}
+
+#[tokio::test]
+async fn a_period_is_sealed_only_once_its_writes_cannot_be_in_flight() {
+    let start = at("2026-11-22T10:15:00Z");
+    let p = period(start);
+    // At end + SEAL_DELAY - 1 s the period is not due; at end + SEAL_DELAY it is.
+    let end = DateTime::from_timestamp(p.end(), 0).unwrap();
+    let delay = chrono::Duration::from_std(SEAL_DELAY).unwrap();
+    assert_eq!(
+        newest_sealable(end + delay - chrono::Duration::seconds(1), minute()),
+        Period {
+            start: p.start - 60,
+            length: minute()
+        }
+    );
+    assert_eq!(newest_sealable(end + delay, minute()), p);
+}
+
+#[tokio::test]
+async fn an_empty_archive_starts_its_chain_at_the_newest_due_period() {
+    let bucket = MemoryBucket::new();
+    let signer = MemorySigner::new(KEY_ARN);
+    let now = at("2026-11-22T10:16:40Z");
+    let report = seal(&bucket, &signer, now).await;
+    assert_eq!(report.failure, None);
+    assert_eq!(
+        bucket.keys("digest/"),
+        [digest_key(period(at("2026-11-22T10:15:00Z")))]
+    );
+    let chain = assert_one_signed_chain(&bucket, &signer);
+    assert_eq!(chain[0].objects, []);
+    assert_eq!(chain[0].events, 0);
+    assert_eq!(report.lag_seconds(now), 40);
+}
+
+#[tokio::test]
+async fn every_period_from_the_first_object_on_gets_a_digest_empty_ones_included() {
+    let bucket = MemoryBucket::new();
+    let signer = MemorySigner::new(KEY_ARN);
+    let clock = ManualClock::new(at("2026-11-22T10:15:10Z"));
+    archive(&bucket, &clock, 1, 5).await;
+    clock.set(at("2026-11-22T10:15:50Z"));
+    archive(&bucket, &clock, 6, 3).await;
+    // Two idle minutes, then more.
+    clock.set(at("2026-11-22T10:18:05Z"));
+    archive(&bucket, &clock, 9, 2).await;
+
+    let report = seal(&bucket, &signer, at("2026-11-22T10:20:00Z")).await;
+    assert_eq!(report.failure, None);
+    assert_eq!(report.sealed.len(), 4, "10:15 to 10:18");
+    let chain = assert_one_signed_chain(&bucket, &signer);
+    let events: Vec<u64> = chain.iter().map(|d| d.events).collect();
+    assert_eq!(events, [8, 0, 0, 2]);
+    assert_eq!(chain[0].objects.len(), 2);
+    for listed in chain.iter().flat_map(|d| &d.objects) {
+        let version = bucket.current(&listed.key).unwrap();
+        assert_eq!(listed.version_id, version.version_id);
+        assert_eq!(
+            listed.sha256,
+            audit_model::digest::hex(&sha256(&version.body))
+        );
+        assert_eq!(listed.size, version.body.len() as u64);
+    }
+    // The 10:19 period is not due until 10:20:30; nothing is sealed twice.
+    let again = seal(&bucket, &signer, at("2026-11-22T10:20:29Z")).await;
+    assert_eq!(again.sealed, []);
+    let later = seal(&bucket, &signer, at("2026-11-22T10:20:30Z")).await;
+    assert_eq!(later.sealed.len(), 1);
+    assert_one_signed_chain(&bucket, &signer);
+}
+
+#[tokio::test]
+async fn a_pause_of_the_schedule_is_caught_up_in_order() {
+    let bucket = MemoryBucket::new();
+    let signer = MemorySigner::new(KEY_ARN);
+    seal(&bucket, &signer, at("2026-11-22T10:00:40Z")).await;
+    // The schedule stops for five hours (more than the head window of 48 periods).
+    let report = seal(&bucket, &signer, at("2026-11-22T15:00:40Z")).await;
+    assert_eq!(report.failure, None);
+    assert_eq!(report.sealed.len(), 300);
+    let chain = assert_one_signed_chain(&bucket, &signer);
+    assert_eq!(chain.len(), 301);
+    assert_eq!(report.lag_seconds(at("2026-11-22T15:00:40Z")), 40);
+}
+
+#[tokio::test]
+async fn a_second_sealer_does_not_fork_the_chain() {
+    let bucket = MemoryBucket::new();
+    let one = MemorySigner::new(KEY_ARN);
+    let two = MemorySigner::new(KEY_ARN);
+    seal(&bucket, &one, at("2026-11-22T10:00:40Z")).await;
+    let now = at("2026-11-22T10:03:40Z");
+    let (a, b) = tokio::join!(seal(&bucket, &one, now), seal(&bucket, &two, now));
+    assert_eq!(a.failure, None);
+    assert_eq!(b.failure, None);
+    assert_eq!(bucket.keys("digest/").len(), 4);
+    for key in bucket.keys("digest/") {
+        assert_eq!(bucket.versions(&key).len(), 1, "{key} written once");
+    }
+    // Each digest verifies with the key of whichever sealer wrote it; the links hold.
+    let all = digests(&bucket);
+    for window in all.windows(2) {
+        assert_eq!(
+            chain_break(&window[1].0, &window[1].1.key, Some(&window[0].1)),
+            None
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_digest_lists_the_version_the_archiver_wrote_not_a_later_overwrite() {
+    let bucket = MemoryBucket::new();
+    let signer = MemorySigner::new(KEY_ARN);
+    let clock = ManualClock::new(at("2026-11-22T10:15:10Z"));
+    archive(&bucket, &clock, 1, 3).await;
+    let key = bucket.keys("trail/")[0].clone();
+    let original = bucket.current(&key).unwrap();
+    bucket.overwrite(&key, Bytes::from_static(b"forged"));
+    // A key that is not the archiver's in the period's place, and a deleted one.
+    bucket.overwrite(
+        "trail/dt=2026-11-22/hour=10/p1795342500-x-a0.jsonl.gz",
+        Bytes::from_static(b"x"),
+    );
+    seal(&bucket, &signer, at("2026-11-22T10:16:30Z")).await;
+    let chain = assert_one_signed_chain(&bucket, &signer);
+    assert_eq!(chain[0].objects.len(), 1);
+    assert_eq!(chain[0].objects[0].version_id, original.version_id);
+    assert_eq!(chain[0].events, 3);
+}
+
+#[tokio::test]
+async fn a_refused_key_seals_nothing_and_the_next_run_goes_on_from_the_chain() {
+    let bucket = MemoryBucket::new();
+    let signer = MemorySigner::new(KEY_ARN);
+    seal(&bucket, &signer, at("2026-11-22T10:00:40Z")).await;
+    signer.refuse(1);
+    let now = at("2026-11-22T10:05:40Z");
+    let refused = seal(&bucket, &signer, now).await;
+    assert!(matches!(refused.failure, Some(SealError::Sign(_))));
+    assert_eq!(refused.sealed, []);
+    assert_eq!(refused.left, 5);
+    assert_eq!(
+        refused.lag_seconds(now),
+        340,
+        "from the newest digest's end"
+    );
+    let later = seal(&bucket, &signer, now).await;
+    assert_eq!(later.failure, None);
+    assert_eq!(later.sealed.len(), 5);
+    assert_one_signed_chain(&bucket, &signer);
+}
+
+#[tokio::test]
+async fn the_deadline_stops_sealing_between_periods() {
+    let bucket = MemoryBucket::new();
+    let signer = MemorySigner::new(KEY_ARN);
+    seal(&bucket, &signer, at("2026-11-22T10:00:40Z")).await;
+    let budget = Budget {
+        deadline: Some(tokio::time::Instant::now() + Duration::from_secs(5)),
+        margin: Duration::ZERO,
+    };
+    let report = Sealer {
+        bucket: &bucket,
+        signer: &signer,
+        bucket_name: BUCKET,
+        period: minute(),
+    }
+    .run(at("2026-11-22T10:05:40Z"), budget)
+    .await;
+    assert_eq!(report.failure, Some(SealError::Deadline));
+    assert_eq!(report.sealed, []);
+    assert_eq!(report.left, 5);
+    assert_eq!(bucket.keys("digest/").len(), 1);
+}
+
+#[tokio::test]
+async fn the_handler_seals_on_a_scheduled_event_and_refuses_unknown_events() {
+    let bucket = MemoryBucket::new();
+    let signer = MemorySigner::new(KEY_ARN);
+    let clock = ManualClock::new(at("2026-11-22T10:16:40Z"));
+    let settings = Settings {
+        period: minute(),
+        ..Settings::default()
+    };
+    let handler = Handler::new(&bucket, settings)
+        .with_clock(&clock)
+        .with_digests(BUCKET, &signer);
+    let scheduled = json!({
+        "version": "0", "id": "53dc4d37-cffa-4f76-80c9-8b7d4a4d2eaa",
+        "detail-type": "Scheduled Event", "source": "aws.events",
+        "account": "123456789012", "time": "2026-11-22T10:16:40Z", "region": "us-east-1",
+        "resources": ["arn:aws:events:us-east-1:123456789012:rule/seal"], "detail": {}
+    });
+    let answer = handler
+        .handle_any(LambdaEvent::new(scheduled.clone(), Context::default()))
+        .await
+        .unwrap();
+    let key = digest_key(period(at("2026-11-22T10:15:00Z")));
+    assert_eq!(answer["sealed"], json!([key]));
+    assert_eq!(answer["head"], json!(key));
+    assert_eq!(answer["lagSeconds"], 40);
+    assert_eq!(answer["failure"], json!(null));
+    assert!(matches!(
+        handler
+            .handle_any(LambdaEvent::new(json!({"detail": {}}), Context::default()))
+            .await,
+        Err(HandlerError::UnknownEvent)
+    ));
+    // Without a key: a scheduled run fails and says which variable to set.
+    let keyless = Handler::new(&bucket, settings).with_clock(&clock);
+    clock.set(at("2026-11-22T10:17:40Z"));
+    let answer = keyless
+        .handle_any(LambdaEvent::new(scheduled, Context::default()))
+        .await
+        .unwrap();
+    assert!(
+        answer["failure"]
+            .as_str()
+            .unwrap()
+            .contains("DIGEST_KEY_ID"),
+        "{answer}"
+    );
+    let _ = clock.now();
+}
