@@ -3,6 +3,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use audit_model::archive::{SEAL_DELAY, STATE_PREFIX, TAMPER_PREFIX, TRAIL_PREFIX};
+use audit_model::digest::{DIGEST_PREFIX, SIGNING_ALGORITHM};
 use audit_model::keys::{LOOKUP_INDEXES, LOOKUP_PROJECTION};
 use audit_receiver::Reason;
 use audit_receiver::config::{DEFAULT_TABLE_NAME, MAX_CONCURRENCY_LIMIT};
@@ -1008,11 +1010,13 @@ fn each_function_has_its_own_role_and_sam_adds_no_policies() {
         iam,
         BTreeSet::from([
             "AuditArchiverRole".to_string(),
+            "AuditArchiverSigningPolicy".to_string(),
             "AuditOperatorPolicy".to_string(),
             "AuditReaderPolicy".to_string(),
             "AuditReceiverRole".to_string()
         ]),
-        "each function's role and the two operator policies, no other IAM resource"
+        "each function's role (the archiver's signing grant a policy of its own) and the two \
+         operator policies, no other IAM resource"
     );
     for policy in ["AuditReaderPolicy", "AuditOperatorPolicy"] {
         for attachment in ["Roles", "Users", "Groups"] {
@@ -1166,18 +1170,6 @@ fn managed_policy_grants(t: &Value, name: &str) -> Grants {
     grants
 }
 
-fn grants(expected: &[(&str, &[&str])]) -> Grants {
-    expected
-        .iter()
-        .map(|(action, resources)| {
-            (
-                action.to_string(),
-                resources.iter().map(|r| r.to_string()).collect(),
-            )
-        })
-        .collect()
-}
-
 const TABLE: &str = "${AuditMessagesTable.Arn}";
 const TABLE_INDEXES: &str = "${AuditMessagesTable.Arn}/index/*";
 const QUEUE: &str = "${AuditQueue.Arn}";
@@ -1226,16 +1218,24 @@ fn reader_policy_reads_the_table_and_its_indexes_and_records_its_own_access_only
         }
         assert!(!writes(action), "the reader policy may {action}");
     }
+    let one = |r: &str| vec![r.to_string()];
     assert_eq!(
         reader,
-        grants(&[
-            ("dynamodb:BatchGetItem", &[TABLE]),
-            ("dynamodb:DescribeTable", &[TABLE]),
-            ("dynamodb:Query", &[TABLE, TABLE_INDEXES]),
-            ("sqs:SendMessage", &[QUEUE]),
+        owned_grants(&[
+            ("dynamodb:BatchGetItem", one(TABLE)),
+            ("dynamodb:DescribeTable", one(TABLE)),
+            ("dynamodb:Query", vec![TABLE.into(), TABLE_INDEXES.into()]),
+            ("sqs:SendMessage", one(QUEUE)),
+            ("s3:GetObject", verified_prefixes()),
+            ("s3:GetObjectVersion", verified_prefixes()),
+            ("s3:ListBucket", one(ARCHIVE_BUCKET)),
+            ("s3:ListBucketVersions", one(ARCHIVE_BUCKET)),
+            ("kms:GetPublicKey", one(DIGEST_KEY)),
         ]),
         "auditctl query and get: DescribeTable, Query (table and indexes), BatchGetItem (a \
-         lookup's full items); the access event on AuditQueue. No GetItem: no command calls it"
+         lookup's full items); the access event on AuditQueue. No GetItem: no command calls it. \
+         auditctl verify: the archive's objects and digests by version, their listings, the \
+         digest key's public key; never the archiver's markers (state/), never kms:Sign"
     );
 }
 
@@ -1475,6 +1475,8 @@ fn outputs_name_the_queues_the_table_the_functions_the_archive_and_the_operator_
             reference("AuditArchiveFailureQueue"),
         ),
         ("AuditTrailWorkGroupName", reference("AuditTrailWorkGroup")),
+        ("AuditDigestKeyArn", get_att("AuditDigestKey", "Arn")),
+        ("AuditDigestKeyId", reference("AuditDigestKey")),
     ];
     for (name, value) in expected {
         assert_eq!(at(&t, &["Outputs", name, "Value"]), &value, "output {name}");
@@ -1753,6 +1755,10 @@ const ARCHIVER_EMITTED: &[&str] = &[
     "ArchivedBytes",
     "ArchiveLagMs",
     "DurationMs",
+    // On each scheduled run (crates/archiver: sealing the digests).
+    "DigestsSealed",
+    "SealLagSeconds",
+    "SealFailed",
 ];
 
 #[test]
@@ -1778,16 +1784,34 @@ fn archiver(t: &Value) -> &Value {
     props(t, "AuditArchiverFunction")
 }
 
-/// The archiver's one event: the table's stream.
-fn stream_event(t: &Value) -> &Value {
+/// The archiver's event of `kind` (its only one of that kind).
+fn archiver_event<'a>(t: &'a Value, kind: &str) -> &'a Value {
     let events: Vec<&Value> = at(archiver(t), &["Events"])
         .as_mapping()
         .expect("Events is a mapping")
         .values()
+        .filter(|e| at(e, &["Type"]).as_str() == Some(kind))
         .collect();
-    assert_eq!(events.len(), 1, "the archiver has exactly one event");
-    assert_eq!(at(events[0], &["Type"]).as_str(), Some("DynamoDB"));
+    assert_eq!(events.len(), 1, "the archiver has exactly one {kind} event");
     at(events[0], &["Properties"])
+}
+
+/// The archiver's stream event: the table's stream.
+fn stream_event(t: &Value) -> &Value {
+    archiver_event(t, "DynamoDB")
+}
+
+#[test]
+fn the_archiver_has_two_events_the_tables_stream_and_the_seal_schedule() {
+    let t = template();
+    let mut kinds: Vec<String> = at(archiver(&t), &["Events"])
+        .as_mapping()
+        .expect("Events is a mapping")
+        .values()
+        .map(|e| scalar(at(e, &["Type"])))
+        .collect();
+    kinds.sort();
+    assert_eq!(kinds, ["DynamoDB", "Schedule"]);
 }
 
 #[test]
@@ -1907,72 +1931,154 @@ fn archiver_environment_names_the_archive_bucket_and_an_hourly_digest_period() {
         &reference("AuditArchiveBucket")
     );
     assert_eq!(number(at(vars, &["DIGEST_PERIOD_SECONDS"])), 3600);
+    // By its ARN: what KMS answers a Sign with, and so what each digest names as its keyId.
+    assert_eq!(
+        at(vars, &["DIGEST_KEY_ID"]),
+        &get_att("AuditDigestKey", "Arn")
+    );
     let names: BTreeSet<String> = vars.as_mapping().unwrap().keys().map(scalar).collect();
     assert_eq!(
         names,
-        BTreeSet::from(["ARCHIVE_BUCKET".into(), "DIGEST_PERIOD_SECONDS".into()]),
-        "DIGEST_KEY_ID comes with the digest key"
+        BTreeSet::from([
+            "ARCHIVE_BUCKET".into(),
+            "DIGEST_KEY_ID".into(),
+            "DIGEST_PERIOD_SECONDS".into()
+        ])
     );
 }
 
 const ARCHIVE_OBJECTS: &str = "${AuditArchiveBucket.Arn}/*";
 const ARCHIVE_BUCKET: &str = "${AuditArchiveBucket.Arn}";
-/// The archiver's own prefixes: events, tamper events, its markers (audit_model::archive).
-const ARCHIVER_PREFIXES: &[&str] = &[
-    "${AuditArchiveBucket.Arn}/trail/*",
-    "${AuditArchiveBucket.Arn}/tamper/*",
-    "${AuditArchiveBucket.Arn}/state/*",
-];
+const DIGEST_KEY: &str = "${AuditDigestKey.Arn}";
+
+/// `${AuditArchiveBucket.Arn}/<prefix>*` for each prefix (audit_model's `trail/`, ...).
+fn under(prefixes: &[&str]) -> Vec<String> {
+    prefixes
+        .iter()
+        .map(|p| format!("{ARCHIVE_BUCKET}/{p}*"))
+        .collect()
+}
+
+/// The archive's objects: events and tamper events (what a digest lists).
+fn archive_object_prefixes() -> Vec<String> {
+    under(&[TRAIL_PREFIX, TAMPER_PREFIX])
+}
+
+/// Everything the archiver writes: the archive's objects, its markers, the digests.
+fn archiver_prefixes() -> Vec<String> {
+    under(&[TRAIL_PREFIX, TAMPER_PREFIX, STATE_PREFIX, DIGEST_PREFIX])
+}
+
+/// What `auditctl verify` reads: the archive's objects and the digests (not the markers).
+fn verified_prefixes() -> Vec<String> {
+    under(&[TRAIL_PREFIX, TAMPER_PREFIX, DIGEST_PREFIX])
+}
 const TABLE_STREAM: &str = "${AuditMessagesTable.StreamArn}";
 const TABLE_STREAMS: &str = "${AuditMessagesTable.Arn}/stream/*";
 
-/// What a role's inline policies allow: each action with the resources it is allowed on (plain
-/// Allow statements only, so that the map is all the role grants).
-fn role_grants(t: &Value, role: &str) -> Grants {
-    let mut grants = Grants::new();
-    for s in role_statements(t, role) {
-        assert_eq!(at(&s, &["Effect"]).as_str(), Some("Allow"), "{role}: {s:?}");
+/// What plain Allow statements grant: each action with the resources it is allowed on (no
+/// NotAction, NotResource, Condition, Principal or wildcard, so that the map is all they grant).
+fn statement_grants(owner: &str, statements: &[Value], grants: &mut Grants) {
+    for s in statements {
+        assert_eq!(at(s, &["Effect"]).as_str(), Some("Allow"), "{owner}: {s:?}");
         for key in ["NotAction", "NotResource", "Condition", "Principal"] {
-            assert!(s.get(key).is_none(), "{role}: no {key} ({s:?})");
+            assert!(s.get(key).is_none(), "{owner}: no {key} ({s:?})");
         }
-        let resources: Vec<String> = one_or_many(at(&s, &["Resource"]))
+        let resources: Vec<String> = one_or_many(at(s, &["Resource"]))
             .iter()
             .map(resource_text)
             .collect();
-        for action in one_or_many(at(&s, &["Action"])).iter().map(scalar) {
-            assert!(!action.contains('*'), "{role}: wildcard action {action}");
+        for action in one_or_many(at(s, &["Action"])).iter().map(scalar) {
+            assert!(!action.contains('*'), "{owner}: wildcard action {action}");
             for r in &resources {
-                assert_ne!(r, "*", "{role}: {action} on every resource");
+                assert_ne!(r, "*", "{owner}: {action} on every resource");
                 grants.entry(action.clone()).or_default().insert(r.clone());
             }
         }
     }
+}
+
+/// What a role's inline policies allow.
+fn role_grants(t: &Value, role: &str) -> Grants {
+    let mut grants = Grants::new();
+    statement_grants(role, &role_statements(t, role), &mut grants);
     grants
 }
 
+/// The AWS::IAM::Policy resources attached to `role`, by name.
+fn attached_policies(t: &Value, role: &str) -> Vec<String> {
+    resources_of_type(t, "AWS::IAM::Policy")
+        .into_iter()
+        .filter(|(_, r)| one_or_many(at(r, &["Properties", "Roles"])).contains(&reference(role)))
+        .map(|(name, _)| name)
+        .collect()
+}
+
+/// What a role may do: its inline policies and the AWS::IAM::Policy resources attached to it.
+fn all_role_grants(t: &Value, role: &str) -> Grants {
+    let mut grants = role_grants(t, role);
+    for policy in attached_policies(t, role) {
+        let statements = one_or_many(at(props(t, &policy), &["PolicyDocument", "Statement"]));
+        statement_grants(&policy, &statements, &mut grants);
+    }
+    grants
+}
+
+fn owned_grants(expected: &[(&str, Vec<String>)]) -> Grants {
+    expected
+        .iter()
+        .map(|(action, resources)| (action.to_string(), resources.iter().cloned().collect()))
+        .collect()
+}
+
 #[test]
-fn archiver_may_only_read_the_stream_write_and_read_its_prefixes_send_give_ups_and_log() {
+fn archiver_may_only_read_the_stream_write_and_read_its_prefixes_seal_send_give_ups_and_log() {
     let t = template();
+    let one = |r: &str| vec![r.to_string()];
     assert_eq!(
-        role_grants(&t, "AuditArchiverRole"),
-        grants(&[
+        all_role_grants(&t, "AuditArchiverRole"),
+        owned_grants(&[
             // What the event source mapping polls the stream with (the AWS guide's four, on
             // this table's streams only).
-            ("dynamodb:DescribeStream", &[TABLE_STREAM]),
-            ("dynamodb:GetRecords", &[TABLE_STREAM]),
-            ("dynamodb:GetShardIterator", &[TABLE_STREAM]),
-            ("dynamodb:ListStreams", &[TABLE_STREAMS]),
+            ("dynamodb:DescribeStream", one(TABLE_STREAM)),
+            ("dynamodb:GetRecords", one(TABLE_STREAM)),
+            ("dynamodb:GetShardIterator", one(TABLE_STREAM)),
+            ("dynamodb:ListStreams", one(TABLE_STREAMS)),
             // New objects under its own prefixes (conditional puts never replace one), read
             // back (GetObject also authorises HEAD); ListBucket so that a missing key is a 404,
             // not a 403. No delete, no retention, no lock.
-            ("s3:PutObject", ARCHIVER_PREFIXES),
-            ("s3:GetObject", ARCHIVER_PREFIXES),
-            ("s3:ListBucket", &[ARCHIVE_BUCKET]),
+            ("s3:PutObject", archiver_prefixes()),
+            ("s3:GetObject", archiver_prefixes()),
+            ("s3:ListBucket", one(ARCHIVE_BUCKET)),
+            // Sealing a period: its versions listed, the head of each listed version (a HEAD
+            // with a versionId is authorised as GetObjectVersion) of the archive's objects only;
+            // the digest signed with the digest key and nothing else.
+            ("s3:ListBucketVersions", one(ARCHIVE_BUCKET)),
+            ("s3:GetObjectVersion", archive_object_prefixes()),
+            ("kms:Sign", one(DIGEST_KEY)),
             // The on-failure destination is sent with the function's role.
-            ("sqs:SendMessage", &["${AuditArchiveFailureQueue.Arn}"]),
-            ("logs:CreateLogStream", &["${AuditArchiverLogGroup.Arn}"]),
-            ("logs:PutLogEvents", &["${AuditArchiverLogGroup.Arn}"]),
+            ("sqs:SendMessage", one("${AuditArchiveFailureQueue.Arn}")),
+            ("logs:CreateLogStream", one("${AuditArchiverLogGroup.Arn}")),
+            ("logs:PutLogEvents", one("${AuditArchiverLogGroup.Arn}")),
         ])
+    );
+    // The signing grant is a policy of its own (the key's policy names the role: inside the role
+    // it would be a cycle), and the function waits for it.
+    assert_eq!(
+        attached_policies(&t, "AuditArchiverRole"),
+        vec!["AuditArchiverSigningPolicy".to_string()]
+    );
+    assert!(
+        !role_grants(&t, "AuditArchiverRole").contains_key("kms:Sign"),
+        "kms:Sign inside the role would make the role depend on the key, which names the role"
+    );
+    assert_eq!(
+        scalar(at(resource(&t, "AuditArchiverFunction"), &["DependsOn"])),
+        "AuditArchiverSigningPolicy"
+    );
+    assert!(
+        attached_policies(&t, "AuditReceiverRole").is_empty(),
+        "the receiver signs nothing"
     );
 }
 
@@ -2491,12 +2597,33 @@ fn dashboard_shows_the_archive_lag_and_trail_modifications() {
             "the archiver never emits {name}"
         );
     }
-    for name in ["TrailModified", "ArchiveLagMs"] {
+    for name in [
+        "TrailModified",
+        "ArchiveLagMs",
+        "DigestsSealed",
+        "SealLagSeconds",
+        "SealFailed",
+    ] {
         assert!(
             archiver_metrics.contains(name),
             "the dashboard shows {name}"
         );
     }
+    // The seal lag's widget marks the alarm's threshold.
+    let body = dashboard_body(&t);
+    let marked: Vec<u64> = body["widgets"]
+        .as_array()
+        .expect("widgets")
+        .iter()
+        .filter_map(|w| w["properties"]["annotations"]["horizontal"].as_array())
+        .flatten()
+        .filter(|a| a["label"] == "SealLagAlarm")
+        .filter_map(|a| a["value"].as_u64())
+        .collect();
+    assert_eq!(
+        marked,
+        vec![number(at(props(&t, "SealLagAlarm"), &["Threshold"]))]
+    );
     let variables = at(props(&t, "AuditDashboard"), &["DashboardBody", "Fn::Sub"])
         .as_sequence()
         .expect("Fn::Sub long form")[1]
@@ -2505,6 +2632,296 @@ fn dashboard_shows_the_archive_lag_and_trail_modifications() {
         at(&variables, &["Archiver"]),
         &reference("AuditArchiverFunction")
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Digests (SPEC "Digests"): the signing key, the schedule that seals, the alarms when it stops
+
+fn key_policy_statements(t: &Value) -> Vec<Value> {
+    one_or_many(at(props(t, "AuditDigestKey"), &["KeyPolicy", "Statement"]))
+}
+
+fn account_root() -> Value {
+    let mut sub = Mapping::new();
+    sub.insert(
+        "Fn::Sub".into(),
+        "arn:${AWS::Partition}:iam::${AWS::AccountId}:root".into(),
+    );
+    Value::Mapping(sub)
+}
+
+fn principal(statement: &Value) -> Value {
+    let p = at(statement, &["Principal"]);
+    p.get("AWS").cloned().unwrap_or_else(|| p.clone())
+}
+
+fn actions(statement: &Value) -> BTreeSet<String> {
+    one_or_many(at(statement, &["Action"]))
+        .iter()
+        .map(scalar)
+        .collect()
+}
+
+#[test]
+fn digest_key_is_a_retained_p256_signing_key_whose_deletion_waits_thirty_days() {
+    let t = template();
+    let key = resource(&t, "AuditDigestKey");
+    assert_eq!(at(key, &["Type"]).as_str(), Some("AWS::KMS::Key"));
+    // The digests already signed need its public key: neither deleting the stack nor replacing
+    // the key schedules its deletion.
+    assert_eq!(at(key, &["DeletionPolicy"]).as_str(), Some("Retain"));
+    assert_eq!(at(key, &["UpdateReplacePolicy"]).as_str(), Some("Retain"));
+    let p = props(&t, "AuditDigestKey");
+    assert_eq!(at(p, &["KeySpec"]).as_str(), Some("ECC_NIST_P256"));
+    assert_eq!(at(p, &["KeyUsage"]).as_str(), Some("SIGN_VERIFY"));
+    // The one algorithm KMS signs with on a P-256 key, which the digests name.
+    assert_eq!(SIGNING_ALGORITHM, "ECDSA_SHA_256");
+    assert_eq!(
+        number(at(p, &["PendingWindowInDays"])),
+        30,
+        "KMS's longest wait"
+    );
+    assert!(
+        p.get("Enabled").is_none_or(|e| e == &Value::Bool(true)),
+        "enabled"
+    );
+    let alias = props(&t, "AuditDigestKeyAlias");
+    assert_eq!(at(alias, &["TargetKeyId"]), &reference("AuditDigestKey"));
+    assert!(
+        scalar(at(alias, &["AliasName", "Fn::Sub"])).starts_with("alias/${AWS::StackName}-"),
+        "one alias per stack"
+    );
+}
+
+#[test]
+fn digest_key_policy_lets_the_archiver_alone_sign_and_nobody_disable_or_delete_it_without_mfa() {
+    let t = template();
+    let role = get_att("AuditArchiverRole", "Arn");
+    let statements = key_policy_statements(&t);
+    let allows: Vec<&Value> = statements
+        .iter()
+        .filter(|s| at(s, &["Effect"]).as_str() == Some("Allow"))
+        .collect();
+    let denies: Vec<&Value> = statements
+        .iter()
+        .filter(|s| at(s, &["Effect"]).as_str() == Some("Deny"))
+        .collect();
+    assert_eq!(allows.len() + denies.len(), statements.len());
+    for s in &statements {
+        assert!(
+            s.get("NotAction").is_none() && s.get("NotPrincipal").is_none(),
+            "{s:?}"
+        );
+        assert_eq!(
+            at(s, &["Resource"]).as_str(),
+            Some("*"),
+            "a key policy's own key"
+        );
+    }
+    // The account administers it through IAM (so that AuditReaderPolicy's kms:GetPublicKey
+    // works, and CloudFormation can update it); the archiver's role signs. Nobody else is named.
+    let mut allowed: Vec<(Value, BTreeSet<String>)> = allows
+        .iter()
+        .map(|s| {
+            assert!(s.get("Condition").is_none(), "{s:?}");
+            (principal(s), actions(s))
+        })
+        .collect();
+    allowed.sort_by_key(|(p, _)| serde_yaml::to_string(p).unwrap());
+    let mut expected = vec![
+        (account_root(), BTreeSet::from(["kms:*".to_string()])),
+        (role.clone(), BTreeSet::from(["kms:Sign".to_string()])),
+    ];
+    expected.sort_by_key(|(p, _)| serde_yaml::to_string(p).unwrap());
+    assert_eq!(allowed, expected);
+    // Nobody but the archiver's role signs, whatever IAM or a grant allows.
+    let sign_deny: Vec<&&Value> = denies
+        .iter()
+        .filter(|s| actions(s).contains("kms:Sign"))
+        .collect();
+    assert_eq!(sign_deny.len(), 1);
+    assert_eq!(at(sign_deny[0], &["Principal"]).as_str(), Some("*"));
+    assert_eq!(actions(sign_deny[0]), BTreeSet::from(["kms:Sign".into()]));
+    assert_eq!(
+        at(
+            sign_deny[0],
+            &["Condition", "ArnNotEquals", "aws:PrincipalArn"]
+        ),
+        &role
+    );
+    // Nobody disables it or schedules its deletion without MFA (a request without MFA
+    // information, an assumed role's or an access key's, is refused too: BoolIfExists).
+    let lifecycle: Vec<&&Value> = denies
+        .iter()
+        .filter(|s| !actions(s).contains("kms:Sign"))
+        .collect();
+    assert_eq!(lifecycle.len(), 1);
+    assert_eq!(at(lifecycle[0], &["Principal"]).as_str(), Some("*"));
+    assert_eq!(
+        actions(lifecycle[0]),
+        BTreeSet::from(["kms:DisableKey".into(), "kms:ScheduleKeyDeletion".into()])
+    );
+    assert_eq!(
+        scalar(at(
+            lifecycle[0],
+            &["Condition", "BoolIfExists", "aws:MultiFactorAuthPresent"]
+        )),
+        "false"
+    );
+}
+
+#[test]
+fn only_the_archiver_may_sign_and_the_readers_fetch_the_public_key() {
+    // IAM's side of the key: no policy of the template grants anything on KMS but the
+    // archiver's kms:Sign and the operator policies' kms:GetPublicKey, each on the digest key.
+    let t = template();
+    let mut kms: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (owner, document) in policy_documents(&t) {
+        for s in one_or_many(at(&document, &["Statement"])) {
+            assert_eq!(at(&s, &["Effect"]).as_str(), Some("Allow"), "{owner}");
+            for action in one_or_many(at(&s, &["Action"])).iter().map(scalar) {
+                if action.starts_with("kms:") || action.contains('*') {
+                    for r in one_or_many(at(&s, &["Resource"])) {
+                        assert_eq!(resource_text(&r), DIGEST_KEY, "{owner}: {action}");
+                    }
+                    kms.entry(action).or_default().insert(owner.clone());
+                }
+            }
+        }
+    }
+    assert_eq!(
+        kms,
+        BTreeMap::from([
+            (
+                "kms:GetPublicKey".to_string(),
+                BTreeSet::from(["AuditOperatorPolicy".into(), "AuditReaderPolicy".into()])
+            ),
+            (
+                "kms:Sign".to_string(),
+                BTreeSet::from(["AuditArchiverSigningPolicy".into()])
+            ),
+        ])
+    );
+}
+
+/// Seconds of an EventBridge `rate(N unit)` expression.
+fn rate_seconds(expression: &str) -> u64 {
+    let inner = expression
+        .strip_prefix("rate(")
+        .and_then(|r| r.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("a rate expression: {expression}"));
+    let (n, unit) = inner.split_once(' ').expect("rate(N unit)");
+    let n: u64 = n.parse().expect("a number");
+    let unit_seconds = match (n, unit) {
+        (1, "minute") | (2.., "minutes") => 60,
+        (1, "hour") | (2.., "hours") => 3600,
+        (1, "day") | (2.., "days") => 86_400,
+        _ => panic!("EventBridge refuses {expression} (1 takes the singular, more the plural)"),
+    };
+    n * unit_seconds
+}
+
+#[test]
+fn rate_expressions_read_as_eventbridge_reads_them() {
+    assert_eq!(rate_seconds("rate(5 minutes)"), 300);
+    assert_eq!(rate_seconds("rate(1 hour)"), 3600);
+    for bad in ["rate(1 minutes)", "rate(5 minute)", "cron(0/5 * * * ? *)"] {
+        assert!(
+            std::panic::catch_unwind(|| rate_seconds(bad)).is_err(),
+            "{bad}"
+        );
+    }
+}
+
+/// The seal schedule's interval, in seconds.
+fn seal_interval(t: &Value) -> u64 {
+    rate_seconds(&scalar(at(archiver_event(t, "Schedule"), &["Schedule"])))
+}
+
+#[test]
+fn a_schedule_seals_idle_periods_within_minutes_of_their_end() {
+    let t = template();
+    let schedule = archiver_event(&t, "Schedule");
+    assert_eq!(at(schedule, &["Enabled"]), &Value::Bool(true));
+    // An idle hour has no stream record to seal it; the schedule runs whether or not anything
+    // was written, and seals a period at most SEAL_DELAY + one interval after its end.
+    let interval = seal_interval(&t);
+    assert_eq!(interval, 300);
+    let period = number(at(
+        archiver(&t),
+        &["Environment", "Variables", "DIGEST_PERIOD_SECONDS"],
+    ));
+    assert!(
+        interval < period,
+        "at least one run in every period: {interval} s against {period} s"
+    );
+    assert!(
+        SEAL_DELAY.as_secs() + interval <= 6 * 60,
+        "sealed within 6 minutes"
+    );
+}
+
+#[test]
+fn an_alarm_fires_when_sealing_stops_or_falls_behind() {
+    let t = template();
+    let lag: Vec<&Value> = alarm_metrics_named(&t, "SealLagSeconds");
+    assert_eq!(lag.len(), 1, "one alarm on SealLagSeconds");
+    let alarm = lag[0];
+    assert_eq!(at(alarm, &["Statistic"]).as_str(), Some("Maximum"));
+    // A schedule that stopped (or a function that no longer starts) emits nothing: that fires.
+    assert_eq!(at(alarm, &["TreatMissingData"]).as_str(), Some("breaching"));
+    assert_eq!(
+        at(alarm, &["ComparisonOperator"]).as_str(),
+        Some("GreaterThanThreshold")
+    );
+    // On time, the lag stays below period + SEAL_DELAY (+ one run's duration); the threshold
+    // leaves two more runs.
+    let interval = seal_interval(&t);
+    let period = number(at(
+        archiver(&t),
+        &["Environment", "Variables", "DIGEST_PERIOD_SECONDS"],
+    ));
+    assert_eq!(
+        number(at(alarm, &["Threshold"])),
+        period + SEAL_DELAY.as_secs() + 2 * interval
+    );
+    // Each evaluated window holds several runs: one late run never leaves a window empty (which
+    // would be breaching).
+    assert!(number(at(alarm, &["Period"])) >= 3 * interval);
+    assert_eq!(number(at(alarm, &["EvaluationPeriods"])), 1);
+}
+
+#[test]
+fn an_alarm_fires_on_the_first_failed_seal() {
+    let t = template();
+    let failed = alarm_metrics_named(&t, "SealFailed");
+    assert_eq!(failed.len(), 1, "one alarm on SealFailed");
+    let alarm = failed[0];
+    assert_eq!(at(alarm, &["Statistic"]).as_str(), Some("Sum"));
+    assert_eq!(number(at(alarm, &["Threshold"])), 1);
+    assert_eq!(
+        at(alarm, &["ComparisonOperator"]).as_str(),
+        Some("GreaterThanOrEqualToThreshold")
+    );
+    assert_eq!(number(at(alarm, &["EvaluationPeriods"])), 1);
+    // No run, no failure: SealLagAlarm is the one that fires on silence.
+    assert_eq!(
+        at(alarm, &["TreatMissingData"]).as_str(),
+        Some("notBreaching")
+    );
+    assert!(number(at(alarm, &["Period"])) >= seal_interval(&t));
+}
+
+/// The alarms whose own metric (not metric math) is the archiver's `name`.
+fn alarm_metrics_named<'a>(t: &'a Value, name: &str) -> Vec<&'a Value> {
+    alarms(t)
+        .into_iter()
+        .map(|(_, p)| p)
+        .filter(|p| {
+            p.get("Namespace").map(scalar).as_deref() == Some(ARCHIVER_NAMESPACE)
+                && p.get("MetricName").map(scalar).as_deref() == Some(name)
+        })
+        .collect()
 }
 
 // ---------------------------------------------------------------------------------------------
