@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
 use crate::report::{BatchReport, Failure};
-use crate::seal::SealReport;
+use crate::seal::{SealError, SealReport};
 
 /// The EMF namespace of the archiver's metrics (the receiver's is `AuditReceiver`).
 pub const NAMESPACE: &str = "AuditArchiver";
@@ -146,7 +146,13 @@ pub fn seal_metrics_document(
         (
             "SealFailed".to_owned(),
             "Count",
-            json!(u8::from(report.failure.is_some())),
+            // The deadline stopping a long catch-up is not a failure: the next run goes on.
+            json!(u8::from(
+                report
+                    .failure
+                    .as_ref()
+                    .is_some_and(|f| !matches!(f, SealError::Deadline))
+            )),
         ),
         (
             "DurationMs".to_owned(),
@@ -211,5 +217,41 @@ mod tests {
             let name = metric["Name"].as_str().unwrap();
             assert!(doc.get(name).is_some(), "{name} declared without a value");
         }
+    }
+
+    #[test]
+    fn a_sealing_run_reports_its_lag_and_fails_only_on_a_failure_not_the_deadline() {
+        use crate::seal::{SealError, SealReport, SealedPeriod};
+        use crate::signer::SignError;
+        let now = DateTime::from_timestamp(1_795_345_290, 0).unwrap();
+        let mut report = SealReport {
+            sealed: vec![SealedPeriod {
+                key: "digest/dt=2026-11-22/hour=10/p1795341600.json".into(),
+                objects: 2,
+                events: 9,
+            }],
+            head: Some((
+                "digest/dt=2026-11-22/hour=10/p1795341600.json".into(),
+                1_795_345_200,
+            )),
+            ..SealReport::default()
+        };
+        let doc = seal_metrics_document(&report, Duration::from_millis(3), now, Some("f"));
+        assert_eq!(doc["DigestsSealed"], 1);
+        assert_eq!(doc["SealLagSeconds"], 90);
+        assert_eq!(doc["SealFailed"], 0);
+        report.failure = Some(SealError::Deadline);
+        let doc = seal_metrics_document(&report, Duration::from_millis(3), now, Some("f"));
+        assert_eq!(doc["SealFailed"], 0);
+        report.failure = Some(SealError::Sign(SignError::Refused {
+            code: "DisabledException".into(),
+            message: "disabled".into(),
+        }));
+        let doc = seal_metrics_document(&report, Duration::from_millis(3), now, Some("f"));
+        assert_eq!(doc["SealFailed"], 1);
+        assert_eq!(
+            doc["_aws"]["CloudWatchMetrics"][0]["Namespace"],
+            "AuditArchiver"
+        );
     }
 }
