@@ -6,9 +6,9 @@ configuration cannot drift. This module loads the SAM/CloudFormation template (t
 same functions) and evaluates, against the parameter defaults (or explicit overrides), only the
 intrinsic functions template.yaml uses or is about to use:
 
-    Ref (parameters, pseudo parameters, resources), Fn::GetAtt (Arn, QueueName, and a table's
-    StreamArn), Fn::FindInMap, Fn::Sub, Fn::Join, Fn::If, and in Conditions Fn::Equals and
-    Fn::Not; AWS::NoValue
+    Ref (parameters, pseudo parameters, resources), Fn::GetAtt (Arn, QueueName, a table's
+    StreamArn, a KMS key's KeyId), Fn::FindInMap, Fn::Sub, Fn::Join, Fn::If, and in Conditions
+    Fn::Equals and Fn::Not; AWS::NoValue
 
 Anything else raises ``TemplateError`` naming the path, rather than guessing: a template change
 that needs another function adds it here, with a case in tests/e2e/test_stack.py. Physical names follow CloudFormation: an explicit ``TableName``/``QueueName``/
@@ -16,7 +16,10 @@ that needs another function adds it here, with a case in tests/e2e/test_stack.py
 appended for FIFO queues, lower case for buckets), without CloudFormation's random suffix so that
 runs are repeatable. A table's ``StreamArn`` exists only once the table does (its label is the
 creation time): it evaluates to ``<table ARN>/stream/`` + ``STREAM_LABEL_PLACEHOLDER``, which
-local/stack.py replaces with the real one after creating the table.
+local/stack.py replaces with the real one after creating the table. A KMS key's id is the
+service's choice too: until ``created`` holds the id the key got (local/stack.py sets it once it
+has created the key), ``Ref`` evaluates to ``key_id_placeholder(logical id)`` and its ARN ends in
+it, and local/stack.py replaces the placeholder where it was already used.
 """
 
 from __future__ import annotations
@@ -32,6 +35,11 @@ ACCOUNT_ID = "123456789012"  # moto's default account
 REGION = "us-east-1"
 NO_VALUE = object()  # AWS::NoValue: the key or list element is removed
 STREAM_LABEL_PLACEHOLDER = "local-stream-label"  # see the module's docstring
+
+
+def key_id_placeholder(logical_id: str) -> str:
+    """What a KMS key's id evaluates to before the key exists (see the module's docstring)."""
+    return f"local-key-id-of-{logical_id}"
 
 
 class TemplateError(Exception):
@@ -82,6 +90,8 @@ class Template:
     stack_name: str = "audit-receiver-local"
     region: str = REGION
     account_id: str = ACCOUNT_ID
+    # Ids the services chose when the resources were created (a KMS key's), by logical id.
+    created: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._params = self._resolve_parameters()
@@ -172,9 +182,12 @@ class Template:
         res = self.resources[logical_id]
         rtype = res.get("Type")
         raw = res.get("Properties") or {}
+        if rtype == "AWS::KMS::Key":
+            return self.created.get(logical_id) or key_id_placeholder(logical_id)
         key = {"AWS::DynamoDB::Table": "TableName", "AWS::SQS::Queue": "QueueName",
                "AWS::Serverless::Function": "FunctionName", "AWS::Lambda::Function": "FunctionName",
-               "AWS::CloudWatch::Alarm": "AlarmName", "AWS::S3::Bucket": "BucketName"}.get(rtype)
+               "AWS::CloudWatch::Alarm": "AlarmName", "AWS::S3::Bucket": "BucketName",
+               "AWS::KMS::Alias": "AliasName"}.get(rtype)
         name = None
         if key and key in raw:
             name = self.resolve(raw[key], f"Resources.{logical_id}.Properties.{key}")
@@ -217,6 +230,8 @@ class Template:
             return f"arn:aws:iam::{self.account_id}:role/{name}"
         if rtype == "AWS::S3::Bucket":
             return f"arn:aws:s3:::{name}"
+        if rtype == "AWS::KMS::Key":
+            return f"arn:aws:kms:{self.region}:{self.account_id}:key/{name}"
         raise TemplateError(f"no local ARN for {logical_id} ({rtype})")
 
     def get_att(self, logical_id: str, attr: str) -> Any:
@@ -230,6 +245,8 @@ class Template:
             return name
         if rtype == "AWS::DynamoDB::Table" and attr == "StreamArn":
             return f"{self.arn(logical_id)}/stream/{STREAM_LABEL_PLACEHOLDER}"
+        if rtype == "AWS::KMS::Key" and attr == "KeyId":
+            return name
         raise TemplateError(f"Fn::GetAtt {logical_id}.{attr} is not supported locally")
 
     # the evaluator ------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """The whole local system in one object, for `make demo`, `make local-up` and the end-to-end
 tests: moto_server -> stack from template.yaml -> fault proxy -> function (cargo lambda watch) ->
 local SQS trigger, and with ``archiver=True`` the table's stream -> local stream trigger ->
-audit-archiver (its own cargo lambda watch) -> the archive bucket; plus the producer that sends a
+audit-archiver (its own cargo lambda watch) -> the archive bucket, and the local schedule ->
+audit-archiver -> the digests, signed with the stack's KMS key; plus the producer that sends a
 known mix of audit messages and the checkers that prove, after the queue drained, that nothing
 was lost or doubled, in the table and in the archive."""
 
@@ -20,14 +21,20 @@ from pathlib import Path
 from typing import Any
 
 from local import procs
+from local import schedule as local_schedule
 from local.faultproxy import FaultConfig, FaultProxy
 from local.stack import DEFAULT_TEMPLATE, Stack, create_stack, read_stack
 from local.streams import StreamTrigger, from_stack
 from local.trigger import Trigger, queue_depth, wait_drained
 
 # The local stack's digest period (DIGEST_PERIOD_SECONDS; 3600 in the template): short, so that
-# periods end, and can be sealed, while one watches.
-LOCAL_DIGEST_PERIOD_SECONDS = 60
+# periods end, and can be sealed, while one watches. A period can be sealed SEAL_DELAY (30 s,
+# crates/model/src/archive.rs) after it ends, so the period holding a demo's last event is sealed
+# within 15 + 30 + LOCAL_SEAL_INTERVAL_SECONDS seconds. It must divide a day and be 10 or more.
+LOCAL_DIGEST_PERIOD_SECONDS = 15
+# The seal schedule's interval (the template's SealDigests: rate(5 minutes)), scaled down as the
+# period is: a period is sealed at most this long after it can be.
+LOCAL_SEAL_INTERVAL_SECONDS = 5
 
 
 def _client(service: str, endpoint: str):
@@ -48,11 +55,12 @@ class LocalSystem:
                  pollers: int | None = None, function_env: dict[str, str] | None = None,
                  function_mode: str | None = None, archiver: bool = False,
                  archive_batching_window: float | None = None,
-                 digest_period: int | None = LOCAL_DIGEST_PERIOD_SECONDS):
+                 digest_period: int | None = LOCAL_DIGEST_PERIOD_SECONDS,
+                 seal_interval: float | None = LOCAL_SEAL_INTERVAL_SECONDS):
         self.work_dir = Path(work_dir)
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.stack: Stack = read_stack(template, parameters, visibility_timeout, batching_window,
-                                       digest_period=digest_period)
+                                       digest_period=digest_period, schedule_interval=seal_interval)
         # The archiver's window scaled down (the template's is a minute), recorded as the others.
         self.archive_batching_window = archive_batching_window
         self.with_archiver = archiver
@@ -67,6 +75,7 @@ class LocalSystem:
         self.trigger: Trigger | None = None
         self.archiver: procs.Function | None = None
         self.streams: StreamTrigger | None = None
+        self.scheduler: local_schedule.Scheduler | None = None
         self.redriven_ids: set[str] = set()  # SQS ids of the messages redrive() sent
         self.redriven_keys: set[str] = set()  # item keys redriven by other means (auditctl)
 
@@ -108,8 +117,9 @@ class LocalSystem:
         if spec is None:
             raise RuntimeError("the template has no function on the table's stream")
         env = procs.function_env(spec.environment, self.endpoint)
+        # Two instances: a scheduled run and a stream batch at once, as Lambda would run them.
         self.archiver = procs.Function(env, self.work_dir / "archiver.log", timeout_s=spec.timeout_s,
-                                       binary=spec.binary, mode="watch")
+                                       binary=spec.binary, mode="watch", concurrency=2)
         self.archiver.start(ready_timeout)
         overrides = {}
         if self.archive_batching_window is not None:
@@ -118,16 +128,22 @@ class LocalSystem:
             overrides["batching_window_s"] = self.archive_batching_window
         self.streams = from_stack(self.stack, self.endpoint, self.archiver.url,
                                   log_path=str(self.work_dir / "streams.log"), **overrides).start()
+        # The template's Schedule event: seals the digests (scaled down, recorded in stack.scaled).
+        self.scheduler = local_schedule.from_stack(self.stack, self.archiver.url,
+                                                   log_path=str(self.work_dir / "schedule.log"))
+        if self.scheduler:
+            self.scheduler.start()
 
     def stop(self) -> None:
         for step in (lambda: self.trigger and self.trigger.stop(), lambda: self.streams and self.streams.stop(),
+                     lambda: self.scheduler and self.scheduler.stop(),
                      lambda: self.function and self.function.stop(), lambda: self.archiver and self.archiver.stop(),
                      lambda: self.proxy and self.proxy.stop(), lambda: self.moto and self.moto.stop()):
             try:
                 step()
             except Exception:  # noqa: BLE001 - stop the rest regardless
                 pass
-        self.trigger = self.streams = self.function = self.archiver = self.proxy = self.moto = None
+        self.trigger = self.streams = self.scheduler = self.function = self.archiver = self.proxy = self.moto = None
 
     def stack_env(self) -> dict[str, str]:
         """What a client needs to reach the local stack (`.local/stack.env`)."""
@@ -145,7 +161,7 @@ class LocalSystem:
             "DEAD_LETTER_QUEUE_URL": self.dlq_url,
             "ARCHIVE_BUCKET": bucket.name if bucket else "",
             "ARCHIVE_FAILURE_QUEUE_URL": failures.url if failures else "",
-            # Digests: the local digest key's id, once the template has AuditDigestKey.
+            # The local AuditDigestKey's ARN, as the archiver has it (the stack's AuditDigestKeyArn).
             "DIGEST_KEY_ID": archiver_env.get("DIGEST_KEY_ID", ""),
             "DIGEST_PERIOD_SECONDS": archiver_env.get("DIGEST_PERIOD_SECONDS", ""),
         }
@@ -221,6 +237,32 @@ class LocalSystem:
         nothing left to retry."""
         return self.streams is not None and self.streams.wait_caught_up(timeout)
 
+    @property
+    def digest_period(self) -> int:
+        return int(self.stack.archiver.environment["DIGEST_PERIOD_SECONDS"])
+
+    def wait_sealed(self, until: float, timeout: float) -> bool:
+        """Until the period holding the instant ``until`` (epoch seconds) is sealed: its digest
+        exists (the chain is sealed in period order, so every period before it is sealed too).
+        Pass a time taken after ``wait_archived`` returned, so that every archive write is in
+        that period or an earlier one. Polls the bucket; False when ``timeout`` passes first."""
+        from botocore.exceptions import ClientError
+
+        s3 = _client("s3", self.endpoint)
+        bucket = self.stack.archive_bucket.name
+        key = digest_key(int(until) // self.digest_period * self.digest_period)
+        end = time.monotonic() + timeout
+        while True:
+            try:
+                s3.head_object(Bucket=bucket, Key=key)
+                return True
+            except ClientError as e:
+                if e.response.get("Error", {}).get("Code") not in ("404", "NoSuchKey", "NotFound"):
+                    raise
+            if time.monotonic() >= end:
+                return False
+            time.sleep(0.5)
+
     def read_dlq(self, visibility_timeout: int = 600) -> list[dict]:
         """Every message in the dead-letter queue (received with a long visibility timeout, so
         each is seen once, and left there). Each gets ``original_id`` (the SQS message id of the
@@ -264,6 +306,14 @@ class LocalSystem:
             self.sqs.delete_message(QueueUrl=self.dlq_url, ReceiptHandle=m["ReceiptHandle"])
             moved += 1
         return moved
+
+
+def digest_key(period_start: int) -> str:
+    """The key of the digest of the period starting at ``period_start`` (epoch seconds):
+    ``digest/dt=YYYY-MM-DD/hour=HH/p<periodStart>.json``, the UTC hour of its start, as
+    crates/model/src/digest.rs names it."""
+    start = datetime.fromtimestamp(period_start, timezone.utc)
+    return f"digest/dt={start:%Y-%m-%d}/hour={start:%H}/p{period_start}.json"
 
 
 def describe_dead_letter(m: dict) -> dict:

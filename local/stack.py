@@ -12,14 +12,18 @@ versioning, Object Lock default retention, encryption, public access block, owne
 rules and bucket policies; the receiver's SQS event (BatchSize, MaximumBatchingWindowInSeconds,
 ScalingConfig.MaximumConcurrency, FunctionResponseTypes) and the archiver's DynamoDB stream event
 (StartingPosition, BatchSize, window, ReportBatchItemFailures, BisectBatchOnFunctionError,
-MaximumRetryAttempts, MaximumRecordAgeInSeconds, the on-failure queue); each function's binary,
-Timeout and environment variables. (Glue and Athena have no local twin: `make sql` runs the same
-SQL in DuckDB, local/sql.py.)
+MaximumRetryAttempts, MaximumRecordAgeInSeconds, the on-failure queue) and its Schedule event
+(the rate, run by local/schedule.py); KMS keys with their key spec, usage, description, key
+policy (moto keeps it but does not enforce it) and aliases, the key's real ARN put wherever the
+template refers to it (DIGEST_KEY_ID); each function's binary, Timeout and environment variables.
+(Glue, Athena, CloudWatch and IAM have no local twin: `make sql` runs the same SQL in DuckDB,
+local/sql.py; the IAM tests in tests/e2e grant the template's policies on a moto of their own.)
 
-Three flags scale timings down for tests, and only when given: ``--visibility-timeout`` (so
+Four flags scale timings down for tests, and only when given: ``--visibility-timeout`` (so
 that a failed record returns, and a poison one reaches the dead-letter queue, in seconds rather
-than minutes), ``--batching-window``, and ``--digest-period`` (the archiver's
-DIGEST_PERIOD_SECONDS). Without them every value is the template's.
+than minutes), ``--batching-window``, ``--digest-period`` (the archiver's
+DIGEST_PERIOD_SECONDS) and ``--schedule-interval`` (the seconds between two runs of a Schedule
+event). Without them every value is the template's.
 Prints the resolved stack as JSON (queue URLs, table name, event source mapping settings).
 """
 
@@ -28,12 +32,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from local.cfn import Template, TemplateError, load_template, truthy
+from local.cfn import Template, TemplateError, key_id_placeholder, load_template, truthy
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_TEMPLATE = ROOT / "template.yaml"
@@ -105,6 +110,27 @@ class StreamEventMapping:
 
 
 @dataclass
+class ScheduleEvent:
+    """A function's Schedule event (an EventBridge rule), as local/schedule.py runs it."""
+    name: str            # the event's name in the template (SealDigests)
+    expression: str      # as the template writes it: rate(5 minutes)
+    interval_s: float    # seconds between two runs: the expression's, or scaled down
+    rule_name: str       # SAM's rule, <stack>-<function><event> (CloudFormation adds a suffix)
+    rule_arn: str
+    enabled: bool = True
+
+
+@dataclass
+class KmsKeySpec:
+    """An AWS::KMS::Key of the template, with its aliases; ``key_id`` and ``arn`` once created."""
+    logical_id: str
+    properties: dict     # resolved: KeySpec, KeyUsage, Description, KeyPolicy, ...
+    aliases: list[str]
+    key_id: str = ""
+    arn: str = ""
+
+
+@dataclass
 class FunctionSpec:
     logical_id: str
     name: str
@@ -114,6 +140,7 @@ class FunctionSpec:
     environment: dict[str, str]
     events: list[EventSourceMapping] = field(default_factory=list)
     stream_events: list[StreamEventMapping] = field(default_factory=list)
+    schedule_events: list[ScheduleEvent] = field(default_factory=list)
 
 
 @dataclass
@@ -137,6 +164,7 @@ class Stack:
     archiver: FunctionSpec | None = None  # the function with the table's stream event
     buckets: dict[str, BucketSpec] = field(default_factory=dict)
     stream_arn: str = ""                # the table's latest stream, once created
+    keys: dict[str, KmsKeySpec] = field(default_factory=dict)
 
     @property
     def source_queue(self) -> QueueSpec:
@@ -162,6 +190,20 @@ class Stack:
     def archive_failure_queue(self) -> QueueSpec | None:
         esm = self.stream_esm
         return self.queues[esm.on_failure_queue_logical_id] if esm and esm.on_failure_queue_logical_id else None
+
+    @property
+    def schedule(self) -> ScheduleEvent | None:
+        """The archiver's Schedule event (what seals the digests)."""
+        return self.archiver.schedule_events[0] if self.archiver and self.archiver.schedule_events else None
+
+    @property
+    def digest_key(self) -> KmsKeySpec | None:
+        """The key the archiver signs with (its DIGEST_KEY_ID)."""
+        ref = self.archiver.environment.get("DIGEST_KEY_ID") if self.archiver else None
+        if not ref:
+            return None
+        return next((k for k in self.keys.values()
+                     if ref in (k.arn, k.key_id) or key_id_placeholder(k.logical_id) in ref), None)
 
     @property
     def archive_bucket(self) -> BucketSpec | None:
@@ -226,6 +268,47 @@ def _stream_events(tpl: Template, fid: str, table_id: str, queues: dict[str, Que
     return out
 
 
+_RATE = re.compile(r"^rate\((\d+) (minute|minutes|hour|hours|day|days)\)$")
+_RATE_UNITS = {"minute": 60, "hour": 3600, "day": 86_400}
+
+
+def rate_seconds(expression: str) -> int:
+    """Seconds between two runs of an EventBridge ``rate(N unit)`` expression (1 takes the
+    singular, more the plural, as EventBridge insists). ``cron(...)`` has no local twin."""
+    m = _RATE.match(str(expression).strip())
+    n = int(m.group(1)) if m else 0
+    if not m or n < 1 or (n == 1) != (not m.group(2).endswith("s")):
+        raise TemplateError(f"schedule {expression!r}: only rate(N unit) expressions run locally, "
+                            "and EventBridge refuses this one")
+    return n * _RATE_UNITS[m.group(2).rstrip("s")]
+
+
+def _schedule_events(tpl: Template, fid: str) -> list[ScheduleEvent]:
+    out = []
+    for ename, ev in (tpl.properties(fid).get("Events") or {}).items():
+        if ev.get("Type") != "Schedule":
+            continue
+        p = ev.get("Properties") or {}
+        expression = str(p.get("Schedule", ""))
+        rule = f"{tpl.stack_name}-{fid}{ename}"
+        out.append(ScheduleEvent(ename, expression, float(rate_seconds(expression)), rule,
+                                 f"arn:aws:events:{tpl.region}:{tpl.account_id}:rule/{rule}",
+                                 enabled=truthy(p.get("Enabled", True))))
+    return out
+
+
+def _keys(tpl: Template) -> dict[str, KmsKeySpec]:
+    keys = {kid: KmsKeySpec(kid, tpl.properties(kid), []) for kid in tpl.resources_of_type("AWS::KMS::Key")}
+    for aid in tpl.resources_of_type("AWS::KMS::Alias"):
+        props = tpl.properties(aid)
+        target = str(props.get("TargetKeyId", ""))
+        key = next((k for k in keys.values() if key_id_placeholder(k.logical_id) in target), None)
+        if key is None:
+            raise TemplateError(f"{aid}: target key {target} is not in the template")
+        key.aliases.append(str(props["AliasName"]))
+    return keys
+
+
 def _buckets(tpl: Template) -> dict[str, BucketSpec]:
     buckets = {bid: BucketSpec(bid, tpl.physical_name(bid), tpl.properties(bid), [])
                for bid in tpl.resources_of_type("AWS::S3::Bucket")}
@@ -240,7 +323,8 @@ def _buckets(tpl: Template) -> dict[str, BucketSpec]:
 
 def read_stack(template_path: str | Path = DEFAULT_TEMPLATE, parameters: dict[str, str] | None = None,
                visibility_timeout: int | None = None, batching_window: float | None = None,
-               stack_name: str = "audit-receiver-local", digest_period: int | None = None) -> Stack:
+               stack_name: str = "audit-receiver-local", digest_period: int | None = None,
+               schedule_interval: float | None = None) -> Stack:
     """Evaluate the template; no endpoint is contacted."""
     tpl = Template(load_template(template_path), parameters=dict(parameters or {}), stack_name=stack_name)
 
@@ -310,8 +394,9 @@ def read_stack(template_path: str | Path = DEFAULT_TEMPLATE, parameters: dict[st
     if archivers:
         archiver = _function_spec(tpl, archivers[0])
         archiver.stream_events = _stream_events(tpl, archivers[0], table_id, queues)
+        archiver.schedule_events = _schedule_events(tpl, archivers[0])
     stack = Stack(str(template_path), tpl.parameter_values, table_id, tpl.physical_name(table_id),
-                  ttl_attr, queues, fn, {}, archiver, _buckets(tpl))
+                  ttl_attr, queues, fn, {}, archiver, _buckets(tpl), keys=_keys(tpl))
     src = stack.source_queue
     if visibility_timeout is not None:
         stack.scaled["VisibilityTimeout"] = {"template": src.visibility_timeout, "local": visibility_timeout}
@@ -324,6 +409,10 @@ def read_stack(template_path: str | Path = DEFAULT_TEMPLATE, parameters: dict[st
         stack.scaled["DIGEST_PERIOD_SECONDS"] = {"template": archiver.environment.get("DIGEST_PERIOD_SECONDS"),
                                                  "local": digest_period}
         archiver.environment["DIGEST_PERIOD_SECONDS"] = str(digest_period)
+    if schedule_interval is not None and archiver is not None:
+        for ev in archiver.schedule_events:
+            stack.scaled[ev.name] = {"template": ev.expression, "local": f"every {schedule_interval:g} s"}
+            ev.interval_s = float(schedule_interval)
     stack._tpl = tpl  # type: ignore[attr-defined]  # for create_stack
     stack._table_props = tprops  # type: ignore[attr-defined]
     return stack
@@ -340,7 +429,8 @@ def _client(service: str, endpoint: str):
 
 
 def create_stack(stack: Stack, endpoint: str) -> Stack:
-    """Create the table and the queues on the endpoint; fills in the queue URLs."""
+    """Create the table, the queues, the buckets and the keys on the endpoint; fills in the queue
+    URLs, the stream's ARN and the keys' ids and ARNs."""
     ddb = _client("dynamodb", endpoint)
     props = stack._table_props  # type: ignore[attr-defined]
     args: dict[str, Any] = {
@@ -392,7 +482,38 @@ def create_stack(stack: Stack, endpoint: str) -> Stack:
     s3 = _client("s3", endpoint)
     for bucket in stack.buckets.values():
         create_bucket(s3, bucket)
+
+    # KMS keys: the service picks the id, so the template's references to a key (DIGEST_KEY_ID)
+    # hold a placeholder until now (local/cfn.py).
+    kms = _client("kms", endpoint)
+    for key in stack.keys.values():
+        create_key(kms, key)
+        tpl.created[key.logical_id] = key.key_id
+        for fn in (stack.function, stack.archiver):
+            for name, value in list((fn.environment if fn else {}).items()):
+                fn.environment[name] = value.replace(key_id_placeholder(key.logical_id), key.key_id)
     return stack
+
+
+def create_key(kms, key: KmsKeySpec) -> None:
+    """One AWS::KMS::Key as the template defines it: key spec, usage, description and key policy
+    (moto stores the policy; it enforces none of it, see docs/local.md), its aliases, disabled
+    when ``Enabled`` is false. ``PendingWindowInDays`` only matters on a deletion: nothing to
+    create."""
+    p = key.properties
+    args: dict[str, Any] = {"KeyUsage": p.get("KeyUsage", "ENCRYPT_DECRYPT"),
+                            "KeySpec": p.get("KeySpec", "SYMMETRIC_DEFAULT")}
+    if "Description" in p:
+        args["Description"] = str(p["Description"])
+    if "KeyPolicy" in p:
+        policy = p["KeyPolicy"]
+        args["Policy"] = policy if isinstance(policy, str) else json.dumps(policy)
+    meta = kms.create_key(**args)["KeyMetadata"]
+    key.key_id, key.arn = meta["KeyId"], meta["Arn"]
+    if not truthy(p.get("Enabled", True)):
+        kms.disable_key(KeyId=key.key_id)
+    for alias in key.aliases:
+        kms.create_alias(AliasName=alias, TargetKeyId=key.key_id)
 
 
 def create_bucket(s3, bucket: BucketSpec) -> None:
@@ -475,11 +596,13 @@ def main(argv: list[str] | None = None) -> int:
                     help="TEST SCALING: override MaximumBatchingWindowInSeconds")
     ap.add_argument("--digest-period", type=int, metavar="SECONDS",
                     help="TEST SCALING: override the archiver's DIGEST_PERIOD_SECONDS")
+    ap.add_argument("--schedule-interval", type=float, metavar="SECONDS",
+                    help="TEST SCALING: run the archiver's Schedule event every SECONDS")
     args = ap.parse_args(argv)
     params = dict(p.split("=", 1) for p in args.param)
     try:
         stack = read_stack(args.template, params, args.visibility_timeout, args.batching_window,
-                           digest_period=args.digest_period)
+                           digest_period=args.digest_period, schedule_interval=args.schedule_interval)
         if args.endpoint:
             create_stack(stack, args.endpoint)
     except TemplateError as e:

@@ -1,8 +1,10 @@
 """`make local-up`: the whole local stack, left running until Ctrl-C.
 
 moto_server on 127.0.0.1 with the table (and its stream), the queues and the buckets of
-template.yaml; audit-receiver behind the local SQS trigger; audit-archiver behind the local
-stream trigger. Writes `.local/stack.env` (shell KEY=value lines: AWS_ENDPOINT_URL, AWS_REGION,
+template.yaml, and its KMS key AuditDigestKey; audit-receiver behind the local SQS trigger;
+audit-archiver behind the local stream trigger and the local seal schedule (every 5 s: the
+template's SealDigests, rate(5 minutes), scaled down), which seals a digest of every 15-second
+period. Writes `.local/stack.env` (shell KEY=value lines: AWS_ENDPOINT_URL, AWS_REGION,
 TABLE_NAME, AUDIT_QUEUE_URL, DEAD_LETTER_QUEUE_URL, ARCHIVE_BUCKET, DIGEST_KEY_ID,
 DIGEST_PERIOD_SECONDS, and test credentials) so that `auditctl`, `make sql` and any AWS client can
 reach it, and removes it when it stops.
@@ -54,6 +56,9 @@ def main(argv: list[str] | None = None) -> int:
         print(env_file.read_text(), flush=True)
         print(f"Use it with:  set -a; . {os.path.relpath(env_file, Path.cwd())}; set +a; "
               "target/debug/auditctl query --from ... --to ...", flush=True)
+        print(f"Digests of every {system.digest_period} s period are sealed under digest/ "
+              f"(schedule: {system.stack.scaled.get(system.stack.schedule.name, {}).get('local', '?')}).",
+              flush=True)
         print(f"Logs in {os.path.relpath(args.work_dir, Path.cwd())}/. Ctrl-C stops everything.", flush=True)
         while True:
             time.sleep(3600)

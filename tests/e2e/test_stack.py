@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from local import procs
-from local.cfn import Template, TemplateError, load_template
-from local.stack import DEFAULT_TEMPLATE, create_stack, read_stack
+from local.cfn import Template, TemplateError, key_id_placeholder, load_template
+from local.stack import DEFAULT_TEMPLATE, create_stack, rate_seconds, read_stack
 
 SAMPLE = Path(__file__).parent / "data" / "sample-template.yaml"
 
@@ -92,6 +92,39 @@ def test_digest_period_is_scaled_only_when_asked_and_recorded():
     assert scaled.scaled == {"DIGEST_PERIOD_SECONDS": {"template": "3600", "local": 60}}
 
 
+def test_the_digest_key_and_the_seal_schedule_are_read_from_the_template():
+    stack = read_stack(DEFAULT_TEMPLATE)
+    key = stack.keys["AuditDigestKey"]
+    tpl = load_template(DEFAULT_TEMPLATE)["Resources"]["AuditDigestKey"]["Properties"]
+    for prop in ("KeySpec", "KeyUsage", "PendingWindowInDays"):
+        assert key.properties[prop] == tpl[prop]
+    assert key.aliases == ["alias/audit-receiver-local-audit-digest"]
+    # The key policy resolved: the archiver's role by its local ARN, the account's root.
+    text = json.dumps(key.properties["KeyPolicy"])
+    assert "arn:aws:iam::123456789012:role/audit-receiver-local-AuditArchiverRole" in text
+    assert "arn:aws:iam::123456789012:root" in text and "Fn::" not in text
+    # Before the key exists its id is a placeholder, which create_stack replaces.
+    assert stack.archiver.environment["DIGEST_KEY_ID"] == (
+        f"arn:aws:kms:us-east-1:123456789012:key/{key_id_placeholder('AuditDigestKey')}")
+    assert stack.digest_key is key
+    ev = stack.schedule
+    assert (ev.name, ev.expression, ev.interval_s, ev.enabled) == ("SealDigests", "rate(5 minutes)", 300, True)
+    assert ev.rule_arn == "arn:aws:events:us-east-1:123456789012:rule/audit-receiver-local-AuditArchiverFunctionSealDigests"
+    scaled = read_stack(DEFAULT_TEMPLATE, schedule_interval=5)
+    assert scaled.schedule.interval_s == 5
+    assert scaled.scaled == {"SealDigests": {"template": "rate(5 minutes)", "local": "every 5 s"}}
+
+
+def test_rate_expressions_read_as_eventbridge_reads_them():
+    assert rate_seconds("rate(5 minutes)") == 300
+    assert rate_seconds("rate(1 minute)") == 60
+    assert rate_seconds("rate(2 hours)") == 7200
+    assert rate_seconds("rate(1 day)") == 86400
+    for refused in ("rate(1 minutes)", "rate(5 minute)", "rate(0 minutes)", "cron(0/5 * * * ? *)", ""):
+        with pytest.raises(TemplateError):
+            rate_seconds(refused)
+
+
 def test_create_stack_on_moto(work_dir):
     moto, endpoint = procs.start_moto(work_dir)
     try:
@@ -118,5 +151,18 @@ def test_create_stack_on_moto(work_dir):
         assert int(env["MAX_RECEIVE_COUNT"]) == stack.source_queue.max_receive_count
         dlq = sqs.get_queue_attributes(QueueUrl=stack.dead_letter_queue.url, AttributeNames=["All"])["Attributes"]
         assert int(dlq["MessageRetentionPeriod"]) > int(src["MessageRetentionPeriod"])
+        # The digest key: as the template defines it, its real ARN where the template refers to it.
+        kms = _client("kms", endpoint)
+        key = stack.digest_key
+        meta = kms.describe_key(KeyId=key.key_id)["KeyMetadata"]
+        assert (meta["KeySpec"], meta["KeyUsage"], meta["Enabled"]) == ("ECC_NIST_P256", "SIGN_VERIFY", True)
+        assert meta["SigningAlgorithms"] == ["ECDSA_SHA_256"]
+        assert meta["Description"] == key.properties["Description"]
+        assert meta["Arn"] == key.arn == stack.archiver.environment["DIGEST_KEY_ID"]
+        stored = json.loads(kms.get_key_policy(KeyId=key.key_id, PolicyName="default")["Policy"])
+        assert stored == key.properties["KeyPolicy"]
+        aliases = kms.list_aliases(KeyId=key.key_id)["Aliases"]
+        assert [a["AliasName"] for a in aliases] == key.aliases
+        assert key_id_placeholder("AuditDigestKey") not in json.dumps(stack.to_json())
     finally:
         moto.stop()
