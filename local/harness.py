@@ -153,6 +153,8 @@ class LocalSystem:
         return {
             "AWS_ENDPOINT_URL": self.endpoint,
             "AWS_REGION": "us-east-1",
+            # The AWS CLI (v1) reads the region from this one only.
+            "AWS_DEFAULT_REGION": "us-east-1",
             # moto takes any key; these keep a client from looking for real credentials.
             "AWS_ACCESS_KEY_ID": "test",
             "AWS_SECRET_ACCESS_KEY": "test",
