@@ -18,20 +18,35 @@ What moto 5.2.5 checks once ``POST /moto-api/reset-auth`` with ``0`` turns acces
   ``DenyInsecureTransport``), permission boundaries, session policies, SCPs, and the trust
   policy of a service principal (the role is assumed before enforcement starts).
   ``policy_document()`` refuses a statement moto would misjudge, rather than pass it quietly.
-* **Resources.** SQS requests are checked against the queue's ARN. DynamoDB requests are checked
-  against ``*`` by moto, so a statement scoped to the table's ARN would never match; the launcher
-  here (``main()``) gives moto the ARN IAM evaluates instead: the table's, or
-  ``table/T/index/I`` for a request naming an index, or for a batch (``BatchGetItem``,
-  ``BatchWriteItem``) on one table that table's (IAM authorizes a batch per table; a batch over
-  several tables stays ``*``, which a table-scoped statement never matches: stricter, never
-  looser). And as in SQS's IAM, the batch actions
-  (``SendMessageBatch``, ``DeleteMessageBatch``, ``ChangeMessageVisibilityBatch``) need the single
-  action's permission, where moto would ask for an action IAM does not have.
+* **Resources.** SQS requests are checked against the queue's ARN, S3 requests against the
+  bucket's or the object's. DynamoDB and KMS requests are checked against ``*`` by moto, so a
+  statement scoped to the table's or the key's ARN would never match; the launcher here
+  (``main()``) gives moto the ARN IAM evaluates instead: the table's, or ``table/T/index/I`` for
+  a request naming an index, or for a batch (``BatchGetItem``, ``BatchWriteItem``) on one table
+  that table's (IAM authorizes a batch per table; a batch over several tables stays ``*``, which
+  a table-scoped statement never matches: stricter, never looser); for KMS the ARN of the key the
+  request's ``KeyId`` names (by id, ARN, alias or alias ARN; a request naming no key, or an
+  unknown one, stays ``*``). As in SQS's IAM, the batch actions (``SendMessageBatch``,
+  ``DeleteMessageBatch``, ``ChangeMessageVisibilityBatch``) need the single action's permission,
+  where moto would ask for an action IAM does not have; and as in S3's, a ``HEAD`` of an object
+  with a ``versionId`` needs ``s3:GetObjectVersion`` and the object lock's ``retention`` and
+  ``legal-hold`` requests their own actions, where moto asks for ``s3:GetObject`` or
+  ``s3:PutObject`` (``S3_KEY_ACTIONS``). The server logs every refusal (``REFUSED_MARK``, in
+  moto.log): a refused ``HEAD`` has no body, so a client cannot say which action was refused.
+* **Key policies are not evaluated**, not even their Denies: the digest key's policy (only the
+  archiver signs; nobody disables it or schedules its deletion without MFA) is checked in
+  crates/receiver/tests/template.rs, not here. What these tests prove about KMS is the identity
+  side: which keys a principal's own policies let it use, and for what.
 * **The answer** to a refused request is HTTP 403 with an XML ``ErrorResponse`` whatever the
   service, which a JSON-protocol client (DynamoDB, SQS) cannot read. The launcher answers as the
   services do instead (``AWS_JSON_ERRORS``): DynamoDB HTTP 400 with a JSON ``__type``
   (``AccessDeniedException``, ``InvalidSignatureException``, ``UnrecognizedClientException``),
-  SQS's ``AccessDenied`` in JSON with ``x-amzn-query-error``; ``--moto-errors`` keeps moto's own.
+  SQS's ``AccessDenied`` in JSON with ``x-amzn-query-error``, KMS's ``AccessDeniedException``
+  (HTTP 400, JSON); ``--moto-errors`` keeps moto's own. S3 answers in XML as moto does, but its
+  ``AccessDenied`` message names the caller, the action and the resource, as S3 now words a
+  refusal by an identity policy in the same account ("User: … is not authorized to perform:
+  s3:GetObject on resource: … because no identity-based policy allows the s3:GetObject action"),
+  where moto says only "Access Denied".
 """
 
 from __future__ import annotations
@@ -68,6 +83,17 @@ SQS_BATCH_ACTIONS = {
     "sqs:DeleteMessageBatch": "sqs:DeleteMessage",
     "sqs:ChangeMessageVisibilityBatch": "sqs:ChangeMessageVisibility",
 }
+# S3 requests moto authorizes as another action than IAM does (it falls back to the method's
+# default): (method, query parameter, IAM's action).
+S3_KEY_ACTIONS = [
+    ("HEAD", "versionId", "GetObjectVersion"),
+    ("PUT", "retention", "PutObjectRetention"),
+    ("PUT", "legal-hold", "PutObjectLegalHold"),
+    ("GET", "retention", "GetObjectRetention"),
+    ("GET", "legal-hold", "GetObjectLegalHold"),
+]
+# How moto's server (as launched here) logs a refusal: "<mark> <action> on <resource>".
+REFUSED_MARK = "iam-support: access refused:"
 # Statement elements moto evaluates as IAM does (module docstring).
 EVALUATED = {"Sid", "Effect", "Action", "NotAction", "Resource"}
 
@@ -85,6 +111,11 @@ AWS_JSON_ERRORS = {
     },
     "sqs": {
         "AccessDenied": (403, "com.amazon.coral.service#AccessDeniedException", "AccessDenied;Sender", "message"),
+    },
+    "kms": {
+        "AccessDenied": (400, "AccessDeniedException", None, "message"),
+        "SignatureDoesNotMatch": (400, "InvalidSignatureException", None, "message"),
+        "InvalidClientTokenId": (400, "UnrecognizedClientException", None, "message"),
     },
 }
 
@@ -112,7 +143,8 @@ def _aws_json_errors(handler_cls, service: str) -> None:
         new_status, error_type, query_error, message_key = shape
         new_body = json.dumps({"__type": error_type, message_key: unescape(message.group(1) if message else "")})
         headers = {k: v for k, v in dict(headers).items() if k.lower() not in ("content-type", "x-amz-crc32")}
-        headers.update({"status": str(new_status), "Content-Type": "application/x-amz-json-1.0"})
+        content_type = "application/x-amz-json-1.1" if service == "kms" else "application/x-amz-json-1.0"
+        headers.update({"status": str(new_status), "Content-Type": content_type})
         if query_error:
             headers["x-amzn-query-error"] = query_error
         if service == "dynamodb":  # DynamoDB signs its answers with a CRC32 of the body
@@ -127,6 +159,9 @@ def _patch_moto(aws_errors: bool) -> None:
     local/motoserver.py's."""
     from moto.dynamodb.responses import DynamoHandler
     from moto.iam import access_control
+    from moto.kms.responses import KmsResponse
+    from moto.s3 import responses as s3_responses
+    from moto.s3.exceptions import S3ClientError
     from moto.sqs.responses import SQSResponse
     from moto.utilities.utils import get_partition
 
@@ -149,6 +184,51 @@ def _patch_moto(aws_errors: bool) -> None:
 
     DynamoHandler._determine_resource = _determine_resource
 
+    if hasattr(KmsResponse, "_determine_resource"):
+        raise RuntimeError("this moto determines KMS resources itself: drop the patch in "
+                           "tests/e2e/iam_support.py and check what it passes")
+
+    def _kms_resource(self) -> str:
+        try:
+            key_id = json.loads(self.body or "{}").get("KeyId")
+        except ValueError:
+            return "*"
+        if not isinstance(key_id, str) or not key_id:
+            return "*"  # CreateKey, ListKeys, ListAliases, ...: no one key
+        try:
+            return self.kms_backend.describe_key(key_id).arn
+        except Exception:  # noqa: BLE001 - an unknown key: the request fails on its own
+            return "*"
+
+    KmsResponse._determine_resource = _kms_resource
+
+    key_actions = s3_responses.ACTION_MAP["KEY"]
+    for method, query, action in S3_KEY_ACTIONS:
+        if query in key_actions[method]:
+            raise RuntimeError(f"this moto maps {method} ?{query} itself: drop the patch in tests/e2e/iam_support.py")
+        key_actions[method][query] = action
+
+    original_permitted = access_control.IAMRequestBase.check_action_permitted
+
+    def check_action_permitted(self, resource: str) -> None:
+        self._checked_resource = resource
+        try:
+            original_permitted(self, resource)
+        except Exception:
+            # The server's own record of each refusal (moto.log), for a test to read: a refused
+            # HEAD has no body, so the client cannot tell which action was refused.
+            print(f"{REFUSED_MARK} {self._action} on {resource}", file=sys.stderr, flush=True)
+            raise
+
+    def raise_access_denied(self) -> None:
+        resource = getattr(self, "_checked_resource", "*")
+        raise S3ClientError("AccessDenied", f"User: {self._access_key.arn} is not authorized to perform: "
+                            f"{self._action} on resource: \"{resource}\" because no identity-based policy "
+                            f"allows the {self._action} action")
+
+    access_control.IAMRequestBase.check_action_permitted = check_action_permitted
+    access_control.S3IAMRequest._raise_access_denied = raise_access_denied
+
     original_init = access_control.IAMRequest.__init__
 
     def __init__(self, *args, **kwargs):
@@ -160,6 +240,7 @@ def _patch_moto(aws_errors: bool) -> None:
     if aws_errors:
         _aws_json_errors(DynamoHandler, "dynamodb")
         _aws_json_errors(SQSResponse, "sqs")
+        _aws_json_errors(KmsResponse, "kms")
 
 
 def main() -> None:
@@ -210,7 +291,7 @@ class DeployedTemplate(Template):
 def deployed_template(stack: Stack) -> DeployedTemplate:
     tpl = stack._tpl  # type: ignore[attr-defined]
     return DeployedTemplate(tpl.doc, parameters=dict(tpl.parameters), stack_name=tpl.stack_name,
-                            region=tpl.region, account_id=tpl.account_id)
+                            region=tpl.region, account_id=tpl.account_id, created=dict(tpl.created))
 
 
 def policy_document(doc: Any, where: str) -> dict:
@@ -238,8 +319,9 @@ class RolePolicies:
 
 
 def function_role(tpl: Template, function_id: str = "AuditReceiverFunction") -> RolePolicies:
-    """The role the function runs as (its ``Role: Fn::GetAtt [R, Arn]``) with every inline policy,
-    resolved to this stack's ARNs."""
+    """The role the function runs as (its ``Role: Fn::GetAtt [R, Arn]``) with every inline policy
+    and every ``AWS::IAM::Policy`` of the template attached to it (``Roles: [Ref R]``), resolved to
+    this stack's ARNs."""
     role_ref = (tpl.resources[function_id].get("Properties") or {}).get("Role")
     if not (isinstance(role_ref, dict) and list(role_ref) == ["Fn::GetAtt"] and role_ref["Fn::GetAtt"][1] == "Arn"):
         raise TemplateError(f"{function_id}.Role is not Fn::GetAtt [<role>, Arn]: SAM would make its own role")
@@ -250,6 +332,16 @@ def function_role(tpl: Template, function_id: str = "AuditReceiverFunction") -> 
             raise TemplateError(f"{role_id}.{key} is set: the IAM tests read inline policies only, extend them")
     policies = {p["PolicyName"]: policy_document(p["PolicyDocument"], f"{role_id}.Policies.{p['PolicyName']}")
                 for p in props.get("Policies") or []}
+    for pid in tpl.resources_of_type("AWS::IAM::Policy"):
+        if {"Ref": role_id} not in (tpl.resources[pid].get("Properties") or {}).get("Roles", []):
+            continue
+        attached = tpl.properties(pid)
+        for key in ("Users", "Groups"):
+            if attached.get(key):
+                raise TemplateError(f"{pid}.{key}: the IAM tests attach policies to roles only, extend them")
+        if attached["PolicyName"] in policies:
+            raise TemplateError(f"{pid}: policy name {attached['PolicyName']} is the role's already")
+        policies[attached["PolicyName"]] = policy_document(attached["PolicyDocument"], f"{pid}.PolicyDocument")
     return RolePolicies(role_id, props["AssumeRolePolicyDocument"], policies)
 
 
@@ -411,6 +503,15 @@ def error_code(e: Exception) -> str:
     return found.group(1) if found else code
 
 
+def refusals(log_dir: Path) -> list[str]:
+    """The actions (with their resources) moto refused, as its log records them."""
+    try:
+        text = (log_dir / "moto.log").read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return []
+    return [line.split(REFUSED_MARK, 1)[1].strip() for line in text.splitlines() if REFUSED_MARK in line]
+
+
 def refused(call, *args, **kwargs) -> str:
     """The error code of a call that must be refused (raises if it was let through)."""
     from botocore.exceptions import ClientError
@@ -433,10 +534,10 @@ def binary(name: str, log_dir: Path) -> Path:
     with _build_lock:
         if not _built:
             with open(log_dir / "cargo-build.log", "ab") as log:
-                subprocess.run(["cargo", "build", "--bin", "audit-receiver", "--bin", "auditctl"], cwd=ROOT,
-                               stdout=log, stderr=subprocess.STDOUT, check=True, timeout=1800,
+                subprocess.run(["cargo", "build", "--bin", "audit-receiver", "--bin", "audit-archiver", "--bin",
+                                "auditctl"], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, check=True, timeout=1800,
                                env={**os.environ, "CARGO_TERM_COLOR": "never"})
-            for b in ("audit-receiver", "auditctl"):
+            for b in ("audit-receiver", "audit-archiver", "auditctl"):
                 _built[b] = ROOT / "target" / "debug" / b
         return _built[name]
 
@@ -463,10 +564,9 @@ class RuntimeApi:
     events one at a time with a request id and a deadline 30 s ahead (epoch ms, as Lambda sends);
     ``response``, ``error`` and ``init/error`` come back to ``invoke``."""
 
-    FUNCTION_ARN = "arn:aws:lambda:us-east-1:123456789012:function:audit-receiver"
-
-    def __init__(self, timeout_s: int = 30):
+    def __init__(self, timeout_s: int = 30, function_name: str = "audit-receiver"):
         self.timeout_s = timeout_s
+        self.function_arn = f"arn:aws:lambda:us-east-1:123456789012:function:{function_name}"
         self._events: queue.Queue = queue.Queue()
         self._answers: queue.Queue = queue.Queue()
         api = self
@@ -489,7 +589,7 @@ class RuntimeApi:
                 deadline = int(time.time() * 1000) + api.timeout_s * 1000
                 self._reply(200, body, {"Lambda-Runtime-Aws-Request-Id": request_id,
                                         "Lambda-Runtime-Deadline-Ms": str(deadline),
-                                        "Lambda-Runtime-Invoked-Function-Arn": api.FUNCTION_ARN,
+                                        "Lambda-Runtime-Invoked-Function-Arn": api.function_arn,
                                         "Lambda-Runtime-Trace-Id": "Root=1-00000000-000000000000000000000000"})
 
             def do_POST(self):
@@ -534,26 +634,29 @@ class RuntimeApi:
 
 class Function:
     """The function binary (as main.rs wires it) under these credentials, with the template's
-    environment (DEAD_LETTER_QUEUE_URL among it), against the account's endpoint."""
+    environment (DEAD_LETTER_QUEUE_URL among it; the archiver's ARCHIVE_BUCKET, DIGEST_KEY_ID, ...
+    with ``archiver=True``), against the account's endpoint."""
 
-    def __init__(self, account: Account, creds: Credentials, log_name: str = "function.log"):
+    def __init__(self, account: Account, creds: Credentials, log_name: str = "function.log",
+                 archiver: bool = False, timeout_s: int | None = None):
+        spec = account.stack.archiver if archiver else account.stack.function
         self.log_path = account.work_dir / log_name
-        self.api = RuntimeApi(timeout_s=account.stack.function.timeout_s)
+        self.api = RuntimeApi(timeout_s=timeout_s or spec.timeout_s, function_name=spec.binary)
         env = clean_aws_env(account.work_dir, creds, account.endpoint)
-        env.update(account.stack.function.environment)
+        env.update(spec.environment)
         env.update({"AWS_LAMBDA_RUNTIME_API": f"127.0.0.1:{self.api.port}",
-                    "AWS_LAMBDA_FUNCTION_NAME": "audit-receiver", "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
-                    "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(account.stack.function.memory_mb),
+                    "AWS_LAMBDA_FUNCTION_NAME": spec.binary, "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
+                    "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(spec.memory_mb),
                     "AWS_LAMBDA_LOG_FORMAT": "JSON"})
         try:
-            self.proc = procs.Proc("audit-receiver", [str(binary("audit-receiver", account.work_dir))],
+            self.proc = procs.Proc(spec.binary, [str(binary(spec.binary, account.work_dir))],
                                    self.log_path, env=env)
         except BaseException:
             self.api.stop()
             raise
 
-    def invoke(self, event: dict) -> dict:
-        return self.api.invoke(event)
+    def invoke(self, event: dict, timeout_s: float = 30) -> dict:
+        return self.api.invoke(event, timeout_s)
 
     def stop(self) -> None:
         self.proc.stop()

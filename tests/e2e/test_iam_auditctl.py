@@ -12,7 +12,7 @@ import subprocess
 import pytest
 
 from iam_support import (DENIED, Account, actions_of, binary, clean_aws_env, deployed_template, managed_policy,
-                         refused, resources_of)
+                         refusals, refused, resources_of)
 from local.stack import DEFAULT_TEMPLATE, read_stack
 
 ITEM_ID = "iam-trail-1"
@@ -231,9 +231,16 @@ def _without_grant(doc: dict, index: int, action: str) -> dict:
 
 
 # Grants that no command uses today: each case is expected to fail (strict: once the template or
-# auditctl changes so that it passes, remove it from here). None today: GetItem left the policies
-# (get is a Query on the key) and the reader's SendMessage carries every command's access event.
-NOT_USED_YET: dict[tuple[str, str], str] = {}
+# auditctl changes so that it passes, remove it from here). GetItem left the policies (get is a
+# Query on the key) and the reader's SendMessage carries every command's access event. The
+# archive and key reads are `auditctl verify`'s (issue 20), which auditctl does not have yet:
+# test_the_operator_policies_read_the_archive_and_the_public_key_and_write_nothing proves them
+# with the calls verify makes, until verify joins COMMANDS.
+VERIFY_READS = ["s3:GetObject", "s3:GetObjectVersion", "s3:ListBucket", "s3:ListBucketVersions",
+                "kms:GetPublicKey"]
+NOT_USED_YET: dict[tuple[str, str], str] = {
+    (policy, action): "auditctl verify, which needs it, is not in auditctl yet"
+    for policy in ("AuditReaderPolicy", "AuditOperatorPolicy") for action in VERIFY_READS}
 
 
 def _grant_cases() -> list:
@@ -255,3 +262,58 @@ def test_every_grant_of_the_operator_policies_is_used(account, policy, index, ac
     assert refused_for_it, (f"{policy} without {action} (statement {index}): every command it is for still "
                             f"succeeds, so the grant is not needed: " + "; ".join(
                                 f"exit {r.returncode} {r.stderr.strip()[:200]}" for r in runs))
+
+
+# ---- the archive and the digest key: what `auditctl verify` reads --------------------------------
+
+@pytest.mark.parametrize("policy", ["AuditReaderPolicy", "AuditOperatorPolicy"])
+def test_the_operator_policies_read_the_archive_and_the_public_key_and_write_nothing(account, policy):
+    """The calls `auditctl verify` makes (SPEC "auditctl verify"): list a period's versions and
+    delete markers, list the digests, read a digest and an object at a given version (GET and
+    HEAD), fetch the digest key's public key. Nothing written, deleted, re-locked or signed; the
+    archiver's markers (state/) not read."""
+    admin = account.client("s3")
+    bucket, key_arn = account.stack.archive_bucket.name, account.stack.digest_key.arn
+    trail = "trail/dt=2026-11-22/hour=10/p1795341600-" + "1".zfill(40) + "-a1.jsonl.gz"
+    digest = "digest/dt=2026-11-22/hour=10/p1795341600.json"
+    first = admin.put_object(Bucket=bucket, Key=trail, Body=b"first", ChecksumAlgorithm="SHA256")["VersionId"]
+    admin.put_object(Bucket=bucket, Key=trail, Body=b"second", ChecksumAlgorithm="SHA256")
+    admin.put_object(Bucket=bucket, Key=digest, Body=b"{}", ChecksumAlgorithm="SHA256",
+                     Metadata={"signature": "00"})
+    admin.put_object(Bucket=bucket, Key="state/marker", Body=b"m", ChecksumAlgorithm="SHA256")
+    creds = _operator(account, policy)
+    account.enforce()
+    s3, kms = account.client("s3", creds), account.client("kms", creds)
+
+    versions = s3.list_object_versions(Bucket=bucket, Prefix="trail/dt=2026-11-22/hour=10/p1795341600-")
+    assert len(versions["Versions"]) == 2
+    assert [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="digest/")["Contents"]] == [digest]
+    assert s3.get_object(Bucket=bucket, Key=trail, VersionId=first)["Body"].read() == b"first"
+    assert s3.head_object(Bucket=bucket, Key=trail, VersionId=first)["ContentLength"] == 5
+    assert s3.get_object(Bucket=bucket, Key=digest)["Metadata"] == {"signature": "00"}
+    assert s3.head_object(Bucket=bucket, Key=digest)["ContentLength"] == 2
+    public = kms.get_public_key(KeyId=key_arn)
+    assert public["PublicKey"] and key_arn.endswith(public["KeyId"])  # moto answers the id, KMS the ARN
+    assert refusals(account.work_dir) == []
+
+    from datetime import datetime, timedelta, timezone
+
+    denied = {
+        "s3:PutObject to trail/": refused(s3.put_object, Bucket=bucket, Key=trail, Body=b"x",
+                                          ChecksumAlgorithm="SHA256"),
+        "s3:PutObject to digest/": refused(s3.put_object, Bucket=bucket, Key=digest, Body=b"x",
+                                           ChecksumAlgorithm="SHA256"),
+        "s3:GetObject of a marker": refused(s3.get_object, Bucket=bucket, Key="state/marker"),
+        "s3:PutObjectRetention": refused(s3.put_object_retention, Bucket=bucket, Key=trail, Retention={
+            "Mode": "GOVERNANCE", "RetainUntilDate": datetime.now(timezone.utc) + timedelta(days=1)}),
+        "kms:Sign": refused(kms.sign, KeyId=key_arn, Message=b"m", MessageType="RAW",
+                            SigningAlgorithm="ECDSA_SHA_256"),
+        "kms:DisableKey": refused(kms.disable_key, KeyId=key_arn),
+        "kms:ScheduleKeyDeletion": refused(kms.schedule_key_deletion, KeyId=key_arn, PendingWindowInDays=7),
+    }
+    assert denied == {k: "AccessDenied" if k.startswith("s3") else "AccessDeniedException" for k in denied}, denied
+    # Refused by the policy itself (moto's record of its IAM refusals), not by something else.
+    assert {r.split(" on ", 1)[0] for r in refusals(account.work_dir)} == {k.split(" ")[0] for k in denied}
+    # Deleting is refused too (by the bucket's policy, to everyone, before IAM is asked).
+    assert refused(s3.delete_object, Bucket=bucket, Key=trail) in ("403", "AccessDenied")
+    assert len(admin.list_object_versions(Bucket=bucket, Prefix="trail/")["Versions"]) == 2
