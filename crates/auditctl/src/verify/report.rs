@@ -4,6 +4,8 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::io::Write;
+use std::time::{Duration, Instant};
 
 use audit_model::archive::Period;
 use audit_model::digest::ProblemKind;
@@ -50,6 +52,85 @@ impl Observer for Vec<Problem> {
     fn problem(&mut self, problem: &Problem) -> Result<(), TrailError> {
         self.push(problem.clone());
         Ok(())
+    }
+}
+
+/// Prints each problem on a line of `out` as it is found and, when stderr is a terminal, a
+/// progress line there (overwritten in place, cleared before each problem and at the end).
+pub struct Console<W: Write> {
+    out: W,
+    progress: bool,
+    shown: bool,
+    last: Option<Instant>,
+    printed: u64,
+}
+
+impl<W: Write> Console<W> {
+    /// `progress`: stderr is a terminal.
+    pub fn new(out: W, progress: bool) -> Self {
+        Self {
+            out,
+            progress,
+            shown: false,
+            last: None,
+            printed: 0,
+        }
+    }
+
+    /// Problems printed so far.
+    pub fn printed(&self) -> u64 {
+        self.printed
+    }
+
+    /// Clears the progress line, if one is shown.
+    pub fn clear(&mut self) {
+        if self.shown {
+            eprint!("\r\x1b[K");
+            let _ = std::io::stderr().flush();
+            self.shown = false;
+        }
+    }
+
+    /// The summary, after the problems.
+    pub fn finish(&mut self, summary: &Summary) -> std::io::Result<()> {
+        self.clear();
+        for line in summary.lines() {
+            writeln!(self.out, "{line}")?;
+        }
+        self.out.flush()
+    }
+}
+
+impl<W: Write> Observer for Console<W> {
+    fn problem(&mut self, problem: &Problem) -> Result<(), TrailError> {
+        self.clear();
+        writeln!(self.out, "{problem}")?;
+        self.out.flush()?;
+        self.printed += 1;
+        Ok(())
+    }
+
+    fn progress(&mut self, summary: &Summary, period: Period, of: u64) {
+        if !self.progress
+            || self
+                .last
+                .is_some_and(|t| t.elapsed() < Duration::from_millis(100))
+        {
+            return;
+        }
+        self.last = Some(Instant::now());
+        let start = chrono::DateTime::from_timestamp(period.start, 0)
+            .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+            .unwrap_or_default();
+        eprint!(
+            "\r\x1b[Kverify: period {start} ({} of {of}), {} objects, {} events, {} problems",
+            summary.periods,
+            summary.trail_objects + summary.tamper_objects,
+            summary.trail_events + summary.tamper_events,
+            summary.problem_count()
+        );
+        let _ = std::io::stderr().flush();
+        self.shown = true;
     }
 }
 
@@ -184,6 +265,31 @@ mod tests {
             problem.to_string(),
             "object changed  trail/dt=2026-11-22/hour=10/p1795341600-x-a0.jsonl.gz  version 2 beside the sealed version 1"
         );
+    }
+
+    #[test]
+    fn the_console_prints_problems_as_lines_and_the_summary_last() {
+        let mut console = Console::new(Vec::new(), false);
+        console
+            .problem(&Problem::new(ProblemKind::ItemMissing, "m-1", "gone"))
+            .unwrap();
+        let mut summary = Summary::default();
+        summary.count(ProblemKind::ItemMissing);
+        console.progress(
+            &summary,
+            Period {
+                start: 0,
+                length: Default::default(),
+            },
+            1,
+        );
+        console.finish(&summary).unwrap();
+        let text = String::from_utf8(console.out).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "item missing  m-1  gone");
+        assert!(lines[1].starts_with("periods   0 checked"));
+        assert_eq!(lines.last().unwrap(), &"problems  1 (1 item missing)");
+        assert_eq!(console.printed, 1);
     }
 
     #[test]
