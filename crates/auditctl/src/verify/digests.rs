@@ -107,13 +107,15 @@ pub struct Checked {
 
 /// Checks the sealed version of `loaded`, the digest of `period`: a digest at all, signed by the
 /// digest key, its fields those of its key, linked to `before` (the previous period's sealed
-/// digest, `None` when it has none).
+/// digest, `None` when it has none). `first`: it is the first digest the bucket holds, which must
+/// start the chain (a link from it names digests that were removed for good, markers and all).
 pub fn check(
     loaded: &Loaded,
     period: Period,
     bucket: &str,
     key: &TrustedKey,
     before: Option<&SealedDigest>,
+    first: bool,
 ) -> Checked {
     let mut problems = Vec::new();
     let digest = match Digest::parse(&loaded.bytes) {
@@ -142,6 +144,15 @@ pub fn check(
     }
     if let Some(why) = chain_break(&digest, &loaded.key, before) {
         problems.push(Problem::new(ProblemKind::ChainBroken, &loaded.key, why));
+    } else if let (true, Some(link), None) = (first, &digest.previous, before) {
+        problems.push(Problem::new(
+            ProblemKind::ChainBroken,
+            &loaded.key,
+            format!(
+                "the first digest in the bucket, but it links to {}: the digests before it are gone (not even a delete marker is left of them)",
+                link.key
+            ),
+        ));
     }
     Checked {
         problems,

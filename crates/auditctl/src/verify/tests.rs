@@ -556,6 +556,36 @@ async fn a_deleted_first_digest_still_starts_the_chain() {
 }
 
 #[tokio::test]
+async fn digests_removed_for_good_from_the_chains_start_leave_a_link_to_nothing() {
+    let (world, _) = trail();
+    for minute in 0..2 {
+        let key = digest_key(period(at(START) + Duration::minutes(minute)));
+        let (version, _) = world.archive.current(&key).unwrap();
+        world.archive.remove_version(&key, &version);
+    }
+    let settings = world.settings(START, END, at(END) + Duration::hours(1));
+    let (problems, summary) = world.verify(&settings, false).await;
+    assert_eq!(summary.before_trail, 2);
+    assert_eq!(
+        problems
+            .iter()
+            .map(|p| (p.kind, p.subject.clone()))
+            .collect::<Vec<_>>(),
+        [(
+            ProblemKind::ChainBroken,
+            digest_key(period(at("2026-11-22T10:02:00Z")))
+        )]
+    );
+    assert!(
+        problems[0]
+            .detail
+            .contains("the digests before it are gone"),
+        "{}",
+        problems[0].detail
+    );
+}
+
+#[tokio::test]
 async fn table_items_changed_deleted_or_expired_are_told_apart() {
     let (world, _) = trail();
     let time = |m: i64| canonical_time(at(START) + Duration::minutes(m) + Duration::seconds(20));

@@ -213,6 +213,7 @@ impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
             &self.settings.bucket,
             self.key,
             self.previous.as_ref(),
+            self.genesis == Some(period),
         );
         self.report_all(checked.problems)?;
         let newer = digests::check_newer(self.archive, &loaded, self.key).await?;
