@@ -141,9 +141,15 @@ impl Archive for S3Archive {
                 let status = error.raw_response().map(|r| r.status().as_u16());
                 return match (error.code(), status) {
                     (Some("NoSuchBucket"), _) => Err(self.error(&error)),
-                    // No such key or version; a version id that is not one (400): none either.
-                    (Some("NoSuchKey" | "NoSuchVersion" | "InvalidArgument"), _)
-                    | (_, Some(404)) => Ok(None),
+                    // No such key or version; a version id that is not one (400), or that is a
+                    // delete marker's (405): no object either.
+                    (
+                        Some(
+                            "NoSuchKey" | "NoSuchVersion" | "InvalidArgument" | "MethodNotAllowed",
+                        ),
+                        _,
+                    )
+                    | (_, Some(404 | 405)) => Ok(None),
                     _ => Err(self.error(&error)),
                 };
             }
