@@ -147,7 +147,8 @@ pub struct Summary {
     pub not_sealed_yet: u64,
     /// Before the chain's first digest.
     pub before_trail: u64,
-    /// Without a digest that was due (each one a `digest missing`).
+    /// Without a usable digest though due: none (each a `digest missing`), or bytes that are not
+    /// a digest (a `signature invalid`).
     pub missing: u64,
     /// Listed objects read and checked, trail and tamper.
     pub trail_objects: u64,
@@ -201,7 +202,7 @@ impl Summary {
     pub fn lines(&self) -> Vec<String> {
         let mut lines = vec![
             format!(
-                "periods   {} checked: {} sealed ({} empty), {} not sealed yet, {} before the trail, {} without their digest",
+                "periods   {} checked: {} sealed ({} empty), {} not sealed yet, {} before the trail, {} without a usable digest",
                 self.periods,
                 self.sealed,
                 self.empty,

@@ -335,6 +335,35 @@ async fn a_digest_replaced_for_good_breaks_the_link_of_the_next_one() {
 }
 
 #[tokio::test]
+async fn bytes_that_are_not_a_digest_have_no_valid_signature_and_leave_the_period_unsealed() {
+    let (world, _) = trail();
+    let target = period(at("2026-11-22T10:05:00Z"));
+    let key = digest_key(target);
+    let (version, _) = world.archive.current(&key).unwrap();
+    world.archive.remove_version(&key, &version);
+    world.archive.put(&key, b"not a digest".to_vec(), &[]);
+    let settings = world.settings(START, END, at(END) + Duration::hours(1));
+    let (problems, summary) = world.verify(&settings, false).await;
+    assert_eq!(
+        problems
+            .iter()
+            .map(|p| (p.kind, p.subject.clone()))
+            .collect::<Vec<_>>(),
+        [
+            (ProblemKind::SignatureInvalid, key),
+            (ProblemKind::ChainBroken, digest_key(target.next())),
+        ]
+    );
+    assert!(
+        problems[0].detail.contains("not a digest"),
+        "{}",
+        problems[0].detail
+    );
+    assert_eq!((summary.sealed, summary.missing), (19, 1));
+    assert_eq!(summary.unsealed_objects, 1);
+}
+
+#[tokio::test]
 async fn a_second_signed_digest_for_a_period_breaks_the_chain_and_an_identical_copy_does_not() {
     let (world, _) = trail();
     let target = period(at("2026-11-22T10:02:00Z"));

@@ -229,6 +229,7 @@ impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
             }
             None => {
                 // Not a digest: nothing to check its objects against.
+                self.summary.missing += 1;
                 self.summary.unsealed_objects += live;
                 self.current_events(&groups).await
             }
