@@ -279,11 +279,6 @@ impl<'a, T: Table> TableCheck<'a, T> {
         Ok(pending)
     }
 
-    /// Whether an event of this key was read.
-    pub fn has(&self, key: u128) -> bool {
-        self.archived.contains(&key)
-    }
-
     /// The pending items after the periods they can be in were read: found, or not archived.
     pub fn settle(&mut self, pending: Vec<Pending>) -> Vec<Problem> {
         let mut problems = Vec::new();
