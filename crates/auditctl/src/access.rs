@@ -11,14 +11,15 @@ use clap::ArgMatches;
 use clap::parser::ValueSource;
 use serde_json::{Map, Value, json};
 
-/// What a command does to the trail: the event's `action`. A new command that reads the trail
-/// (`verify`) is a variant here and one `record` call in its arm of main.rs.
+/// What a command does to the trail: the event's `action`. A new command that reads the trail is
+/// a variant here and one `record` call in its arm of main.rs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {
     Query,
     Get,
     DlqList,
     DlqRedrive,
+    Verify,
 }
 
 impl Action {
@@ -28,6 +29,7 @@ impl Action {
             Self::Get => "auditctl.get",
             Self::DlqList => "auditctl.dlq.list",
             Self::DlqRedrive => "auditctl.dlq.redrive",
+            Self::Verify => "auditctl.verify",
         }
     }
 }

@@ -1,7 +1,8 @@
 //! Owns reading the trail and working the dead-letter queue for operators (`auditctl`): the time
-//! range, the shard fan-out over the `byAuditTime` index, the k-way merge, output formats, and the
-//! dead-letter list and redrive. Must not know the Lambda runtime or batching; it reuses the
-//! library's item names, bucket rule and `failureContext` format rather than restating them.
+//! range, the shard fan-out over the `byAuditTime` index, the k-way merge, output formats, the
+//! dead-letter list and redrive, and the proof that the archive and the table were not changed
+//! (`verify`). Must not know the Lambda runtime or batching; it reuses the library's item names,
+//! bucket rule, `failureContext` format and digest format rather than restating them.
 
 pub mod access;
 pub mod dlq;
@@ -12,6 +13,7 @@ pub mod merge;
 pub mod output;
 pub mod query;
 pub mod range;
+pub mod verify;
 
 /// What went wrong, each with the fix in words. `auditctl` exits 1 on these.
 #[derive(Debug, thiserror::Error)]
@@ -51,6 +53,27 @@ pub enum TrailError {
         env: &'static str,
         flag: &'static str,
     },
+    /// A setting `verify` needs, absent.
+    #[error(
+        "{var} is not set: export it from the stack's outputs ({output}) or .local/stack.env, or pass {flag}"
+    )]
+    NotSet {
+        var: &'static str,
+        flag: &'static str,
+        output: &'static str,
+    },
+    #[error(
+        "archive bucket {bucket} not found at {at}: check ARCHIVE_BUCKET or --bucket (stack output AuditArchiveBucketName)"
+    )]
+    BucketNotFound { bucket: String, at: String },
+    #[error(
+        "digest key {key} not found at {at}: check DIGEST_KEY_ID or --key-id (stack output AuditDigestKeyArn)"
+    )]
+    KeyNotFound { key: String, at: String },
+    #[error(
+        "digest key {key} cannot check the digests: {detail}; DIGEST_KEY_ID or --key-id must name the stack's AuditDigestKey (stack output AuditDigestKeyArn)"
+    )]
+    KeyUnsuitable { key: String, detail: String },
     #[error("{0}")]
     Aws(String),
     /// A listing that could not get every message: printed what it got, then this.

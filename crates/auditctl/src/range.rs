@@ -61,6 +61,15 @@ impl TimeRange {
         self.from > self.to
     }
 
+    /// The bounds as times (both included); `None` when the range is empty.
+    pub fn bounds(&self) -> Option<(DateTime<Utc>, DateTime<Utc>)> {
+        let time = |text: &str| DateTime::parse_from_rfc3339(text).ok().map(|t| t.to_utc());
+        match (time(&self.from), time(&self.to)) {
+            (Some(from), Some(to)) if from <= to => Some((from, to)),
+            _ => None,
+        }
+    }
+
     /// The UTC days (`YYYY-MM-DD`) the range spans, first to last; none when empty.
     pub fn days(&self) -> Vec<String> {
         if self.is_empty() {
@@ -166,6 +175,12 @@ mod tests {
         let r = range("2026-11-22T10:00:00.0005Z", "2026-11-22T10:00:00.0009Z");
         assert!(r.is_empty());
         assert!(r.days().is_empty());
+        assert_eq!(r.bounds(), None);
+        let (from, to) = range("2026-11-22T12:00:00+02:00", "2026-11-22T10:30:00.5Z")
+            .bounds()
+            .unwrap();
+        assert_eq!(from.to_rfc3339(), "2026-11-22T10:00:00+00:00");
+        assert_eq!(to.timestamp_millis() % 1000, 500);
     }
 
     #[test]

@@ -4,6 +4,8 @@
 
 #[path = "../../receiver/tests/support/mod.rs"]
 mod support;
+/// `auditctl verify` (tests/verify/mod.rs: a module of this binary, which shares its harness).
+mod verify;
 
 use std::collections::{HashMap, HashSet};
 use std::process::{Command, Output};

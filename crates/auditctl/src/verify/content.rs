@@ -1,0 +1,241 @@
+//! Owns reading one archive object's bytes as `verify` checks them, chunk by chunk as they arrive:
+//! the SHA-256 and size of the bytes as stored, and the JSON lines after gunzip (counted, and kept
+//! when the table is compared). Must not know digests, S3 or the table.
+
+use std::io::Write;
+
+use aws_lc_rs::digest::{Context, SHA256};
+use flate2::write::MultiGzDecoder;
+use futures::StreamExt;
+
+use super::ports::Fetched;
+use crate::TrailError;
+
+/// The longest line kept: an item is at most 400 KB, and its JSON line not much more. A longer
+/// "line" is not an archived event; the object is then unreadable (its bytes are still hashed).
+pub const MAX_LINE_BYTES: usize = 2 * 1024 * 1024;
+
+/// What one object holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Content {
+    pub sha256: [u8; 32],
+    pub size: u64,
+    /// JSON lines after gunzip (a last line without its newline counts).
+    pub lines: u64,
+    /// The lines themselves, when asked for.
+    pub kept: Vec<String>,
+    /// Why the bytes are not gzip-compressed lines, when they are not (`lines` then counts those
+    /// read before).
+    pub unreadable: Option<String>,
+}
+
+/// Reads an object chunk by chunk: memory is a chunk, the decoder's window and one line (plus the
+/// lines kept).
+pub struct ContentReader {
+    hash: Context,
+    size: u64,
+    decoder: Option<MultiGzDecoder<Lines>>,
+    /// The lines of a decoder that failed, and why.
+    failed: Option<(Lines, String)>,
+}
+
+struct Lines {
+    partial: Vec<u8>,
+    count: u64,
+    keep: bool,
+    kept: Vec<String>,
+}
+
+impl Lines {
+    fn new(keep: bool) -> Self {
+        Self {
+            partial: Vec::new(),
+            count: 0,
+            keep,
+            kept: Vec::new(),
+        }
+    }
+
+    fn line(&mut self, line: &[u8]) {
+        self.count += 1;
+        if self.keep {
+            self.kept.push(String::from_utf8_lossy(line).into_owned());
+        }
+    }
+
+    fn end(mut self) -> Self {
+        if !self.partial.is_empty() {
+            let last = std::mem::take(&mut self.partial);
+            self.line(&last);
+        }
+        self
+    }
+}
+
+impl Write for Lines {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let mut rest = buf;
+        while let Some(at) = rest.iter().position(|b| *b == b'\n') {
+            if self.partial.is_empty() {
+                self.line(&rest[..at]);
+            } else {
+                self.partial.extend_from_slice(&rest[..at]);
+                let line = std::mem::take(&mut self.partial);
+                self.line(&line);
+            }
+            rest = &rest[at + 1..];
+        }
+        self.partial.extend_from_slice(rest);
+        if self.partial.len() > MAX_LINE_BYTES {
+            return Err(std::io::Error::other(format!(
+                "a line longer than {MAX_LINE_BYTES} bytes"
+            )));
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl ContentReader {
+    /// `keep`: keep the lines (for the table), not only count them.
+    pub fn new(keep: bool) -> Self {
+        Self {
+            hash: Context::new(&SHA256),
+            size: 0,
+            decoder: Some(MultiGzDecoder::new(Lines::new(keep))),
+            failed: None,
+        }
+    }
+
+    pub fn update(&mut self, chunk: &[u8]) {
+        self.hash.update(chunk);
+        self.size += chunk.len() as u64;
+        if let Some(decoder) = self.decoder.as_mut()
+            && let Err(error) = decoder.write_all(chunk)
+        {
+            self.fail(error.to_string());
+        }
+    }
+
+    fn fail(&mut self, why: String) {
+        if let Some(mut decoder) = self.decoder.take() {
+            // The lines counted so far stay with the object: taken from the failed decoder's
+            // writer, which is not flushed again.
+            let lines = std::mem::replace(decoder.get_mut(), Lines::new(false));
+            self.failed = Some((lines, why));
+        }
+    }
+
+    pub fn finish(mut self) -> Content {
+        let (lines, unreadable) = match self.decoder.take() {
+            Some(mut decoder) => match decoder.try_finish() {
+                Ok(()) => (
+                    std::mem::replace(decoder.get_mut(), Lines::new(false)).end(),
+                    None,
+                ),
+                Err(error) => (
+                    std::mem::replace(decoder.get_mut(), Lines::new(false)),
+                    Some(error.to_string()),
+                ),
+            },
+            None => match self.failed.take() {
+                Some((lines, why)) => (lines, Some(why)),
+                None => (Lines::new(false), Some("not read".to_owned())),
+            },
+        };
+        let mut sha256 = [0u8; 32];
+        sha256.copy_from_slice(self.hash.finish().as_ref());
+        Content {
+            sha256,
+            size: self.size,
+            lines: lines.count,
+            kept: lines.kept,
+            unreadable: unreadable.map(|why| format!("not gzip-compressed JSON lines: {why}")),
+        }
+    }
+}
+
+/// Reads a fetched version to its end.
+pub async fn read(fetched: Fetched, keep: bool) -> Result<Content, TrailError> {
+    let mut reader = ContentReader::new(keep);
+    let mut body = fetched.body;
+    while let Some(chunk) = body.next().await {
+        reader.update(&chunk?);
+    }
+    Ok(reader.finish())
+}
+
+/// SHA-256 of `bytes` (the platform's).
+pub fn sha256(bytes: &[u8]) -> [u8; 32] {
+    let mut out = [0u8; 32];
+    out.copy_from_slice(aws_lc_rs::digest::digest(&SHA256, bytes).as_ref());
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flate2::Compression;
+    use flate2::write::GzEncoder;
+
+    fn gzip(text: &str) -> Vec<u8> {
+        let mut encoder = GzEncoder::new(Vec::new(), Compression::default());
+        encoder.write_all(text.as_bytes()).unwrap();
+        encoder.finish().unwrap()
+    }
+
+    fn read_in_chunks(bytes: &[u8], chunk: usize, keep: bool) -> Content {
+        let mut reader = ContentReader::new(keep);
+        for piece in bytes.chunks(chunk) {
+            reader.update(piece);
+        }
+        reader.finish()
+    }
+
+    #[test]
+    fn lines_hash_and_size_do_not_depend_on_how_the_bytes_arrive() {
+        let bytes = gzip("{\"a\":1}\n{\"b\":2}\n{\"c\":3}\n");
+        let whole = read_in_chunks(&bytes, bytes.len(), true);
+        assert_eq!(whole.lines, 3);
+        assert_eq!(whole.kept, ["{\"a\":1}", "{\"b\":2}", "{\"c\":3}"]);
+        assert_eq!(whole.sha256, sha256(&bytes));
+        assert_eq!(whole.sha256, audit_model::digest::sha256(&bytes));
+        assert_eq!(whole.size, bytes.len() as u64);
+        assert_eq!(whole.unreadable, None);
+        for chunk in [1, 2, 7] {
+            assert_eq!(read_in_chunks(&bytes, chunk, true), whole, "{chunk}");
+        }
+        let counted = read_in_chunks(&bytes, 5, false);
+        assert_eq!((counted.lines, counted.kept.len()), (3, 0));
+    }
+
+    #[test]
+    fn a_last_line_without_newline_counts_and_members_are_read_one_after_another() {
+        let mut bytes = gzip("{\"a\":1}\n");
+        bytes.extend(gzip("{\"b\":2}"));
+        let content = read_in_chunks(&bytes, 3, true);
+        assert_eq!(content.lines, 2);
+        assert_eq!(content.kept, ["{\"a\":1}", "{\"b\":2}"]);
+    }
+
+    #[test]
+    fn bytes_that_are_not_gzip_are_hashed_and_said_unreadable() {
+        let content = read_in_chunks(b"plain text\nnot gzip\n", 4, true);
+        assert_eq!(content.sha256, sha256(b"plain text\nnot gzip\n"));
+        assert!(content.unreadable.unwrap().contains("not gzip"));
+        let mut truncated = gzip("{\"a\":1}\n{\"b\":2}\n");
+        truncated.truncate(truncated.len() - 6);
+        assert!(read_in_chunks(&truncated, 4, false).unreadable.is_some());
+    }
+
+    #[test]
+    fn a_line_beyond_the_bound_makes_the_object_unreadable_not_memory_hungry() {
+        let long = "x".repeat(MAX_LINE_BYTES + 10);
+        let content = read_in_chunks(&gzip(&long), 64 * 1024, true);
+        assert!(content.unreadable.unwrap().contains("longer than"));
+        assert!(content.kept.is_empty());
+    }
+}

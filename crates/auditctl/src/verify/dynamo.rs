@@ -1,0 +1,71 @@
+//! Owns the DynamoDB adapter of the table port: the items of a time range as `auditctl query`
+//! reads them (the byAuditTime index, its 32 shards a day merged), and items by key
+//! (BatchGetItem), each as its JSON line. Must not know the archive.
+
+use futures::stream::BoxStream;
+use futures::{StreamExt, TryStreamExt};
+
+use super::ports::{Table, TableItem};
+use crate::TrailError;
+use crate::item::TrailItem;
+use crate::merge::Order;
+use crate::query::{QueryOptions, Reader};
+use crate::range::TimeRange;
+
+/// How the range is read: as `auditctl query`'s defaults.
+const OPTIONS: QueryOptions = QueryOptions {
+    order: Order::Ascending,
+    page_size: 500,
+    concurrency: 8,
+    limit: None,
+};
+
+/// The audit table.
+#[derive(Debug, Clone)]
+pub struct DynamoTable {
+    reader: Reader,
+}
+
+impl DynamoTable {
+    /// `reader` has checked that the table and its byAuditTime index are there.
+    pub fn new(reader: Reader) -> Self {
+        Self { reader }
+    }
+}
+
+fn table_item(item: TrailItem) -> TableItem {
+    let received_at = Some(item.text("receivedAt")).filter(|t| !t.is_empty());
+    TableItem {
+        line: item.line(),
+        message_id: item.message_id,
+        audit_time: item.audit_time,
+        received_at,
+    }
+}
+
+impl Table for DynamoTable {
+    fn items(&self, range: &TimeRange) -> BoxStream<'static, Result<TableItem, TrailError>> {
+        self.reader
+            .query(range.clone(), OPTIONS, None)
+            .map_ok(table_item)
+            .boxed()
+    }
+
+    async fn get(&self, keys: Vec<(String, String)>) -> Result<Vec<TableItem>, TrailError> {
+        let wanted = keys
+            .into_iter()
+            .map(|(message_id, audit_time)| TrailItem {
+                message_id,
+                audit_time,
+                attributes: Default::default(),
+            })
+            .collect();
+        Ok(self
+            .reader
+            .fetch(wanted)
+            .await?
+            .into_iter()
+            .map(table_item)
+            .collect())
+    }
+}

@@ -1,0 +1,108 @@
+//! Owns the ports `verify` reads through: the archive bucket (its versions and delete markers, one
+//! version's bytes), the digest key (its public key, as KMS describes it) and the table (items by
+//! time, items by key). Must not know the SDK, nor what is checked.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+
+use bytes::Bytes;
+use futures::stream::BoxStream;
+use futures::{StreamExt, TryStreamExt};
+
+use crate::TrailError;
+use crate::range::TimeRange;
+
+/// One entry of a version listing: a version of a key, or a delete marker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub key: String,
+    pub version_id: String,
+    /// The key's current version (or its current delete marker).
+    pub latest: bool,
+    pub delete_marker: bool,
+}
+
+/// One version read: its user metadata (names in lower case, without `x-amz-meta-`) and its
+/// bytes, streamed as they arrive.
+pub struct Fetched {
+    pub metadata: BTreeMap<String, String>,
+    pub body: BoxStream<'static, Result<Bytes, TrailError>>,
+}
+
+impl Fetched {
+    /// The whole body (for a digest: small).
+    pub async fn bytes(self) -> Result<Vec<u8>, TrailError> {
+        self.body
+            .try_fold(Vec::new(), |mut all, chunk| async move {
+                all.extend_from_slice(&chunk);
+                Ok(all)
+            })
+            .await
+    }
+}
+
+/// The archive bucket, read.
+pub trait Archive: Send + Sync {
+    /// Every version and delete marker whose key starts with `prefix`, keys in order; a key's
+    /// versions newest first, then its delete markers (S3's ListObjectVersions, page by page).
+    fn versions(&self, prefix: String) -> BoxStream<'_, Result<Entry, TrailError>>;
+
+    /// One version, or `None` when the key has no such version.
+    fn get(
+        &self,
+        key: &str,
+        version_id: &str,
+    ) -> impl Future<Output = Result<Option<Fetched>, TrailError>> + Send;
+}
+
+/// The digest key as KMS's GetPublicKey describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PublicKeyInfo {
+    /// The key's ARN (what a digest's `keyId` names).
+    pub arn: String,
+    pub key_spec: String,
+    pub signing_algorithms: Vec<String>,
+    /// DER SubjectPublicKeyInfo.
+    pub der: Vec<u8>,
+}
+
+/// Where the digest key's public key comes from (KMS; never from next to a digest).
+pub trait KeySource: Send + Sync {
+    fn public_key(&self) -> impl Future<Output = Result<PublicKeyInfo, TrailError>> + Send;
+}
+
+/// An item of the table as `verify` compares it: its key, its JSON line (`item_line`, what the
+/// archive stores) and when the function wrote it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableItem {
+    pub message_id: String,
+    pub audit_time: String,
+    pub line: String,
+    /// `receivedAt`, when the item has one.
+    pub received_at: Option<String>,
+}
+
+/// The audit table, read.
+pub trait Table: Send + Sync {
+    /// Every item with `range.from <= auditTime <= range.to`, streamed (the byAuditTime index).
+    fn items(&self, range: &TimeRange) -> BoxStream<'static, Result<TableItem, TrailError>>;
+
+    /// The items the table holds of these keys (`messageId`, `auditTime`), at most 100, in any
+    /// order; a key it does not hold is left out.
+    fn get(
+        &self,
+        keys: Vec<(String, String)>,
+    ) -> impl Future<Output = Result<Vec<TableItem>, TrailError>> + Send;
+}
+
+/// A stream of one body held in memory, cut into chunks of at most `chunk` bytes (adapters'
+/// tests and the twins).
+pub fn chunked(body: Vec<u8>, chunk: usize) -> BoxStream<'static, Result<Bytes, TrailError>> {
+    let body = Bytes::from(body);
+    let chunk = chunk.max(1);
+    let pieces: Vec<Result<Bytes, TrailError>> = (0..body.len())
+        .step_by(chunk)
+        .map(|start| Ok(body.slice(start..(start + chunk).min(body.len()))))
+        .collect();
+    futures::stream::iter(pieces).boxed()
+}

@@ -1,0 +1,759 @@
+//! The walk's behaviour, given an archive the archiver wrote and sealed (in-memory twins that
+//! behave as S3, KMS and the table do), then changed as an attacker or an accident would: when
+//! `verify` runs, then it reports each change once, with its kind and the key or `messageId` it
+//! concerns, and nothing on a trail as sealed.
+
+use audit_model::archive::{ObjectKind, Period, PeriodLength};
+use audit_model::digest::{Digest, ProblemKind, SealedDigest, digest_key};
+use audit_model::line::item_line;
+use audit_model::message::canonical_time;
+use chrono::{DateTime, Duration, Utc};
+use serde_json::{Map, Value, json};
+
+use super::Settings;
+use super::key::TrustedKey;
+use super::memory::{MemoryArchive, MemoryTable, TestKey, put_digest, seal, write_object};
+use super::ports::TableItem;
+use super::report::{Problem, Summary};
+use super::walk::verify;
+use crate::range::TimeRange;
+
+const BUCKET: &str = "audit-archive";
+const ARN: &str = "arn:aws:kms:us-east-1:111122223333:key/digest";
+/// One minute: many periods in a short trail.
+const SECONDS: u32 = 60;
+
+fn at(text: &str) -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339(text).unwrap().to_utc()
+}
+
+fn length() -> PeriodLength {
+    PeriodLength::new(SECONDS).unwrap()
+}
+
+fn period(start: DateTime<Utc>) -> Period {
+    length().period_of(start)
+}
+
+/// An archive, its key and its table, written as the function and the archiver write them.
+struct World {
+    archive: MemoryArchive,
+    key: TestKey,
+    table: MemoryTable,
+    sequence: u64,
+    /// The last period sealed, and its digest.
+    sealed: Option<(Period, SealedDigest)>,
+}
+
+/// The first period of every world.
+const START: &str = "2026-11-22T10:00:00Z";
+
+impl World {
+    fn new() -> Self {
+        Self {
+            archive: MemoryArchive::default(),
+            key: TestKey::new(ARN),
+            table: MemoryTable::default(),
+            sequence: 100,
+            sealed: None,
+        }
+    }
+
+    /// An item the function wrote at `received` (with this auditTime), as its JSON line.
+    fn item(&self, id: &str, audit_time: DateTime<Utc>, received: DateTime<Utc>) -> TableItem {
+        let item: Map<String, Value> = json!({
+            "messageId": {"S": id},
+            "auditTime": {"S": canonical_time(audit_time)},
+            "auditText": {"S": format!("text of {id}")},
+            "receivedAt": {"S": canonical_time(received)},
+            "extra": {"M": {"amount": {"N": "12.50"}}}
+        })
+        .as_object()
+        .unwrap()
+        .clone();
+        TableItem {
+            message_id: id.to_owned(),
+            audit_time: canonical_time(audit_time),
+            line: item_line(&item),
+            received_at: Some(canonical_time(received)),
+        }
+    }
+
+    /// Items written to the table at `received` and archived together at `archived`, in one
+    /// trail object; its key.
+    fn events(&mut self, ids: &[&str], received: DateTime<Utc>, archived: DateTime<Utc>) -> String {
+        let items: Vec<TableItem> = ids
+            .iter()
+            .map(|id| self.item(id, received, received))
+            .collect();
+        let lines: Vec<String> = items.iter().map(|i| i.line.clone()).collect();
+        for item in items {
+            self.table.put(item);
+        }
+        self.sequence += 10;
+        write_object(
+            &self.archive,
+            ObjectKind::Trail,
+            archived,
+            length(),
+            self.sequence,
+            &lines,
+        )
+    }
+
+    /// A tamper object at `at`; its key.
+    fn tamper(&mut self, at: DateTime<Utc>) -> String {
+        self.sequence += 10;
+        write_object(
+            &self.archive,
+            ObjectKind::Tamper,
+            at,
+            length(),
+            self.sequence,
+            &[r#"{"eventName":"MODIFY","keys":{"messageId":"m"}}"#.to_owned()],
+        )
+    }
+
+    /// Seals every period from the one after the last sealed (or `START`'s) to `until`'s.
+    fn seal_through(&mut self, until: DateTime<Utc>) {
+        let mut next = match &self.sealed {
+            Some((p, _)) => p.next(),
+            None => period(at(START)),
+        };
+        while next.start <= period(until).start {
+            let previous = self.sealed.as_ref().map(|(_, d)| d.clone());
+            let digest = seal(&self.archive, BUCKET, next, previous.as_ref(), &self.key);
+            self.sealed = Some((next, digest));
+            next = next.next();
+        }
+    }
+
+    /// Skips sealing one period (the archiver never does: a digest removed for good looks so),
+    /// the next one still linked to it.
+    fn seal_skipping(&mut self, skipped: DateTime<Utc>) {
+        self.seal_through(skipped);
+        let (p, digest) = self.sealed.clone().unwrap();
+        let version = self.archive.current(&digest.key).unwrap().0;
+        self.archive.remove_version(&digest.key, &version);
+        self.sealed = Some((p, digest));
+    }
+
+    fn settings(&self, from: &str, to: &str, now: DateTime<Utc>) -> Settings {
+        Settings {
+            bucket: BUCKET.to_owned(),
+            length: length(),
+            range: TimeRange::parse(from, to).unwrap(),
+            now,
+            grace_seconds: Settings::default_grace(length()),
+            lag_seconds: super::ARCHIVE_LAG_SECONDS,
+            concurrency: 3,
+        }
+    }
+
+    async fn verify(&self, settings: &Settings, with_table: bool) -> (Vec<Problem>, Summary) {
+        let key = TrustedKey::new(self.key.info()).unwrap();
+        let mut problems = Vec::new();
+        let table = with_table.then_some(&self.table);
+        let summary = verify(&self.archive, &key, table, settings, &mut problems)
+            .await
+            .unwrap();
+        assert_eq!(summary.problem_count(), problems.len() as u64);
+        (problems, summary)
+    }
+
+    /// The problems of the whole trail (`START` to `to`), long after it was sealed.
+    async fn problems(&self, to: &str, with_table: bool) -> Vec<(ProblemKind, String)> {
+        let settings = self.settings(START, to, at(to) + Duration::hours(3));
+        let (problems, _) = self.verify(&settings, with_table).await;
+        problems.into_iter().map(|p| (p.kind, p.subject)).collect()
+    }
+}
+
+/// A trail of 20 minutes (20 periods): events in some, none in others, a tamper object, all
+/// sealed; returns the world and the keys of its objects.
+fn trail() -> (World, Vec<String>) {
+    let mut world = World::new();
+    let base = at(START);
+    let mut keys = Vec::new();
+    for minute in [0i64, 1, 2, 5, 9, 10, 11, 17, 19] {
+        let when = base + Duration::minutes(minute) + Duration::seconds(20);
+        let ids: Vec<String> = (0..3).map(|i| format!("m-{minute:02}-{i}")).collect();
+        let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+        keys.push(world.events(&ids, when, when + Duration::seconds(2)));
+    }
+    keys.push(world.tamper(base + Duration::minutes(10) + Duration::seconds(40)));
+    world.seal_through(base + Duration::minutes(19));
+    (world, keys)
+}
+
+const END: &str = "2026-11-22T10:19:59.999Z";
+
+#[tokio::test]
+async fn a_trail_as_sealed_holds_over_many_periods_empty_ones_included() {
+    let (world, _) = trail();
+    let settings = world.settings(START, END, at(END) + Duration::hours(1));
+    let (problems, summary) = world.verify(&settings, true).await;
+    assert_eq!(problems, []);
+    assert!(summary.holds());
+    assert_eq!(summary.periods, 20);
+    assert_eq!(summary.sealed, 20);
+    assert_eq!(summary.empty, 11);
+    assert_eq!((summary.trail_objects, summary.tamper_objects), (9, 1));
+    assert_eq!((summary.trail_events, summary.tamper_events), (27, 1));
+    let table = summary.table.clone().unwrap();
+    assert_eq!(table.archived_compared, 27);
+    assert_eq!((table.items, table.items_archived), (27, 27));
+    assert!(summary.lines().last().unwrap().contains("none"));
+}
+
+#[tokio::test]
+async fn a_range_inside_the_trail_checks_its_first_link_against_the_digest_before_it() {
+    let (world, _) = trail();
+    let settings = world.settings(
+        "2026-11-22T10:05:00Z",
+        "2026-11-22T10:09:59.999Z",
+        at(END) + Duration::hours(1),
+    );
+    let (problems, summary) = world.verify(&settings, false).await;
+    assert_eq!(problems, []);
+    assert_eq!(summary.periods, 5);
+
+    // The digest before the range written over (bytes the next one does not link to): the first
+    // link of the range is broken, though the range's own digests are intact.
+    let before = period(at("2026-11-22T10:04:00Z"));
+    let mut digest = Digest::parse(&world.archive.current(&digest_key(before)).unwrap().1).unwrap();
+    digest.sealed_at = "2026-11-22T10:04:31.000Z".into();
+    world.archive.remove_version(
+        &digest_key(before),
+        &world.archive.current(&digest_key(before)).unwrap().0,
+    );
+    put_digest(&world.archive, before, &digest, &world.key);
+    let (problems, _) = world.verify(&settings, false).await;
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert_eq!(problems[0].kind, ProblemKind::ChainBroken);
+    assert_eq!(
+        problems[0].subject,
+        digest_key(period(at("2026-11-22T10:05:00Z")))
+    );
+}
+
+#[tokio::test]
+async fn a_digest_missing_from_the_chain_is_one_problem() {
+    let mut world = World::new();
+    let base = at(START);
+    world.events(&["a"], base, base);
+    world.seal_skipping(base + Duration::minutes(2));
+    world.seal_through(base + Duration::minutes(4));
+    let problems = world.problems("2026-11-22T10:04:59Z", false).await;
+    assert_eq!(
+        problems,
+        [(
+            ProblemKind::DigestMissing,
+            digest_key(period(base + Duration::minutes(2)))
+        )]
+    );
+}
+
+#[tokio::test]
+async fn a_deleted_digest_is_missing_once_and_the_chain_goes_on_through_its_sealed_version() {
+    let (world, _) = trail();
+    let deleted = digest_key(period(at("2026-11-22T10:10:00Z")));
+    world.archive.delete(&deleted);
+    let settings = world.settings(START, END, at(END) + Duration::hours(1));
+    let (problems, summary) = world.verify(&settings, false).await;
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert_eq!(problems[0].kind, ProblemKind::DigestMissing);
+    assert_eq!(problems[0].subject, deleted);
+    assert!(problems[0].detail.contains("delete marker"));
+    // Its objects were still checked against it.
+    assert_eq!(summary.trail_objects, 9);
+}
+
+#[tokio::test]
+async fn a_digest_altered_or_re_signed_with_another_key_has_an_invalid_signature() {
+    let (world, _) = trail();
+    let target = period(at("2026-11-22T10:09:00Z"));
+    let key = digest_key(target);
+    let (_, bytes) = world.archive.current(&key).unwrap();
+    let signature = world.archive.current_metadata(&key)["signature"].clone();
+
+    // Altered: an event count changed, the signature kept.
+    let altered = String::from_utf8(bytes.clone())
+        .unwrap()
+        .replace("\"events\":3", "\"events\":2");
+    world.archive.put(
+        &key,
+        altered.into_bytes(),
+        &[("signature", signature.as_str())],
+    );
+    let problems = world.problems(END, false).await;
+    assert_eq!(problems, [(ProblemKind::SignatureInvalid, key.clone())]);
+
+    // Re-signed by another key, naming it or naming ours.
+    let other = TestKey::new("arn:aws:kms:us-east-1:111122223333:key/other");
+    let mut digest = Digest::parse(&bytes).unwrap();
+    digest.objects.clear();
+    digest.events = 0;
+    digest.key_id = other.arn().to_owned();
+    put_digest(&world.archive, target, &digest, &other);
+    digest.key_id = ARN.to_owned();
+    put_digest(&world.archive, target, &digest, &other);
+    let settings = world.settings(START, END, at(END) + Duration::hours(1));
+    let (problems, _) = world.verify(&settings, false).await;
+    let kinds: Vec<_> = problems
+        .iter()
+        .map(|p| (p.kind, p.subject.as_str()))
+        .collect();
+    assert_eq!(kinds, [(ProblemKind::SignatureInvalid, key.as_str()); 3]);
+    assert!(
+        problems[1].detail.contains("key/other"),
+        "{}",
+        problems[1].detail
+    );
+    assert!(
+        problems[2].detail.contains("does not verify"),
+        "{}",
+        problems[2].detail
+    );
+}
+
+#[tokio::test]
+async fn a_digest_replaced_for_good_breaks_the_link_of_the_next_one() {
+    let (world, _) = trail();
+    let target = period(at("2026-11-22T10:09:00Z"));
+    let key = digest_key(target);
+    let (version, bytes) = world.archive.current(&key).unwrap();
+    world.archive.remove_version(&key, &version);
+    // The same content, validly signed again (by the digest key: the archiver's role misused).
+    let digest = Digest::parse(&bytes).unwrap();
+    put_digest(&world.archive, target, &digest, &world.key);
+    let problems = world.problems(END, false).await;
+    assert_eq!(
+        problems,
+        [(ProblemKind::ChainBroken, digest_key(target.next()))]
+    );
+}
+
+#[tokio::test]
+async fn bytes_that_are_not_a_digest_have_no_valid_signature_and_leave_the_period_unsealed() {
+    let (world, _) = trail();
+    let target = period(at("2026-11-22T10:05:00Z"));
+    let key = digest_key(target);
+    let (version, _) = world.archive.current(&key).unwrap();
+    world.archive.remove_version(&key, &version);
+    world.archive.put(&key, b"not a digest".to_vec(), &[]);
+    let settings = world.settings(START, END, at(END) + Duration::hours(1));
+    let (problems, summary) = world.verify(&settings, false).await;
+    assert_eq!(
+        problems
+            .iter()
+            .map(|p| (p.kind, p.subject.clone()))
+            .collect::<Vec<_>>(),
+        [
+            (ProblemKind::SignatureInvalid, key),
+            (ProblemKind::ChainBroken, digest_key(target.next())),
+        ]
+    );
+    assert!(
+        problems[0].detail.contains("not a digest"),
+        "{}",
+        problems[0].detail
+    );
+    assert_eq!((summary.sealed, summary.missing), (19, 1));
+    assert_eq!(summary.unsealed_objects, 1);
+}
+
+#[tokio::test]
+async fn a_second_signed_digest_for_a_period_breaks_the_chain_and_an_identical_copy_does_not() {
+    let (world, _) = trail();
+    let target = period(at("2026-11-22T10:02:00Z"));
+    let key = digest_key(target);
+    let (_, bytes) = world.archive.current(&key).unwrap();
+    let signature = world.archive.current_metadata(&key)["signature"].clone();
+    world
+        .archive
+        .put(&key, bytes.clone(), &[("signature", signature.as_str())]);
+    assert_eq!(world.problems(END, false).await, []);
+
+    let mut digest = Digest::parse(&bytes).unwrap();
+    digest.objects.clear();
+    digest.events = 0;
+    put_digest(&world.archive, target, &digest, &world.key);
+    let problems = world.problems(END, false).await;
+    assert_eq!(problems, [(ProblemKind::ChainBroken, key)]);
+}
+
+#[tokio::test]
+async fn a_digest_that_starts_a_new_chain_or_names_another_bucket_breaks_the_chain() {
+    let mut world = World::new();
+    let base = at(START);
+    world.events(&["a"], base, base);
+    world.seal_through(base + Duration::minutes(1));
+    // The next digest starts over (no link), while the one before exists.
+    let restarted = period(base + Duration::minutes(2));
+    let digest = Digest::new(
+        BUCKET,
+        restarted,
+        base + Duration::minutes(4),
+        vec![],
+        None,
+        ARN,
+    );
+    put_digest(&world.archive, restarted, &digest, &world.key);
+    // And the next names another bucket.
+    let elsewhere = restarted.next();
+    let before = super::digests::load(&world.archive, &digest_key(restarted))
+        .await
+        .unwrap()
+        .unwrap()
+        .sealed();
+    let digest = Digest::new(
+        "another-bucket",
+        elsewhere,
+        base + Duration::minutes(5),
+        vec![],
+        Some(before.as_previous()),
+        ARN,
+    );
+    put_digest(&world.archive, elsewhere, &digest, &world.key);
+    let problems = world.problems("2026-11-22T10:03:59Z", false).await;
+    assert_eq!(
+        problems,
+        [
+            (ProblemKind::ChainBroken, digest_key(restarted)),
+            (ProblemKind::ChainBroken, digest_key(elsewhere)),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn an_object_overwritten_or_deleted_is_changed_or_missing() {
+    let (world, keys) = trail();
+    // A newer version over a sealed object (what Object Lock allows: a new version).
+    world.archive.put(&keys[1], b"rewritten".to_vec(), &[]);
+    // A delete marker over another.
+    world.archive.delete(&keys[4]);
+    // A third's sealed version removed for good (a bucket without Object Lock).
+    let (version, _) = world.archive.current(&keys[7]).unwrap();
+    world.archive.remove_version(&keys[7], &version);
+    let problems = world.problems(END, false).await;
+    assert_eq!(
+        problems,
+        [
+            (ProblemKind::ObjectChanged, keys[1].clone()),
+            (ProblemKind::ObjectMissing, keys[4].clone()),
+            (ProblemKind::ObjectMissing, keys[7].clone()),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn an_object_slipped_into_a_sealed_period_is_not_in_its_digest_whatever_its_key() {
+    let (mut world, _) = trail();
+    // Keyed as an archive object of a sealed period (written in its hour).
+    let slipped = world.events(
+        &["forged"],
+        at("2026-11-22T10:03:10Z"),
+        at("2026-11-22T10:03:15Z"),
+    );
+    // Under a key the archiver never writes, in a partition of the range.
+    world.archive.put(
+        "trail/dt=2026-11-22/hour=10/forged.jsonl.gz",
+        b"x".to_vec(),
+        &[],
+    );
+    // Keyed for a sealed period, but in an hour no write of it can start in.
+    let misplaced = slipped.replace("hour=10", "hour=11");
+    world.archive.put(&misplaced, b"x".to_vec(), &[]);
+    world
+        .table
+        .remove("forged", &canonical_time(at("2026-11-22T10:03:10Z")));
+    let problems = world.problems("2026-11-22T10:59:59Z", false).await;
+    let not_in_digest: Vec<_> = problems
+        .iter()
+        .filter(|(kind, _)| *kind == ProblemKind::ObjectNotInDigest)
+        .map(|(_, key)| key.as_str())
+        .collect();
+    assert_eq!(
+        not_in_digest,
+        [
+            "trail/dt=2026-11-22/hour=10/forged.jsonl.gz",
+            slipped.as_str(),
+            misplaced.as_str(),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn an_object_whose_bytes_differ_from_its_digest_is_changed() {
+    let mut world = World::new();
+    let base = at(START);
+    let key = world.events(&["a", "b"], base, base);
+    world.seal_through(base);
+    // Its digest (validly signed) says another hash and count than the object holds.
+    let p = period(base);
+    let (version, bytes) = world.archive.current(&digest_key(p)).unwrap();
+    world.archive.remove_version(&digest_key(p), &version);
+    let mut digest = Digest::parse(&bytes).unwrap();
+    digest.objects[0].events = 3;
+    digest.objects[0].sha256 = "00".repeat(32);
+    digest.events = 3;
+    put_digest(&world.archive, p, &digest, &world.key);
+    let settings = world.settings(START, "2026-11-22T10:00:59Z", base + Duration::hours(1));
+    let (problems, _) = world.verify(&settings, false).await;
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert_eq!(problems[0].kind, ProblemKind::ObjectChanged);
+    assert_eq!(problems[0].subject, key);
+    assert!(
+        problems[0].detail.contains("SHA-256"),
+        "{}",
+        problems[0].detail
+    );
+    assert!(
+        problems[0].detail.contains("2 events, its digest says 3"),
+        "{}",
+        problems[0].detail
+    );
+}
+
+#[tokio::test]
+async fn periods_not_due_yet_and_before_the_trail_are_counted_not_problems() {
+    let mut world = World::new();
+    let base = at(START);
+    world.events(
+        &["a"],
+        base + Duration::minutes(1),
+        base + Duration::minutes(1),
+    );
+    world.events(
+        &["b"],
+        base + Duration::minutes(7),
+        base + Duration::minutes(7),
+    );
+    // The chain starts at 10:01; sealed up to 10:05; now is 10:08:10.
+    world.sealed = None;
+    let first = period(base + Duration::minutes(1));
+    let genesis = seal(&world.archive, BUCKET, first, None, &world.key);
+    world.sealed = Some((first, genesis));
+    world.seal_through(base + Duration::minutes(5));
+    let now = at("2026-11-22T10:08:10Z");
+    let settings = world.settings("2026-11-22T09:58:00Z", "2026-11-22T10:08:00Z", now);
+    let (problems, summary) = world.verify(&settings, false).await;
+    assert_eq!(problems, []);
+    assert_eq!(summary.periods, 11);
+    assert_eq!(summary.before_trail, 3);
+    assert_eq!(summary.sealed, 5);
+    // 10:06, 10:07 and 10:08 are within sealable_at + 10 minutes + a period of now.
+    assert_eq!(summary.not_sealed_yet, 3);
+    assert_eq!(summary.unsealed_objects, 1);
+
+    // Much later, they are missing.
+    let later = world.settings(
+        "2026-11-22T09:58:00Z",
+        "2026-11-22T10:08:00Z",
+        now + Duration::hours(1),
+    );
+    let (problems, summary) = world.verify(&later, false).await;
+    assert_eq!(summary.missing, 3);
+    assert_eq!(
+        problems.iter().map(|p| p.kind).collect::<Vec<_>>(),
+        [ProblemKind::DigestMissing; 3]
+    );
+    assert!(
+        problems[1]
+            .detail
+            .contains("1 object(s) are covered by no digest"),
+        "{}",
+        problems[1].detail
+    );
+}
+
+#[tokio::test]
+async fn a_deleted_first_digest_still_starts_the_chain() {
+    let (world, _) = trail();
+    world.archive.delete(&digest_key(period(at(START))));
+    let settings = world.settings("2026-11-22T09:55:00Z", END, at(END) + Duration::hours(1));
+    let (problems, summary) = world.verify(&settings, false).await;
+    assert_eq!(summary.before_trail, 5);
+    assert_eq!(
+        problems
+            .iter()
+            .map(|p| (p.kind, p.subject.clone()))
+            .collect::<Vec<_>>(),
+        [(ProblemKind::DigestMissing, digest_key(period(at(START))))]
+    );
+}
+
+#[tokio::test]
+async fn digests_removed_for_good_from_the_chains_start_leave_a_link_to_nothing() {
+    let (world, _) = trail();
+    for minute in 0..2 {
+        let key = digest_key(period(at(START) + Duration::minutes(minute)));
+        let (version, _) = world.archive.current(&key).unwrap();
+        world.archive.remove_version(&key, &version);
+    }
+    let settings = world.settings(START, END, at(END) + Duration::hours(1));
+    let (problems, summary) = world.verify(&settings, false).await;
+    assert_eq!(summary.before_trail, 2);
+    assert_eq!(
+        problems
+            .iter()
+            .map(|p| (p.kind, p.subject.clone()))
+            .collect::<Vec<_>>(),
+        [(
+            ProblemKind::ChainBroken,
+            digest_key(period(at("2026-11-22T10:02:00Z")))
+        )]
+    );
+    assert!(
+        problems[0]
+            .detail
+            .contains("the digests before it are gone"),
+        "{}",
+        problems[0].detail
+    );
+}
+
+#[tokio::test]
+async fn table_items_changed_deleted_or_expired_are_told_apart() {
+    let (world, _) = trail();
+    let time = |m: i64| canonical_time(at(START) + Duration::minutes(m) + Duration::seconds(20));
+    // Changed behind the function's back.
+    let mut item = world.table.get_item("m-05-1", &time(5)).unwrap();
+    item.line = item.line.replace("text of m-05-1", "rewritten");
+    world.table.put(item);
+    // Deleted.
+    world.table.remove("m-09-2", &time(9));
+    let problems = world.problems(END, true).await;
+    assert_eq!(
+        problems,
+        [
+            (ProblemKind::ItemChanged, "m-05-1".to_owned()),
+            (ProblemKind::ItemMissing, "m-09-2".to_owned()),
+        ]
+    );
+    let settings = world.settings(START, END, at(END) + Duration::hours(3));
+    let (problems, _) = world.verify(&settings, true).await;
+    assert!(
+        problems[0].detail.contains("auditText changed"),
+        "{}",
+        problems[0].detail
+    );
+
+    // Expired by TTL: gone, and not a problem.
+    let mut world = World::new();
+    let base = at(START);
+    let mut item = world.item("ttl", base, base);
+    item.line = item.line.replacen('{', "{\"expiresAt\":1795340000,", 1);
+    let key = write_object(
+        &world.archive,
+        ObjectKind::Trail,
+        base,
+        length(),
+        7,
+        &[item.line],
+    );
+    assert!(key.starts_with("trail/"));
+    world.seal_through(base);
+    let settings = world.settings(START, "2026-11-22T10:00:59Z", base + Duration::hours(1));
+    let (problems, summary) = world.verify(&settings, true).await;
+    assert_eq!(problems, []);
+    assert_eq!(summary.table.unwrap().expired, 1);
+}
+
+#[tokio::test]
+async fn an_item_in_the_table_is_looked_for_where_it_can_have_been_archived() {
+    let mut world = World::new();
+    let base = at(START);
+    // Received at the range's end, archived in the next period (the look-ahead).
+    world.events(
+        &["late"],
+        at("2026-11-22T10:04:59Z"),
+        at("2026-11-22T10:05:03Z"),
+    );
+    // Sent long after its auditTime (a backfill): archived an hour after the range.
+    let backfill = world.item(
+        "backfill",
+        base + Duration::minutes(2),
+        base + Duration::hours(1),
+    );
+    let line = backfill.line.clone();
+    world.table.put(backfill);
+    write_object(
+        &world.archive,
+        ObjectKind::Trail,
+        base + Duration::hours(1),
+        length(),
+        900,
+        &[line],
+    );
+    // Never archived: written in the range, and one backfilled.
+    world.table.put(world.item(
+        "lost",
+        base + Duration::minutes(3),
+        base + Duration::minutes(3),
+    ));
+    world.table.put(world.item(
+        "lost-backfill",
+        base + Duration::minutes(3),
+        base + Duration::hours(2),
+    ));
+    // Written a moment ago: the archiver has not got to it yet.
+    let now = base + Duration::hours(3);
+    world.table.put(world.item(
+        "recent",
+        base + Duration::minutes(4),
+        now - Duration::seconds(30),
+    ));
+    // Written before the chain started: never archived, not a problem.
+    world.table.put(world.item(
+        "old",
+        base + Duration::minutes(1),
+        base - Duration::hours(1),
+    ));
+    world.seal_through(now - Duration::minutes(30));
+
+    let settings = world.settings(START, "2026-11-22T10:04:59.999Z", now);
+    let (problems, summary) = world.verify(&settings, true).await;
+    assert_eq!(
+        problems
+            .iter()
+            .map(|p| (p.kind, p.subject.as_str()))
+            .collect::<Vec<_>>(),
+        [
+            (ProblemKind::ItemNotArchived, "lost"),
+            (ProblemKind::ItemNotArchived, "lost-backfill"),
+        ]
+    );
+    let table = summary.table.unwrap();
+    assert_eq!(table.items, 6);
+    assert_eq!(table.items_archived, 2);
+    assert_eq!(table.not_archived_yet, 1);
+    assert_eq!(table.before_trail, 1);
+    assert!(table.extra_periods >= 2, "{table:?}");
+}
+
+#[tokio::test]
+async fn an_empty_range_or_a_bucket_without_digests_checks_nothing_and_says_so() {
+    let world = World::new();
+    let settings = world.settings(
+        "2026-11-22T10:00:00.0005Z",
+        "2026-11-22T10:00:00.0009Z",
+        at(START),
+    );
+    let (problems, summary) = world.verify(&settings, true).await;
+    assert_eq!((problems.len(), summary.periods), (0, 0));
+    let settings = world.settings(
+        START,
+        "2026-11-22T10:02:00Z",
+        at(START) + Duration::hours(1),
+    );
+    let (_, summary) = world.verify(&settings, false).await;
+    assert_eq!((summary.periods, summary.before_trail), (3, 3));
+}
+
+#[test]
+fn problems_are_printed_one_line_each() {
+    let problem = Problem::new(ProblemKind::DigestMissing, "digest/x", "no digest");
+    assert_eq!(problem.to_string(), "digest missing  digest/x  no digest");
+}

@@ -1,0 +1,678 @@
+//! `auditctl verify` against a real local endpoint (moto's S3 with versioning and Object Lock, its
+//! KMS, its DynamoDB): given a trail written by the function, archived in objects keyed as the
+//! archiver keys them and sealed in digests signed with KMS (Sign, RAW, ECDSA_SHA_256) as the
+//! archiver seals them, when the binary runs, then it passes; after each attack the SPEC names,
+//! it reports it with its kind and key, and exits 1.
+//!
+//! The digests are written here by `seal` until the archiver's sealer lands; the attack tests
+//! will then seal with it.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+
+use audit_model::archive::{ObjectKey, ObjectKind, Period, PeriodLength, object_prefixes};
+use audit_model::digest::{
+    Digest, ListedObject, PreviousDigest, SIGNATURE_METADATA, SealedDigest, digest_key, hex,
+    sha256, signing_string_of,
+};
+use auditctl::item::TrailItem;
+use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_kms::primitives::Blob;
+use aws_sdk_kms::types::{KeySpec, KeyUsageType, MessageType, SigningAlgorithmSpec};
+use aws_sdk_s3::primitives::ByteStream;
+use aws_sdk_s3::types::{
+    ChecksumAlgorithm, DefaultRetention, ObjectLockConfiguration, ObjectLockEnabled,
+    ObjectLockRetentionMode, ObjectLockRule,
+};
+use chrono::{DateTime, Duration, Utc};
+use flate2::Compression;
+use flate2::write::GzEncoder;
+
+use super::*;
+
+const BUCKET: &str = "audit-archive-verify";
+/// The shortest period: many periods in a few minutes of trail.
+const SECONDS: u32 = 10;
+/// Periods of the trail.
+const PERIODS: i64 = 30;
+
+fn length() -> PeriodLength {
+    PeriodLength::new(SECONDS).unwrap()
+}
+
+fn credentials() -> aws_sdk_s3::config::Credentials {
+    aws_sdk_s3::config::Credentials::new("test", "test", None, None, "tests")
+}
+
+fn s3(moto: &Moto) -> aws_sdk_s3::Client {
+    let config = aws_sdk_s3::Config::builder()
+        .behavior_version(aws_sdk_s3::config::BehaviorVersion::latest())
+        .endpoint_url(&moto.endpoint)
+        .region(aws_sdk_s3::config::Region::new("us-east-1"))
+        .credentials_provider(credentials())
+        .force_path_style(true)
+        .build();
+    aws_sdk_s3::Client::from_conf(config)
+}
+
+fn kms(moto: &Moto) -> aws_sdk_kms::Client {
+    let config = aws_sdk_kms::Config::builder()
+        .behavior_version(aws_sdk_kms::config::BehaviorVersion::latest())
+        .endpoint_url(&moto.endpoint)
+        .region(aws_sdk_kms::config::Region::new("us-east-1"))
+        .credentials_provider(aws_sdk_kms::config::Credentials::new(
+            "test", "test", None, None, "tests",
+        ))
+        .build();
+    aws_sdk_kms::Client::from_conf(config)
+}
+
+/// The trail, its archive and its digests on moto.
+struct Stack {
+    moto: Moto,
+    s3: aws_sdk_s3::Client,
+    kms: aws_sdk_kms::Client,
+    /// The digest key's ARN.
+    key: String,
+    /// The first period's start.
+    t0: DateTime<Utc>,
+    /// The archive objects, by period start.
+    objects: BTreeMap<i64, Vec<String>>,
+    /// The items as the table holds them: (messageId, auditTime).
+    items: Vec<(String, String)>,
+    sequence: u64,
+}
+
+impl Stack {
+    /// A table, a bucket as the template defines it (versioning, Object Lock in COMPLIANCE
+    /// mode), and a digest key (ECC_NIST_P256, SIGN_VERIFY).
+    async fn new() -> Self {
+        let moto = Moto::start();
+        create_table(&moto.client(), TABLE).await;
+        let s3 = s3(&moto);
+        s3.create_bucket()
+            .bucket(BUCKET)
+            .object_lock_enabled_for_bucket(true)
+            .send()
+            .await
+            .unwrap();
+        s3.put_object_lock_configuration()
+            .bucket(BUCKET)
+            .object_lock_configuration(
+                ObjectLockConfiguration::builder()
+                    .object_lock_enabled(ObjectLockEnabled::Enabled)
+                    .rule(
+                        ObjectLockRule::builder()
+                            .default_retention(
+                                DefaultRetention::builder()
+                                    .mode(ObjectLockRetentionMode::Compliance)
+                                    .days(1)
+                                    .build(),
+                            )
+                            .build(),
+                    )
+                    .build(),
+            )
+            .send()
+            .await
+            .unwrap();
+        let kms = kms(&moto);
+        let key = create_key(&kms).await;
+        // Half an hour ago: every period is long due.
+        let now = Utc::now().timestamp();
+        let t0 = DateTime::from_timestamp(
+            (now - 1800).div_euclid(i64::from(SECONDS)) * i64::from(SECONDS),
+            0,
+        )
+        .unwrap();
+        Self {
+            moto,
+            s3,
+            kms,
+            key,
+            t0,
+            objects: BTreeMap::new(),
+            items: Vec::new(),
+            sequence: 1000,
+        }
+    }
+
+    fn period(&self, n: i64) -> Period {
+        length().period_of(self.t0 + Duration::seconds(n * i64::from(SECONDS)))
+    }
+
+    /// `n` events written through the function, their auditTime spread over the trail's periods
+    /// (one every 13 s: some periods get two, some none), then archived as the archiver would
+    /// have, one object per period, keyed in the period.
+    async fn write_trail(&mut self, n: usize) {
+        let bodies: Vec<(String, String)> = (0..n)
+            .map(|i| {
+                let at = self.t0 + Duration::seconds(i as i64 * 13 + 1);
+                (
+                    format!("v-{i:03}"),
+                    serde_json::json!({
+                        "messageId": format!("v-{i:03}"),
+                        "auditTime": at.to_rfc3339(),
+                        "action": "invoice.pay",
+                        "actor": "alice",
+                        "amount": serde_json::Number::from_str(BIG).unwrap(),
+                    })
+                    .to_string(),
+                )
+            })
+            .collect();
+        let handler = handler(&self.moto.endpoint, TABLE, settings());
+        for chunk in bodies.chunks(10) {
+            let records = chunk
+                .iter()
+                .map(|(id, body)| record(&format!("sqs-{id}"), body))
+                .collect();
+            let response = handler.handle(event(records)).await.unwrap();
+            assert!(failed(&response).is_empty(), "{response:?}");
+        }
+        let mut by_period: BTreeMap<i64, Vec<TrailItem>> = BTreeMap::new();
+        for item in scan(&self.moto.client(), TABLE).await {
+            let item = TrailItem::from(item);
+            let at = DateTime::parse_from_rfc3339(&item.audit_time)
+                .unwrap()
+                .to_utc();
+            self.items
+                .push((item.message_id.clone(), item.audit_time.clone()));
+            by_period
+                .entry(length().period_of(at).start)
+                .or_default()
+                .push(item);
+        }
+        for (start, items) in by_period {
+            let at = DateTime::from_timestamp(start + 2, 0).unwrap();
+            let lines: Vec<String> = items.iter().map(TrailItem::line).collect();
+            let key = self.put_object(ObjectKind::Trail, at, &lines).await;
+            self.objects.entry(start).or_default().push(key);
+        }
+    }
+
+    /// An archive object written as the archiver writes it (If-None-Match, SHA-256, events).
+    async fn put_object(
+        &mut self,
+        kind: ObjectKind,
+        at: DateTime<Utc>,
+        lines: &[String],
+    ) -> String {
+        self.sequence += 10;
+        let key = ObjectKey::new(kind, at, length(), &self.sequence.to_string(), 0)
+            .unwrap()
+            .to_string();
+        self.s3
+            .put_object()
+            .bucket(BUCKET)
+            .key(&key)
+            .if_none_match("*")
+            .checksum_algorithm(ChecksumAlgorithm::Sha256)
+            .metadata("events", lines.len().to_string())
+            .body(ByteStream::from(gzip(lines)))
+            .send()
+            .await
+            .unwrap();
+        key
+    }
+
+    /// Seals the trail's periods in order as the archiver does; `skip`: periods left without a
+    /// digest (the chain goes on from the last one sealed).
+    async fn seal_all(&self, skip: &[i64]) {
+        let mut previous: Option<SealedDigest> = None;
+        for n in 0..PERIODS {
+            if skip.contains(&n) {
+                continue;
+            }
+            let period = self.period(n);
+            let objects = self.listed(period).await;
+            let link = previous.as_ref().map(|p| PreviousDigest {
+                key: digest_key(Period {
+                    start: period.start - i64::from(SECONDS),
+                    length: length(),
+                }),
+                ..p.as_previous()
+            });
+            let digest = Digest::new(
+                BUCKET,
+                period,
+                DateTime::from_timestamp(period.sealable_at(), 0).unwrap(),
+                objects,
+                link,
+                &self.key,
+            );
+            previous = Some(self.put_digest(period, &digest, &self.key, true).await);
+        }
+    }
+
+    /// What a digest of `period` lists: each current object in its place.
+    async fn listed(&self, period: Period) -> Vec<ListedObject> {
+        let mut listed = Vec::new();
+        for prefix in object_prefixes(period) {
+            let page = self
+                .s3
+                .list_objects_v2()
+                .bucket(BUCKET)
+                .prefix(&prefix)
+                .send()
+                .await
+                .unwrap();
+            for object in page.contents() {
+                let key = object.key().unwrap();
+                let got = self
+                    .s3
+                    .get_object()
+                    .bucket(BUCKET)
+                    .key(key)
+                    .send()
+                    .await
+                    .unwrap();
+                let version_id = got.version_id().unwrap().to_owned();
+                let events = got.metadata().unwrap()["events"].parse().unwrap();
+                let body = got.body.collect().await.unwrap().to_vec();
+                listed.push(ListedObject {
+                    key: key.to_owned(),
+                    version_id,
+                    sha256: hex(&sha256(&body)),
+                    events,
+                    size: body.len() as u64,
+                });
+            }
+        }
+        listed
+    }
+
+    /// Writes `digest` as the digest of `period`, signed by `key` with KMS (RAW, ECDSA_SHA_256);
+    /// `once`: as the archiver does, only if there is none (If-None-Match).
+    async fn put_digest(
+        &self,
+        period: Period,
+        digest: &Digest,
+        key: &str,
+        once: bool,
+    ) -> SealedDigest {
+        let digest_key = digest_key(period);
+        let bytes = digest.to_bytes();
+        let signing = signing_string_of(digest, &digest_key, &sha256(&bytes));
+        let signature = self
+            .kms
+            .sign()
+            .key_id(key)
+            .message(Blob::new(signing.into_bytes()))
+            .message_type(MessageType::Raw)
+            .signing_algorithm(SigningAlgorithmSpec::EcdsaSha256)
+            .send()
+            .await
+            .unwrap()
+            .signature
+            .unwrap()
+            .into_inner();
+        self.s3
+            .put_object()
+            .bucket(BUCKET)
+            .key(&digest_key)
+            .set_if_none_match(once.then(|| "*".to_owned()))
+            .checksum_algorithm(ChecksumAlgorithm::Sha256)
+            .metadata(SIGNATURE_METADATA, hex(&signature))
+            .body(ByteStream::from(bytes.clone()))
+            .send()
+            .await
+            .unwrap();
+        SealedDigest {
+            key: digest_key,
+            sha256: sha256(&bytes),
+            signature,
+        }
+    }
+
+    /// The trail's whole range, as flags.
+    fn range(&self) -> [String; 4] {
+        let end =
+            self.t0 + Duration::seconds(PERIODS * i64::from(SECONDS)) - Duration::milliseconds(1);
+        [
+            "--from".into(),
+            self.t0.to_rfc3339(),
+            "--to".into(),
+            end.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        ]
+    }
+
+    fn env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("ARCHIVE_BUCKET", BUCKET.to_owned()),
+            ("DIGEST_KEY_ID", self.key.clone()),
+            ("DIGEST_PERIOD_SECONDS", SECONDS.to_string()),
+            ("TABLE_NAME", TABLE.to_owned()),
+        ]
+    }
+
+    /// `auditctl verify` over the trail's range, with `extra` flags.
+    fn verify(&self, extra: &[&str]) -> Output {
+        let env = self.env();
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let range = self.range();
+        let mut args: Vec<&str> = vec!["verify"];
+        args.extend(range.iter().map(String::as_str));
+        args.extend(extra);
+        auditctl(&self.moto.endpoint, &args, &env)
+    }
+}
+
+async fn create_key(kms: &aws_sdk_kms::Client) -> String {
+    kms.create_key()
+        .key_spec(KeySpec::EccNistP256)
+        .key_usage(KeyUsageType::SignVerify)
+        .send()
+        .await
+        .unwrap()
+        .key_metadata
+        .unwrap()
+        .arn
+        .unwrap()
+}
+
+fn gzip(lines: &[String]) -> Vec<u8> {
+    let mut encoder = GzEncoder::new(Vec::new(), Compression::default());
+    for line in lines {
+        encoder.write_all(line.as_bytes()).unwrap();
+        encoder.write_all(b"\n").unwrap();
+    }
+    encoder.finish().unwrap()
+}
+
+/// The (kind, subject) of each problem line of verify's output.
+fn problems(output: &str) -> Vec<(String, String)> {
+    const KINDS: [&str; 9] = [
+        "digest missing",
+        "chain broken",
+        "signature invalid",
+        "object changed",
+        "object missing",
+        "object not in digest",
+        "item changed",
+        "item missing",
+        "item not archived",
+    ];
+    output
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.splitn(3, "  ");
+            let kind = fields.next()?;
+            KINDS.contains(&kind).then(|| {
+                (
+                    kind.to_owned(),
+                    fields.next().unwrap_or_default().to_owned(),
+                )
+            })
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn verify_passes_on_a_trail_as_sealed_and_records_its_access() {
+    let mut stack = Stack::new().await;
+    stack.write_trail(20).await;
+    stack.seal_all(&[]).await;
+    let q = queues(&stack.moto).await;
+
+    let mut env = stack.env();
+    env.extend(q.env().map(|(k, v)| (k, v.to_owned())));
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let range = stack.range();
+    let mut args = vec!["verify", "--table"];
+    args.extend(range.iter().map(String::as_str));
+    let output = auditctl(&stack.moto.endpoint, &args, &env);
+    let out = stdout(&output);
+    assert!(output.status.success(), "{out}\n{}", stderr(&output));
+    assert_eq!(problems(&out), []);
+    assert!(
+        out.contains(&format!("periods   {PERIODS} checked: {PERIODS} sealed")),
+        "{out}"
+    );
+    let objects = stack.objects.values().map(Vec::len).sum::<usize>();
+    assert!(
+        out.contains(&format!(
+            "objects   {objects} checked ({objects} trail, 0 tamper)"
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains("events    20 checked (20 trail, 0 tamper)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("20 items in the range compared with the archive: 20 archived"),
+        "{out}"
+    );
+    assert!(
+        out.ends_with("problems  none: the trail is as sealed\n"),
+        "{out}"
+    );
+
+    // Its access, recorded first: the bucket, the arguments.
+    let (_, body) = q.one_access_event().await;
+    let arguments = assert_access_event(&body, "auditctl.verify", BUCKET);
+    assert_eq!(arguments["table"], true);
+    assert_eq!(arguments["bucket"], BUCKET);
+    assert_eq!(arguments["keyId"], stack.key.as_str());
+
+    // Without --table, and a part of the range (its first link checked against the digest
+    // before it).
+    let from = (stack.t0 + Duration::seconds(95)).to_rfc3339();
+    let to = (stack.t0 + Duration::seconds(178)).to_rfc3339();
+    let env = stack.env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let out = ok(auditctl(
+        &stack.moto.endpoint,
+        &["verify", "--from", &from, "--to", &to, "--no-audit-event"],
+        &env,
+    ));
+    assert!(out.contains("periods   9 checked: 9 sealed"), "{out}");
+}
+
+#[tokio::test]
+async fn verify_reports_each_attack_with_its_kind_and_key() {
+    let mut stack = Stack::new().await;
+    stack.write_trail(22).await;
+    // A period whose digest was never written (the chain goes on after it).
+    stack.seal_all(&[27]).await;
+    let object = |n: i64| stack.objects[&stack.period(n).start][0].clone();
+
+    // The table: an item updated and one deleted behind the function's back, one put there
+    // that was never archived.
+    let dynamodb = stack.moto.client();
+    let (changed_id, changed_time) = stack.items[3].clone();
+    dynamodb
+        .update_item()
+        .table_name(TABLE)
+        .key("messageId", AttributeValue::S(changed_id.clone()))
+        .key("auditTime", AttributeValue::S(changed_time))
+        .update_expression("SET actor = :a")
+        .expression_attribute_values(":a", AttributeValue::S("mallory".into()))
+        .send()
+        .await
+        .unwrap();
+    let (deleted_id, deleted_time) = stack.items[5].clone();
+    dynamodb
+        .delete_item()
+        .table_name(TABLE)
+        .key("messageId", AttributeValue::S(deleted_id.clone()))
+        .key("auditTime", AttributeValue::S(deleted_time))
+        .send()
+        .await
+        .unwrap();
+    let forged_time = audit_model::message::canonical_time(stack.t0 + Duration::seconds(101));
+    dynamodb
+        .put_item()
+        .table_name(TABLE)
+        .item("messageId", AttributeValue::S("forged".into()))
+        .item("auditTime", AttributeValue::S(forged_time.clone()))
+        .item(
+            "auditBucket",
+            AttributeValue::S(audit_model::message::audit_bucket("forged", &forged_time)),
+        )
+        .item("receivedAt", AttributeValue::S(forged_time))
+        .item("auditText", AttributeValue::S("never happened".into()))
+        .send()
+        .await
+        .unwrap();
+
+    // The archive: an object overwritten (a new version, as Object Lock allows) and one
+    // deleted (a delete marker); an object put into a sealed period.
+    let overwritten = object(9);
+    stack
+        .s3
+        .put_object()
+        .bucket(BUCKET)
+        .key(&overwritten)
+        .checksum_algorithm(ChecksumAlgorithm::Sha256)
+        .body(ByteStream::from(gzip(&["{}".to_owned()])))
+        .send()
+        .await
+        .unwrap();
+    let deleted = object(11);
+    stack
+        .s3
+        .delete_object()
+        .bucket(BUCKET)
+        .key(&deleted)
+        .send()
+        .await
+        .unwrap();
+    let at = DateTime::from_timestamp(stack.period(12).start + 5, 0).unwrap();
+    let slipped = stack
+        .put_object(ObjectKind::Trail, at, &["{}".to_owned()])
+        .await;
+
+    // The digests: one deleted (a delete marker), one altered (its signature kept), one
+    // re-signed with another key.
+    stack
+        .s3
+        .delete_object()
+        .bucket(BUCKET)
+        .key(digest_key(stack.period(17)))
+        .send()
+        .await
+        .unwrap();
+    let altered = digest_key(stack.period(20));
+    let got = stack
+        .s3
+        .get_object()
+        .bucket(BUCKET)
+        .key(&altered)
+        .send()
+        .await
+        .unwrap();
+    let signature = got.metadata().unwrap()[SIGNATURE_METADATA].clone();
+    let body = String::from_utf8(got.body.collect().await.unwrap().to_vec()).unwrap();
+    stack
+        .s3
+        .put_object()
+        .bucket(BUCKET)
+        .key(&altered)
+        .checksum_algorithm(ChecksumAlgorithm::Sha256)
+        .metadata(SIGNATURE_METADATA, signature)
+        .body(ByteStream::from(
+            body.replace("\"events\":", "\"events\":1").into_bytes(),
+        ))
+        .send()
+        .await
+        .unwrap();
+    let other_key = create_key(&stack.kms).await;
+    let resigned = stack.period(23);
+    let got = stack
+        .s3
+        .get_object()
+        .bucket(BUCKET)
+        .key(digest_key(resigned))
+        .send()
+        .await
+        .unwrap();
+    let mut digest = Digest::parse(&got.body.collect().await.unwrap().to_vec()).unwrap();
+    digest.objects.clear();
+    digest.events = 0;
+    digest.key_id = other_key.clone();
+    stack.put_digest(resigned, &digest, &other_key, false).await;
+
+    let output = stack.verify(&["--table", "--no-audit-event"]);
+    let out = stdout(&output);
+    assert_eq!(output.status.code(), Some(1), "{out}\n{}", stderr(&output));
+    let mut found = problems(&out);
+    found.sort();
+    let mut expected: Vec<(String, String)> = [
+        ("digest missing", digest_key(stack.period(17))),
+        ("digest missing", digest_key(stack.period(27))),
+        ("signature invalid", altered.clone()),
+        ("signature invalid", digest_key(resigned)),
+        ("object changed", overwritten.clone()),
+        ("object missing", deleted.clone()),
+        ("object not in digest", slipped.clone()),
+        ("item changed", changed_id.clone()),
+        ("item missing", deleted_id.clone()),
+        ("item not archived", "forged".to_owned()),
+    ]
+    .into_iter()
+    .map(|(k, s)| (k.to_owned(), s))
+    .collect();
+    expected.sort();
+    assert_eq!(found, expected, "{out}");
+    assert!(out.contains("problems  10 ("), "{out}");
+    assert!(out.contains("actor changed"), "{out}");
+}
+
+#[tokio::test]
+async fn verify_names_the_fix_when_it_cannot_start() {
+    let stack = Stack::new().await;
+    let run = |env: &[(&str, &str)]| {
+        auditctl(
+            &stack.moto.endpoint,
+            &[
+                "verify",
+                "--from",
+                "2026-11-22T10:00:00Z",
+                "--to",
+                "2026-11-22T11:00:00Z",
+                "--no-audit-event",
+            ],
+            env,
+        )
+    };
+    let no_bucket = run(&[("ARCHIVE_BUCKET", ""), ("DIGEST_KEY_ID", &stack.key)]);
+    assert_eq!(no_bucket.status.code(), Some(1));
+    assert!(
+        stderr(&no_bucket).contains("ARCHIVE_BUCKET is not set: export it from the stack's outputs (AuditArchiveBucketName) or .local/stack.env"),
+        "{}",
+        stderr(&no_bucket)
+    );
+    let no_key = run(&[("ARCHIVE_BUCKET", BUCKET), ("DIGEST_KEY_ID", "")]);
+    assert!(
+        stderr(&no_key).contains("DIGEST_KEY_ID is not set"),
+        "{}",
+        stderr(&no_key)
+    );
+    let wrong_bucket = run(&[
+        ("ARCHIVE_BUCKET", "no-such-bucket"),
+        ("DIGEST_KEY_ID", &stack.key),
+    ]);
+    assert_eq!(wrong_bucket.status.code(), Some(1));
+    assert!(
+        stderr(&wrong_bucket).contains("archive bucket no-such-bucket not found"),
+        "{}",
+        stderr(&wrong_bucket)
+    );
+    let wrong_key = run(&[
+        ("ARCHIVE_BUCKET", BUCKET),
+        (
+            "DIGEST_KEY_ID",
+            "arn:aws:kms:us-east-1:123456789012:key/00000000-0000-0000-0000-000000000000",
+        ),
+    ]);
+    assert_eq!(wrong_key.status.code(), Some(1));
+    assert!(
+        stderr(&wrong_key).contains("not found"),
+        "{}",
+        stderr(&wrong_key)
+    );
+    let bad_period = run(&[("DIGEST_PERIOD_SECONDS", "7")]);
+    assert_eq!(bad_period.status.code(), Some(2), "{}", stderr(&bad_period));
+}
