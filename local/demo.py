@@ -8,8 +8,10 @@ some records reach their last receive, and prints what happened: the trail in ti
 (`auditctl query`) and by actor (`auditctl query --actor`), the dead-letter queue with each
 message's reason (`auditctl dlq list`), a `auditctl dlq redrive --reason throttled` that lands
 the throttled ones in the table once, and the access events auditctl recorded of itself on the
-same queue (`auditctl query --action auditctl.query`). Stops everything it started, also on
-Ctrl-C.
+same queue (`auditctl query --action auditctl.query`); then the archive: every item archived once
+and locked, every period sealed into a signed, chained digest and `auditctl verify --table`
+passing; an item changed behind the function's back, caught as a tamper record and by `auditctl
+verify` as `item changed` (exit 1). Stops everything it started, also on Ctrl-C.
 
 The valid messages are structured events (actor, action, resource, outcome, some with a
 sourceIp) that also carry auditText and extra fields.
@@ -307,7 +309,7 @@ def run_demo(system: LocalSystem, n_valid: int, with_faults: bool) -> int:
         f"{elapsed:.0f} s.")
     if not ok:
         out(json.dumps(verdict.summary()))
-    ok = archive_demo(system) and ok  # the archive part, below
+    ok = archive_demo(system, auditctl) and ok  # the archive part, below
     return 0 if ok else 1
 
 
@@ -316,7 +318,7 @@ def run_demo(system: LocalSystem, n_valid: int, with_faults: bool) -> int:
 # behind the function's back -> a tamper record and TrailModified; the named queries in DuckDB.
 # Kept in one place, called once at the end of run_demo.
 
-def archive_demo(system: LocalSystem) -> bool:
+def archive_demo(system: LocalSystem, auditctl: Path | None = None) -> bool:
     import io
 
     from local import sql
@@ -367,8 +369,12 @@ def archive_demo(system: LocalSystem) -> bool:
     out(f"  lock: {head.get('ObjectLockMode')} until {head.get('ObjectLockRetainUntilDate'):%Y-%m-%d} "
         f"(ArchiveRetentionDays={system.stack.parameters['ArchiveRetentionDays']})")
 
-    # Tampering: another client changes a stored item behind the function's back.
+    # Proving the trail: the periods sealed, signed and chained; auditctl verify checks it all.
     items = sorted(system.scan_table(), key=lambda it: it["auditTime"])
+    verify_args = ["verify", "--from", items[0]["auditTime"], "--to", utc_now(), "--table"]
+    proved = auditctl is None or prove(system, auditctl, verify_args, expect_exit=0)
+
+    # Tampering: another client changes a stored item behind the function's back.
     victim = items[0]
     out("")
     out(f"Someone with UpdateItem rewrites an item behind the function's back: {victim['messageId']} "
@@ -396,6 +402,10 @@ def archive_demo(system: LocalSystem) -> bool:
     original = next((ln for o in objects for ln in o.get("lines", [])
                      if (ln.get("messageId"), ln.get("auditTime")) == (victim["messageId"], victim["auditTime"])), {})
     out(f"  the archived original still reads: {clip(str(original.get('auditText', '-')), 60)!r}")
+    if auditctl is not None:
+        out("  and auditctl verify --table, over the same range, finds it:")
+        caught = prove(system, auditctl, verify_args, expect_exit=1, expect=("item changed", victim["messageId"]))
+        proved = proved and caught
 
     # SQL over the archive: the template's named queries, here in DuckDB.
     out("")
@@ -407,10 +417,33 @@ def archive_demo(system: LocalSystem) -> bool:
     sql.print_table(header, rows[:10], out=buf)
     for line in buf.getvalue().rstrip().splitlines():
         out(f"  {line}")
-    ok = archive.ok and bool(tamper) and modified >= 1
-    out(f"{'OK' if ok else 'PROBLEM'}: every item archived once and locked; the change behind the function's "
-        f"back is in the archive's tamper/ and counted in TrailModified.")
+    ok = archive.ok and bool(tamper) and modified >= 1 and proved
+    out(f"{'OK' if ok else 'PROBLEM'}: every item archived once and locked; every period sealed, signed and "
+        f"chained, and auditctl verify passed; the change behind the function's back is in the archive's "
+        f"tamper/, counted in TrailModified, and reported by auditctl verify as `item changed`.")
     return ok
+
+
+def prove(system: LocalSystem, auditctl: Path, args: list[str], expect_exit: int,
+          expect: tuple[str, str] | None = None) -> bool:
+    """Waits until every period written so far is sealed (the local schedule seals a period 30 s
+    after it ends), then runs `auditctl verify`; True when it exits as expected and, if given,
+    prints the problem `expect` (kind, messageId)."""
+    out("")
+    out(f"Proving the trail: every {system.digest_period} s period gets a digest listing its archive objects "
+        f"(version, SHA-256, events), chained to the previous one and signed with the stack's KMS key "
+        f"(AuditDigestKey). Waiting for the periods so far to be sealed …")
+    if not system.wait_archived(120) or not system.wait_sealed(time.time(), 180):
+        out("PROBLEM: the periods were not sealed in time; see schedule.log and archiver.log in "
+            f"{system.work_dir}")
+        return False
+    code, text = run_auditctl(auditctl, system, args, check=False)
+    problems = [line.split("  ")[:2] for line in text.splitlines() if "  " in line and not line.startswith(" ")]
+    found = expect is None or any(p == list(expect) for p in problems)
+    good = code == expect_exit and found
+    what = "passes (exit 0)" if expect_exit == 0 else f"reports {expect[0]} for {expect[1]} (exit 1)" if expect else "fails"
+    out(f"  {'OK' if good else 'PROBLEM'}: auditctl verify {what if good else f'exited {code}'}")
+    return good
 
 
 def is_access_event(item: dict) -> bool:
@@ -439,18 +472,21 @@ def build_auditctl(system: LocalSystem) -> Path:
     return ROOT / "target" / "debug" / "auditctl"
 
 
-def run_auditctl(binary: Path, system: LocalSystem, args: list[str]) -> None:
+def run_auditctl(binary: Path, system: LocalSystem, args: list[str], check: bool = True) -> tuple[int, str]:
+    stack = system.stack_env()
     env = procs.function_env({}, system.endpoint, {
         "TABLE_NAME": system.stack.table_name,
         "AUDIT_QUEUE_URL": system.queue_url,
         "DEAD_LETTER_QUEUE_URL": system.dlq_url,
+        **{k: stack[k] for k in ("ARCHIVE_BUCKET", "DIGEST_KEY_ID", "DIGEST_PERIOD_SECONDS")},
     })
     out(f"  $ auditctl {' '.join(args)}")
-    result = subprocess.run([str(binary), *args], env=env, capture_output=True, text=True, timeout=120)
+    result = subprocess.run([str(binary), *args], env=env, capture_output=True, text=True, timeout=300)
     for line in (result.stdout + result.stderr).rstrip().splitlines():
         out(f"    {line}")
-    if result.returncode != 0:
+    if check and result.returncode != 0:
         raise RuntimeError(f"auditctl {' '.join(args)} exited with {result.returncode}")
+    return result.returncode, result.stdout
 
 
 def drain(system: LocalSystem, what: str) -> None:
