@@ -669,5 +669,40 @@ class Function:
         self.stop()
 
 
+# ---- an archive with digests ---------------------------------------------------------------------
+
+def sealable_start(at: float | None = None) -> int:
+    """The start of the UTC hour two hours before ``at`` (now): a period of the template's (an
+    hour) that can be sealed, whenever in the hour a test runs."""
+    return (int(time.time() if at is None else at) // 3600 - 2) * 3600
+
+
+def sealable_object(account: Account, start: int | None = None) -> tuple[str, int]:
+    """An archive object of a period that can be sealed now (``sealable_start``), put by the
+    administrator where and as audit-archiver puts its own (key, SHA-256 checksum, `events`
+    metadata), standing in for what the archiver wrote then: a period of the current hour could
+    be sealed only once it has ended. Returns its key and its period's start (epoch seconds)."""
+    import gzip
+    from datetime import datetime, timezone
+
+    start = sealable_start() if start is None else start
+    hour = datetime.fromtimestamp(start, timezone.utc)
+    key = f"trail/dt={hour:%Y-%m-%d}/hour={hour:%H}/p{start}-{'1'.zfill(40)}-a1.jsonl.gz"
+    body = gzip.compress(json.dumps({"messageId": "iam-earlier-1", "auditTime": "2026-11-22T08:00:00.000Z",
+                                     "auditText": "carol signed out"}).encode() + b"\n")
+    account.client("s3").put_object(Bucket=account.stack.archive_bucket.name, Key=key, Body=body,
+                                    ChecksumAlgorithm="SHA256", Metadata={"events": "1"})
+    return key, start
+
+
+def seal(account: Account, creds: Credentials | None = None) -> dict:
+    """One scheduled run of audit-archiver (EventBridge's Scheduled Event) with these credentials
+    (the administrator's by default): seals every period due. Its answer."""
+    from local.schedule import scheduled_event
+
+    with Function(account, creds or account.admin, log_name="archiver-seal.log", archiver=True) as fn:
+        return fn.invoke(scheduled_event(time.time(), account.stack.schedule.rule_arn), 120)
+
+
 if __name__ == "__main__":
     main()

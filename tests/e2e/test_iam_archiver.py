@@ -20,13 +20,12 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from iam_support import (Account, Function, actions_of, function_role, refusals, refused, resources_of,
-                         without_action)
+                         sealable_object, without_action)
 from local.harness import log_events
 from local.schedule import scheduled_event
 from local.streams import lambda_record
 
 FUNCTION = "AuditArchiverFunction"
-HOUR = 3600
 ITEMS = [("iam-archive-1", "2026-11-22T10:00:00.000Z", "alice signed in"),
          ("iam-archive-2", "2026-11-22T10:00:01.000Z", "bob approved invoice 7")]
 # The actions the function itself calls (the rest is Lambda's: the stream, the logs, the
@@ -49,21 +48,6 @@ def _role(account: Account, drop: str | None = None):
 
 def _bucket(account: Account) -> str:
     return account.stack.archive_bucket.name
-
-
-def _sealable_object(account: Account) -> tuple[str, int]:
-    """An archive object of a period that can be sealed (two hours back), put by the
-    administrator where and as the archiver puts its own (key, SHA-256 checksum, events
-    metadata), standing in for what the archiver wrote then: a period of the current hour could
-    be sealed only after it ends. Returns its key and its period's start."""
-    start = (int(time.time()) // HOUR - 2) * HOUR
-    hour = datetime.fromtimestamp(start, timezone.utc)
-    key = f"trail/dt={hour:%Y-%m-%d}/hour={hour:%H}/p{start}-{'1'.zfill(40)}-a1.jsonl.gz"
-    body = gzip.compress(json.dumps({"messageId": "iam-earlier-1", "auditTime": "2026-11-22T08:00:00.000Z",
-                                     "auditText": "carol signed out"}).encode() + b"\n")
-    account.client("s3").put_object(Bucket=_bucket(account), Key=key, Body=body, ChecksumAlgorithm="SHA256",
-                                     Metadata={"events": "1"})
-    return key, start
 
 
 def _stream_event(account: Account) -> dict:
@@ -104,7 +88,7 @@ def _objects(account: Account, prefix: str) -> list[dict]:
 
 
 def test_the_template_role_archives_a_batch_and_seals_the_digests_due(account):
-    sealable_key, sealable_start = _sealable_object(account)
+    sealable_key, sealable_start = sealable_object(account)
     event = _stream_event(account)
     creds = _role(account)
     account.enforce()
@@ -145,7 +129,7 @@ def test_the_template_role_archives_a_batch_and_seals_the_digests_due(account):
 
 @pytest.mark.parametrize("action", sorted(OWN))
 def test_every_s3_and_kms_grant_of_the_role_is_needed(account, action):
-    _sealable_object(account)
+    sealable_object(account)
     event = _stream_event(account)
     creds = _role(account, drop=action)
     account.enforce()

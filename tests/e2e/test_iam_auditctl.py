@@ -1,26 +1,34 @@
 """auditctl works with exactly the operator policies of template.yaml, under moto's access
 control: a user holding only AuditReaderPolicy reads the trail (query, a lookup by actor, get)
-and is refused the dead-letter queue (dlq list, dlq redrive); a user holding only
-AuditOperatorPolicy does all of it; each command first records its own access on the audit queue
+and proves it (verify, over digests audit-archiver sealed with the stack's key) and is refused
+the dead-letter queue (dlq list, dlq redrive); a user holding only AuditOperatorPolicy does all
+of it; each command first records its own access on the audit queue
 (auditctl runs with AUDIT_QUEUE_URL set), under the caller's ARN; neither may write, update or
 delete an item. The policies are read from the template at run time and resolved to this stack's
 ARNs. What moto cannot check: tests/e2e/iam_support.py."""
 
 import json
 import subprocess
+from datetime import datetime, timezone
 
 import pytest
 
 from iam_support import (DENIED, Account, actions_of, binary, clean_aws_env, deployed_template, managed_policy,
-                         refusals, refused, resources_of)
+                         refusals, refused, resources_of, seal, sealable_object, sealable_start)
 from local.stack import DEFAULT_TEMPLATE, read_stack
 
 ITEM_ID = "iam-trail-1"
 ACTOR = "alice"
 AUDIT_TIME = "2026-11-22T10:00:00.000Z"
 FROM, TO = "2026-11-22T00:00:00Z", "2026-11-22T23:59:59.999Z"
-# The access events of what each test runs: query, a lookup, get, dlq list, dlq redrive.
-EVERY_COMMAND = ["auditctl.query", "auditctl.query", "auditctl.get", "auditctl.dlq.list", "auditctl.dlq.redrive"]
+# The archive: one object in an hour two hours back, sealed by audit-archiver (iam_support), and
+# verify over that hour.
+SEALED = sealable_start()
+VERIFY = ("verify", "--from", datetime.fromtimestamp(SEALED, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+          "--to", datetime.fromtimestamp(SEALED + 3599, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+# The access events of what each test runs: query, a lookup, get, verify, dlq list, dlq redrive.
+EVERY_COMMAND = ["auditctl.query", "auditctl.query", "auditctl.get", "auditctl.verify", "auditctl.dlq.list",
+                 "auditctl.dlq.redrive"]
 LETTER_BODY = json.dumps({"messageId": "iam-letter-1", "auditTime": "2026-11-22T11:00:00Z",
                           "auditText": "bob signed in"})
 
@@ -51,8 +59,11 @@ def _lookup_key(value: str, message_id: str) -> str:
 
 
 def _seed(account: Account) -> str:
-    """An item in the trail and a dead-lettered message, as the function leaves them; returns the
-    dead-lettered message's id."""
+    """An item in the trail, an archive with a period sealed by audit-archiver, and a
+    dead-lettered message, as the functions leave them; returns the dead-lettered message's id."""
+    sealable_object(account, SEALED)
+    sealed = seal(account)
+    assert sealed["failure"] is None and sealed["sealed"], sealed
     account.client("dynamodb").put_item(TableName=account.table_name, Item={
         "messageId": {"S": ITEM_ID}, "auditTime": {"S": AUDIT_TIME},
         "auditBucket": {"S": _bucket(ITEM_ID, AUDIT_TIME)}, "auditText": {"S": "alice signed in"},
@@ -76,12 +87,39 @@ def _operator(account: Account, policy: str):
 def _auditctl(account: Account, creds, *args: str) -> subprocess.CompletedProcess:
     env = clean_aws_env(account.work_dir, creds, account.endpoint)
     env.update({"TABLE_NAME": account.table_name, "AUDIT_QUEUE_URL": account.queue.url,
-                "DEAD_LETTER_QUEUE_URL": account.dlq.url})
+                "DEAD_LETTER_QUEUE_URL": account.dlq.url, "ARCHIVE_BUCKET": account.stack.archive_bucket.name,
+                "DIGEST_KEY_ID": account.stack.digest_key.arn,
+                "DIGEST_PERIOD_SECONDS": account.stack.archiver.environment["DIGEST_PERIOD_SECONDS"]})
     done = subprocess.run([str(binary("auditctl", account.work_dir)), *args], env=env, capture_output=True,
                           text=True, timeout=60, stdin=subprocess.DEVNULL)
     with open(account.work_dir / "auditctl.log", "a", encoding="utf-8") as log:
         log.write(f"$ auditctl {' '.join(args)}\nexit {done.returncode}\n{done.stdout}{done.stderr}\n")
     return done
+
+
+# docs/operations.md's check of a digest by hand (AWS CLI, jq, openssl), which the operator
+# policies are also for: its `list-objects-v2` and `get-object` without a version are what
+# s3:ListBucket and s3:GetObject are there for (auditctl verify reads every object and digest by
+# version, s3:GetObjectVersion).
+HAND_CHECK = ("the documented check by hand",)
+
+
+def _hand_check(account: Account, creds) -> subprocess.CompletedProcess:
+    """docs/operations.md's block, as written there, with these credentials (test_proving.py
+    runs it against the local stack)."""
+    from test_proving import documented_block
+
+    env = clean_aws_env(account.work_dir, creds, account.endpoint)
+    env.update({"ARCHIVE_BUCKET": account.stack.archive_bucket.name, "DIGEST_KEY_ID": account.stack.digest_key.arn})
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", documented_block()], env=env, capture_output=True,
+                          text=True, timeout=120, stdin=subprocess.DEVNULL)
+    with open(account.work_dir / "auditctl.log", "a", encoding="utf-8") as log:
+        log.write(f"$ {HAND_CHECK[0]}\nexit {done.returncode}\n{done.stdout}{done.stderr}\n")
+    return done
+
+
+def _command(account: Account, creds, command: tuple) -> subprocess.CompletedProcess:
+    return _hand_check(account, creds) if command == HAND_CHECK else _auditctl(account, creds, *command)
 
 
 def _reads_the_trail(account: Account, creds) -> None:
@@ -94,7 +132,12 @@ def _reads_the_trail(account: Account, creds) -> None:
     get = _auditctl(account, creds, "get", ITEM_ID, "--format", "jsonl")
     assert get.returncode == 0, get.stderr
     assert [json.loads(line)["auditTime"] for line in get.stdout.splitlines()] == [AUDIT_TIME]
-    for done in (query, lookup, get):
+    verify = _auditctl(account, creds, *VERIFY)
+    assert verify.returncode == 0, (verify.stdout, verify.stderr)
+    assert "problems  none" in verify.stdout, verify.stdout
+    by_hand = _hand_check(account, creds)
+    assert by_hand.returncode == 0 and "Verified OK" in by_hand.stdout, by_hand.stdout + by_hand.stderr
+    for done in (query, lookup, get, verify):
         assert "access not recorded" not in done.stderr, done.stderr
 
 
@@ -205,7 +248,7 @@ def test_the_operator_policy_grants_everything_the_reader_policy_does():
 # The commands each policy is for (SPEC "template.yaml", docs/auditctl.md); a lookup reads the
 # byActor index, then the full items with BatchGetItem.
 READS = [("query", "--from", FROM, "--to", TO), ("query", "--actor", ACTOR, "--from", FROM, "--to", TO),
-         ("get", ITEM_ID)]
+         ("get", ITEM_ID), VERIFY, HAND_CHECK]
 COMMANDS = {
     "AuditReaderPolicy": READS,
     "AuditOperatorPolicy": READS + [("dlq", "list"), ("dlq", "redrive")],
@@ -231,16 +274,10 @@ def _without_grant(doc: dict, index: int, action: str) -> dict:
 
 
 # Grants that no command uses today: each case is expected to fail (strict: once the template or
-# auditctl changes so that it passes, remove it from here). GetItem left the policies (get is a
-# Query on the key) and the reader's SendMessage carries every command's access event. The
-# archive and key reads are `auditctl verify`'s (issue 20), which auditctl does not have yet:
-# test_the_operator_policies_read_the_archive_and_the_public_key_and_write_nothing proves them
-# with the calls verify makes, until verify joins COMMANDS.
-VERIFY_READS = ["s3:GetObject", "s3:GetObjectVersion", "s3:ListBucket", "s3:ListBucketVersions",
-                "kms:GetPublicKey"]
-NOT_USED_YET: dict[tuple[str, str], str] = {
-    (policy, action): "auditctl verify, which needs it, is not in auditctl yet"
-    for policy in ("AuditReaderPolicy", "AuditOperatorPolicy") for action in VERIFY_READS}
+# auditctl changes so that it passes, remove it from here). None today: GetItem left the policies
+# (get is a Query on the key), the reader's SendMessage carries every command's access event, and
+# the archive and key reads are verify's.
+NOT_USED_YET: dict[tuple[str, str], str] = {}
 
 
 def _grant_cases() -> list:
@@ -257,7 +294,7 @@ def test_every_grant_of_the_operator_policies_is_used(account, policy, index, ac
     creds = account.user("short-of-one", managed={"short-of-one": doc})
     account.enforce()
 
-    runs = [_auditctl(account, creds, *command) for command in COMMANDS[policy]]
+    runs = [_command(account, creds, command) for command in COMMANDS[policy]]
     refused_for_it = [r for r in runs if r.returncode != 0 and f"not authorized to perform: {action}" in r.stderr]
     assert refused_for_it, (f"{policy} without {action} (statement {index}): every command it is for still "
                             f"succeeds, so the grant is not needed: " + "; ".join(
@@ -296,7 +333,7 @@ def test_the_operator_policies_read_the_archive_and_the_public_key_and_write_not
     assert public["PublicKey"] and key_arn.endswith(public["KeyId"])  # moto answers the id, KMS the ARN
     assert refusals(account.work_dir) == []
 
-    from datetime import datetime, timedelta, timezone
+    from datetime import timedelta
 
     denied = {
         "s3:PutObject to trail/": refused(s3.put_object, Bucket=bucket, Key=trail, Body=b"x",

@@ -1234,8 +1234,9 @@ fn reader_policy_reads_the_table_and_its_indexes_and_records_its_own_access_only
         ]),
         "auditctl query and get: DescribeTable, Query (table and indexes), BatchGetItem (a \
          lookup's full items); the access event on AuditQueue. No GetItem: no command calls it. \
-         auditctl verify: the archive's objects and digests by version, their listings, the \
-         digest key's public key; never the archiver's markers (state/), never kms:Sign"
+         auditctl verify and the check by hand (docs/operations.md): the archive's objects and \
+         digests, their listings, the digest key's public key; never the archiver's markers \
+         (state/), never kms:Sign"
     );
 }
 
