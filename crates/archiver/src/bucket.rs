@@ -128,12 +128,12 @@ pub trait ArchiveBucket: Send + Sync {
         key: &str,
     ) -> impl Future<Output = Result<Option<StoredObject>, BucketError>> + Send;
 
-    /// One version's body, or `None` when that version does not exist.
+    /// One version with its user metadata, or `None` when that version does not exist.
     fn get_version(
         &self,
         key: &str,
         version_id: &str,
-    ) -> impl Future<Output = Result<Option<Bytes>, BucketError>> + Send;
+    ) -> impl Future<Output = Result<Option<StoredObject>, BucketError>> + Send;
 
     /// One version's SHA-256, event count and size, or `None` when that version does not exist.
     fn head_version(
@@ -188,7 +188,7 @@ impl<B: ArchiveBucket> ArchiveBucket for &B {
         &self,
         key: &str,
         version_id: &str,
-    ) -> impl Future<Output = Result<Option<Bytes>, BucketError>> + Send {
+    ) -> impl Future<Output = Result<Option<StoredObject>, BucketError>> + Send {
         (**self).get_version(key, version_id)
     }
 

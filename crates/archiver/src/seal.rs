@@ -179,9 +179,16 @@ impl<B: ArchiveBucket, S: DigestSigner> Sealer<'_, B, S> {
             if !budget.allows(PERIOD_STEP_TIME, Duration::ZERO) {
                 return Err(SealError::Deadline);
             }
-            let (sealed, written) = self
-                .seal_period(next, previous.as_ref(), now, budget)
-                .await?;
+            // A digest of `next` hidden by a delete marker is still the chain's: go on from it
+            // rather than seal the period a second time.
+            let key = digest_key(next);
+            let (sealed, written) = match self.original_digest(&key, budget).await? {
+                Some(object) => (sealed_from(&key, Some(object))?, None),
+                None => {
+                    self.seal_period(next, previous.as_ref(), now, budget)
+                        .await?
+                }
+            };
             match written {
                 Some(written) => report.sealed.push(written),
                 None => report.found.push(sealed.key.clone()),
@@ -266,25 +273,36 @@ impl<B: ArchiveBucket, S: DigestSigner> Sealer<'_, B, S> {
         })
     }
 
-    /// A stored digest as the next one links to it.
+    /// A stored digest as the next one links to it: the version the sealer wrote (the key's
+    /// oldest), whatever was put over it or hid it since (`auditctl verify` reports those).
     async fn read_sealed(&self, key: &str, budget: Budget) -> Result<SealedDigest, SealError> {
-        let bad = |why: &str| SealError::BadHead {
-            key: key.to_owned(),
-            why: why.to_owned(),
+        let object = self.original_digest(key, budget).await?;
+        sealed_from(key, object)
+    }
+
+    /// The first version of the digest at `key`, when it has one (current, overwritten or hidden
+    /// by a delete marker).
+    async fn original_digest(
+        &self,
+        key: &str,
+        budget: Budget,
+    ) -> Result<Option<crate::bucket::StoredObject>, SealError> {
+        let versions = budget
+            .run(OBJECT_WRITE_TIMEOUT, self.bucket.list_versions(key))
+            .await?;
+        let Some(first) = versions
+            .iter()
+            .rev()
+            .find(|v| v.key == key && !v.delete_marker)
+        else {
+            return Ok(None);
         };
-        let object = budget
-            .run(OBJECT_WRITE_TIMEOUT, self.bucket.get_object(key))
-            .await?
-            .ok_or_else(|| bad("it is gone"))?;
-        let signature = object
-            .metadata(SIGNATURE_METADATA)
-            .and_then(unhex)
-            .ok_or_else(|| bad("it has no signature"))?;
-        Ok(SealedDigest {
-            key: key.to_owned(),
-            sha256: sha256(&object.body),
-            signature,
-        })
+        Ok(budget
+            .run(
+                OBJECT_WRITE_TIMEOUT,
+                self.bucket.get_version(key, &first.version_id),
+            )
+            .await?)
     }
 
     /// Lists, signs and writes `period`'s digest; `None` when another sealer wrote it first.
@@ -402,7 +420,8 @@ impl<B: ArchiveBucket, S: DigestSigner> Sealer<'_, B, S> {
                     .ok_or_else(|| SealError::BadObject {
                         key: entry.key.clone(),
                         why: "its version vanished while it was read".into(),
-                    })?;
+                    })?
+                    .body;
                 let events = count_lines(&body).ok_or_else(|| SealError::BadObject {
                     key: entry.key.clone(),
                     why: "not gzip".into(),
@@ -418,6 +437,27 @@ impl<B: ArchiveBucket, S: DigestSigner> Sealer<'_, B, S> {
             size: info.size,
         }))
     }
+}
+
+/// The link to a stored digest, from its bytes and its signature metadata.
+fn sealed_from(
+    key: &str,
+    object: Option<crate::bucket::StoredObject>,
+) -> Result<SealedDigest, SealError> {
+    let bad = |why: &str| SealError::BadHead {
+        key: key.to_owned(),
+        why: why.to_owned(),
+    };
+    let object = object.ok_or_else(|| bad("it is gone"))?;
+    let signature = object
+        .metadata(SIGNATURE_METADATA)
+        .and_then(unhex)
+        .ok_or_else(|| bad("it has no signature"))?;
+    Ok(SealedDigest {
+        key: key.to_owned(),
+        sha256: sha256(&object.body),
+        signature,
+    })
 }
 
 /// A listing's entries grouped by key, in order.

@@ -290,7 +290,11 @@ impl<B: ArchiveBucket> ArchiveBucket for Dying<B> {
         self.inner.get_object(key).await
     }
 
-    async fn get_version(&self, key: &str, version_id: &str) -> Result<Option<Bytes>, BucketError> {
+    async fn get_version(
+        &self,
+        key: &str,
+        version_id: &str,
+    ) -> Result<Option<StoredObject>, BucketError> {
         self.alive()?;
         self.inner.get_version(key, version_id).await
     }

@@ -350,3 +350,63 @@ async fn the_handler_seals_on_a_scheduled_event_and_refuses_unknown_events() {
     );
     let _ = clock.now();
 }
+
+#[tokio::test]
+async fn the_chain_goes_on_from_the_digest_as_sealed_not_from_a_version_put_over_it() {
+    let bucket = MemoryBucket::new();
+    let signer = MemorySigner::new(KEY_ARN);
+    seal(&bucket, &signer, at("2026-11-22T10:01:40Z")).await;
+    let head = bucket.keys("digest/").pop().unwrap();
+    let sealed = digests(&bucket).pop().unwrap().1;
+    // Someone writes a newer version over the newest digest, keeping its signature metadata.
+    let original = bucket.current(&head).unwrap();
+    bucket.overwrite_with(
+        &head,
+        Bytes::from_static(b"{\"forged\":true}"),
+        original.metadata.clone(),
+    );
+    let report = seal(&bucket, &signer, at("2026-11-22T10:02:40Z")).await;
+    assert_eq!(report.failure, None);
+    assert_eq!(report.sealed.len(), 1);
+    let next = Digest::parse(&bucket.current(&report.sealed[0].key).unwrap().body).unwrap();
+    assert_eq!(
+        chain_break(&next, &report.sealed[0].key, Some(&sealed)),
+        None,
+        "linked to the digest as sealed"
+    );
+}
+
+#[tokio::test]
+async fn a_digest_hidden_by_a_delete_marker_is_chained_on_not_sealed_twice() {
+    let bucket = MemoryBucket::new();
+    let signer = MemorySigner::new(KEY_ARN);
+    seal(&bucket, &signer, at("2026-11-22T10:01:40Z")).await;
+    seal(&bucket, &signer, at("2026-11-22T10:02:40Z")).await;
+    let keys = bucket.keys("digest/");
+    assert_eq!(keys.len(), 2);
+    let hidden = keys[1].clone();
+    let hidden_sealed = digests(&bucket).pop().unwrap().1;
+    bucket.delete(&hidden);
+    assert_eq!(
+        audit_archiver::bucket::ArchiveBucket::list_keys(&bucket, "digest/", None, 1000)
+            .await
+            .unwrap()
+            .len(),
+        1,
+        "hidden from a plain listing"
+    );
+    let report = seal(&bucket, &signer, at("2026-11-22T10:03:40Z")).await;
+    assert_eq!(report.failure, None);
+    assert_eq!(report.found, [hidden.clone()]);
+    assert_eq!(report.sealed.len(), 1);
+    assert_eq!(
+        bucket.versions(&hidden).len(),
+        2,
+        "its version and the marker, no second digest"
+    );
+    let next = Digest::parse(&bucket.current(&report.sealed[0].key).unwrap().body).unwrap();
+    assert_eq!(
+        chain_break(&next, &report.sealed[0].key, Some(&hidden_sealed)),
+        None
+    );
+}

@@ -176,6 +176,20 @@ impl MemoryBucket {
     }
 }
 
+impl Version {
+    fn stored(&self) -> StoredObject {
+        StoredObject {
+            body: self.body.clone(),
+            version_id: Some(self.version_id.clone()),
+            metadata: self
+                .metadata
+                .iter()
+                .map(|(n, v)| ((*n).to_owned(), v.clone()))
+                .collect(),
+        }
+    }
+}
+
 impl State {
     fn current(&self, key: &str) -> Option<&Version> {
         self.objects
@@ -320,22 +334,18 @@ impl ArchiveBucket for MemoryBucket {
 
     async fn get_object(&self, key: &str) -> Result<Option<StoredObject>, BucketError> {
         self.read(Operation::Get, key, |state| {
-            state.current(key).map(|v| StoredObject {
-                body: v.body.clone(),
-                version_id: Some(v.version_id.clone()),
-                metadata: v
-                    .metadata
-                    .iter()
-                    .map(|(n, v)| ((*n).to_owned(), v.clone()))
-                    .collect(),
-            })
+            state.current(key).map(Version::stored)
         })
         .await
     }
 
-    async fn get_version(&self, key: &str, version_id: &str) -> Result<Option<Bytes>, BucketError> {
+    async fn get_version(
+        &self,
+        key: &str,
+        version_id: &str,
+    ) -> Result<Option<StoredObject>, BucketError> {
         self.read(Operation::Get, key, |state| {
-            state.version_of(key, version_id).map(|v| v.body.clone())
+            state.version_of(key, version_id).map(Version::stored)
         })
         .await
     }

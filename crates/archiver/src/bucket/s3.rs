@@ -164,11 +164,12 @@ impl ArchiveBucket for S3Bucket {
         self.read_version(key, None).await
     }
 
-    async fn get_version(&self, key: &str, version_id: &str) -> Result<Option<Bytes>, BucketError> {
-        Ok(self
-            .read_version(key, Some(version_id))
-            .await?
-            .map(|object| object.body))
+    async fn get_version(
+        &self,
+        key: &str,
+        version_id: &str,
+    ) -> Result<Option<StoredObject>, BucketError> {
+        self.read_version(key, Some(version_id)).await
     }
 
     async fn head_version(
