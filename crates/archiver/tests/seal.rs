@@ -397,7 +397,7 @@ async fn a_digest_hidden_by_a_delete_marker_is_chained_on_not_sealed_twice() {
     );
     let report = seal(&bucket, &signer, at("2026-11-22T10:03:40Z")).await;
     assert_eq!(report.failure, None);
-    assert_eq!(report.found, [hidden.clone()]);
+    assert_eq!(report.found, std::slice::from_ref(&hidden));
     assert_eq!(report.sealed.len(), 1);
     assert_eq!(
         bucket.versions(&hidden).len(),
