@@ -18,7 +18,7 @@ EVENT ?= events/clean-batch.json
 WATCH_PORT ?= 9000
 TABLE_NAME ?= AuditMessages
 
-.PHONY: help venv venv-bench peers fmt-check lint test test-suites unit build build-zip bench bench-quick watch invoke clean
+.PHONY: help venv venv-bench peers fmt-check lint test test-suites unit build build-zip bench bench-quick bench-verify watch invoke clean
 
 help: ## list the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 16
@@ -96,6 +96,10 @@ bench-quick: peers ## a shorter benchmark run (smaller sizes, no package build);
 	cargo build --release --bin audit-receiver
 	cargo bench --bench cpu | tee target/bench/cpu.md
 	PEER_PYTHON=$(VENV_BIN)/python cargo bench --bench load -- --quick
+
+bench-verify: venv ## auditctl verify over 100,000 and 1,000,000 archived events on moto, next to sha256sum of the same bytes (BENCHMARKS.md "Proving the trail"; run by hand, about 5 minutes)
+	cargo build --release --bin auditctl
+	cargo bench -p audit-bench --bench verify -- --events 100000,1000000
 
 watch: venv ## run the function locally (cargo lambda watch) against AWS_ENDPOINT_URL
 	TABLE_NAME=$(TABLE_NAME) cargo lambda watch --invoke-address 127.0.0.1 --invoke-port $(WATCH_PORT)
