@@ -1960,11 +1960,6 @@ fn under(prefixes: &[&str]) -> Vec<String> {
         .collect()
 }
 
-/// The archive's objects: events and tamper events (what a digest lists).
-fn archive_object_prefixes() -> Vec<String> {
-    under(&[TRAIL_PREFIX, TAMPER_PREFIX])
-}
-
 /// Everything the archiver writes: the archive's objects, its markers, the digests.
 fn archiver_prefixes() -> Vec<String> {
     under(&[TRAIL_PREFIX, TAMPER_PREFIX, STATE_PREFIX, DIGEST_PREFIX])
@@ -2052,10 +2047,11 @@ fn archiver_may_only_read_the_stream_write_and_read_its_prefixes_seal_send_give_
             ("s3:GetObject", archiver_prefixes()),
             ("s3:ListBucket", one(ARCHIVE_BUCKET)),
             // Sealing a period: its versions listed, the head of each listed version (a HEAD
-            // with a versionId is authorised as GetObjectVersion) of the archive's objects only;
-            // the digest signed with the digest key and nothing else.
+            // with a versionId is authorised as GetObjectVersion) of the archive's objects, and
+            // the previous digest read as it was sealed (its first version, by versionId); the
+            // digest signed with the digest key and nothing else.
             ("s3:ListBucketVersions", one(ARCHIVE_BUCKET)),
-            ("s3:GetObjectVersion", archive_object_prefixes()),
+            ("s3:GetObjectVersion", verified_prefixes()),
             ("kms:Sign", one(DIGEST_KEY)),
             // The on-failure destination is sent with the function's role.
             ("sqs:SendMessage", one("${AuditArchiveFailureQueue.Arn}")),
