@@ -50,6 +50,20 @@ impl DigestSigner for NoDigestKey {
     }
 }
 
+/// A key that may be configured: `None` is [`NoDigestKey`].
+impl<S: DigestSigner> DigestSigner for Option<S> {
+    fn key_arn(&self) -> &str {
+        self.as_ref().map_or("", DigestSigner::key_arn)
+    }
+
+    async fn sign(&self, message: &[u8]) -> Result<Vec<u8>, SignError> {
+        match self {
+            Some(signer) => signer.sign(message).await,
+            None => NoDigestKey.sign(message).await,
+        }
+    }
+}
+
 impl<B: ArchiveBucket> Handler<B> {
     pub fn new(bucket: B, settings: Settings) -> Self {
         Self {

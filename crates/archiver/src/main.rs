@@ -6,7 +6,6 @@
 #![recursion_limit = "256"]
 
 use audit_archiver::bucket::s3::S3Bucket;
-use audit_archiver::handler::NoDigestKey;
 use audit_archiver::signer::kms::KmsSigner;
 use audit_archiver::{Config, Handler};
 use audit_model::archive::OBJECT_WRITE_TIMEOUT;
@@ -30,23 +29,16 @@ async fn start() -> Result<(), Error> {
         Config::from_env().inspect_err(|error| tracing::error!(%error, "invalid configuration"))?;
     let sdk = aws_config::defaults(BehaviorVersion::latest()).load().await;
     let bucket = S3Bucket::new(S3Bucket::client(&sdk, OBJECT_WRITE_TIMEOUT), &config.bucket);
-    let handler = Handler::new(bucket, config.settings());
-    match &config.digest_key_arn {
-        Some(key_arn) => {
-            let signer = KmsSigner::new(KmsSigner::client(&sdk, OBJECT_WRITE_TIMEOUT), key_arn);
-            let handler = &handler.with_digests(&config.bucket, signer);
-            lambda_runtime::run(service_fn(move |event: LambdaEvent<_>| {
-                handler.handle_any(event)
-            }))
-            .await
-        }
-        None => {
-            tracing::warn!("DIGEST_KEY_ID is not set: the stream is archived, no digest is sealed");
-            let handler = &handler.with_digests(&config.bucket, NoDigestKey);
-            lambda_runtime::run(service_fn(move |event: LambdaEvent<_>| {
-                handler.handle_any(event)
-            }))
-            .await
-        }
+    let signer = config
+        .digest_key_arn
+        .as_ref()
+        .map(|key_arn| KmsSigner::new(KmsSigner::client(&sdk, OBJECT_WRITE_TIMEOUT), key_arn));
+    if signer.is_none() {
+        tracing::warn!("DIGEST_KEY_ID is not set: the stream is archived, no digest is sealed");
     }
+    let handler = &Handler::new(bucket, config.settings()).with_digests(&config.bucket, signer);
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<_>| {
+        handler.handle_any(event)
+    }))
+    .await
 }
