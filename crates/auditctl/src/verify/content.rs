@@ -168,16 +168,10 @@ pub async fn read(fetched: Fetched, keep: bool) -> Result<Content, TrailError> {
     Ok(reader.finish())
 }
 
-/// SHA-256 of `bytes` (the platform's).
-pub fn sha256(bytes: &[u8]) -> [u8; 32] {
-    let mut out = [0u8; 32];
-    out.copy_from_slice(aws_lc_rs::digest::digest(&SHA256, bytes).as_ref());
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use audit_model::digest::sha256;
     use flate2::Compression;
     use flate2::write::GzEncoder;
 
@@ -202,7 +196,6 @@ mod tests {
         assert_eq!(whole.lines, 3);
         assert_eq!(whole.kept, ["{\"a\":1}", "{\"b\":2}", "{\"c\":3}"]);
         assert_eq!(whole.sha256, sha256(&bytes));
-        assert_eq!(whole.sha256, audit_model::digest::sha256(&bytes));
         assert_eq!(whole.size, bytes.len() as u64);
         assert_eq!(whole.unreadable, None);
         for chunk in [1, 2, 7] {

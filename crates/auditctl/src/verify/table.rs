@@ -13,14 +13,13 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use audit_model::archive::{Period, PeriodLength};
-use audit_model::digest::ProblemKind;
+use audit_model::digest::{ProblemKind, sha256};
 use audit_model::keys::{PARTITION_KEY, SORT_KEY};
 use chrono::DateTime;
 use futures::TryStreamExt;
 use serde_json::{Map, Value};
 
 use super::CLOCK_SKEW_SECONDS;
-use super::content::sha256;
 use super::ports::{Table, TableItem};
 use super::report::{Problem, TableSummary};
 use crate::TrailError;
