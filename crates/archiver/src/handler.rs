@@ -5,7 +5,7 @@
 
 use std::time::SystemTime;
 
-use audit_model::lambda::time_left;
+use audit_aws::telemetry::time_left;
 
 use aws_lambda_events::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
 use lambda_runtime::{Diagnostic, LambdaEvent};
@@ -210,7 +210,7 @@ pub fn response(report: &BatchReport) -> DynamoDbEventResponse {
 }
 
 /// Lambda's deadline (the context's epoch milliseconds) as a monotonic instant, read as
-/// `audit_model::lambda::time_left` reads it (0: no deadline; `cargo lambda watch`'s relative
+/// `audit_aws::telemetry::time_left` reads it (0: no deadline; `cargo lambda watch`'s relative
 /// timeout).
 fn deadline_instant(deadline_ms: u64) -> Option<Instant> {
     time_left(deadline_ms, SystemTime::now()).map(|left| Instant::now() + left)

@@ -8,8 +8,8 @@
 use audit_archiver::bucket::s3::S3Bucket;
 use audit_archiver::signer::kms::KmsSigner;
 use audit_archiver::{Config, Handler};
+use audit_aws::config::ClientOptions;
 use audit_model::archive::OBJECT_WRITE_TIMEOUT;
-use aws_config::BehaviorVersion;
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 
 /// The SDK allocates a lot per request; mimalloc serves those small allocations faster than glibc.
@@ -27,12 +27,14 @@ async fn start() -> Result<(), Error> {
     lambda_runtime::tracing::init_default_subscriber();
     let config =
         Config::from_env().inspect_err(|error| tracing::error!(%error, "invalid configuration"))?;
-    let sdk = aws_config::defaults(BehaviorVersion::latest()).load().await;
-    let bucket = S3Bucket::new(S3Bucket::client(&sdk, OBJECT_WRITE_TIMEOUT), &config.bucket);
+    let sdk = audit_aws::config::function().await;
+    // Each request, retries included, abandoned after the write bound (`audit_model::archive`).
+    let options = ClientOptions::bounded(OBJECT_WRITE_TIMEOUT);
+    let bucket = S3Bucket::new(audit_aws::config::s3(&sdk, options), &config.bucket);
     let signer = config
         .digest_key_arn
         .as_ref()
-        .map(|key_arn| KmsSigner::new(KmsSigner::client(&sdk, OBJECT_WRITE_TIMEOUT), key_arn));
+        .map(|key_arn| KmsSigner::new(audit_aws::config::kms(&sdk, options), key_arn));
     if signer.is_none() {
         tracing::warn!("DIGEST_KEY_ID is not set: the stream is archived, no digest is sealed");
     }

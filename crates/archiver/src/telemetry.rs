@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use audit_model::lambda;
+use audit_aws::telemetry as lambda;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 

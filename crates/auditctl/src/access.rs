@@ -269,7 +269,7 @@ impl AccessLog for SdkAccessLog {
             .get_caller_identity()
             .send()
             .await
-            .map_err(|e| AccessError::Caller(crate::sdk_error(&e)))?;
+            .map_err(|e| AccessError::Caller(audit_aws::error::describe(&e)))?;
         identity
             .arn
             .filter(|arn| !arn.is_empty())
@@ -296,7 +296,7 @@ impl AccessLog for SdkAccessLog {
             Err(error) => {
                 let code = error.code().unwrap_or_default();
                 let url = self.queue_url.clone();
-                let detail = crate::sdk_error(&error);
+                let detail = audit_aws::error::describe(&error);
                 Err(
                     if code.contains("NonExistentQueue") || code.contains("QueueDoesNotExist") {
                         AccessError::QueueNotFound { url }

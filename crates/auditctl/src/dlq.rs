@@ -695,7 +695,7 @@ where
     E: ProvideErrorMetadata + std::error::Error + 'static,
     R: std::fmt::Debug,
 {
-    super::sdk_error(error)
+    audit_aws::error::describe(error)
 }
 
 /// A number of messages as the queue's counts are.

@@ -9,9 +9,10 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
 
+use super::TrailError;
 use super::item::TrailItem;
 use super::query::Reader;
-use super::{TrailError, sdk_error};
+use audit_aws::error::describe as sdk_error;
 use audit_model::keys::{PARTITION_KEY, SORT_KEY};
 
 /// DynamoDB's most keys in one BatchGetItem.

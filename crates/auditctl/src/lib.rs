@@ -85,24 +85,3 @@ pub enum TrailError {
     #[error(transparent)]
     Access(#[from] access::AccessError),
 }
-
-/// An SDK error in words: the service's code and message when there is one, else the SDK's own
-/// account of it (with its source chain, which names the connection problem).
-pub fn sdk_error<E, R>(error: &aws_sdk_dynamodb::error::SdkError<E, R>) -> String
-where
-    E: aws_sdk_dynamodb::error::ProvideErrorMetadata + std::error::Error + 'static,
-    R: std::fmt::Debug,
-{
-    use aws_sdk_dynamodb::error::ProvideErrorMetadata;
-    if let (Some(code), message) = (error.code(), error.message()) {
-        return format!("{code}: {}", message.unwrap_or_default());
-    }
-    let mut text = error.to_string();
-    let mut source = std::error::Error::source(error);
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
-}

@@ -434,7 +434,12 @@ async fn run(
     cli: Cli,
     arguments: serde_json::Map<String, serde_json::Value>,
 ) -> Result<(), Failure> {
-    let config = sdk_config(&cli.aws).await;
+    let config = audit_aws::config::cli(&audit_aws::config::CliOptions {
+        profile: cli.aws.profile.clone(),
+        region: cli.aws.region.clone(),
+        endpoint_url: cli.aws.endpoint_url.clone(),
+    })
+    .await;
     // Each command that reads the trail or moves dead letters records that first (after its
     // arguments are checked, before any read): `access.record(...)` in its arm.
     let access = Recorder::new(
@@ -681,22 +686,6 @@ async fn verify(
     } else {
         Err(Failure::Problems)
     }
-}
-
-/// The SDK configuration from the standard chain, with the flags over it. SDK retries stay on
-/// (standard mode): a command line can wait for a throttled request.
-async fn sdk_config(aws: &AwsArgs) -> aws_config::SdkConfig {
-    let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest());
-    if let Some(profile) = &aws.profile {
-        loader = loader.profile_name(profile);
-    }
-    if let Some(region) = &aws.region {
-        loader = loader.region(aws_config::Region::new(region.clone()));
-    }
-    if let Some(endpoint) = &aws.endpoint_url {
-        loader = loader.endpoint_url(endpoint);
-    }
-    loader.load().await
 }
 
 /// Prints rows as they arrive: flushed at least every 100 ms, with a progress line on stderr

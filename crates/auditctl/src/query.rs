@@ -13,12 +13,13 @@ use aws_sdk_dynamodb::types::{AttributeValue, IndexStatus};
 use futures::{Stream, StreamExt};
 use tokio::sync::{Semaphore, mpsc};
 
+use super::TrailError;
 use super::fetch::BATCH_GET_KEYS;
 use super::filter::{Filter, Plan, Source};
 use super::item::TrailItem;
 use super::merge::{Order, merge};
 use super::range::TimeRange;
-use super::{TrailError, sdk_error};
+use audit_aws::error::describe as sdk_error;
 use audit_model::keys::{
     AUDIT_BUCKET, LOOKUP_SHARDS, PARTITION_KEY, SORT_KEY, TIME_INDEX, lookup_index,
     lookup_key_of_shard,

@@ -3,7 +3,7 @@
 
 use std::time::SystemTime;
 
-use audit_model::lambda::time_left;
+use audit_aws::telemetry::time_left;
 
 use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
 use lambda_runtime::{Diagnostic, LambdaEvent};
@@ -97,7 +97,7 @@ pub fn response(report: &BatchReport) -> SqsBatchResponse {
 }
 
 /// Lambda's deadline (the context's epoch milliseconds) as a monotonic instant, read as
-/// `audit_model::lambda::time_left` reads it (0: no deadline; `cargo lambda watch`'s relative
+/// `audit_aws::telemetry::time_left` reads it (0: no deadline; `cargo lambda watch`'s relative
 /// timeout).
 fn deadline_instant(deadline_ms: u64) -> Option<Instant> {
     time_left(deadline_ms, SystemTime::now()).map(|left| Instant::now() + left)

@@ -1,6 +1,7 @@
 //! Wiring only: configuration, logging, the DynamoDB wire and (when a dead-letter queue is set)
 //! the SQS client, built once from the SDK's configuration, and the runtime loop.
 
+use audit_aws::config::ClientOptions;
 use audit_receiver::deadletter::DeadLetterQueue;
 use audit_receiver::deadletter::sqs::SqsDeadLetterQueue;
 use audit_receiver::store::dynamodb::{DynamoDbStore, Wire};
@@ -43,7 +44,7 @@ async fn start(at_once: usize) -> Result<(), Error> {
     lambda_runtime::tracing::init_default_subscriber();
     let config =
         Config::from_env().inspect_err(|error| tracing::error!(%error, "invalid configuration"))?;
-    let sdk = DynamoDbStore::sdk_config_from_env().await;
+    let sdk = audit_aws::config::function().await;
     let wire = Wire::from_sdk_config(&sdk)
         .await
         .inspect_err(|error| tracing::error!(%error, "invalid configuration"))?;
@@ -59,7 +60,17 @@ async fn start(at_once: usize) -> Result<(), Error> {
     let handler = Handler::new(store, config.batch_settings());
     match &config.dead_letter_queue_url {
         Some(url) => {
-            let queue = SqsDeadLetterQueue::new(SqsDeadLetterQueue::client_from_conf(&sdk), url);
+            // A dead-letter send is rare: the SDK's standard retries, each bounded by the batch's
+            // send cutoff, and the function's short connect timeout.
+            let client = audit_aws::config::sqs(
+                &sdk,
+                ClientOptions {
+                    connect: Some(audit_aws::config::FUNCTION_CONNECT_TIMEOUT),
+                    operation: None,
+                    standard_retries: true,
+                },
+            );
+            let queue = SqsDeadLetterQueue::new(client, url);
             run(handler.with_dead_letters(queue), at_once).await
         }
         None => run(handler, at_once).await,

@@ -3,11 +3,8 @@
 //! errors. Must not know the archive's layout. Encryption is the bucket's default (SSE), never set
 //! per request, so that the bucket alone decides it.
 
-use std::time::Duration;
-
 use aws_sdk_s3::Client;
 use aws_sdk_s3::config::http::HttpResponse;
-use aws_sdk_s3::config::timeout::TimeoutConfig;
 use aws_sdk_s3::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::operation::get_object::GetObjectError;
 use aws_sdk_s3::operation::head_object::HeadObjectError;
@@ -33,23 +30,6 @@ impl S3Bucket {
             client,
             bucket: bucket.into(),
         }
-    }
-
-    /// The S3 client for the SDK's configuration: path-style addressing when an endpoint is set
-    /// (`AWS_ENDPOINT_URL`, a local S3 on loopback has no per-bucket host names), requests
-    /// abandoned after `operation_timeout` (retries included) so that none outlives the write
-    /// bound (`audit_model::archive`).
-    pub fn client(sdk: &aws_config::SdkConfig, operation_timeout: Duration) -> Client {
-        let config = aws_sdk_s3::config::Builder::from(sdk)
-            .force_path_style(sdk.endpoint_url().is_some())
-            .timeout_config(
-                TimeoutConfig::builder()
-                    .connect_timeout(Duration::from_secs(2))
-                    .operation_timeout(operation_timeout)
-                    .build(),
-            )
-            .build();
-        Client::from_conf(config)
     }
 }
 

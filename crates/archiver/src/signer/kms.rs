@@ -3,10 +3,7 @@
 //! rather than `DIGEST`: KMS then hashes the message itself, exactly what `openssl dgst -sha256
 //! -verify` checks, and moto's KMS agrees with AWS's on it.
 
-use std::time::Duration;
-
 use aws_sdk_kms::Client;
-use aws_sdk_kms::config::timeout::TimeoutConfig;
 use aws_sdk_kms::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_kms::primitives::Blob;
 use aws_sdk_kms::types::{MessageType, SigningAlgorithmSpec};
@@ -26,19 +23,6 @@ impl KmsSigner {
             client,
             key_arn: key_arn.into(),
         }
-    }
-
-    /// The KMS client for the SDK's configuration, each request abandoned after `timeout`.
-    pub fn client(sdk: &aws_config::SdkConfig, timeout: Duration) -> Client {
-        let config = aws_sdk_kms::config::Builder::from(sdk)
-            .timeout_config(
-                TimeoutConfig::builder()
-                    .connect_timeout(Duration::from_secs(2))
-                    .operation_timeout(timeout)
-                    .build(),
-            )
-            .build();
-        Client::from_conf(config)
     }
 }
 

@@ -115,7 +115,10 @@ impl Moto {
                 "test", "test", None, None, "tests",
             )))
             .build();
-        S3Bucket::client(&sdk, audit_model::archive::OBJECT_WRITE_TIMEOUT)
+        audit_aws::config::s3(
+            &sdk,
+            audit_aws::config::ClientOptions::bounded(audit_model::archive::OBJECT_WRITE_TIMEOUT),
+        )
     }
 
     /// The KMS client the archiver builds, for this endpoint.
@@ -128,9 +131,9 @@ impl Moto {
                 "test", "test", None, None, "tests",
             )))
             .build();
-        audit_archiver::signer::kms::KmsSigner::client(
+        audit_aws::config::kms(
             &sdk,
-            audit_model::archive::OBJECT_WRITE_TIMEOUT,
+            audit_aws::config::ClientOptions::bounded(audit_model::archive::OBJECT_WRITE_TIMEOUT),
         )
     }
 

@@ -5,7 +5,8 @@ use aws_sdk_kms::Client;
 use aws_sdk_kms::error::ProvideErrorMetadata;
 
 use super::ports::{KeySource, PublicKeyInfo};
-use crate::{TrailError, sdk_error};
+use crate::TrailError;
+use audit_aws::error::describe as sdk_error;
 
 /// The digest key in KMS.
 #[derive(Debug, Clone)]

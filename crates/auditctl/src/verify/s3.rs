@@ -10,7 +10,8 @@ use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 
 use super::ports::{Archive, Entry, Fetched};
-use crate::{TrailError, sdk_error};
+use crate::TrailError;
+use audit_aws::error::describe as sdk_error;
 
 /// The archive bucket in S3, read.
 #[derive(Debug, Clone)]

@@ -2,8 +2,6 @@
 //! attributes, group and deduplication id of a `DeadLetter`, and SDK errors mapped to `SendError`.
 //! Must not know batching or DynamoDB.
 
-use std::time::Duration;
-
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_sqs::operation::send_message::SendMessageError;
@@ -25,22 +23,6 @@ impl SqsDeadLetterQueue {
             client,
             queue_url: queue_url.into(),
         }
-    }
-
-    /// The client as the function uses it, from the function's shared SDK configuration: the
-    /// standard sources (`AWS_ENDPOINT_URL` included), a short connect timeout, and the SDK's
-    /// standard retries (3 attempts): a dead-letter send is rare, and each retry is bounded by
-    /// the batch's send cutoff.
-    pub fn client_from_conf(config: &aws_config::SdkConfig) -> Client {
-        let conf = aws_sdk_sqs::config::Builder::from(config)
-            .retry_config(aws_sdk_sqs::config::retry::RetryConfig::standard())
-            .timeout_config(
-                aws_sdk_sqs::config::timeout::TimeoutConfig::builder()
-                    .connect_timeout(Duration::from_secs(1))
-                    .build(),
-            )
-            .build();
-        Client::from_conf(conf)
     }
 }
 

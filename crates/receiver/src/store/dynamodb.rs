@@ -34,22 +34,6 @@ impl DynamoDbStore {
         }
     }
 
-    /// The SDK configuration the function's clients share, loaded once: credentials, region and
-    /// `AWS_ENDPOINT_URL` from the SDK's standard sources; no SDK retries, since the batch retries
-    /// within the invocation's deadline (the dead-letter client sets its own); a short connect
-    /// timeout so that a dead endpoint fails fast and is retried.
-    pub async fn sdk_config_from_env() -> aws_config::SdkConfig {
-        aws_config::defaults(aws_config::BehaviorVersion::latest())
-            .retry_config(aws_config::retry::RetryConfig::disabled())
-            .timeout_config(
-                aws_config::timeout::TimeoutConfig::builder()
-                    .connect_timeout(Duration::from_secs(1))
-                    .build(),
-            )
-            .load()
-            .await
-    }
-
     /// Runs during init, so that the first batch after a cold start does not pay TCP/TLS set-up:
     /// one `DescribeTable` call (a read-only metadata action), which finds a missing table (or a
     /// refused access) at start-up, and beside it `connections - 1` unsigned `GET /` probes, all

@@ -1,6 +1,6 @@
 //! Owns what both Lambda functions (the receiver and the archiver) read from and write to the
-//! Lambda runtime, as pure functions: the time left before the invocation's deadline, and the
-//! CloudWatch EMF metrics document and its one-write line. Must not know either function's
+//! Lambda runtime: the time left before the invocation's deadline, and the CloudWatch EMF metrics
+//! document of one invocation (`Metrics`), written as one line. Must not know either function's
 //! batch, nor any clock or stream but the ones it is given.
 
 use std::io::Write;
@@ -59,6 +59,49 @@ pub fn emf_document(
     Value::Object(document)
 }
 
+/// The metrics of one invocation, in the order they are added: what both functions build their
+/// EMF document from.
+#[derive(Debug, Clone, Default)]
+pub struct Metrics {
+    metrics: Vec<Metric>,
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A metric of any unit.
+    pub fn add(&mut self, name: impl Into<String>, unit: &'static str, value: impl Into<Value>) {
+        self.metrics.push((name.into(), unit, value.into()));
+    }
+
+    /// A count.
+    pub fn count(&mut self, name: impl Into<String>, value: impl Into<Value>) {
+        self.add(name, "Count", value);
+    }
+
+    /// A duration in milliseconds.
+    pub fn millis(&mut self, name: impl Into<String>, value: impl Into<Value>) {
+        self.add(name, "Milliseconds", value);
+    }
+
+    /// The EMF document of these metrics under `namespace` (`emf_document`).
+    pub fn document(
+        self,
+        namespace: &str,
+        timestamp_ms: i64,
+        function_name: Option<&str>,
+    ) -> Value {
+        emf_document(namespace, self.metrics, timestamp_ms, function_name)
+    }
+}
+
+/// Prints a document on stdout as one line (`write_line`).
+pub fn emit(document: &Value) {
+    write_line(&mut std::io::stdout().lock(), document);
+}
+
 /// Writes a document as one line in one write(2): `writeln!` through stdout's 1 KiB line buffer
 /// splits a longer document into several writes, which another writer on the same pipe can cut
 /// into (seen in the 100,000-message soak under cargo lambda watch: one document lost of 12,888).
@@ -106,6 +149,24 @@ mod tests {
             json!([[]])
         );
         assert!(unnamed.get("FunctionName").is_none());
+    }
+
+    #[test]
+    fn metrics_keep_their_order_and_units() {
+        let mut metrics = Metrics::new();
+        metrics.count("Written", 3);
+        metrics.millis("DurationMs", 12u64);
+        metrics.add("ArchivedBytes", "Bytes", 100);
+        let doc = metrics.document("Ns", 7, None);
+        assert_eq!(
+            doc["_aws"]["CloudWatchMetrics"][0]["Metrics"],
+            json!([
+                {"Name": "Written", "Unit": "Count"},
+                {"Name": "DurationMs", "Unit": "Milliseconds"},
+                {"Name": "ArchivedBytes", "Unit": "Bytes"}
+            ])
+        );
+        assert_eq!(doc["DurationMs"], 12);
     }
 
     #[test]
