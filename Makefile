@@ -88,14 +88,14 @@ build-zip: venv-bench ## the arm64 artefact zipped, as Lambda receives it (targe
 bench: build-zip peers ## benchmarks next to the peers (Powertools TS and Python, naive Rust); writes BENCHMARKS.md and its charts (about 10 minutes)
 	mkdir -p target/bench
 	cargo build --release --bin audit-receiver
-	cargo bench --bench cpu | tee target/bench/cpu.md
-	PEER_PYTHON=$(VENV_BIN)/python cargo bench --bench load
+	cargo bench -p audit-bench --bench cpu | tee target/bench/cpu.md
+	PEER_PYTHON=$(VENV_BIN)/python cargo bench -p audit-bench --bench load
 
 bench-quick: peers ## a shorter benchmark run (smaller sizes, no package build); writes BENCHMARKS.md
 	mkdir -p target/bench
 	cargo build --release --bin audit-receiver
-	cargo bench --bench cpu | tee target/bench/cpu.md
-	PEER_PYTHON=$(VENV_BIN)/python cargo bench --bench load -- --quick
+	cargo bench -p audit-bench --bench cpu | tee target/bench/cpu.md
+	PEER_PYTHON=$(VENV_BIN)/python cargo bench -p audit-bench --bench load -- --quick
 
 bench-verify: venv ## auditctl verify over 100,000 and 1,000,000 archived events on moto, next to sha256sum of the same bytes (BENCHMARKS.md "Proving the trail"; run by hand, about 5 minutes)
 	cargo build --release --bin auditctl

@@ -1,6 +1,6 @@
 //! The pure CPU path, no I/O: parse and validate, build the item and its `PutItem` body,
 //! and the batch bookkeeping (dedupe, units, concurrency, outcomes, response), at 10, 1,000 and
-//! 10,000 records. Run with `cargo bench --bench cpu` (or `make bench`).
+//! 10,000 records. Run with `cargo bench -p audit-bench --bench cpu` (or `make bench`).
 
 use std::hint::black_box;
 use std::time::Duration;

@@ -273,6 +273,8 @@ fn naive_peer_binary() -> Result<PathBuf, String> {
     let output = command
         .args([
             "bench",
+            "-p",
+            "audit-bench",
             "--bench",
             "naive_peer",
             "--no-run",
@@ -287,7 +289,7 @@ fn naive_peer_binary() -> Result<PathBuf, String> {
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .filter(|m| m["target"]["name"] == "naive_peer")
         .find_map(|m| m["executable"].as_str().map(PathBuf::from))
-        .ok_or_else(|| "cargo bench --bench naive_peer --no-run built no executable".into())
+        .ok_or_else(|| "cargo bench -p audit-bench --bench naive_peer --no-run built no executable".into())
 }
 
 /// One Rust function process (ours or the naive peer) with its own Runtime API.
@@ -1047,7 +1049,7 @@ impl Report {
         out.push_str(&self.startup_section());
         let _ = writeln!(
             out,
-            "## CPU path without I/O (`cargo bench --bench cpu`)\n\n\
+            "## CPU path without I/O (`cargo bench -p audit-bench --bench cpu`)\n\n\
              Median of repeated runs: parse and validate the bodies; the same plus building the item and its \
              `PutItem` request body; the whole batch (dedupe, units, bounded concurrency, outcomes, response) with a \
              store that builds the request body and answers at once.\n\n{}",
