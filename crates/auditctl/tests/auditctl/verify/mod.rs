@@ -9,6 +9,8 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
+use std::process::Output;
+use std::str::FromStr;
 
 use audit_model::archive::{ObjectKey, ObjectKind, Period, PeriodLength, object_prefixes};
 use audit_model::digest::{
@@ -28,7 +30,10 @@ use chrono::{DateTime, Duration, Utc};
 use flate2::Compression;
 use flate2::write::GzEncoder;
 
-use super::*;
+use crate::access::assert_access_event;
+use crate::dlq::queues;
+use crate::harness::*;
+use crate::support::*;
 
 const BUCKET: &str = "audit-archive-verify";
 /// The shortest period: many periods in a few minutes of trail.

@@ -1,0 +1,362 @@
+//! Owns that access to the trail is itself recorded (src/access.rs; SPEC "Access to the trail is
+//! itself recorded"): one access event per command, written by the function. Must not know
+//! what each command prints.
+
+use audit_receiver::message::canonical_time;
+use aws_sdk_sqs::types::MessageSystemAttributeName;
+use serde_json::Value;
+
+use crate::dlq::{Queues, queues};
+use crate::harness::*;
+use crate::support::*;
+
+// Access to the trail is itself recorded (src/access.rs; SPEC "Access to the trail is itself
+// recorded"): query, get, dlq list and dlq redrive first send one audit event of their own to
+// the audit queue, which the function writes like any other event.
+
+/// moto's answer to sts:GetCallerIdentity for the key `test`.
+const MOTO_CALLER: &str = "arn:aws:sts::123456789012:user/moto";
+
+impl Queues {
+    /// Every message of the audit queue, received and deleted: what the next command adds is
+    /// then all the queue holds.
+    async fn take(&self) -> Vec<aws_sdk_sqs::types::Message> {
+        let mut taken = Vec::new();
+        loop {
+            let batch = self
+                .sqs
+                .receive_message()
+                .queue_url(&self.source)
+                .max_number_of_messages(10)
+                .message_attribute_names("All")
+                .message_system_attribute_names(MessageSystemAttributeName::All)
+                .send()
+                .await
+                .unwrap()
+                .messages
+                .unwrap_or_default();
+            if batch.is_empty() {
+                return taken;
+            }
+            for m in batch {
+                self.sqs
+                    .delete_message()
+                    .queue_url(&self.source)
+                    .receipt_handle(m.receipt_handle().unwrap())
+                    .send()
+                    .await
+                    .unwrap();
+                taken.push(m);
+            }
+        }
+    }
+
+    /// The one access event a command sent: the audit queue holds it and nothing else.
+    pub(crate) async fn one_access_event(&self) -> (aws_sdk_sqs::types::Message, Value) {
+        let mut taken = self.take().await;
+        assert_eq!(taken.len(), 1, "exactly one message: {taken:?}");
+        let message = taken.remove(0);
+        let body = serde_json::from_str(message.body().unwrap()).unwrap();
+        (message, body)
+    }
+}
+
+/// Delivers messages of the audit queue to the function as the event source mapping does.
+async fn write_through_function(moto: &Moto, messages: &[aws_sdk_sqs::types::Message]) {
+    let handler = handler(&moto.endpoint, TABLE, settings());
+    let records = messages
+        .iter()
+        .map(|m| {
+            let mut delivery = record(m.message_id().unwrap(), m.body().unwrap());
+            delivery.attributes.insert(
+                "SentTimestamp".into(),
+                m.attributes.as_ref().unwrap()[&MessageSystemAttributeName::SentTimestamp].clone(),
+            );
+            delivery
+        })
+        .collect();
+    let response = handler.handle(event(records)).await.unwrap();
+    assert!(failed(&response).is_empty(), "{response:?}");
+}
+
+/// The fields every access event carries, as the SPEC says; returns its arguments.
+pub(crate) fn assert_access_event(body: &Value, action: &str, resource: &str) -> Value {
+    assert_eq!(body["actor"], MOTO_CALLER, "{body}");
+    assert_eq!(body["action"], action, "{body}");
+    assert_eq!(body["resource"], resource, "{body}");
+    assert_eq!(
+        body["outcome"], "unknown",
+        "sent before the command runs: {body}"
+    );
+    let id = body["messageId"].as_str().unwrap();
+    let hex = id
+        .strip_prefix("auditctl-")
+        .unwrap_or_else(|| panic!("{id}"));
+    assert!(
+        hex.len() == 32 && hex.chars().all(|c| c.is_ascii_hexdigit()),
+        "{id}"
+    );
+    let time = body["auditTime"].as_str().unwrap();
+    let sent = chrono::DateTime::parse_from_rfc3339(time).unwrap().to_utc();
+    assert_eq!(canonical_time(sent), time, "canonical time");
+    let age = chrono::Utc::now() - sent;
+    assert!(
+        age >= chrono::TimeDelta::zero() && age < chrono::TimeDelta::minutes(2),
+        "{time}"
+    );
+    assert!(body.get("sourceIp").is_none(), "{body}");
+    assert!(body.get("auditText").is_none(), "{body}");
+    assert_eq!(body["tool"], "auditctl");
+    assert_eq!(body["version"], env!("CARGO_PKG_VERSION"));
+    body["arguments"].clone()
+}
+
+#[tokio::test]
+async fn each_command_that_reads_the_trail_or_moves_dead_letters_records_one_access_event_the_function_writes()
+ {
+    let moto = Moto::start();
+    write_trail(&moto).await;
+    let q = queues(&moto).await;
+    q.dead_letter(r#"{"auditText":"t"}"#, Some("throttled"))
+        .await;
+    let mut events = Vec::new();
+
+    // query: the table, and the arguments as given.
+    let rows = jsonl(&ok(auditctl(
+        &moto.endpoint,
+        &[
+            "query",
+            "--from",
+            "2026-11-22T00:00:00Z",
+            "--to",
+            "2026-11-22T23:59:59Z",
+            "--limit",
+            "3",
+            "--desc",
+            "--format",
+            "jsonl",
+        ],
+        &q.env(),
+    )));
+    assert_eq!(rows.len(), 3, "and then it reads");
+    let (message, body) = q.one_access_event().await;
+    let arguments = assert_access_event(&body, "auditctl.query", TABLE);
+    assert_eq!(arguments["from"], "2026-11-22T00:00:00Z");
+    assert_eq!(arguments["to"], "2026-11-22T23:59:59Z");
+    assert_eq!(arguments["limit"], "3");
+    assert_eq!(arguments["desc"], true);
+    assert_eq!(arguments["format"], "jsonl");
+    assert_eq!(arguments["queueUrl"], q.source.as_str());
+    assert!(arguments.get("pageSize").is_none(), "defaults are left out");
+    let query_event = body["messageId"].as_str().unwrap().to_owned();
+    events.push(message);
+
+    // get: the table, and the messageId asked for.
+    ok(auditctl(
+        &moto.endpoint,
+        &["get", "tie-b-23", "--table", TABLE],
+        &q.env(),
+    ));
+    let (message, body) = q.one_access_event().await;
+    let arguments = assert_access_event(&body, "auditctl.get", TABLE);
+    assert_eq!(arguments["messageId"], "tie-b-23");
+    assert_eq!(arguments["table"], TABLE);
+    events.push(message);
+
+    // dlq list and dlq redrive: the dead-letter queue, by its URL.
+    ok(auditctl(
+        &moto.endpoint,
+        &["dlq", "list", "--reason", "throttled", "--show-body"],
+        &q.env(),
+    ));
+    let (message, body) = q.one_access_event().await;
+    let arguments = assert_access_event(&body, "auditctl.dlq.list", &q.dlq);
+    assert_eq!(arguments["reason"], "throttled");
+    assert_eq!(arguments["showBody"], true);
+    assert_eq!(arguments["dlqUrl"], q.dlq.as_str());
+    events.push(message);
+
+    let out = ok(auditctl(
+        &moto.endpoint,
+        &["dlq", "redrive", "--dry-run", "--max", "5"],
+        &q.env(),
+    ));
+    assert!(out.contains("would move 1 message(s)"), "{out}");
+    let (message, body) = q.one_access_event().await;
+    let arguments = assert_access_event(&body, "auditctl.dlq.redrive", &q.dlq);
+    assert_eq!(arguments["dryRun"], true);
+    assert_eq!(arguments["max"], "5");
+    events.push(message);
+
+    // Through the same queue and the real function, the events are in the trail: a lookup by
+    // action finds the query's own access, one by actor all four.
+    write_through_function(&moto, &events).await;
+    let lookup = |field: &str, value: &str| {
+        jsonl(&ok(auditctl(
+            &moto.endpoint,
+            &[
+                "query",
+                field,
+                value,
+                "--from",
+                "2026-11-01T00:00:00Z",
+                "--to",
+                "2100-01-01T00:00:00Z",
+                "--format",
+                "jsonl",
+                "--no-audit-event",
+            ],
+            &q.env(),
+        )))
+    };
+    let found = lookup("--action", "auditctl.query");
+    assert_eq!(found.len(), 1, "{found:?}");
+    let item = &found[0];
+    assert_eq!(item["messageId"], query_event.as_str());
+    assert_eq!(item["actor"], MOTO_CALLER);
+    assert_eq!(item["resource"], TABLE);
+    assert_eq!(item["outcome"], "unknown");
+    assert_eq!(item["extra"]["arguments"]["limit"], "3");
+    assert_eq!(item["extra"]["tool"], "auditctl");
+    let by_caller = lookup("--actor", MOTO_CALLER);
+    let mut actions: Vec<&str> = by_caller
+        .iter()
+        .map(|r| r["action"].as_str().unwrap())
+        .collect();
+    actions.sort();
+    assert_eq!(
+        actions,
+        [
+            "auditctl.dlq.list",
+            "auditctl.dlq.redrive",
+            "auditctl.get",
+            "auditctl.query"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn an_access_event_that_cannot_be_sent_fails_the_command_which_reads_nothing() {
+    let moto = Moto::start();
+    write_trail(&moto).await;
+    let q = queues(&moto).await;
+    for i in 0..2 {
+        q.dead_letter(&format!(r#"{{"auditText":"t{i}"}}"#), Some("throttled"))
+            .await;
+    }
+    let missing = format!("{}/123456789012/NoSuchAuditQueue", moto.endpoint);
+    let env = [
+        ("DEAD_LETTER_QUEUE_URL", q.dlq.as_str()),
+        ("AUDIT_QUEUE_URL", missing.as_str()),
+    ];
+    let commands: [&[&str]; 4] = [
+        &[
+            "query",
+            "--from",
+            "2026-11-22T00:00:00Z",
+            "--to",
+            "2026-11-24T23:59:59Z",
+        ],
+        &["get", "tie-b-23"],
+        &["dlq", "list", "--show-body"],
+        &["dlq", "redrive"],
+    ];
+    for args in commands {
+        let output = auditctl(&moto.endpoint, args, &env);
+        assert_eq!(
+            output.status.code(),
+            Some(1),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        assert_eq!(
+            stdout(&output),
+            "",
+            "{args:?}: nothing read, nothing printed"
+        );
+        let message = stderr(&output);
+        assert!(
+            message.contains("access not recorded, so nothing was read")
+                && message.contains(&missing)
+                && message
+                    .contains("check AUDIT_QUEUE_URL or --queue-url (stack output AuditQueueUrl)"),
+            "{args:?}: {message}"
+        );
+    }
+    // An empty URL (AUDIT_QUEUE_URL= ) is no way around it.
+    let output = auditctl(
+        &moto.endpoint,
+        &["get", "tie-b-23"],
+        &[("AUDIT_QUEUE_URL", "")],
+    );
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(stdout(&output), "");
+    assert!(
+        stderr(&output).contains("the audit queue URL is empty"),
+        "{}",
+        stderr(&output)
+    );
+    // The dead-letter queue was never received from: both messages there, received once now.
+    let held = q
+        .sqs
+        .receive_message()
+        .queue_url(&q.dlq)
+        .max_number_of_messages(10)
+        .visibility_timeout(0)
+        .message_system_attribute_names(MessageSystemAttributeName::ApproximateReceiveCount)
+        .send()
+        .await
+        .unwrap()
+        .messages
+        .unwrap_or_default();
+    assert_eq!(held.len(), 2);
+    for m in held {
+        assert_eq!(
+            m.attributes.unwrap()[&MessageSystemAttributeName::ApproximateReceiveCount],
+            "1"
+        );
+    }
+    assert_eq!(q.depth(&q.source).await, (0, 0));
+}
+
+#[tokio::test]
+async fn no_audit_event_sends_nothing_and_without_an_audit_queue_the_access_is_said_unrecorded() {
+    let moto = Moto::start();
+    write_trail(&moto).await;
+    let q = queues(&moto).await;
+    q.dead_letter(r#"{"auditText":"t"}"#, Some("throttled"))
+        .await;
+    let query = [
+        "query",
+        "--from",
+        "2026-11-22T00:00:00Z",
+        "--to",
+        "2026-11-22T23:59:59Z",
+        "--format",
+        "jsonl",
+    ];
+
+    for args in [
+        &[&query[..], &["--no-audit-event"]].concat()[..],
+        &["--no-audit-event", "dlq", "list"],
+    ] {
+        let output = auditctl(&moto.endpoint, args, &q.env());
+        assert!(
+            stderr(&output).contains("access not recorded: --no-audit-event"),
+            "{}",
+            stderr(&output)
+        );
+        assert!(!ok(output).is_empty(), "it reads");
+    }
+    assert_eq!(q.depth(&q.source).await, (0, 0), "nothing sent");
+
+    // No audit queue: it reads, and says the access was not recorded and how to record it.
+    let output = auditctl(&moto.endpoint, &query, &[]);
+    let message = stderr(&output);
+    assert!(
+        message.contains("access not recorded: no audit queue")
+            && message.contains("set AUDIT_QUEUE_URL or --queue-url (stack output AuditQueueUrl)"),
+        "{message}"
+    );
+    assert!(!jsonl(&ok(output)).is_empty());
+}

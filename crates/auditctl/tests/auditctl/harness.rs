@@ -1,0 +1,171 @@
+//! Owns what every test of `auditctl` shares: running the binary with a clean AWS environment,
+//! reading its output, a three-day trail written by the function, one request forwarded to moto.
+//! Must not know what any one command is expected to print.
+
+use std::process::{Command, Output};
+use std::str::FromStr;
+
+use audit_receiver::message::canonical_time;
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::support::http::Request;
+use crate::support::*;
+
+/// A number beyond f64's precision: printed with every digit.
+pub(crate) const BIG: &str = "1234567890123456789012345.5";
+
+/// Runs auditctl against `endpoint` with a clean AWS environment.
+pub(crate) fn auditctl(endpoint: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_auditctl"));
+    for name in [
+        "AWS_PROFILE",
+        "TABLE_NAME",
+        "AUDIT_QUEUE_URL",
+        "DEAD_LETTER_QUEUE_URL",
+        "AWS_ENDPOINT_URL",
+    ] {
+        command.env_remove(name);
+    }
+    command
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("AWS_ENDPOINT_URL", endpoint)
+        .args(args);
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    command.output().expect("auditctl runs")
+}
+
+pub(crate) fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+pub(crate) fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+pub(crate) fn ok(output: Output) -> String {
+    assert!(
+        output.status.success(),
+        "auditctl failed: {:?}\n{}",
+        output.status,
+        stderr(&output)
+    );
+    stdout(&output)
+}
+
+/// `--format jsonl` output as JSON values.
+pub(crate) fn jsonl(text: &str) -> Vec<Value> {
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .collect()
+}
+
+/// (auditTime, messageId) of each row.
+pub(crate) fn keys(rows: &[Value]) -> Vec<(String, String)> {
+    rows.iter()
+        .map(|r| {
+            (
+                r["auditTime"].as_str().unwrap().to_owned(),
+                r["messageId"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// A trail over three UTC days, written through the function's own handler in a shuffled
+/// order: producer ids, equal times (also written with different offsets), and SQS ids.
+/// Returns every (canonical auditTime, messageId), sorted.
+pub(crate) async fn write_trail(moto: &Moto) -> Vec<(String, String)> {
+    create_table(&moto.client(), TABLE).await;
+    let handler = handler(&moto.endpoint, TABLE, settings());
+    let mut messages: Vec<(String, String)> = Vec::new(); // (messageId, auditTime as sent)
+    for day in 22..=24 {
+        for i in 0..14u32 {
+            let hour = (i * 5) % 24;
+            // The same instant written with three offsets, so equal canonical times happen.
+            let time = match i % 3 {
+                0 => format!("2026-11-{day}T{hour:02}:30:00.250Z"),
+                1 => format!("2026-11-{day}T{:02}:30:00.250+01:00", (hour + 1) % 24),
+                _ => format!("2026-11-{day}T{hour:02}:00:00.250-00:30"),
+            };
+            messages.push((format!("m-{day}-{i:02}"), time));
+        }
+        // A run of equal times in one day, ids out of order.
+        for id in ["tie-c", "tie-a", "tie-b", "tie-e", "tie-d"] {
+            messages.push((
+                format!("{id}-{day}"),
+                format!("2026-11-{day}T12:00:00.000Z"),
+            ));
+        }
+    }
+    // Hour 24 wraps: those are dropped by parse (hour 00 of the next day would differ); keep the
+    // set valid by skipping what does not parse.
+    messages.retain(|(_, t)| chrono::DateTime::parse_from_rfc3339(t).is_ok());
+    fastrand::seed(7);
+    fastrand::shuffle(&mut messages);
+    let mut expected = Vec::new();
+    for chunk in messages.chunks(10) {
+        let records = chunk
+            .iter()
+            .map(|(id, time)| {
+                let body = serde_json::json!({"messageId": id, "auditTime": time, "auditText": format!("text of {id}"), "amount": serde_json::Number::from_str(BIG).unwrap()});
+                record(&format!("sqs-{id}"), &body.to_string())
+            })
+            .collect();
+        let response = handler.handle(event(records)).await.unwrap();
+        assert!(failed(&response).is_empty());
+        for (id, time) in chunk {
+            let utc = chrono::DateTime::parse_from_rfc3339(time).unwrap().to_utc();
+            expected.push((canonical_time(utc), id.clone()));
+        }
+    }
+    expected.sort();
+    expected
+}
+
+/// One request to moto on a connection of its own: the answer's status, content type and body.
+pub(crate) async fn forward(
+    upstream: &str,
+    request: &Request,
+    body: &[u8],
+) -> (u16, String, Vec<u8>) {
+    let mut head = format!("{} {} HTTP/1.1\r\n", request.method, request.path);
+    for (name, value) in &request.headers {
+        let name_lower = name.to_ascii_lowercase();
+        if name_lower != "content-length" && name_lower != "connection" {
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
+    }
+    head.push_str(&format!(
+        "Content-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    ));
+    let mut stream = tokio::net::TcpStream::connect(upstream).await.unwrap();
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.write_all(body).await.unwrap();
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).await.unwrap();
+    let end = response.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    let head = String::from_utf8_lossy(&response[..end]).into_owned();
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    let content_type = head
+        .lines()
+        .filter_map(|line| line.split_once(':'))
+        .find(|(name, _)| name.eq_ignore_ascii_case("content-type"))
+        .map(|(_, value)| value.trim().to_owned())
+        .unwrap_or_default();
+    (status, content_type, response[end..].to_vec())
+}
+
+/// An access event of auditctl: its action is `auditctl.<command>`.
+pub(crate) fn is_access_event(body: &str) -> bool {
+    serde_json::from_str::<Value>(body)
+        .ok()
+        .and_then(|b| b["action"].as_str().map(|a| a.starts_with("auditctl.")))
+        .unwrap_or(false)
+}

@@ -1,0 +1,21 @@
+//! Black-box tests of `auditctl` against a real local endpoint (moto's server over HTTP): given
+//! items written by the function's own code and messages in the queues, when the binary runs,
+//! then its output, exit status and the queues are as the SPEC says.
+//!
+//! One test binary (`auditctl`), one module per concern; `harness` is what they share, and
+//! `support` the receiver's harness (moto, the function's handler, SQS events).
+
+#[path = "../../../receiver/tests/support/mod.rs"]
+mod support;
+
+mod harness;
+
+mod access;
+mod dlq;
+mod dlq_paging;
+mod lookup_output;
+mod lookup_requests;
+mod lookups;
+mod query;
+/// `auditctl verify` (verify/mod.rs, with the same harness).
+mod verify;
