@@ -289,7 +289,9 @@ fn naive_peer_binary() -> Result<PathBuf, String> {
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .filter(|m| m["target"]["name"] == "naive_peer")
         .find_map(|m| m["executable"].as_str().map(PathBuf::from))
-        .ok_or_else(|| "cargo bench -p audit-bench --bench naive_peer --no-run built no executable".into())
+        .ok_or_else(|| {
+            "cargo bench -p audit-bench --bench naive_peer --no-run built no executable".into()
+        })
 }
 
 /// One Rust function process (ours or the naive peer) with its own Runtime API.

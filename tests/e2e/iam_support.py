@@ -35,7 +35,7 @@ What moto 5.2.5 checks once ``POST /moto-api/reset-auth`` with ``0`` turns acces
   moto.log): a refused ``HEAD`` has no body, so a client cannot say which action was refused.
 * **Key policies are not evaluated**, not even their Denies: the digest key's policy (only the
   archiver signs; nobody disables it or schedules its deletion without MFA) is checked in
-  tests/template/tests/digests.rs, not here. What these tests prove about KMS is the identity
+  tests/template/tests/template/digests.rs, not here. What these tests prove about KMS is the identity
   side: which keys a principal's own policies let it use, and for what.
 * **The answer** to a refused request is HTTP 403 with an XML ``ErrorResponse`` whatever the
   service, which a JSON-protocol client (DynamoDB, SQS) cannot read. The launcher answers as the

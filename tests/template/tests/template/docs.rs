@@ -1,13 +1,11 @@
 //! Owns the checks that README.md and docs/*.md name only the template's resources, outputs,
 //! parameters and alarms, and list them all. Must not know what the docs say otherwise.
 
-mod support;
-
 use std::collections::BTreeSet;
 
+use crate::support::*;
 use audit_receiver::telemetry::NAMESPACE;
 use serde_yaml::Value;
-use support::*;
 
 /// README.md and every docs/*.md, with their text.
 fn documents() -> Vec<(String, String)> {

@@ -1,16 +1,14 @@
 //! Owns the checks on the audit table: key schema, time and lookup indexes, retention, on-demand
 //! billing, recovery, encryption, TTL and its stream. Must not know how items are written.
 
-mod support;
-
 use std::collections::BTreeMap;
 
+use crate::support::*;
 use audit_model::keys::{
     AUDIT_BUCKET, DEFAULT_TABLE_NAME, LOOKUP_INDEXES, LOOKUP_PROJECTION, PARTITION_KEY, SORT_KEY,
     TIME_INDEX,
 };
 use serde_yaml::Value;
-use support::*;
 
 #[test]
 fn table_key_schema_is_the_one_the_code_writes() {

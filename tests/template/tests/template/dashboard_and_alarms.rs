@@ -1,14 +1,12 @@
 //! Owns the checks on the alarms and the dashboard: what they watch, in which namespaces and
 //! dimensions, and that the functions emit it. Must not know how the metrics are computed.
 
-mod support;
-
 use std::collections::BTreeSet;
 
+use crate::support::*;
 use audit_model::Reason;
 use audit_receiver::telemetry::NAMESPACE;
 use serde_yaml::Value;
-use support::*;
 
 fn of_the_dead_letter_queue(metric: &Value) -> bool {
     of_queue(metric, "AuditDeadLetterQueue")

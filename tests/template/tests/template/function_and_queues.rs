@@ -1,10 +1,8 @@
 //! Owns the checks on the receiver function, its SQS event source and the queues (redrive,
 //! retention, encryption, TLS). Must not know how the function works inside, only the names it shares.
 
-mod support;
-
+use crate::support::*;
 use serde_yaml::Value;
-use support::*;
 
 /// SQS limits: the longest visibility timeout (12 hours).
 const SQS_MAX_VISIBILITY_SECONDS: u64 = 43_200;

@@ -1,6 +1,5 @@
 //! Owns reading template.yaml (long-form intrinsics, paths, scalars) and evaluating it for any
 //! parameter values; shared by every check. Must not know what any one check asserts.
-#![allow(dead_code)] // each test binary uses a different part of the support
 
 use std::collections::{BTreeMap, BTreeSet};
 

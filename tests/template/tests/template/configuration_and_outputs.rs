@@ -1,14 +1,12 @@
 //! Owns the checks on the function's environment and log levels, the stack's outputs, the
 //! cargo lambda deploy settings and the template's YAML form. Must not know the function's code.
 
-mod support;
-
 use std::collections::BTreeMap;
 
+use crate::support::*;
 use audit_model::keys::DEFAULT_TABLE_NAME;
 use audit_receiver::config::MAX_CONCURRENCY_LIMIT;
 use serde_yaml::Value;
-use support::*;
 
 /// crates/receiver/src/config.rs accepts RETENTION_DAYS up to 100 years.
 const MAX_RETENTION_DAYS: u64 = 36_500;

@@ -1,14 +1,12 @@
 //! Owns the least-privilege checks: each function's role, the reader and operator policies, and
 //! that nothing may update a stored item or loosen the archive. Must not know the programs' code.
 
-mod support;
-
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::support::*;
 use audit_model::archive::{STATE_PREFIX, TAMPER_PREFIX, TRAIL_PREFIX};
 use audit_model::digest::DIGEST_PREFIX;
 use serde_yaml::Value;
-use support::*;
 
 fn role_statements(t: &Value, role: &str) -> Vec<Value> {
     let role = props(t, role);

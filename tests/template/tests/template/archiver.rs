@@ -1,12 +1,10 @@
 //! Owns the checks on the archiver function: its build, its two events (the table's stream, the
 //! seal schedule), its environment and the metrics it emits. Must not know how it archives.
 
-mod support;
-
 use std::collections::BTreeSet;
 
+use crate::support::*;
 use serde_yaml::Value;
-use support::*;
 
 #[test]
 fn the_archiver_emits_the_namespace_and_metrics_the_template_watches() {

@@ -1,13 +1,11 @@
 //! Owns the checks on the archive bucket (versioning, Object Lock, lifecycle, TLS, no deletes)
 //! and on querying it (results bucket, Glue table, named queries). Must not know the archiver's code.
 
-mod support;
-
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::support::*;
 use audit_model::keys::{AUDIT_BUCKET, PARTITION_KEY, SORT_KEY};
 use serde_yaml::Value;
-use support::*;
 
 const ARCHIVE_OBJECTS: &str = "${AuditArchiveBucket.Arn}/*";
 

@@ -1,14 +1,12 @@
 //! Owns the checks on digests (SPEC "Digests"): the signing key and its policy, the schedule that
 //! seals, the alarms when sealing stops or fails. Must not know how a digest is built.
 
-mod support;
-
 use std::collections::BTreeSet;
 
+use crate::support::*;
 use audit_model::archive::SEAL_DELAY;
 use audit_model::digest::SIGNING_ALGORITHM;
 use serde_yaml::{Mapping, Value};
-use support::*;
 
 fn key_policy_statements(t: &Value) -> Vec<Value> {
     one_or_many(at(props(t, "AuditDigestKey"), &["KeyPolicy", "Statement"]))

@@ -1,0 +1,14 @@
+//! The checks on template.yaml, one module per concern (the deployment rules of the SPEC for every
+//! parameter value the template allows, and the docs that name its resources), in one test binary.
+
+mod support;
+
+mod archive_and_queries;
+mod archiver;
+mod configuration_and_outputs;
+mod dashboard_and_alarms;
+mod digests;
+mod docs;
+mod function_and_queues;
+mod policies;
+mod table_and_indexes;
