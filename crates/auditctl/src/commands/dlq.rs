@@ -1,6 +1,5 @@
-//! Owns `auditctl dlq list` and `auditctl dlq redrive`: their flags and help, wiring them to the
-//! library's dead-letter queue, and printing what they did. Must not know how the queue is read
-//! or moved (`auditctl::dlq`).
+//! Owns `auditctl dlq list` and `redrive`: their flags and help, wiring and printing what they did.
+//! Must not know how the queue is read or moved (`auditctl::dlq`).
 
 use std::collections::BTreeMap;
 use std::io::BufWriter;

@@ -1,6 +1,5 @@
-//! Owns `auditctl verify`: its flags and help, wiring the archive, the trusted key and the table
-//! to the library's walk, and the exit it makes of the summary. Must not know how the trail is
-//! checked (`auditctl::verify`).
+//! Owns `auditctl verify`: its flags and help, wiring archive, trusted key and table to the walk,
+//! and the exit it makes of the summary. Must not know how the trail is checked (auditctl::verify).
 
 use std::io::{BufWriter, IsTerminal};
 
