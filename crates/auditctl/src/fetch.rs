@@ -12,7 +12,6 @@ use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
 use super::TrailError;
 use super::item::TrailItem;
 use super::query::Reader;
-use audit_aws::error::describe as sdk_error;
 use audit_model::keys::{PARTITION_KEY, SORT_KEY};
 
 /// DynamoDB's most keys in one BatchGetItem.
@@ -71,10 +70,7 @@ impl Reader {
                 .request_items(&self.table, request)
                 .send()
                 .await
-                .map_err(|error| match error.as_service_error() {
-                    Some(e) if e.is_resource_not_found_exception() => self.not_found(),
-                    _ => TrailError::Aws(sdk_error(&error)),
-                })?;
+                .map_err(|error| self.failed(&error))?;
             let items = output
                 .responses
                 .and_then(|mut tables| tables.remove(&self.table))

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering as Atomic};
 
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::operation::describe_table::DescribeTableError;
+use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::types::{AttributeValue, IndexStatus};
 use futures::{Stream, StreamExt};
 use tokio::sync::{Semaphore, mpsc};
@@ -19,7 +19,7 @@ use super::filter::{Filter, Plan, Source};
 use super::item::TrailItem;
 use super::merge::{Order, merge};
 use super::range::TimeRange;
-use audit_aws::error::describe as sdk_error;
+use audit_aws::error::{AwsError, ErrorKind};
 use audit_model::keys::{
     AUDIT_BUCKET, LOOKUP_SHARDS, PARTITION_KEY, SORT_KEY, TIME_INDEX, lookup_index,
     lookup_key_of_shard,
@@ -137,10 +137,19 @@ impl Reader {
         }
     }
 
-    pub(crate) fn not_found(&self) -> TrailError {
-        TrailError::TableNotFound {
-            table: self.table.clone(),
-            at: self.location.clone(),
+    /// A failed DynamoDB read, classified once (`audit_aws::error`): a table that is not there
+    /// says where it was looked for; anything else is the error in words.
+    pub(crate) fn failed<E>(&self, error: &SdkError<E>) -> TrailError
+    where
+        E: aws_sdk_dynamodb::error::ProvideErrorMetadata + std::error::Error + 'static,
+    {
+        let error = AwsError::from_sdk(error);
+        match error.kind {
+            ErrorKind::NotFound => TrailError::TableNotFound {
+                table: self.table.clone(),
+                at: self.location.clone(),
+            },
+            _ => TrailError::Aws(error.text),
         }
     }
 
@@ -154,10 +163,7 @@ impl Reader {
             .table_name(&self.table)
             .send()
             .await
-            .map_err(|error| match error.as_service_error() {
-                Some(DescribeTableError::ResourceNotFoundException(_)) => self.not_found(),
-                _ => TrailError::Aws(sdk_error(&error)),
-            })?;
+            .map_err(|error| self.failed(&error))?;
         let wanted = plan.index();
         let index = described
             .table()
@@ -375,11 +381,7 @@ impl Reader {
                 let output = match result {
                     Ok(output) => output,
                     Err(error) => {
-                        let error = match error.as_service_error() {
-                            Some(e) if e.is_resource_not_found_exception() => reader.not_found(),
-                            _ => TrailError::Aws(sdk_error(&error)),
-                        };
-                        let _ = sender.send(Err(error)).await;
+                        let _ = sender.send(Err(reader.failed(&error))).await;
                         return;
                     }
                 };
@@ -444,16 +446,97 @@ impl Reader {
                             .collect();
                         Some((futures::stream::iter(items), next.map(Some)))
                     }
-                    Err(error) => {
-                        let error = match error.as_service_error() {
-                            Some(e) if e.is_resource_not_found_exception() => reader.not_found(),
-                            _ => TrailError::Aws(sdk_error(&error)),
-                        };
-                        Some((futures::stream::iter(vec![Err(error)]), None))
-                    }
+                    Err(error) => Some((
+                        futures::stream::iter(vec![Err(reader.failed(&error))]),
+                        None,
+                    )),
                 }
             }
         })
         .flatten()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use aws_sdk_dynamodb::config::http::HttpResponse;
+    use aws_sdk_dynamodb::operation::batch_get_item::BatchGetItemError;
+    use aws_sdk_dynamodb::operation::describe_table::DescribeTableError;
+    use aws_sdk_dynamodb::operation::query::QueryError;
+    use aws_sdk_dynamodb::types::error::{
+        ProvisionedThroughputExceededException, ResourceNotFoundException,
+    };
+    use aws_smithy_types::body::SdkBody;
+    use aws_smithy_types::error::ErrorMetadata;
+
+    use super::*;
+
+    fn reader() -> Reader {
+        let config = aws_sdk_dynamodb::Config::builder()
+            .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
+            .build();
+        Reader::new(
+            Client::from_conf(config),
+            "AuditMessages",
+            "region eu-west-1",
+        )
+    }
+
+    fn answer<E>(error: E) -> SdkError<E> {
+        let status = 400.try_into().expect("400 is a status");
+        SdkError::service_error(error, HttpResponse::new(status, SdkBody::empty()))
+    }
+
+    fn meta(code: &str, message: &str) -> ErrorMetadata {
+        ErrorMetadata::builder().code(code).message(message).build()
+    }
+
+    fn not_found() -> ResourceNotFoundException {
+        ResourceNotFoundException::builder()
+            .message("Requested resource not found")
+            .meta(meta(
+                "ResourceNotFoundException",
+                "Requested resource not found",
+            ))
+            .build()
+    }
+
+    const TABLE_NOT_FOUND: &str = "table AuditMessages not found at region eu-west-1: set TABLE_NAME or --table, or deploy the stack";
+
+    #[test]
+    fn a_missing_table_is_named_with_where_it_was_looked_for_by_every_read() {
+        let reader = reader();
+        let described = answer(DescribeTableError::ResourceNotFoundException(not_found()));
+        assert_eq!(reader.failed(&described).to_string(), TABLE_NOT_FOUND);
+        let queried = answer(QueryError::ResourceNotFoundException(not_found()));
+        assert_eq!(reader.failed(&queried).to_string(), TABLE_NOT_FOUND);
+        let fetched = answer(BatchGetItemError::ResourceNotFoundException(not_found()));
+        assert!(matches!(
+            reader.failed(&fetched),
+            TrailError::TableNotFound { table, at } if table == "AuditMessages" && at == "region eu-west-1"
+        ));
+    }
+
+    #[test]
+    fn any_other_failed_read_is_the_error_in_words() {
+        let throttled = ProvisionedThroughputExceededException::builder()
+            .message("slow down")
+            .meta(meta("ProvisionedThroughputExceededException", "slow down"))
+            .build();
+        let error = answer(QueryError::ProvisionedThroughputExceededException(
+            throttled,
+        ));
+        assert_eq!(
+            reader().failed(&error).to_string(),
+            "ProvisionedThroughputExceededException: slow down"
+        );
+        let denied = answer(DescribeTableError::generic(meta(
+            "AccessDeniedException",
+            "not authorized to perform: dynamodb:DescribeTable",
+        )));
+        assert_eq!(
+            reader().failed(&denied).to_string(),
+            "AccessDeniedException: not authorized to perform: dynamodb:DescribeTable"
+        );
     }
 }

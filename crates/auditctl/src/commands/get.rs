@@ -1,0 +1,32 @@
+//! Owns `auditctl get`: its flags and help, and wiring them to the library's reader. Must not
+//! know how the table is read (`auditctl::query`) or printed.
+
+use auditctl::access::Action;
+use clap::Args;
+
+use super::{Context, Failure, TableArgs, print_items};
+
+/// The item(s) of one messageId (a Query on the table's key).
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Example:
+  auditctl get order-42 --format jsonl
+
+Environment: TABLE_NAME, AWS_ENDPOINT_URL, AWS_PROFILE, AWS_REGION.")]
+pub struct GetArgs {
+    /// The item's messageId (a producer messageId, or the original SQS message id).
+    message_id: String,
+    #[command(flatten)]
+    table: TableArgs,
+}
+
+/// `auditctl get`: the access recorded, then the items of one messageId printed.
+pub async fn run(args: GetArgs, context: &Context) -> Result<(), Failure> {
+    context
+        .access
+        .record(Action::Get, &args.table.table)
+        .await?;
+    let reader = context.reader(&args.table.table);
+    print_items(reader.get(&args.message_id), args.table.format, &reader).await?;
+    Ok(())
+}

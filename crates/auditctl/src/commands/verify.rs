@@ -1,0 +1,180 @@
+//! Owns `auditctl verify`: its flags and help, wiring archive, trusted key and table to the walk,
+//! and the exit it makes of the summary. Must not know how the trail is checked (auditctl::verify).
+
+use std::io::{BufWriter, IsTerminal};
+
+use audit_model::archive::{DEFAULT_DIGEST_PERIOD_SECONDS, PeriodLength};
+use audit_model::keys::DEFAULT_TABLE_NAME;
+use auditctl::TrailError;
+use auditctl::access::Action;
+use auditctl::filter::{Fields, Plan};
+use auditctl::range::TimeRange;
+use auditctl::verify::dynamo::DynamoTable;
+use auditctl::verify::key::TrustedKey;
+use auditctl::verify::kms::KmsKey;
+use auditctl::verify::ports::KeySource;
+use auditctl::verify::report::Console;
+use auditctl::verify::s3::S3Archive;
+use auditctl::verify::{ARCHIVE_LAG_SECONDS, Settings, walk};
+use clap::Args;
+
+use super::{Context, Failure};
+
+const VERIFY_HELP: &str = "\
+Walks the digests of every period from the one holding --from to the one holding --to (both
+included; times as for query) and checks:
+  - the chain: every period's digest present (from the chain's first digest on), each linked to
+    the previous period's (the one before the range too), none written over or deleted;
+  - each digest's signature, with the public key of DIGEST_KEY_ID fetched from KMS (never taken
+    from next to the digest), and its fields (period, bucket, events);
+  - each object it lists: that version's SHA-256, size and events (lines after gunzip);
+  - that no listed object was overwritten (a newer version) or deleted (a delete marker), and that
+    no other object sits in a sealed period's place or in the range's partitions.
+With --table it also compares the table with the archive: every archived event of the range's
+periods is still in the table unchanged (unless expired by TTL), and every item with auditTime in
+the range is among the archived events (looked for in the periods after its receivedAt, up to
+--archive-lag later).
+
+Each problem is printed as it is found, one line each: KIND  KEY-OR-MESSAGE-ID  DETAIL, with KIND
+one of: digest missing, chain broken, signature invalid, object changed, object missing, object
+not in digest, item changed, item missing, item not archived. A summary of what was checked
+follows. A period whose digest is absent less than --grace after it could be sealed is \"not sealed
+yet\" (counted, not a problem); periods before the chain's first digest are \"before the trail\".
+
+Memory: one period's objects at a time (without --table); with --table also about 40 bytes per
+archived event of the range (a 16-byte key in a set).
+
+Examples:
+  auditctl verify --from 2026-11-22T00:00:00Z --to 2026-11-22T23:59:59.999Z
+  auditctl verify --from 2026-11-01T00:00:00Z --to 2026-12-01T00:00:00Z --table
+  auditctl verify --from 2026-11-22T10:00:00Z --to 2026-11-22T10:59:59Z | grep '^object'
+
+Exit status: 0 when everything holds, 1 when anything does not (or cannot be read), 2 bad usage.
+
+Environment: ARCHIVE_BUCKET, DIGEST_KEY_ID, DIGEST_PERIOD_SECONDS, TABLE_NAME (--table),
+AUDIT_QUEUE_URL, AWS_ENDPOINT_URL, AWS_PROFILE, AWS_REGION.";
+
+/// Proves the trail unchanged: the chain of signed digests over the range, every object they
+/// list, nothing overwritten, deleted or slipped in; with --table, the table against the
+/// archive.
+#[derive(Debug, Args)]
+#[command(after_help = VERIFY_HELP)]
+pub struct VerifyArgs {
+    /// The first time of the range, RFC 3339 with an offset, e.g. 2026-11-22T10:00:00Z.
+    #[arg(long, value_name = "TIME")]
+    from: String,
+    /// The last time of the range (included), RFC 3339 with an offset.
+    #[arg(long, value_name = "TIME")]
+    to: String,
+    /// Also compare the table with the archive: archived events still in the table unchanged,
+    /// the table's items of the range archived.
+    #[arg(long)]
+    table: bool,
+    /// The archive bucket (stack output AuditArchiveBucketName).
+    #[arg(long, env = "ARCHIVE_BUCKET", value_name = "BUCKET")]
+    bucket: Option<String>,
+    /// The digest signing key: its ARN, id or alias (stack output AuditDigestKeyArn).
+    #[arg(long, env = "DIGEST_KEY_ID", value_name = "KEY")]
+    key_id: Option<String>,
+    /// The digest period in seconds, the archiver's (3600 in AWS, short on the local stack).
+    #[arg(long, env = "DIGEST_PERIOD_SECONDS", value_name = "SECONDS", default_value = DEFAULT_PERIOD, value_parser = parse_period)]
+    period_seconds: PeriodLength,
+    /// Seconds after a period could be sealed (its end + 30 s) during which its absent digest is
+    /// "not sealed yet" rather than missing [default: 600 + the period].
+    #[arg(long, value_name = "SECONDS")]
+    grace: Option<u32>,
+    /// With --table: seconds after an item's receivedAt within which the archiver archives it
+    /// (how far beyond --to, and after each item, the archive is read).
+    #[arg(long, value_name = "SECONDS", default_value_t = ARCHIVE_LAG_SECONDS as u32)]
+    archive_lag: u32,
+    /// The audit table (with --table).
+    #[arg(long, env = "TABLE_NAME", value_name = "TABLE", default_value = DEFAULT_TABLE_NAME)]
+    table_name: String,
+    /// Object reads in flight at most.
+    #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=64))]
+    concurrency: u16,
+}
+
+/// The digest period in AWS, as the flag's default: the model's, checked when this compiles.
+const DEFAULT_PERIOD: &str = "3600";
+const _: () = assert!(DEFAULT_DIGEST_PERIOD_SECONDS == 3600);
+
+/// A digest period: from 10 seconds to a day, dividing a day.
+fn parse_period(text: &str) -> Result<PeriodLength, String> {
+    text.trim()
+        .parse::<u32>()
+        .ok()
+        .and_then(PeriodLength::new)
+        .ok_or_else(|| {
+            format!("'{text}' is not a digest period: seconds from 10 to 86400 that divide a day (3600 in AWS); use the archiver's DIGEST_PERIOD_SECONDS")
+        })
+}
+
+/// `auditctl verify`: its settings checked, its access recorded, the key fetched and checked, then
+/// the walk, printing each problem as it is found and the summary last.
+pub async fn run(args: VerifyArgs, context: &Context) -> Result<(), Failure> {
+    let range = TimeRange::parse(&args.from, &args.to).map_err(Failure::usage)?;
+    let length = args.period_seconds;
+    let given = |value: Option<String>| value.filter(|v| !v.trim().is_empty());
+    let bucket = given(args.bucket).ok_or(TrailError::NotSet {
+        var: "ARCHIVE_BUCKET",
+        flag: "--bucket",
+        output: "AuditArchiveBucketName",
+    })?;
+    let key_id = given(args.key_id).ok_or(TrailError::NotSet {
+        var: "DIGEST_KEY_ID",
+        flag: "--key-id",
+        output: "AuditDigestKeyArn",
+    })?;
+    let time_plan = Plan::new(None, Fields::default()).map_err(Failure::usage)?;
+    context.access.record(Action::Verify, &bucket).await?;
+    let (config, location) = (&context.config, &context.location);
+    // The public key from KMS, never from next to a digest.
+    let key = TrustedKey::new(
+        KmsKey::new(config, key_id, location.clone())
+            .public_key()
+            .await?,
+    )?;
+    let archive = S3Archive::new(config, &bucket, location.clone());
+    let table = if args.table {
+        let reader = context.reader(&args.table_name);
+        reader.check_index(&time_plan).await?;
+        Some(DynamoTable::new(reader))
+    } else {
+        None
+    };
+    let settings = Settings {
+        bucket,
+        length,
+        range,
+        now: chrono::Utc::now(),
+        grace_seconds: args
+            .grace
+            .map(i64::from)
+            .unwrap_or_else(|| Settings::default_grace(length)),
+        lag_seconds: i64::from(args.archive_lag),
+        concurrency: usize::from(args.concurrency),
+    };
+    let mut console = Console::new(
+        BufWriter::new(std::io::stdout().lock()),
+        std::io::stderr().is_terminal(),
+    );
+    let walked = walk::verify(&archive, &key, table.as_ref(), &settings, &mut console).await;
+    console.clear();
+    let summary = match walked {
+        Ok(summary) => summary,
+        // `auditctl verify | head`: what was printed stands, and so do its problems.
+        Err(TrailError::Output(e))
+            if e.kind() == std::io::ErrorKind::BrokenPipe && console.printed() > 0 =>
+        {
+            return Err(Failure::Problems);
+        }
+        Err(error) => return Err(error.into()),
+    };
+    console.finish(&summary)?;
+    if summary.holds() {
+        Ok(())
+    } else {
+        Err(Failure::Problems)
+    }
+}
