@@ -109,7 +109,7 @@ async fn run(
         arguments,
     );
     let context = Context {
-        location: cli.aws.location(&config),
+        location: audit_aws::config::location(&config),
         config,
         access,
         queue_url: cli.audit.queue_url,

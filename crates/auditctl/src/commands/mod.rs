@@ -54,16 +54,6 @@ impl AwsArgs {
             endpoint_url: self.endpoint_url.clone(),
         }
     }
-
-    /// Where requests go, for error messages: the endpoint given, else the configuration's
-    /// region, else what to set.
-    pub fn location(&self, config: &aws_config::SdkConfig) -> String {
-        match (&self.endpoint_url, config.region()) {
-            (Some(endpoint), _) => endpoint.clone(),
-            (None, Some(region)) => format!("region {region}"),
-            (None, None) => "no region (set AWS_REGION or --region)".to_owned(),
-        }
-    }
 }
 
 /// The table a reading command reads, and how it prints (query, get).
