@@ -5,6 +5,7 @@
 
 use std::future::Future;
 
+use audit_aws::{AwsError, ErrorKind};
 use audit_model::message::{AuditMessage, EventOutcome, canonical_time};
 use chrono::{DateTime, Utc};
 use clap::ArgMatches;
@@ -277,7 +278,6 @@ impl AccessLog for SdkAccessLog {
     }
 
     async fn send(&self, event: &AccessEvent) -> Result<(), AccessError> {
-        use aws_sdk_sqs::error::ProvideErrorMetadata;
         if self.queue_url.trim().is_empty() {
             return Err(AccessError::EmptyQueueUrl);
         }
@@ -294,18 +294,19 @@ impl AccessLog for SdkAccessLog {
         match send.send().await {
             Ok(_) => Ok(()),
             Err(error) => {
-                let code = error.code().unwrap_or_default();
                 let url = self.queue_url.clone();
-                let detail = audit_aws::error::describe(&error);
-                Err(
-                    if code.contains("NonExistentQueue") || code.contains("QueueDoesNotExist") {
-                        AccessError::QueueNotFound { url }
-                    } else if code.contains("AccessDenied") || code.contains("NotAuthorized") {
-                        AccessError::Denied { url, detail }
-                    } else {
-                        AccessError::Send { url, detail }
+                let error = AwsError::from_sdk(&error);
+                Err(match error.kind {
+                    ErrorKind::NotFound => AccessError::QueueNotFound { url },
+                    ErrorKind::Denied => AccessError::Denied {
+                        url,
+                        detail: error.text,
                     },
-                )
+                    _ => AccessError::Send {
+                        url,
+                        detail: error.text,
+                    },
+                })
             }
         }
     }

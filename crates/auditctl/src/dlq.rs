@@ -5,7 +5,10 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
+use audit_aws::error::{AwsError, ErrorKind};
+use audit_aws::sqs::{Attribute, room};
 use aws_sdk_sqs::Client;
+use aws_sdk_sqs::config::http::HttpResponse;
 use aws_sdk_sqs::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_sqs::types::{
     ChangeMessageVisibilityBatchRequestEntry, MessageAttributeValue, MessageSystemAttributeName,
@@ -18,8 +21,8 @@ use super::output::{Block, Column, Record};
 use audit_model::context::{FAILURE_CONTEXT, FAILURE_REASON, FailureContext, MAX_RECEIVES};
 use audit_model::message::canonical_time;
 
-/// SQS allows at most 10 message attributes.
-const MAX_ATTRIBUTES: usize = 10;
+/// The original's attributes a redrive keeps when it adds `failureContext`: SQS's limit less one.
+const MAX_ORIGINAL_ATTRIBUTES: usize = room(1);
 /// How long a received message stays invisible while a command runs. Every message is made
 /// visible again at the end (visibility 0); this only bounds how long one stays hidden if the
 /// command is killed.
@@ -558,17 +561,17 @@ impl DeadLetterQueue {
     ) -> Result<(), String> {
         let mut attributes = message.attributes.clone();
         if message.context().is_none() {
-            if !attributes.contains_key(FAILURE_CONTEXT) && attributes.len() >= MAX_ATTRIBUTES {
+            if !attributes.contains_key(FAILURE_CONTEXT)
+                && attributes.len() > MAX_ORIGINAL_ATTRIBUTES
+            {
                 return Err(format!(
                     "it has {} message attributes, leaving no room for failureContext: its identity would be lost, so it stays",
                     attributes.len()
                 ));
             }
             let context = message.context_for_redrive().to_json();
-            let value = MessageAttributeValue::builder()
-                .data_type("String")
-                .string_value(context)
-                .build()
+            let value = Attribute::string(context)
+                .to_sdk()
                 .map_err(|e| e.to_string())?;
             attributes.insert(FAILURE_CONTEXT.to_owned(), value);
         }
@@ -672,20 +675,18 @@ impl DeadLetterQueue {
         Ok(())
     }
 
-    fn queue_error<E, R>(&self, error: &SdkError<E, R>) -> TrailError
+    fn queue_error<E>(&self, error: &SdkError<E, HttpResponse>) -> TrailError
     where
         E: ProvideErrorMetadata + std::error::Error + 'static,
-        R: std::fmt::Debug,
     {
-        let code = error.code().unwrap_or_default();
-        if code.contains("NonExistentQueue") || code.contains("QueueDoesNotExist") {
-            TrailError::QueueNotFound {
+        let error = AwsError::from_sdk(error);
+        match error.kind {
+            ErrorKind::NotFound => TrailError::QueueNotFound {
                 url: self.url.clone(),
                 env: "DEAD_LETTER_QUEUE_URL",
                 flag: "--dlq-url",
-            }
-        } else {
-            TrailError::Aws(sqs_error(error))
+            },
+            _ => TrailError::Aws(error.text),
         }
     }
 }

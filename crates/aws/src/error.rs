@@ -145,11 +145,13 @@ const NOT_FOUND: [&str; 8] = [
 ///   resource policy, a VPC endpoint policy), in each service's and AWS's common words;
 /// - `KMSAccessDeniedException`, `KMSDisabledException`, `KMSInvalidStateException`,
 ///   `KMSNotFoundException`: how services that encrypt with KMS name a refused, disabled,
-///   pending-deletion or missing key: the deployment's problem, never the request's.
+///   pending-deletion or missing key: the deployment's problem, never the request's;
+/// - `KMS.AccessDeniedException`, `KmsAccessDenied`: SQS's words (query and JSON protocol) for
+///   a key policy that refuses the queue's encryption.
 ///
 /// Not here: refused credentials or signatures (`CREDENTIALS_REFUSED`): they are unavailable,
 /// retried with the credentials fetched again.
-const DENIED: [&str; 8] = [
+const DENIED: [&str; 10] = [
     "AccessDeniedException",
     "AccessDenied",
     "NotAuthorized",
@@ -158,6 +160,8 @@ const DENIED: [&str; 8] = [
     "KMSDisabledException",
     "KMSInvalidStateException",
     "KMSNotFoundException",
+    "KMS.AccessDeniedException",
+    "KmsAccessDenied",
 ];
 
 /// Answers that say the request's signature or credentials were refused: not a property of the

@@ -8,6 +8,8 @@
 pub mod config;
 pub mod env;
 pub mod error;
+#[cfg(feature = "sqs")]
+pub mod sqs;
 pub mod telemetry;
 
 pub use error::{AwsError, ErrorKind};

@@ -1,7 +1,9 @@
-//! Owns the environment -> `Config` step; every error names the variable at fault.
-//! Must not know SQS, DynamoDB or the Lambda runtime.
+//! Owns the environment -> `Config` step (read through `audit_aws::env`, so every error names
+//! the variable at fault). Must not know SQS, DynamoDB or the Lambda runtime.
 
 use std::time::Duration;
+
+use audit_aws::env::{Env, invalid, is_queue_url, is_table_name};
 
 /// The table name used when a deployment does not choose one.
 pub use audit_model::keys::DEFAULT_TABLE_NAME;
@@ -27,108 +29,58 @@ pub struct Config {
     pub max_receive_count: u64,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ConfigError {
-    #[error("{0} is required but not set")]
-    Missing(&'static str),
-    #[error("{name}={value:?} is invalid: {rule}")]
-    Invalid {
-        name: &'static str,
-        value: String,
-        rule: &'static str,
-    },
-}
+pub use audit_aws::env::ConfigError;
 
 impl Config {
     pub fn from_env() -> Result<Self, ConfigError> {
-        Self::from_lookup(|name| std::env::var(name).ok())
+        Self::read(&Env::process())
     }
 
     /// `lookup` returns a variable's value; empty optional variables count as unset.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
-        let get = |name: &str| lookup(name).filter(|v| !v.trim().is_empty());
+        Self::read(&Env::new(lookup))
+    }
 
-        let table_name = get("TABLE_NAME").ok_or(ConfigError::Missing("TABLE_NAME"))?;
-        if !valid_table_name(&table_name) {
+    fn read<F: Fn(&str) -> Option<String>>(env: &Env<F>) -> Result<Self, ConfigError> {
+        let table_name = env.required("TABLE_NAME")?;
+        if !is_table_name(&table_name) {
             return Err(invalid(
                 "TABLE_NAME",
                 &table_name,
                 "a DynamoDB table name is 3-255 characters of a-z, A-Z, 0-9, '_', '-', '.'",
             ));
         }
-
-        let max_concurrency = match get("MAX_CONCURRENCY") {
-            None => DEFAULT_MAX_CONCURRENCY,
-            Some(v) => v
-                .trim()
-                .parse::<usize>()
-                .ok()
-                .filter(|n| (1..=MAX_CONCURRENCY_LIMIT).contains(n))
-                .ok_or_else(|| {
-                    invalid(
-                        "MAX_CONCURRENCY",
-                        &v,
-                        "expected a whole number from 1 to 1024",
-                    )
-                })?,
-        };
-
-        let deadline_margin_ms = match get("DEADLINE_MARGIN_MS") {
-            None => DEFAULT_DEADLINE_MARGIN_MS,
-            Some(v) => v
-                .trim()
-                .parse::<u64>()
-                .ok()
-                .filter(|n| *n <= MAX_DEADLINE_MARGIN_MS)
-                .ok_or_else(|| {
-                    invalid(
-                        "DEADLINE_MARGIN_MS",
-                        &v,
-                        "expected milliseconds from 0 to 900000",
-                    )
-                })?,
-        };
-
-        let retention_days = match get("RETENTION_DAYS") {
-            None => None,
-            Some(v) => Some(
-                v.trim()
-                    .parse::<u32>()
-                    .ok()
-                    .filter(|n| (1..=MAX_RETENTION_DAYS).contains(n))
-                    .ok_or_else(|| {
-                        invalid("RETENTION_DAYS", &v, "expected whole days from 1 to 36500")
-                    })?,
-            ),
-        };
-
-        let dead_letter_queue_url = match get("DEAD_LETTER_QUEUE_URL") {
-            None => None,
-            Some(v) if valid_queue_url(v.trim()) => Some(v.trim().to_owned()),
-            Some(v) => {
-                return Err(invalid(
-                    "DEAD_LETTER_QUEUE_URL",
-                    &v,
-                    "expected a queue URL (https://sqs.<region>.amazonaws.com/<account>/<name>)",
-                ));
-            }
-        };
-
-        let max_receive_count = match get("MAX_RECEIVE_COUNT") {
-            None => DEFAULT_MAX_RECEIVE_COUNT,
-            Some(v) => v
-                .trim()
-                .parse::<u64>()
-                .ok()
-                .filter(|n| (1..=MAX_MAX_RECEIVE_COUNT).contains(n))
-                .ok_or_else(|| {
-                    invalid(
-                        "MAX_RECEIVE_COUNT",
-                        &v,
-                        "expected the queue's maxReceiveCount, a whole number from 1 to 1000",
-                    )
-                })?,
-        };
+        let max_concurrency = env
+            .number(
+                "MAX_CONCURRENCY",
+                1..=MAX_CONCURRENCY_LIMIT,
+                "expected a whole number from 1 to 1024",
+            )?
+            .unwrap_or(DEFAULT_MAX_CONCURRENCY);
+        let deadline_margin_ms = env
+            .number(
+                "DEADLINE_MARGIN_MS",
+                0..=MAX_DEADLINE_MARGIN_MS,
+                "expected milliseconds from 0 to 900000",
+            )?
+            .unwrap_or(DEFAULT_DEADLINE_MARGIN_MS);
+        let retention_days = env.number(
+            "RETENTION_DAYS",
+            1..=MAX_RETENTION_DAYS,
+            "expected whole days from 1 to 36500",
+        )?;
+        let dead_letter_queue_url = env.checked(
+            "DEAD_LETTER_QUEUE_URL",
+            is_queue_url,
+            "expected a queue URL (https://sqs.<region>.amazonaws.com/<account>/<name>)",
+        )?;
+        let max_receive_count = env
+            .number(
+                "MAX_RECEIVE_COUNT",
+                1..=MAX_MAX_RECEIVE_COUNT,
+                "expected the queue's maxReceiveCount, a whole number from 1 to 1000",
+            )?
+            .unwrap_or(DEFAULT_MAX_RECEIVE_COUNT);
 
         Ok(Self {
             table_name,
@@ -139,30 +91,6 @@ impl Config {
             max_receive_count,
         })
     }
-}
-
-fn invalid(name: &'static str, value: &str, rule: &'static str) -> ConfigError {
-    ConfigError::Invalid {
-        name,
-        value: value.to_owned(),
-        rule,
-    }
-}
-
-/// An http(s) URL with a host and a path: the form of every SQS queue URL (and of a local one).
-fn valid_queue_url(url: &str) -> bool {
-    let rest = url
-        .strip_prefix("https://")
-        .or_else(|| url.strip_prefix("http://"));
-    rest.and_then(|r| r.split_once('/'))
-        .is_some_and(|(host, path)| !host.is_empty() && !path.is_empty() && !url.contains(' '))
-}
-
-fn valid_table_name(name: &str) -> bool {
-    (3..=255).contains(&name.len())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
 }
 
 #[cfg(test)]

@@ -7,9 +7,9 @@ mod support;
 
 use std::collections::HashMap;
 
+use audit_aws::sqs::SqsDeadLetterQueue;
 use audit_receiver::Handler;
 use audit_receiver::batch::{Failure, dead_letter};
-use audit_receiver::deadletter::sqs::SqsDeadLetterQueue;
 use audit_receiver::deadletter::{FAILURE_CONTEXT, FAILURE_REASON, FailureContext};
 use audit_receiver::store::StoreError;
 use audit_receiver::store::dynamodb::DynamoDbStore;

@@ -461,7 +461,8 @@ async fn warm_up_makes_one_describe_table_call_per_cold_start() {
 
 #[tokio::test]
 async fn access_refused_by_a_policy_waits_for_a_later_receive_instead_of_the_dead_letter_queue() {
-    use audit_receiver::deadletter::memory::MemoryDeadLetterQueue;
+    use audit_aws::sqs::MemoryDeadLetterQueue;
+    use audit_receiver::deadletter::FailureAttributes;
 
     // Given a role whose policy does not allow PutItem, and a dead-letter queue.
     let server = Scripted::start(vec![error(

@@ -1,9 +1,10 @@
 //! Owns one batch: dedupe by SQS message id, bounded concurrency, the deadline, panics turned
 //! into failures, and each record's outcome. Must not know DynamoDB or the Lambda runtime. The
-//! rest is one concern a file: `schedule` (units, FIFO groups), `retry` (attempts, budget),
-//! `settle` (dead-letter or report), `letter` (the dead-letter message), `identity` (redrives).
+//! rest is one concern a file: `delivery` (a record's delivery, read once, redrives included),
+//! `schedule` (units, FIFO groups), `retry` (attempts, budget), `settle` (dead-letter or report),
+//! `letter` (the dead-letter message).
 
-mod identity;
+mod delivery;
 mod letter;
 mod retry;
 mod schedule;
@@ -11,6 +12,7 @@ mod settle;
 #[cfg(test)]
 mod tests;
 
+pub use delivery::Received;
 pub use letter::dead_letter;
 pub use retry::{RETRY_COST, RetryPolicy, TIMEOUT_RETRY_COST};
 
@@ -25,13 +27,10 @@ use futures::{FutureExt, StreamExt, stream};
 use tokio::time::Instant;
 
 use audit_model::Reason;
-use audit_model::message::{
-    AuditItem, AuditMessage, Delivery, InvalidMessage, parse_sent_timestamp,
-};
+use audit_model::message::{AuditItem, AuditMessage, InvalidMessage, parse_sent_timestamp};
 
 use crate::deadletter::{DeadLetterQueue, SendError};
 use crate::store::{AuditStore, StoreError};
-use identity::{original, receive_count};
 use retry::{RetryBudget, write};
 use schedule::{message_ids, units};
 use settle::settle;
@@ -215,18 +214,25 @@ pub async fn process_batch<S: AuditStore, Q: DeadLetterQueue>(
         send: before(settings.deadline_margin / 2),
     };
     let budget = RetryBudget::new(settings.retry.retry_budget);
+    // Each distinct record's delivery, read once; positions in `unique` from here on.
+    let deliveries: Vec<Received<'_>> = unique
+        .iter()
+        .map(|&i| Received::read(&records[i]))
+        .collect();
 
     let slots: Vec<OnceLock<(Outcome, Option<SendError>)>> =
-        records.iter().map(|_| OnceLock::new()).collect();
-    let work = stream::iter(units(records, &unique)).for_each_concurrent(
+        unique.iter().map(|_| OnceLock::new()).collect();
+    let work = stream::iter(units(&deliveries)).for_each_concurrent(
         settings.max_concurrency.max(1),
         |unit| {
-            let (slots, budget, ports) = (&slots, &budget, &ports);
+            let (slots, budget, ports, deliveries) = (&slots, &budget, &ports, &deliveries);
+            let unique = &unique;
             async move {
                 // Set once a record of this unit fails: the rest of a FIFO group is not processed.
                 let mut stop: Option<Failure> = None;
-                for index in unit {
-                    let record = &records[index];
+                for position in unit {
+                    let record = &records[unique[position]];
+                    let delivery = &deliveries[position];
                     let (outcome, send_error) = match &stop {
                         // An earlier record of the group stays on SQS's path (reported failed,
                         // not dead-lettered): the rest stays behind it, reported failed and not
@@ -237,7 +243,15 @@ pub async fn process_batch<S: AuditStore, Q: DeadLetterQueue>(
                             let outcome = if cutoffs.work.is_some_and(|c| Instant::now() >= c) {
                                 Outcome::Failed(Failure::Deadline)
                             } else {
-                                isolated(ports.store, settings, budget, record, cutoffs.work).await
+                                isolated(
+                                    ports.store,
+                                    settings,
+                                    budget,
+                                    record,
+                                    delivery,
+                                    cutoffs.work,
+                                )
+                                .await
                             };
                             match outcome {
                                 Outcome::Failed(failure) => {
@@ -245,6 +259,7 @@ pub async fn process_batch<S: AuditStore, Q: DeadLetterQueue>(
                                         ports.dead_letters,
                                         settings,
                                         record,
+                                        delivery,
                                         failure,
                                         cutoffs.send,
                                     )
@@ -260,8 +275,8 @@ pub async fn process_batch<S: AuditStore, Q: DeadLetterQueue>(
                             _ => Failure::GroupStopped,
                         });
                     }
-                    // Each index belongs to exactly one unit, so the slot is still empty.
-                    let _ = slots[index].set((outcome, send_error));
+                    // Each position belongs to exactly one unit, so the slot is still empty.
+                    let _ = slots[position].set((outcome, send_error));
                 }
             }
         },
@@ -276,8 +291,9 @@ pub async fn process_batch<S: AuditStore, Q: DeadLetterQueue>(
 
     let records_out = unique
         .iter()
-        .map(|&i| {
-            let (outcome, dead_letter_error) = slots[i]
+        .zip(&slots)
+        .map(|(&i, slot)| {
+            let (outcome, dead_letter_error) = slot
                 .get()
                 .cloned()
                 .unwrap_or((Outcome::Failed(Failure::Deadline), None));
@@ -306,11 +322,14 @@ async fn isolated<S: AuditStore>(
     settings: &BatchSettings,
     budget: &RetryBudget,
     record: &SqsMessage,
+    delivery: &Received<'_>,
     cutoff: Option<Instant>,
 ) -> Outcome {
-    match AssertUnwindSafe(process_record(store, settings, budget, record, cutoff))
-        .catch_unwind()
-        .await
+    match AssertUnwindSafe(process_record(
+        store, settings, budget, record, delivery, cutoff,
+    ))
+    .catch_unwind()
+    .await
     {
         Ok(outcome) => outcome,
         Err(_) => Outcome::Failed(Failure::Panic),
@@ -322,24 +341,21 @@ async fn process_record<S: AuditStore>(
     settings: &BatchSettings,
     budget: &RetryBudget,
     record: &SqsMessage,
+    delivery: &Received<'_>,
     cutoff: Option<Instant>,
 ) -> Outcome {
-    let (original, malformed) = original(record);
-    if let Some(error) = malformed {
+    if let Some(error) = &delivery.malformed_context {
         tracing::warn!(sqs_message_id = ?record.message_id, %error, "failureContext ignored");
     }
-    let sent_at = parse_sent_timestamp(original.sent_timestamp.as_deref());
-    let message = match AuditMessage::parse(record.body.as_deref(), sent_at) {
+    let message = match AuditMessage::parse(record.body.as_deref(), delivery.sent_at) {
         Ok(message) => message,
         Err(invalid) => return Outcome::Failed(invalid.into()),
     };
-    let delivery = Delivery {
-        sqs_message_id: record.message_id.clone().unwrap_or_default(),
-        original_message_id: original.message_id,
-        sent_at,
-        receive_count: receive_count(record),
-        event_source: record.event_source_arn.clone(),
-    };
-    let item = AuditItem::new(message, delivery, Utc::now(), settings.retention_days);
+    let item = AuditItem::new(
+        message,
+        delivery.item_delivery(),
+        Utc::now(),
+        settings.retention_days,
+    );
     write(store, &item, &settings.retry, budget, cutoff).await
 }

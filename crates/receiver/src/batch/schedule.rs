@@ -1,12 +1,13 @@
 //! Owns the order of work in a batch: one unit per FIFO message group (run one record at a time),
 //! one per record on a standard queue, and the message ids failures are reported by. Must not
-//! know what a record holds.
+//! know what a record holds beyond its id and its delivery's group.
 
 use std::collections::HashMap;
 
 use aws_lambda_events::sqs::SqsMessage;
 
 use super::BatchError;
+use super::delivery::Received;
 
 pub(super) fn message_ids(records: &[SqsMessage]) -> Result<Vec<&str>, BatchError> {
     records
@@ -19,36 +20,22 @@ pub(super) fn message_ids(records: &[SqsMessage]) -> Result<Vec<&str>, BatchErro
         .collect()
 }
 
-/// Units of work, each run one record at a time: one per FIFO message group (in batch order),
-/// one per record on a standard queue.
-pub(super) fn units(records: &[SqsMessage], unique: &[usize]) -> Vec<Vec<usize>> {
+/// Units of work over `deliveries` (by position), each run one record at a time: one per FIFO
+/// message group (in batch order), one per record on a standard queue.
+pub(super) fn units(deliveries: &[Received<'_>]) -> Vec<Vec<usize>> {
     let mut units: Vec<Vec<usize>> = Vec::new();
     let mut groups: HashMap<&str, usize> = HashMap::new();
-    for &index in unique {
-        let record = &records[index];
-        match fifo_group(record) {
+    for (position, delivery) in deliveries.iter().enumerate() {
+        match delivery.fifo_group {
             Some(group) => match groups.get(group) {
-                Some(&unit) => units[unit].push(index),
+                Some(&unit) => units[unit].push(position),
                 None => {
                     groups.insert(group, units.len());
-                    units.push(vec![index]);
+                    units.push(vec![position]);
                 }
             },
-            None => units.push(vec![index]),
+            None => units.push(vec![position]),
         }
     }
     units
-}
-
-/// The record's `MessageGroupId` when it comes from a FIFO queue.
-pub(super) fn fifo_group(record: &SqsMessage) -> Option<&str> {
-    let fifo = record
-        .event_source_arn
-        .as_deref()
-        .is_some_and(|arn| arn.ends_with(".fifo"));
-    record
-        .attributes
-        .get("MessageGroupId")
-        .filter(|_| fifo)
-        .map(String::as_str)
 }

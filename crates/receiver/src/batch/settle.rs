@@ -6,8 +6,8 @@ use aws_lambda_events::sqs::SqsMessage;
 use chrono::Utc;
 use tokio::time::Instant;
 
-use super::identity::receive_count;
-use super::letter::dead_letter;
+use super::delivery::Received;
+use super::letter::letter;
 use super::{BatchSettings, Failure, Outcome};
 use crate::deadletter::{DeadLetterQueue, SendError};
 
@@ -17,17 +17,20 @@ pub(super) async fn settle<Q: DeadLetterQueue>(
     dead_letters: Option<&Q>,
     settings: &BatchSettings,
     record: &SqsMessage,
+    delivery: &Received<'_>,
     failure: Failure,
     cutoff: Option<Instant>,
 ) -> (Outcome, Option<SendError>) {
     let Some(queue) = dead_letters else {
         return (Outcome::Failed(failure), None);
     };
-    let last_receive = receive_count(record).is_some_and(|n| n >= settings.max_receive_count);
+    let last_receive = delivery
+        .receive_count
+        .is_some_and(|n| n >= settings.max_receive_count);
     if failure.is_transient() && !last_receive {
         return (Outcome::Failed(failure), None);
     }
-    let letter = match dead_letter(record, &failure, Utc::now()) {
+    let letter = match letter(record, delivery, &failure, Utc::now()) {
         Ok(letter) => letter,
         Err(error) => return (Outcome::Failed(failure), Some(error)),
     };

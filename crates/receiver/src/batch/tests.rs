@@ -1,9 +1,9 @@
 //! The batch's behaviour, through `process_batch` with the in-memory ports.
 
 use super::*;
-use crate::deadletter::memory::MemoryDeadLetterQueue;
-use crate::deadletter::{FAILURE_CONTEXT, FailureContext, SendError};
+use crate::deadletter::{FAILURE_CONTEXT, FailureAttributes, FailureContext, SendError};
 use crate::store::memory::MemoryStore;
+use audit_aws::sqs::MemoryDeadLetterQueue;
 
 fn ports(store: &MemoryStore) -> Ports<'_, MemoryStore, MemoryDeadLetterQueue> {
     Ports {

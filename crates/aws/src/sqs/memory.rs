@@ -1,13 +1,12 @@
-//! Owns an in-memory `DeadLetterQueue` for unit tests of the batch: it keeps what was sent and
-//! refuses sends on request, with the same attribute limit as SQS. Must not be used outside tests.
+//! Owns an in-memory twin of the SQS dead-letter adapter for tests: it keeps what was sent,
+//! refuses sends on request, and refuses what SQS would (no body, over `MAX_ATTRIBUTES`). Must
+//! not be used outside tests.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
 
-use super::{DeadLetter, DeadLetterQueue, SendError};
-
-/// SQS's limit on message attributes per message.
-const SQS_MAX_ATTRIBUTES: usize = 10;
+use super::attributes::MAX_ATTRIBUTES;
+use super::deadletter::{DeadLetter, SendError};
 
 #[derive(Debug, Default)]
 pub struct MemoryDeadLetterQueue {
@@ -36,10 +35,9 @@ impl MemoryDeadLetterQueue {
     pub fn sent(&self) -> Vec<DeadLetter> {
         lock(&self.sent).clone()
     }
-}
 
-impl DeadLetterQueue for MemoryDeadLetterQueue {
-    async fn send(&self, letter: &DeadLetter) -> Result<(), SendError> {
+    /// Keeps the letter, or fails as scripted or as SQS would.
+    pub async fn send(&self, letter: &DeadLetter) -> Result<(), SendError> {
         if let Some(error) = lock(&self.refuse_all).clone() {
             return Err(error);
         }
@@ -50,9 +48,9 @@ impl DeadLetterQueue for MemoryDeadLetterQueue {
         if letter.body.is_empty() {
             return Err(SendError::NoBody);
         }
-        if letter.attributes.len() > SQS_MAX_ATTRIBUTES {
+        if letter.attributes.len() > MAX_ATTRIBUTES {
             return Err(SendError::Refused(format!(
-                "{} message attributes, over 10",
+                "{} message attributes, over {MAX_ATTRIBUTES}",
                 letter.attributes.len()
             )));
         }

@@ -1,0 +1,169 @@
+//! Owns the SQS dead-letter adapter: a `DeadLetter` (body, attributes, group and deduplication
+//! id) sent with one `SendMessage`, and what SQS answered classified into a `SendError` by
+//! `crate::error`. Must not know why a message is dead-lettered, batching or DynamoDB.
+
+use std::collections::BTreeMap;
+
+use aws_sdk_sqs::Client;
+use aws_sdk_sqs::error::SdkError;
+use aws_sdk_sqs::operation::send_message::SendMessageError;
+use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
+
+use super::attributes::Attribute;
+use crate::error::{AwsError, ErrorKind};
+
+/// What is sent to a dead-letter queue for one message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadLetter {
+    /// The original body, byte for byte.
+    pub body: String,
+    /// Its message attributes, those of the original and those the sender adds.
+    pub attributes: BTreeMap<String, Attribute>,
+    /// FIFO only: the message group.
+    pub group_id: Option<String>,
+    /// FIFO only: the deduplication id.
+    pub deduplication_id: Option<String>,
+}
+
+impl DeadLetter {
+    /// The string value of the attribute `name`, when it has one.
+    pub fn string_attribute(&self, name: &str) -> Option<&str> {
+        self.attributes
+            .get(name)
+            .and_then(|a| a.string_value.as_deref())
+    }
+}
+
+/// Why a dead-letter send did not happen.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SendError {
+    #[error("the dead-letter queue does not exist: {0}")]
+    QueueMissing(String),
+    #[error("the dead-letter queue refused the message: {0}")]
+    Refused(String),
+    #[error("the dead-letter queue could not be reached: {0}")]
+    Unavailable(String),
+    #[error("no time left before the deadline to send to the dead-letter queue")]
+    Deadline,
+    #[error(
+        "the record has {0} message attributes; with failureReason and failureContext that is over SQS's 10"
+    )]
+    TooManyAttributes(usize),
+    #[error("the record has no body, which SQS cannot carry")]
+    NoBody,
+}
+
+impl SendError {
+    /// An SDK error of `SendMessage`, by `AwsError`'s kind: a missing queue; throttled, failed
+    /// or timed out (unavailable); denied or rejected (refused).
+    pub fn from_sdk(error: &SdkError<SendMessageError, HttpResponse>) -> Self {
+        let aws = AwsError::from_sdk(error);
+        let text = match error {
+            SdkError::ServiceError(_) if aws.message.is_empty() => aws.code,
+            SdkError::ServiceError(_) => format!("{}: {}", aws.code, aws.message),
+            SdkError::TimeoutError(_) => "the request timed out".into(),
+            SdkError::DispatchFailure(_) => "connection failed".into(),
+            SdkError::ResponseError(_) => "the response was lost or could not be read".into(),
+            other => other.to_string(),
+        };
+        match aws.kind {
+            ErrorKind::NotFound => Self::QueueMissing(text),
+            ErrorKind::Throttled | ErrorKind::Unavailable | ErrorKind::TimedOut => {
+                Self::Unavailable(text)
+            }
+            ErrorKind::Denied | ErrorKind::Rejected => Self::Refused(text),
+        }
+    }
+}
+
+/// Sends dead letters to one queue.
+#[derive(Debug, Clone)]
+pub struct SqsDeadLetterQueue {
+    client: Client,
+    queue_url: String,
+}
+
+impl SqsDeadLetterQueue {
+    pub fn new(client: Client, queue_url: impl Into<String>) -> Self {
+        Self {
+            client,
+            queue_url: queue_url.into(),
+        }
+    }
+
+    /// One `SendMessage` with the letter's body, attributes, group and deduplication id.
+    pub async fn send(&self, letter: &DeadLetter) -> Result<(), SendError> {
+        let mut request = self
+            .client
+            .send_message()
+            .queue_url(&self.queue_url)
+            .message_body(&letter.body)
+            .set_message_group_id(letter.group_id.clone())
+            .set_message_deduplication_id(letter.deduplication_id.clone());
+        for (name, attribute) in &letter.attributes {
+            let value = attribute
+                .to_sdk()
+                .map_err(|e| SendError::Refused(format!("attribute {name}: {e}")))?;
+            request = request.message_attributes(name, value);
+        }
+        request
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|e| SendError::from_sdk(&e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aws_smithy_types::body::SdkBody;
+
+    fn answered(
+        status: u16,
+        code: &str,
+        message: &str,
+    ) -> SdkError<SendMessageError, HttpResponse> {
+        let meta = aws_sdk_sqs::error::ErrorMetadata::builder()
+            .code(code)
+            .message(message)
+            .build();
+        let response = HttpResponse::new(
+            aws_smithy_runtime_api::http::StatusCode::try_from(status).unwrap(),
+            SdkBody::empty(),
+        );
+        SdkError::service_error(SendMessageError::generic(meta), response)
+    }
+
+    #[test]
+    fn answers_are_classified_by_their_kind_and_keep_their_words() {
+        assert_eq!(
+            SendError::from_sdk(&answered(
+                400,
+                "AWS.SimpleQueueService.NonExistentQueue",
+                "gone"
+            )),
+            SendError::QueueMissing("AWS.SimpleQueueService.NonExistentQueue: gone".into())
+        );
+        assert_eq!(
+            SendError::from_sdk(&answered(400, "QueueDoesNotExist", "")),
+            SendError::QueueMissing("QueueDoesNotExist".into())
+        );
+        assert_eq!(
+            SendError::from_sdk(&answered(400, "RequestThrottled", "slow")),
+            SendError::Unavailable("RequestThrottled: slow".into())
+        );
+        assert_eq!(
+            SendError::from_sdk(&answered(500, "InternalFailure", "")),
+            SendError::Unavailable("InternalFailure".into())
+        );
+        assert_eq!(
+            SendError::from_sdk(&answered(400, "AccessDenied", "no")),
+            SendError::Refused("AccessDenied: no".into())
+        );
+        assert_eq!(
+            SendError::from_sdk(&answered(400, "InvalidMessageContents", "bad")),
+            SendError::Refused("InvalidMessageContents: bad".into())
+        );
+    }
+}

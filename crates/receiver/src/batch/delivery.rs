@@ -1,0 +1,97 @@
+//! Owns reading a record's delivery, once, at the start of its processing: its own SQS id, the
+//! original delivery's identity across redrives (its own, or the one its `failureContext`
+//! carries), the receive count, the sender and the FIFO group. Must not know the store or the
+//! dead-letter queue.
+
+use std::borrow::Cow;
+
+use aws_lambda_events::sqs::SqsMessage;
+use chrono::{DateTime, Utc};
+
+use crate::deadletter::{FAILURE_CONTEXT, FailureContext, MalformedContext};
+use audit_model::message::{Delivery, parse_sent_timestamp};
+
+/// What a record's delivery says, read once and passed on to scheduling, the write, settling and
+/// the dead letter. It borrows the record; `item_delivery` gives the model's `Delivery`, which
+/// the item is built from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Received<'a> {
+    /// This delivery's SQS message id (the batch has checked that every record has one).
+    pub sqs_message_id: Option<&'a str>,
+    /// The SQS message id of the original delivery: this one's, or the one a redriven record
+    /// carries in its `failureContext`.
+    pub original_message_id: Cow<'a, str>,
+    /// The original delivery's `SentTimestamp` (epoch milliseconds) as SQS wrote it.
+    pub original_sent_timestamp: Option<Cow<'a, str>>,
+    /// `original_sent_timestamp` read as a time, when it is one.
+    pub sent_at: Option<DateTime<Utc>>,
+    /// `ApproximateReceiveCount`.
+    pub receive_count: Option<u64>,
+    /// The source queue's ARN.
+    pub event_source: Option<&'a str>,
+    /// SQS's `SenderId` attribute: who sent this delivery (an account, or a role's principal).
+    /// Read here with the rest of the delivery; nothing is written with it yet.
+    pub sender_id: Option<&'a str>,
+    /// The record's `MessageGroupId` when it comes from a FIFO queue.
+    pub fifo_group: Option<&'a str>,
+    /// Why the record's `failureContext` was ignored, when it has one that is malformed: the
+    /// record is then its own original delivery.
+    pub malformed_context: Option<MalformedContext>,
+}
+
+impl<'a> Received<'a> {
+    /// Reads the record's delivery.
+    pub fn read(record: &'a SqsMessage) -> Self {
+        let own_sent = record.attributes.get("SentTimestamp").map(String::as_str);
+        let context = record
+            .message_attributes
+            .get(FAILURE_CONTEXT)
+            .and_then(|a| a.string_value.as_deref())
+            .map(FailureContext::parse);
+        let (original_message_id, original_sent_timestamp, malformed_context) = match context {
+            Some(Ok(c)) => (
+                Cow::Owned(c.sqs_message_id),
+                c.sent_timestamp.map(Cow::Owned),
+                None,
+            ),
+            malformed => (
+                Cow::Borrowed(record.message_id.as_deref().unwrap_or_default()),
+                own_sent.map(Cow::Borrowed),
+                malformed.and_then(Result::err),
+            ),
+        };
+        let fifo = record
+            .event_source_arn
+            .as_deref()
+            .is_some_and(|arn| arn.ends_with(".fifo"));
+        Self {
+            sqs_message_id: record.message_id.as_deref(),
+            sent_at: parse_sent_timestamp(original_sent_timestamp.as_deref()),
+            original_message_id,
+            original_sent_timestamp,
+            receive_count: record
+                .attributes
+                .get("ApproximateReceiveCount")
+                .and_then(|c| c.trim().parse().ok()),
+            event_source: record.event_source_arn.as_deref(),
+            sender_id: record.attributes.get("SenderId").map(String::as_str),
+            fifo_group: record
+                .attributes
+                .get("MessageGroupId")
+                .filter(|_| fifo)
+                .map(String::as_str),
+            malformed_context,
+        }
+    }
+
+    /// The model's `Delivery` of the item written for this record.
+    pub fn item_delivery(&self) -> Delivery {
+        Delivery {
+            sqs_message_id: self.sqs_message_id.unwrap_or_default().to_owned(),
+            original_message_id: self.original_message_id.clone().into_owned(),
+            sent_at: self.sent_at,
+            receive_count: self.receive_count,
+            event_source: self.event_source.map(str::to_owned),
+        }
+    }
+}
