@@ -10,4 +10,9 @@ pub mod env;
 pub mod error;
 pub mod telemetry;
 
+#[cfg(feature = "kms")]
+pub mod kms;
+#[cfg(feature = "s3")]
+pub mod s3;
+
 pub use error::{AwsError, ErrorKind};
