@@ -1,7 +1,8 @@
 //! Owns the archive bucket port: what the archiver asks of S3 (create an object only if its key is
 //! free, ask whether one exists, read one; and for sealing digests: list keys, list a prefix's
 //! versions, read a given version's hash and event count) and their errors. Must not know the
-//! stream, the archive's layout or the SDK (adapters: `s3`, and the in-memory twin `memory`).
+//! stream, the archive's layout or the SDK (adapters: `s3` over `audit_aws::s3`'s S3 adapter, and
+//! `memory` over its in-memory twin).
 //!
 //! Nothing is ever overwritten: archive objects and the archiver's markers are all created with
 //! `If-None-Match: *`, so the bucket's versioning and Object Lock keep one version of each key.
@@ -13,71 +14,8 @@ use std::future::Future;
 
 use bytes::Bytes;
 
-/// An object to create.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NewObject {
-    pub key: String,
-    pub body: Bytes,
-    pub content_type: &'static str,
-    /// The body's SHA-256: S3 checks it and keeps it (`x-amz-checksum-sha256`), so that a digest
-    /// can list each object's hash from a HEAD without reading the object.
-    pub sha256: [u8; 32],
-    /// User metadata (`x-amz-meta-*`), such as the number of events in the object.
-    pub metadata: Vec<(&'static str, String)>,
-}
-
-/// What a conditional create did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Created {
-    /// The object is new; its version.
-    New { version_id: Option<String> },
-    /// The key already held an object (HTTP 412): nothing was written.
-    AlreadyExists,
-}
-
-/// What S3 says about an existing object.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ObjectInfo {
-    pub etag: Option<String>,
-    pub version_id: Option<String>,
-    pub size: u64,
-}
-
-/// An object read with its version and user metadata.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoredObject {
-    pub body: Bytes,
-    pub version_id: Option<String>,
-    /// User metadata (`x-amz-meta-*`), names in lower case.
-    pub metadata: Vec<(String, String)>,
-}
-
-impl StoredObject {
-    /// A user metadata value by (lower-case) name.
-    pub fn metadata(&self, name: &str) -> Option<&str> {
-        self.metadata
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-    }
-}
-
-/// One entry of a version listing: a version of a key, or a delete marker.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct VersionEntry {
-    pub key: String,
-    pub version_id: String,
-    pub delete_marker: bool,
-}
-
-/// What a HEAD of one version says: the SHA-256 S3 kept for it (when it was written with one),
-/// its user metadata `events`, its size.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct VersionInfo {
-    pub sha256: Option<[u8; 32]>,
-    pub events: Option<u64>,
-    pub size: u64,
-}
+/// What the archiver writes and reads: the values of `audit_aws::s3`'s bucket.
+pub use audit_aws::s3::{Created, NewObject, ObjectInfo, StoredObject, VersionEntry, VersionInfo};
 
 /// A failed bucket request.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

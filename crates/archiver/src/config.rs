@@ -1,8 +1,9 @@
-//! Owns the environment -> `Config` step of the archiver; every error names the variable at
-//! fault. Must not know S3, the stream or the Lambda runtime.
+//! Owns the environment -> `Config` step of the archiver (read through `audit_aws::env`); every
+//! error names the variable at fault. Must not know S3, the stream or the Lambda runtime.
 
 use std::time::Duration;
 
+use audit_aws::env::{Env, invalid, is_bucket_name, is_endpoint_url, is_key_arn};
 use audit_model::archive::PeriodLength;
 
 use crate::batch::{DEFAULT_DEADLINE_MARGIN, Settings};
@@ -21,98 +22,53 @@ pub struct Config {
     pub endpoint_url: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ConfigError {
-    #[error("{0} is required but not set")]
-    Missing(&'static str),
-    #[error("{name}={value:?} is invalid: {rule}")]
-    Invalid {
-        name: &'static str,
-        value: String,
-        rule: &'static str,
-    },
-}
+/// A variable that is absent or does not follow its rule (`audit_aws::env`'s: the message starts
+/// with the variable's name).
+pub use audit_aws::env::ConfigError;
 
 impl Config {
     pub fn from_env() -> Result<Self, ConfigError> {
-        Self::from_lookup(|name| std::env::var(name).ok())
+        Self::read(&Env::process())
     }
 
     /// `lookup` returns a variable's value; empty optional variables count as unset.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
-        let get = |name: &str| lookup(name).filter(|v| !v.trim().is_empty());
-        let invalid = |name, value: &str, rule| ConfigError::Invalid {
-            name,
-            value: value.to_owned(),
-            rule,
-        };
+        Self::read(&Env::new(lookup))
+    }
 
-        let bucket = get("ARCHIVE_BUCKET").ok_or(ConfigError::Missing("ARCHIVE_BUCKET"))?;
-        if !valid_bucket_name(&bucket) {
+    fn read<F: Fn(&str) -> Option<String>>(env: &Env<F>) -> Result<Self, ConfigError> {
+        let bucket = env.required("ARCHIVE_BUCKET")?;
+        if !is_bucket_name(&bucket) {
             return Err(invalid(
                 "ARCHIVE_BUCKET",
                 &bucket,
                 "an S3 bucket name is 3-63 characters of a-z, 0-9, '.', '-', starting and ending with a letter or digit",
             ));
         }
-
-        let period = match get("DIGEST_PERIOD_SECONDS") {
-            None => PeriodLength::default(),
-            Some(v) => v
-                .trim()
-                .parse::<u32>()
-                .ok()
-                .and_then(PeriodLength::new)
-                .ok_or_else(|| {
-                    invalid(
-                        "DIGEST_PERIOD_SECONDS",
-                        &v,
-                        "expected whole seconds from 10 to 86400 that divide a day (3600 in AWS)",
-                    )
-                })?,
-        };
-
-        let digest_key_arn = match get("DIGEST_KEY_ID") {
-            None => None,
-            Some(v) if valid_key_arn(v.trim()) => Some(v.trim().to_owned()),
-            Some(v) => {
-                return Err(invalid(
-                    "DIGEST_KEY_ID",
-                    &v,
-                    "expected the KMS key's ARN (arn:aws:kms:<region>:<account>:key/<id>, the stack's AuditDigestKeyArn output): digests name their key by its ARN",
-                ));
-            }
-        };
-
-        let deadline_margin = match get("DEADLINE_MARGIN_MS") {
-            None => DEFAULT_DEADLINE_MARGIN,
-            Some(v) => v
-                .trim()
-                .parse::<u64>()
-                .ok()
-                .filter(|n| *n <= MAX_DEADLINE_MARGIN_MS)
-                .map(Duration::from_millis)
-                .ok_or_else(|| {
-                    invalid(
-                        "DEADLINE_MARGIN_MS",
-                        &v,
-                        "expected milliseconds from 0 to 900000",
-                    )
-                })?,
-        };
-
-        let endpoint_url = match get("AWS_ENDPOINT_URL") {
-            None => None,
-            Some(v) if valid_endpoint(v.trim()) => Some(v.trim().to_owned()),
-            Some(v) => {
-                return Err(invalid(
-                    "AWS_ENDPOINT_URL",
-                    &v,
-                    "expected an http(s) URL such as http://127.0.0.1:5000",
-                ));
-            }
-        };
-
+        let period = env
+            .parsed(
+                "DIGEST_PERIOD_SECONDS",
+                |v| v.parse::<u32>().ok().and_then(PeriodLength::new),
+                "expected whole seconds from 10 to 86400 that divide a day (3600 in AWS)",
+            )?
+            .unwrap_or_default();
+        let digest_key_arn = env.checked(
+            "DIGEST_KEY_ID",
+            is_key_arn,
+            "expected the KMS key's ARN (arn:aws:kms:<region>:<account>:key/<id>, the stack's AuditDigestKeyArn output): digests name their key by its ARN",
+        )?;
+        let deadline_margin = env
+            .number(
+                "DEADLINE_MARGIN_MS",
+                0..=MAX_DEADLINE_MARGIN_MS,
+                "expected milliseconds from 0 to 900000",
+            )?
+            .map_or(DEFAULT_DEADLINE_MARGIN, Duration::from_millis);
+        let endpoint_url = env.checked(
+            "AWS_ENDPOINT_URL",
+            is_endpoint_url,
+            "expected an http(s) URL such as http://127.0.0.1:5000",
+        )?;
         Ok(Self {
             bucket,
             period,
@@ -128,35 +84,6 @@ impl Config {
             deadline_margin: self.deadline_margin,
         }
     }
-}
-
-fn valid_bucket_name(name: &str) -> bool {
-    let bytes = name.as_bytes();
-    (3..=63).contains(&name.len())
-        && bytes
-            .iter()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'-'))
-        && bytes.first().is_some_and(u8::is_ascii_alphanumeric)
-        && bytes.last().is_some_and(u8::is_ascii_alphanumeric)
-        && !name.contains("..")
-}
-
-/// `arn:<partition>:kms:<region>:<account>:key/<id>`.
-fn valid_key_arn(arn: &str) -> bool {
-    let parts: Vec<&str> = arn.splitn(6, ':').collect();
-    matches!(parts.as_slice(), ["arn", partition, "kms", region, account, resource]
-        if !partition.is_empty()
-            && !region.is_empty()
-            && account.len() == 12
-            && account.bytes().all(|b| b.is_ascii_digit())
-            && resource.strip_prefix("key/").is_some_and(|id| !id.is_empty() && !id.contains(char::is_whitespace)))
-}
-
-fn valid_endpoint(url: &str) -> bool {
-    let rest = url
-        .strip_prefix("https://")
-        .or_else(|| url.strip_prefix("http://"));
-    rest.is_some_and(|r| !r.is_empty() && !r.starts_with('/') && !url.contains(' '))
 }
 
 #[cfg(test)]

@@ -4,9 +4,9 @@
 
 use std::time::Duration;
 
-use audit_aws::telemetry as lambda;
+use audit_aws::telemetry::{self as lambda, Metrics, millis_since, whole_millis};
 use chrono::{DateTime, Utc};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::report::{BatchReport, Failure};
 use crate::seal::{SealError, SealReport};
@@ -55,11 +55,10 @@ pub fn publish(
         objects = ?keys,
         bytes = report.bytes_written(),
         archive_lag_ms = lag_ms(report, now),
-        duration_ms = duration.as_millis() as u64,
+        duration_ms = whole_millis(duration),
         "batch archived"
     );
-    let document = metrics_document(report, duration, now, function_name);
-    lambda::write_line(&mut std::io::stdout().lock(), &document);
+    lambda::emit(&metrics_document(report, duration, now, function_name));
 }
 
 /// The EMF document: BatchSize, Archived (events written), AlreadyArchived (found written by an
@@ -72,28 +71,19 @@ pub fn metrics_document(
     now: DateTime<Utc>,
     function_name: Option<&str>,
 ) -> Value {
-    let mut values: Vec<(&str, &str, Value)> = vec![
-        ("BatchSize", "Count", json!(report.sequence_numbers.len())),
-        ("Archived", "Count", json!(report.archived)),
-        ("AlreadyArchived", "Count", json!(report.already_archived)),
-        ("Expired", "Count", json!(report.expired)),
-        ("TrailModified", "Count", json!(report.tampered.len())),
-        ("Failed", "Count", json!(report.failed().len())),
-        ("ArchivedBytes", "Bytes", json!(report.bytes_written())),
-    ];
+    let mut metrics = Metrics::new();
+    metrics.count("BatchSize", report.sequence_numbers.len());
+    metrics.count("Archived", report.archived);
+    metrics.count("AlreadyArchived", report.already_archived);
+    metrics.count("Expired", report.expired);
+    metrics.count("TrailModified", report.tampered.len());
+    metrics.count("Failed", report.failed().len());
+    metrics.add("ArchivedBytes", "Bytes", report.bytes_written());
     if let Some(lag) = lag_ms(report, now) {
-        values.push(("ArchiveLagMs", "Milliseconds", json!(lag)));
+        metrics.millis("ArchiveLagMs", lag);
     }
-    values.push((
-        "DurationMs",
-        "Milliseconds",
-        json!(duration.as_millis() as u64),
-    ));
-    let values = values
-        .into_iter()
-        .map(|(name, unit, value)| (name.to_owned(), unit, value))
-        .collect();
-    lambda::emf_document(NAMESPACE, values, now.timestamp_millis(), function_name)
+    metrics.millis("DurationMs", whole_millis(duration));
+    metrics.document(NAMESPACE, now.timestamp_millis(), function_name)
 }
 
 /// Logs a sealing run (each digest written, a failure as an ERROR: sealing stopped is what its
@@ -116,11 +106,10 @@ pub fn publish_seal(
         head = report.head.as_ref().map(|(key, _)| key.as_str()),
         left = report.left,
         seal_lag_seconds = report.lag_seconds(now),
-        duration_ms = duration.as_millis() as u64,
+        duration_ms = whole_millis(duration),
         "sealing run"
     );
-    let document = seal_metrics_document(report, duration, now, function_name);
-    lambda::write_line(&mut std::io::stdout().lock(), &document);
+    lambda::emit(&seal_metrics_document(report, duration, now, function_name));
 }
 
 /// The sealing run's EMF document: DigestsSealed, SealLagSeconds (now − the end of the newest
@@ -132,47 +121,34 @@ pub fn seal_metrics_document(
     now: DateTime<Utc>,
     function_name: Option<&str>,
 ) -> Value {
-    let values = vec![
-        (
-            "DigestsSealed".to_owned(),
-            "Count",
-            json!(report.sealed.len()),
+    let mut metrics = Metrics::new();
+    metrics.count("DigestsSealed", report.sealed.len());
+    metrics.add("SealLagSeconds", "Seconds", report.lag_seconds(now));
+    // The deadline stopping a long catch-up is not a failure: the next run goes on.
+    metrics.count(
+        "SealFailed",
+        u8::from(
+            report
+                .failure
+                .as_ref()
+                .is_some_and(|f| !matches!(f, SealError::Deadline)),
         ),
-        (
-            "SealLagSeconds".to_owned(),
-            "Seconds",
-            json!(report.lag_seconds(now)),
-        ),
-        (
-            "SealFailed".to_owned(),
-            "Count",
-            // The deadline stopping a long catch-up is not a failure: the next run goes on.
-            json!(u8::from(
-                report
-                    .failure
-                    .as_ref()
-                    .is_some_and(|f| !matches!(f, SealError::Deadline))
-            )),
-        ),
-        (
-            "DurationMs".to_owned(),
-            "Milliseconds",
-            json!(duration.as_millis() as u64),
-        ),
-    ];
-    lambda::emf_document(NAMESPACE, values, now.timestamp_millis(), function_name)
+    );
+    metrics.millis("DurationMs", whole_millis(duration));
+    metrics.document(NAMESPACE, now.timestamp_millis(), function_name)
 }
 
 fn lag_ms(report: &BatchReport, now: DateTime<Utc>) -> Option<u64> {
     report
         .oldest_created
-        .map(|created| u64::try_from((now - created).num_milliseconds()).unwrap_or(0))
+        .map(|created| millis_since(created, now))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::report::{TamperEvent, WrittenObject};
+    use serde_json::json;
 
     #[test]
     fn the_metrics_document_is_valid_emf_with_the_archive_metrics() {

@@ -7,18 +7,23 @@ mod support;
 use std::time::Duration;
 
 use audit_archiver::batch::{Ports, Settings, archive_batch};
-use audit_archiver::bucket::BucketError;
 use audit_archiver::bucket::memory::{Effect, Fault, MemoryBucket, Operation};
 use audit_archiver::budget::Budget;
 use audit_archiver::clock::{Clock, ManualClock};
 use audit_archiver::event::{StreamEvent, read_records};
 use audit_archiver::report::{BatchReport, Failure};
 use audit_archiver::{Handler, handler::HandlerError};
+use audit_aws::error::{AwsError, ErrorKind};
 use audit_model::archive::{ObjectKey, ObjectKind, PeriodLength};
 use audit_model::line::item_line;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use support::*;
+
+/// S3 not answering within the archiver's bound.
+fn timed_out() -> AwsError {
+    AwsError::without_answer(ErrorKind::TimedOut, "the request timed out")
+}
 
 fn at(text: &str) -> DateTime<Utc> {
     DateTime::parse_from_rfc3339(text)
@@ -266,7 +271,7 @@ async fn a_crash_between_the_tamper_and_the_trail_object_then_halves_later_archi
         operation: Operation::Put,
         prefix: "trail/".into(),
         times: Some(1),
-        effect: Effect::Fail(BucketError::TimedOut),
+        effect: Effect::Fail(timed_out()),
     });
     let _lost = handler.handle(event(records.clone())).await;
     assert_eq!(lines(&bucket, "tamper/").len(), 2);
@@ -300,7 +305,7 @@ async fn a_crash_after_the_marker_waits_until_the_lost_write_cannot_land_then_wr
         operation: Operation::Put,
         prefix: "trail/".into(),
         times: Some(1),
-        effect: Effect::Fail(BucketError::TimedOut),
+        effect: Effect::Fail(timed_out()),
     });
     let crashed = archive(&bucket, &clock, inserts(1..11)).await;
     assert_eq!(crashed.failed_from, Some(0));
@@ -344,7 +349,11 @@ async fn a_failed_tamper_write_fails_from_the_first_tamper_record_and_resumes_th
         operation: Operation::Put,
         prefix: "tamper/".into(),
         times: Some(1),
-        effect: Effect::Fail(BucketError::Unavailable("503 SlowDown".into())),
+        effect: Effect::Fail(AwsError::from_answer(
+            503,
+            "SlowDown",
+            "Please reduce your request rate.",
+        )),
     });
     let response = handler.handle(event(records.clone())).await.unwrap();
     // Records 1-3 are archived; Lambda resumes at 4, the first one not archived.
@@ -441,7 +450,7 @@ async fn a_previous_write_still_in_flight_fails_the_batch_when_the_deadline_is_n
         operation: Operation::Put,
         prefix: "trail/".into(),
         times: Some(1),
-        effect: Effect::Fail(BucketError::TimedOut),
+        effect: Effect::Fail(timed_out()),
     });
     archive(&bucket, &clock, inserts(1..3)).await;
     let event = StreamEvent {

@@ -12,4 +12,9 @@ pub mod error;
 pub mod sqs;
 pub mod telemetry;
 
+#[cfg(feature = "kms")]
+pub mod kms;
+#[cfg(feature = "s3")]
+pub mod s3;
+
 pub use error::{AwsError, ErrorKind};

@@ -1,11 +1,13 @@
 //! Owns what both Lambda functions (the receiver and the archiver) read from and write to the
-//! Lambda runtime: the time left before the invocation's deadline, and the CloudWatch EMF metrics
-//! document of one invocation (`Metrics`), written as one line. Must not know either function's
-//! batch, nor any clock or stream but the ones it is given.
+//! Lambda runtime: the time left before the invocation's deadline, the CloudWatch EMF metrics
+//! document of one invocation (`Metrics`), written as one line, and how the summary lines give
+//! durations, ages and per-reason counts. Must not know either function's batch, nor any clock or
+//! stream but the ones it is given.
 
 use std::io::Write;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use chrono::{DateTime, Utc};
 use serde_json::{Map, Value, json};
 
 /// The time left before Lambda's deadline (the context's epoch milliseconds); `None` for 0 (a
@@ -97,6 +99,30 @@ impl Metrics {
     }
 }
 
+/// A duration in whole milliseconds: a summary line's `duration_ms` and the `DurationMs` metric.
+pub fn whole_millis(duration: Duration) -> u64 {
+    duration.as_millis() as u64
+}
+
+/// The milliseconds from `then` to `now` (an age or a lag); 0 when `then` is later.
+pub fn millis_since(then: DateTime<Utc>, now: DateTime<Utc>) -> u64 {
+    u64::try_from((now - then).num_milliseconds()).unwrap_or(0)
+}
+
+/// Counts by reason as a summary line gives them: `code=n`, joined with commas, in the order
+/// given (a `BTreeMap`'s: by code).
+pub fn by_reason<K, N>(counts: impl IntoIterator<Item = (K, N)>) -> String
+where
+    K: std::fmt::Display,
+    N: std::fmt::Display,
+{
+    counts
+        .into_iter()
+        .map(|(code, n)| format!("{code}={n}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// Prints a document on stdout as one line (`write_line`).
 pub fn emit(document: &Value) {
     write_line(&mut std::io::stdout().lock(), document);
@@ -167,6 +193,19 @@ mod tests {
             ])
         );
         assert_eq!(doc["DurationMs"], 12);
+    }
+
+    #[test]
+    fn durations_ages_and_reasons_read_as_the_summary_lines_give_them() {
+        assert_eq!(whole_millis(Duration::from_micros(7_900)), 7);
+        let now = DateTime::from_timestamp_millis(1_795_341_602_500).unwrap_or_default();
+        let then = DateTime::from_timestamp_millis(1_795_341_600_000).unwrap_or_default();
+        assert_eq!(millis_since(then, now), 2_500);
+        assert_eq!(millis_since(now, then), 0);
+        let counts: std::collections::BTreeMap<&str, usize> =
+            [("throttled", 2), ("conflict", 1)].into_iter().collect();
+        assert_eq!(by_reason(counts), "conflict=1,throttled=2");
+        assert_eq!(by_reason(Vec::<(&str, usize)>::new()), "");
     }
 
     #[test]

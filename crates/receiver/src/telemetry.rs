@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
-use audit_aws::telemetry as lambda;
+use audit_aws::telemetry::{self as lambda, Metrics, by_reason, millis_since, whole_millis};
 use chrono::{DateTime, Utc};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::batch::{BatchReport, Failure, Outcome};
 
@@ -38,27 +38,19 @@ pub fn publish(
             }
         }
     }
-    let joined = |counts: std::collections::BTreeMap<&str, usize>| {
-        counts
-            .iter()
-            .map(|(code, n)| format!("{code}={n}"))
-            .collect::<Vec<_>>()
-            .join(",")
-    };
     tracing::info!(
         batch_size = report.received,
         written = report.written(),
         duplicates = report.duplicates(),
         dead_lettered = report.dead_lettered().count(),
-        dead_lettered_by_reason = joined(report.dead_lettered_by_reason()),
+        dead_lettered_by_reason = by_reason(report.dead_lettered_by_reason()),
         failed = report.failures().count(),
-        failed_by_reason = joined(report.failed_by_reason()),
+        failed_by_reason = by_reason(report.failed_by_reason()),
         oldest_message_age_ms = oldest_age_ms(report, now),
-        duration_ms = duration.as_millis() as u64,
+        duration_ms = whole_millis(duration),
         "batch processed"
     );
-    let document = metrics_document(report, duration, now, function_name);
-    lambda::write_line(&mut std::io::stdout().lock(), &document);
+    lambda::emit(&metrics_document(report, duration, now, function_name));
 }
 
 /// The EMF document: Written, Duplicates, DeadLettered and Failed, one `DeadLettered.<reason>` and
@@ -70,39 +62,27 @@ pub fn metrics_document(
     now: DateTime<Utc>,
     function_name: Option<&str>,
 ) -> Value {
-    let mut values: Vec<(String, &str, Value)> = vec![
-        ("BatchSize".into(), "Count", json!(report.received)),
-        ("Written".into(), "Count", json!(report.written())),
-        ("Duplicates".into(), "Count", json!(report.duplicates())),
-        (
-            "DeadLettered".into(),
-            "Count",
-            json!(report.dead_lettered().count()),
-        ),
-        ("Failed".into(), "Count", json!(report.failures().count())),
-    ];
+    let mut metrics = Metrics::new();
+    metrics.count("BatchSize", report.received);
+    metrics.count("Written", report.written());
+    metrics.count("Duplicates", report.duplicates());
+    metrics.count("DeadLettered", report.dead_lettered().count());
+    metrics.count("Failed", report.failures().count());
     for (code, count) in report.dead_lettered_by_reason() {
-        values.push((format!("DeadLettered.{code}"), "Count", json!(count)));
+        metrics.count(format!("DeadLettered.{code}"), count);
     }
     for (code, count) in report.failed_by_reason() {
-        values.push((format!("Failed.{code}"), "Count", json!(count)));
+        metrics.count(format!("Failed.{code}"), count);
     }
     if let Some(age) = oldest_age_ms(report, now) {
-        values.push(("OldestMessageAgeMs".into(), "Milliseconds", json!(age)));
+        metrics.millis("OldestMessageAgeMs", age);
     }
-    values.push((
-        "DurationMs".into(),
-        "Milliseconds",
-        json!(duration.as_millis() as u64),
-    ));
-
-    lambda::emf_document(NAMESPACE, values, now.timestamp_millis(), function_name)
+    metrics.millis("DurationMs", whole_millis(duration));
+    metrics.document(NAMESPACE, now.timestamp_millis(), function_name)
 }
 
 fn oldest_age_ms(report: &BatchReport, now: DateTime<Utc>) -> Option<u64> {
-    report
-        .oldest_sent_at
-        .map(|sent| u64::try_from((now - sent).num_milliseconds()).unwrap_or(0))
+    report.oldest_sent_at.map(|sent| millis_since(sent, now))
 }
 
 #[cfg(test)]
@@ -110,6 +90,7 @@ mod tests {
     use super::*;
     use crate::batch::RecordOutcome;
     use audit_model::message::InvalidMessage;
+    use serde_json::json;
 
     fn report() -> BatchReport {
         let record = |id: &str, outcome| RecordOutcome {

@@ -1,72 +1,70 @@
-//! Owns the KMS adapter of the signing key: `Sign` with `ECDSA_SHA_256` over a `RAW` message (at
-//! most 4,096 bytes; the signing string is a few hundred) and the mapping of its errors. `RAW`
-//! rather than `DIGEST`: KMS then hashes the message itself, exactly what `openssl dgst -sha256
-//! -verify` checks, and moto's KMS agrees with AWS's on it.
+//! Owns the signing key port over `audit_aws::kms`: its KMS adapter (`KmsSigner`) and its
+//! in-memory twin (`memory`) sign the archiver's digests, their errors mapped to `SignError` by
+//! `audit_aws::error`'s classification. Must not know digests or the SDK.
 
-use aws_sdk_kms::Client;
-use aws_sdk_kms::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
-use aws_sdk_kms::primitives::Blob;
-use aws_sdk_kms::types::{MessageType, SigningAlgorithmSpec};
+use audit_aws::error::AwsError;
 
 use super::{DigestSigner, SignError};
 
-/// The digest key in KMS.
-#[derive(Debug, Clone)]
-pub struct KmsSigner {
-    client: Client,
-    key_arn: String,
-}
+/// The digest key in KMS (`Sign`, `ECDSA_SHA_256`, `RAW`), named by its ARN.
+pub use audit_aws::kms::KmsKey as KmsSigner;
 
-impl KmsSigner {
-    pub fn new(client: Client, key_arn: impl Into<String>) -> Self {
-        Self {
-            client,
-            key_arn: key_arn.into(),
-        }
+/// A KMS error as the port's: what may pass (throttling, KMS's own failures, the network, a
+/// time-out) is unavailable; the rest (access denied, a disabled or missing key, wrong key usage)
+/// is refused until someone changes the key or the policy.
+pub fn sign_error(error: AwsError) -> SignError {
+    if error.kind.is_transient() {
+        return SignError::Unavailable(error.text);
+    }
+    SignError::Refused {
+        code: if error.code.is_empty() {
+            "Unknown".to_owned()
+        } else {
+            error.code
+        },
+        message: error.message,
     }
 }
 
 impl DigestSigner for KmsSigner {
     fn key_arn(&self) -> &str {
-        &self.key_arn
+        self.key_id()
     }
 
     async fn sign(&self, message: &[u8]) -> Result<Vec<u8>, SignError> {
-        let output = self
-            .client
-            .sign()
-            .key_id(&self.key_arn)
-            .message(Blob::new(message))
-            .message_type(MessageType::Raw)
-            .signing_algorithm(SigningAlgorithmSpec::EcdsaSha256)
-            .send()
-            .await
-            .map_err(|error| sign_error(&error))?;
-        output
-            .signature
-            .map(Blob::into_inner)
-            .ok_or_else(|| SignError::Unavailable("KMS answered without a signature".into()))
+        KmsSigner::sign(self, message).await.map_err(sign_error)
     }
 }
 
-fn sign_error<E, R>(error: &SdkError<E, R>) -> SignError
-where
-    E: ProvideErrorMetadata + std::error::Error + 'static,
-    R: std::fmt::Debug,
-{
-    match error {
-        SdkError::ServiceError(service) => {
-            let code = service.err().code().unwrap_or("Unknown").to_owned();
-            let message = service.err().message().unwrap_or_default().to_owned();
-            match code.as_str() {
-                "ThrottlingException"
-                | "KMSInternalException"
-                | "DependencyTimeoutException"
-                | "KeyUnavailableException"
-                | "LimitExceededException" => SignError::Unavailable(format!("{code}: {message}")),
-                _ => SignError::Refused { code, message },
-            }
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kms_errors_are_unavailable_when_they_may_pass_and_refused_otherwise() {
+        for code in [
+            "ThrottlingException",
+            "KMSInternalException",
+            "DependencyTimeoutException",
+            "KeyUnavailableException",
+            "LimitExceededException",
+        ] {
+            assert_eq!(
+                sign_error(AwsError::from_answer(400, code, "m")),
+                SignError::Unavailable(format!("{code}: m")),
+                "{code}"
+            );
         }
-        other => SignError::Unavailable(DisplayErrorContext(other).to_string()),
+        assert_eq!(
+            sign_error(AwsError::from_answer(400, "DisabledException", "off")),
+            SignError::Refused {
+                code: "DisabledException".into(),
+                message: "off".into()
+            }
+        );
+        assert!(matches!(
+            sign_error(AwsError::from_answer(400, "AccessDeniedException", "no")),
+            SignError::Refused { .. }
+        ));
     }
 }

@@ -9,7 +9,7 @@ use super::ports::PublicKeyInfo;
 use crate::TrailError;
 
 /// The key spec of the digest key (template.yaml's AuditDigestKey).
-pub const KEY_SPEC: &str = "ECC_NIST_P256";
+pub use audit_aws::kms::KEY_SPEC;
 
 /// The digest key's public key, checked: what every digest's signature is verified with.
 #[derive(Clone)]
@@ -80,15 +80,15 @@ mod tests {
     #[test]
     fn a_kms_p256_key_verifies_its_own_signatures_and_no_other() {
         let signer = TestKey::new("arn:aws:kms:us-east-1:111122223333:key/k");
-        let key = TrustedKey::new(signer.info()).unwrap();
+        let key = TrustedKey::new(signer.public_key()).unwrap();
         assert_eq!(key.arn(), "arn:aws:kms:us-east-1:111122223333:key/k");
-        let signature = signer.sign(b"audit-receiver-digest/1\nmessage");
+        let signature = signer.sign(b"audit-receiver-digest/1\nmessage").unwrap();
         assert!(key.verifies(b"audit-receiver-digest/1\nmessage", &signature));
         assert!(!key.verifies(b"audit-receiver-digest/1\nmessagE", &signature));
         let other = TestKey::new("arn:aws:kms:us-east-1:111122223333:key/other");
         assert!(!key.verifies(
             b"audit-receiver-digest/1\nmessage",
-            &other.sign(b"audit-receiver-digest/1\nmessage")
+            &other.sign(b"audit-receiver-digest/1\nmessage").unwrap()
         ));
         assert!(!key.verifies(b"m", b"not DER"));
     }
@@ -98,7 +98,7 @@ mod tests {
         let signer = TestKey::new("arn:k");
         let rsa = PublicKeyInfo {
             key_spec: "RSA_2048".into(),
-            ..signer.info()
+            ..signer.public_key()
         };
         let error = TrailError::to_string(&TrustedKey::new(rsa).unwrap_err());
         assert!(
@@ -107,12 +107,12 @@ mod tests {
         );
         let no_ecdsa = PublicKeyInfo {
             signing_algorithms: vec!["ECDSA_SHA_384".into()],
-            ..signer.info()
+            ..signer.public_key()
         };
         assert!(TrustedKey::new(no_ecdsa).is_err());
         let garbled = PublicKeyInfo {
             der: b"not a key".to_vec(),
-            ..signer.info()
+            ..signer.public_key()
         };
         assert!(
             TrustedKey::new(garbled)

@@ -1,6 +1,5 @@
-//! Owns the in-memory twins of `verify`'s ports, for its tests: a versioned bucket that behaves
-//! like S3's (every put a new version, deletes as delete markers, versions removable for good as
-//! only a bucket without Object Lock allows), a P-256 signer that signs as KMS does (DER, over
+//! Owns the in-memory twins of `verify`'s ports, for its tests: the archive over `audit_aws::s3`'s
+//! versioned twin, the key over `audit_aws::kms`'s (a P-256 key that signs as KMS does: DER, over
 //! SHA-256 of a RAW message), a table, and the archiver's writes and seals. Must not know what is
 //! checked.
 
@@ -8,192 +7,43 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::Mutex;
 
+use audit_aws::kms::MemoryKey;
+use audit_aws::s3::MemoryBucket;
 use audit_model::archive::{ObjectKey, ObjectKind, Period, PeriodLength, object_prefixes};
-use audit_model::digest::SIGNING_ALGORITHM;
 use audit_model::digest::{
     Digest, ListedObject, SIGNATURE_METADATA, SealedDigest, digest_key, hex, sha256,
     signing_string_of,
 };
-use aws_lc_rs::encoding::{AsDer, PublicKeyX509Der};
-use aws_lc_rs::rand::SystemRandom;
-use aws_lc_rs::signature::{ECDSA_P256_SHA256_ASN1_SIGNING, EcdsaKeyPair, KeyPair};
+use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use flate2::Compression;
 use flate2::write::GzEncoder;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 
-use super::key::KEY_SPEC;
-use super::ports::{Archive, Entry, Fetched, KeySource, PublicKeyInfo, Table, TableItem, chunked};
+use super::ports::{KeySource, PublicKeyInfo, Table, TableItem};
+use super::s3::S3Archive;
 use crate::TrailError;
 use crate::range::TimeRange;
 
-/// One stored version; `body: None` is a delete marker.
-#[derive(Debug, Clone)]
-struct Stored {
-    version_id: String,
-    body: Option<Vec<u8>>,
-    metadata: BTreeMap<String, String>,
-}
+/// The archive in memory: `audit_aws::s3`'s versioned twin, read through the same port
+/// implementation as S3 (every put a new version, deletes as delete markers, versions removable for
+/// good as only a bucket without Object Lock allows).
+pub type MemoryArchive = S3Archive<MemoryBucket>;
 
-/// A versioned bucket.
-#[derive(Debug, Default)]
-pub struct MemoryArchive {
-    keys: Mutex<BTreeMap<String, Vec<Stored>>>,
-    next: Mutex<u64>,
-}
-
-impl MemoryArchive {
-    fn version_id(&self) -> String {
-        let mut next = self.next.lock().unwrap();
-        *next += 1;
-        format!("v{:06}", *next)
-    }
-
-    /// A new version of `key`; its version id.
-    pub fn put(&self, key: &str, body: Vec<u8>, metadata: &[(&str, &str)]) -> String {
-        let version_id = self.version_id();
-        self.keys
-            .lock()
-            .unwrap()
-            .entry(key.to_owned())
-            .or_default()
-            .push(Stored {
-                version_id: version_id.clone(),
-                body: Some(body),
-                metadata: metadata
-                    .iter()
-                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                    .collect(),
-            });
-        version_id
-    }
-
-    /// A delete marker on `key` (what a DELETE without a version id does in a versioned bucket).
-    pub fn delete(&self, key: &str) {
-        let version_id = self.version_id();
-        self.keys
-            .lock()
-            .unwrap()
-            .entry(key.to_owned())
-            .or_default()
-            .push(Stored {
-                version_id,
-                body: None,
-                metadata: BTreeMap::new(),
-            });
-    }
-
-    /// Removes one version for good (a DELETE with its version id: refused under Object Lock).
-    pub fn remove_version(&self, key: &str, version_id: &str) {
-        let mut keys = self.keys.lock().unwrap();
-        if let Some(versions) = keys.get_mut(key) {
-            versions.retain(|v| v.version_id != version_id);
-            if versions.is_empty() {
-                keys.remove(key);
-            }
-        }
-    }
-
-    /// The current version's id and body, if the key has one.
-    pub fn current(&self, key: &str) -> Option<(String, Vec<u8>)> {
-        let keys = self.keys.lock().unwrap();
-        let last = keys.get(key)?.last()?;
-        Some((last.version_id.clone(), last.body.clone()?))
-    }
-
-    /// The current version's user metadata.
-    pub fn current_metadata(&self, key: &str) -> BTreeMap<String, String> {
-        let keys = self.keys.lock().unwrap();
-        keys.get(key)
-            .and_then(|v| v.last())
-            .map(|v| v.metadata.clone())
-            .unwrap_or_default()
+impl Default for MemoryArchive {
+    fn default() -> Self {
+        S3Archive::over(MemoryBucket::new(), "archive", "memory")
     }
 }
 
-impl Archive for MemoryArchive {
-    fn versions(&self, prefix: String) -> BoxStream<'_, Result<Entry, TrailError>> {
-        let keys = self.keys.lock().unwrap();
-        let mut entries = Vec::new();
-        for (key, stored) in keys.range(prefix.clone()..) {
-            if !key.starts_with(&prefix) {
-                break;
-            }
-            let latest = stored.len() - 1;
-            let entry = |(i, s): (usize, &Stored)| Entry {
-                key: key.clone(),
-                version_id: s.version_id.clone(),
-                latest: i == latest,
-                delete_marker: s.body.is_none(),
-            };
-            let newest_first: Vec<Entry> = stored.iter().enumerate().rev().map(entry).collect();
-            entries.extend(newest_first.iter().filter(|e| !e.delete_marker).cloned());
-            entries.extend(newest_first.into_iter().filter(|e| e.delete_marker));
-        }
-        futures::stream::iter(entries.into_iter().map(Ok)).boxed()
-    }
+/// A P-256 key that signs as KMS's ECDSA_SHA_256 with MessageType RAW does: `audit_aws::kms`'s
+/// twin.
+pub type TestKey = MemoryKey;
 
-    async fn get(&self, key: &str, version_id: &str) -> Result<Option<Fetched>, TrailError> {
-        let keys = self.keys.lock().unwrap();
-        let Some(stored) = keys
-            .get(key)
-            .and_then(|v| v.iter().find(|s| s.version_id == version_id))
-        else {
-            return Ok(None);
-        };
-        let Some(body) = stored.body.clone() else {
-            return Ok(None); // S3 answers a delete marker's version with 405: not an object
-        };
-        Ok(Some(Fetched {
-            metadata: stored.metadata.clone(),
-            body: chunked(body, 7),
-        }))
-    }
-}
-
-/// A P-256 key that signs as KMS's ECDSA_SHA_256 with MessageType RAW does.
-pub struct TestKey {
-    arn: String,
-    pair: EcdsaKeyPair,
-}
-
-impl TestKey {
-    pub fn new(arn: &str) -> Self {
-        Self {
-            arn: arn.to_owned(),
-            pair: EcdsaKeyPair::generate(&ECDSA_P256_SHA256_ASN1_SIGNING).unwrap(),
-        }
-    }
-
-    pub fn arn(&self) -> &str {
-        &self.arn
-    }
-
-    /// What KMS's GetPublicKey says of it.
-    pub fn info(&self) -> PublicKeyInfo {
-        let der: PublicKeyX509Der = self.pair.public_key().as_der().unwrap();
-        PublicKeyInfo {
-            arn: self.arn.clone(),
-            key_spec: KEY_SPEC.to_owned(),
-            signing_algorithms: vec![SIGNING_ALGORITHM.to_owned()],
-            der: der.as_ref().to_vec(),
-        }
-    }
-
-    /// The DER signature of SHA-256(`message`).
-    pub fn sign(&self, message: &[u8]) -> Vec<u8> {
-        self.pair
-            .sign(&SystemRandom::new(), message)
-            .unwrap()
-            .as_ref()
-            .to_vec()
-    }
-}
-
-impl KeySource for TestKey {
+impl KeySource for MemoryKey {
     async fn public_key(&self) -> Result<PublicKeyInfo, TrailError> {
-        Ok(self.info())
+        Ok(MemoryKey::public_key(self))
     }
 }
 
@@ -272,8 +122,11 @@ pub fn write_object(
     let key = ObjectKey::new(kind, at, length, &sequence.to_string(), 0)
         .unwrap()
         .to_string();
-    let events = lines.len().to_string();
-    archive.put(&key, gzip_lines(lines), &[("events", events.as_str())]);
+    archive.overwrite_with(
+        &key,
+        Bytes::from(gzip_lines(lines)),
+        vec![("events", lines.len().to_string())],
+    );
     key
 }
 
@@ -288,29 +141,22 @@ pub fn seal(
 ) -> SealedDigest {
     let mut objects = Vec::new();
     for prefix in object_prefixes(period) {
-        let keys: Vec<String> = archive
-            .keys
-            .lock()
-            .unwrap()
-            .keys()
-            .filter(|k| k.starts_with(&prefix))
-            .cloned()
-            .collect();
-        for object in keys {
-            let Some((version_id, body)) = archive.current(&object) else {
+        for object in archive.keys(&prefix) {
+            let Some(current) = archive.current(&object) else {
                 continue;
             };
-            let events = archive
-                .current_metadata(&object)
-                .get("events")
-                .and_then(|e| e.parse().ok())
+            let events = current
+                .metadata
+                .iter()
+                .find(|(name, _)| *name == "events")
+                .and_then(|(_, e)| e.parse().ok())
                 .unwrap_or(0);
             objects.push(ListedObject {
                 key: object,
-                version_id,
-                sha256: hex(&sha256(&body)),
+                version_id: current.version_id,
+                sha256: hex(&sha256(&current.body)),
                 events,
-                size: body.len() as u64,
+                size: current.body.len() as u64,
             });
         }
     }
@@ -335,11 +181,13 @@ pub fn put_digest(
     let digest_key = digest_key(period);
     let bytes = digest.to_bytes();
     let body_sha256 = sha256(&bytes);
-    let signature = key.sign(signing_string_of(digest, &digest_key, &body_sha256).as_bytes());
-    archive.put(
+    let signature = key
+        .sign(signing_string_of(digest, &digest_key, &body_sha256).as_bytes())
+        .unwrap();
+    archive.overwrite_with(
         &digest_key,
-        bytes,
-        &[(SIGNATURE_METADATA, hex(&signature).as_str())],
+        Bytes::from(bytes),
+        vec![(SIGNATURE_METADATA, hex(&signature))],
     );
     SealedDigest {
         key: digest_key,

@@ -6,21 +6,14 @@ use std::collections::BTreeMap;
 use std::future::Future;
 
 use bytes::Bytes;
+use futures::TryStreamExt;
 use futures::stream::BoxStream;
-use futures::{StreamExt, TryStreamExt};
 
 use crate::TrailError;
 use crate::range::TimeRange;
 
-/// One entry of a version listing: a version of a key, or a delete marker.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Entry {
-    pub key: String,
-    pub version_id: String,
-    /// The key's current version (or its current delete marker).
-    pub latest: bool,
-    pub delete_marker: bool,
-}
+/// One entry of a version listing: a version of a key, or a delete marker (`audit_aws::s3`'s).
+pub use audit_aws::s3::VersionEntry as Entry;
 
 /// One version read: its user metadata (names in lower case, without `x-amz-meta-`) and its
 /// bytes, streamed as they arrive.
@@ -43,8 +36,8 @@ impl Fetched {
 
 /// The archive bucket, read.
 pub trait Archive: Send + Sync {
-    /// Every version and delete marker whose key starts with `prefix`, keys in order; a key's
-    /// versions newest first, then its delete markers (S3's ListObjectVersions, page by page).
+    /// Every version and delete marker whose key starts with `prefix`, in S3's order (keys in
+    /// order, each key's versions and delete markers newest first), page by page.
     fn versions(&self, prefix: String) -> BoxStream<'_, Result<Entry, TrailError>>;
 
     /// One version, or `None` when the key has no such version.
@@ -55,16 +48,8 @@ pub trait Archive: Send + Sync {
     ) -> impl Future<Output = Result<Option<Fetched>, TrailError>> + Send;
 }
 
-/// The digest key as KMS's GetPublicKey describes it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PublicKeyInfo {
-    /// The key's ARN (what a digest's `keyId` names).
-    pub arn: String,
-    pub key_spec: String,
-    pub signing_algorithms: Vec<String>,
-    /// DER SubjectPublicKeyInfo.
-    pub der: Vec<u8>,
-}
+/// The digest key as KMS's GetPublicKey describes it (`audit_aws::kms`'s).
+pub use audit_aws::kms::PublicKeyInfo;
 
 /// Where the digest key's public key comes from (KMS; never from next to a digest).
 pub trait KeySource: Send + Sync {
@@ -93,16 +78,4 @@ pub trait Table: Send + Sync {
         &self,
         keys: Vec<(String, String)>,
     ) -> impl Future<Output = Result<Vec<TableItem>, TrailError>> + Send;
-}
-
-/// A stream of one body held in memory, cut into chunks of at most `chunk` bytes (adapters'
-/// tests and the twins).
-pub fn chunked(body: Vec<u8>, chunk: usize) -> BoxStream<'static, Result<Bytes, TrailError>> {
-    let body = Bytes::from(body);
-    let chunk = chunk.max(1);
-    let pieces: Vec<Result<Bytes, TrailError>> = (0..body.len())
-        .step_by(chunk)
-        .map(|start| Ok(body.slice(start..(start + chunk).min(body.len()))))
-        .collect();
-    futures::stream::iter(pieces).boxed()
 }

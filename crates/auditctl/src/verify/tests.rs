@@ -133,7 +133,7 @@ impl World {
     fn seal_skipping(&mut self, skipped: DateTime<Utc>) {
         self.seal_through(skipped);
         let (p, digest) = self.sealed.clone().unwrap();
-        let version = self.archive.current(&digest.key).unwrap().0;
+        let version = current(&self.archive, &digest.key).0;
         self.archive.remove_version(&digest.key, &version);
         self.sealed = Some((p, digest));
     }
@@ -151,7 +151,7 @@ impl World {
     }
 
     async fn verify(&self, settings: &Settings, with_table: bool) -> (Vec<Problem>, Summary) {
-        let key = TrustedKey::new(self.key.info()).unwrap();
+        let key = TrustedKey::new(self.key.public_key()).unwrap();
         let mut problems = Vec::new();
         let table = with_table.then_some(&self.table);
         let summary = verify(&self.archive, &key, table, settings, &mut problems)
@@ -188,6 +188,31 @@ fn trail() -> (World, Vec<String>) {
 
 const END: &str = "2026-11-22T10:19:59.999Z";
 
+/// The current version of `key` in the twin: its id and bytes.
+fn current(archive: &MemoryArchive, key: &str) -> (String, Vec<u8>) {
+    let version = archive.current(key).unwrap();
+    (version.version_id, version.body.to_vec())
+}
+
+/// The `signature` metadata of the current version of `key`.
+fn signature(archive: &MemoryArchive, key: &str) -> String {
+    let version = archive.current(key).unwrap();
+    let found = version
+        .metadata
+        .iter()
+        .find(|(name, _)| *name == "signature");
+    found.map(|(_, value)| value.clone()).unwrap_or_default()
+}
+
+/// A new version of `key`, unconditionally.
+fn put(archive: &MemoryArchive, key: &str, body: Vec<u8>, metadata: &[(&'static str, &str)]) {
+    let metadata = metadata
+        .iter()
+        .map(|(n, v)| (*n, (*v).to_owned()))
+        .collect();
+    archive.overwrite_with(key, bytes::Bytes::from(body), metadata);
+}
+
 #[tokio::test]
 async fn a_trail_as_sealed_holds_over_many_periods_empty_ones_included() {
     let (world, _) = trail();
@@ -221,11 +246,11 @@ async fn a_range_inside_the_trail_checks_its_first_link_against_the_digest_befor
     // The digest before the range written over (bytes the next one does not link to): the first
     // link of the range is broken, though the range's own digests are intact.
     let before = period(at("2026-11-22T10:04:00Z"));
-    let mut digest = Digest::parse(&world.archive.current(&digest_key(before)).unwrap().1).unwrap();
+    let mut digest = Digest::parse(&current(&world.archive, &digest_key(before)).1).unwrap();
     digest.sealed_at = "2026-11-22T10:04:31.000Z".into();
     world.archive.remove_version(
         &digest_key(before),
-        &world.archive.current(&digest_key(before)).unwrap().0,
+        &current(&world.archive, &digest_key(before)).0,
     );
     put_digest(&world.archive, before, &digest, &world.key);
     let (problems, _) = world.verify(&settings, false).await;
@@ -274,14 +299,15 @@ async fn a_digest_altered_or_re_signed_with_another_key_has_an_invalid_signature
     let (world, _) = trail();
     let target = period(at("2026-11-22T10:09:00Z"));
     let key = digest_key(target);
-    let (_, bytes) = world.archive.current(&key).unwrap();
-    let signature = world.archive.current_metadata(&key)["signature"].clone();
+    let (_, bytes) = current(&world.archive, &key);
+    let signature = signature(&world.archive, &key);
 
     // Altered: an event count changed, the signature kept.
     let altered = String::from_utf8(bytes.clone())
         .unwrap()
         .replace("\"events\":3", "\"events\":2");
-    world.archive.put(
+    put(
+        &world.archive,
         &key,
         altered.into_bytes(),
         &[("signature", signature.as_str())],
@@ -322,7 +348,7 @@ async fn a_digest_replaced_for_good_breaks_the_link_of_the_next_one() {
     let (world, _) = trail();
     let target = period(at("2026-11-22T10:09:00Z"));
     let key = digest_key(target);
-    let (version, bytes) = world.archive.current(&key).unwrap();
+    let (version, bytes) = current(&world.archive, &key);
     world.archive.remove_version(&key, &version);
     // The same content, validly signed again (by the digest key: the archiver's role misused).
     let digest = Digest::parse(&bytes).unwrap();
@@ -339,9 +365,9 @@ async fn bytes_that_are_not_a_digest_have_no_valid_signature_and_leave_the_perio
     let (world, _) = trail();
     let target = period(at("2026-11-22T10:05:00Z"));
     let key = digest_key(target);
-    let (version, _) = world.archive.current(&key).unwrap();
+    let (version, _) = current(&world.archive, &key);
     world.archive.remove_version(&key, &version);
-    world.archive.put(&key, b"not a digest".to_vec(), &[]);
+    put(&world.archive, &key, b"not a digest".to_vec(), &[]);
     let settings = world.settings(START, END, at(END) + Duration::hours(1));
     let (problems, summary) = world.verify(&settings, false).await;
     assert_eq!(
@@ -368,11 +394,14 @@ async fn a_second_signed_digest_for_a_period_breaks_the_chain_and_an_identical_c
     let (world, _) = trail();
     let target = period(at("2026-11-22T10:02:00Z"));
     let key = digest_key(target);
-    let (_, bytes) = world.archive.current(&key).unwrap();
-    let signature = world.archive.current_metadata(&key)["signature"].clone();
-    world
-        .archive
-        .put(&key, bytes.clone(), &[("signature", signature.as_str())]);
+    let (_, bytes) = current(&world.archive, &key);
+    let signature = signature(&world.archive, &key);
+    put(
+        &world.archive,
+        &key,
+        bytes.clone(),
+        &[("signature", signature.as_str())],
+    );
     assert_eq!(world.problems(END, false).await, []);
 
     let mut digest = Digest::parse(&bytes).unwrap();
@@ -430,11 +459,11 @@ async fn a_digest_that_starts_a_new_chain_or_names_another_bucket_breaks_the_cha
 async fn an_object_overwritten_or_deleted_is_changed_or_missing() {
     let (world, keys) = trail();
     // A newer version over a sealed object (what Object Lock allows: a new version).
-    world.archive.put(&keys[1], b"rewritten".to_vec(), &[]);
+    put(&world.archive, &keys[1], b"rewritten".to_vec(), &[]);
     // A delete marker over another.
     world.archive.delete(&keys[4]);
     // A third's sealed version removed for good (a bucket without Object Lock).
-    let (version, _) = world.archive.current(&keys[7]).unwrap();
+    let (version, _) = current(&world.archive, &keys[7]);
     world.archive.remove_version(&keys[7], &version);
     let problems = world.problems(END, false).await;
     assert_eq!(
@@ -457,14 +486,15 @@ async fn an_object_slipped_into_a_sealed_period_is_not_in_its_digest_whatever_it
         at("2026-11-22T10:03:15Z"),
     );
     // Under a key the archiver never writes, in a partition of the range.
-    world.archive.put(
+    put(
+        &world.archive,
         "trail/dt=2026-11-22/hour=10/forged.jsonl.gz",
         b"x".to_vec(),
         &[],
     );
     // Keyed for a sealed period, but in an hour no write of it can start in.
     let misplaced = slipped.replace("hour=10", "hour=11");
-    world.archive.put(&misplaced, b"x".to_vec(), &[]);
+    put(&world.archive, &misplaced, b"x".to_vec(), &[]);
     world
         .table
         .remove("forged", &canonical_time(at("2026-11-22T10:03:10Z")));
@@ -492,7 +522,7 @@ async fn an_object_whose_bytes_differ_from_its_digest_is_changed() {
     world.seal_through(base);
     // Its digest (validly signed) says another hash and count than the object holds.
     let p = period(base);
-    let (version, bytes) = world.archive.current(&digest_key(p)).unwrap();
+    let (version, bytes) = current(&world.archive, &digest_key(p));
     world.archive.remove_version(&digest_key(p), &version);
     let mut digest = Digest::parse(&bytes).unwrap();
     digest.objects[0].events = 3;
@@ -589,7 +619,7 @@ async fn digests_removed_for_good_from_the_chains_start_leave_a_link_to_nothing(
     let (world, _) = trail();
     for minute in 0..2 {
         let key = digest_key(period(at(START) + Duration::minutes(minute)));
-        let (version, _) = world.archive.current(&key).unwrap();
+        let (version, _) = current(&world.archive, &key);
         world.archive.remove_version(&key, &version);
     }
     let settings = world.settings(START, END, at(END) + Duration::hours(1));
