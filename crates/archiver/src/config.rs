@@ -8,8 +8,6 @@ use audit_model::archive::PeriodLength;
 
 use crate::batch::{DEFAULT_DEADLINE_MARGIN, Settings};
 
-const MAX_DEADLINE_MARGIN_MS: u64 = 900_000;
-
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
     pub bucket: String,
@@ -57,13 +55,7 @@ impl Config {
             is_key_arn,
             "expected the KMS key's ARN (arn:aws:kms:<region>:<account>:key/<id>, the stack's AuditDigestKeyArn output): digests name their key by its ARN",
         )?;
-        let deadline_margin = env
-            .number(
-                "DEADLINE_MARGIN_MS",
-                0..=MAX_DEADLINE_MARGIN_MS,
-                "expected milliseconds from 0 to 900000",
-            )?
-            .map_or(DEFAULT_DEADLINE_MARGIN, Duration::from_millis);
+        let deadline_margin = env.deadline_margin(DEFAULT_DEADLINE_MARGIN)?;
         let endpoint_url = env.checked(
             "AWS_ENDPOINT_URL",
             is_endpoint_url,

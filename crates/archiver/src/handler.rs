@@ -3,9 +3,7 @@
 //! `batchItemFailures` by SequenceNumber; or the sealing summary), telemetry published. Must not
 //! know how records are archived or periods sealed.
 
-use std::time::SystemTime;
-
-use audit_aws::telemetry::time_left;
+use audit_aws::telemetry::deadline_instant;
 
 use aws_lambda_events::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
 use lambda_runtime::{Diagnostic, LambdaEvent};
@@ -207,13 +205,6 @@ pub fn response(report: &BatchReport) -> DynamoDbEventResponse {
         })
         .collect();
     response
-}
-
-/// Lambda's deadline (the context's epoch milliseconds) as a monotonic instant, read as
-/// `audit_aws::telemetry::time_left` reads it (0: no deadline; `cargo lambda watch`'s relative
-/// timeout).
-fn deadline_instant(deadline_ms: u64) -> Option<Instant> {
-    time_left(deadline_ms, SystemTime::now()).map(|left| Instant::now() + left)
 }
 
 /// An error that fails the whole invocation (Lambda then retries, or bisects, the batch).

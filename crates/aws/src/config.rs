@@ -86,6 +86,7 @@ impl ClientOptions {
         }
     }
 
+    #[cfg(any(feature = "s3", feature = "kms", feature = "sqs"))]
     fn timeouts(self) -> Option<aws_config::timeout::TimeoutConfig> {
         if self.connect.is_none() && self.operation.is_none() {
             return None;
@@ -98,6 +99,7 @@ impl ClientOptions {
 }
 
 /// Applies `ClientOptions` to any service's configuration builder.
+#[cfg(any(feature = "s3", feature = "kms", feature = "sqs"))]
 macro_rules! apply {
     ($builder:expr, $options:expr, $service:ident) => {{
         let mut builder = $builder;

@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::ops::RangeInclusive;
 use std::str::FromStr;
+use std::time::Duration;
 
 /// A variable that is absent or does not follow its rule. The message starts with the
 /// variable's name.
@@ -110,6 +111,24 @@ impl<F: Fn(&str) -> Option<String>> Env<F> {
                 .map(Some)
                 .ok_or_else(|| invalid(name, &v, rule)),
         }
+    }
+}
+
+/// The most a function may keep in hand before Lambda's deadline (`DEADLINE_MARGIN_MS`): 15
+/// minutes, Lambda's longest timeout.
+pub const MAX_DEADLINE_MARGIN_MS: u64 = 900_000;
+
+impl<F: Fn(&str) -> Option<String>> Env<F> {
+    /// `DEADLINE_MARGIN_MS`, the time both functions keep in hand before Lambda's deadline:
+    /// milliseconds from 0 to 900000, `default` when unset.
+    pub fn deadline_margin(&self, default: Duration) -> Result<Duration, ConfigError> {
+        Ok(self
+            .number(
+                "DEADLINE_MARGIN_MS",
+                0..=MAX_DEADLINE_MARGIN_MS,
+                "expected milliseconds from 0 to 900000",
+            )?
+            .map_or(default, Duration::from_millis))
     }
 }
 

@@ -25,6 +25,13 @@ pub fn time_left(deadline_ms: u64, now: SystemTime) -> Option<Duration> {
     })
 }
 
+/// Lambda's deadline (the context's epoch milliseconds) as an instant of tokio's clock (which a
+/// test can pause), read as `time_left` reads it (0: no deadline; `cargo lambda watch`'s
+/// relative timeout).
+pub fn deadline_instant(deadline_ms: u64) -> Option<tokio::time::Instant> {
+    time_left(deadline_ms, SystemTime::now()).map(|left| tokio::time::Instant::now() + left)
+}
+
 /// One metric of an EMF document: its name, unit and value.
 pub type Metric = (String, &'static str, Value);
 
@@ -213,5 +220,29 @@ mod tests {
         let mut out = Vec::new();
         write_line(&mut out, &json!({"a": 1}));
         assert_eq!(out, b"{\"a\":1}\n");
+    }
+
+    #[test]
+    fn deadline_is_read_as_epoch_time_or_as_an_emulator_duration() {
+        assert_eq!(deadline_instant(0), None);
+        let now_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64;
+        let left = |d: Option<tokio::time::Instant>| {
+            d.unwrap()
+                .saturating_duration_since(tokio::time::Instant::now())
+        };
+        let epoch = left(deadline_instant(now_ms + 30_000));
+        assert!(
+            epoch > Duration::from_secs(29) && epoch <= Duration::from_secs(30),
+            "{epoch:?}"
+        );
+        assert_eq!(left(deadline_instant(now_ms - 5_000)), Duration::ZERO);
+        let relative = left(deadline_instant(600_000));
+        assert!(
+            relative > Duration::from_secs(599) && relative <= Duration::from_secs(600),
+            "{relative:?}"
+        );
     }
 }

@@ -12,7 +12,6 @@ pub const MAX_CONCURRENCY_LIMIT: usize = 1024;
 /// Time kept in hand before the Lambda deadline: no record starts and no write is left in flight
 /// after `deadline - margin`; the margin pays for the response, the logs and the metrics.
 pub const DEFAULT_DEADLINE_MARGIN_MS: u64 = 1000;
-const MAX_DEADLINE_MARGIN_MS: u64 = 900_000;
 const MAX_RETENTION_DAYS: u32 = 36_500;
 /// The source queue's `maxReceiveCount` when `MAX_RECEIVE_COUNT` is unset (the template's default).
 pub const DEFAULT_MAX_RECEIVE_COUNT: u64 = 5;
@@ -57,13 +56,8 @@ impl Config {
                 "expected a whole number from 1 to 1024",
             )?
             .unwrap_or(DEFAULT_MAX_CONCURRENCY);
-        let deadline_margin_ms = env
-            .number(
-                "DEADLINE_MARGIN_MS",
-                0..=MAX_DEADLINE_MARGIN_MS,
-                "expected milliseconds from 0 to 900000",
-            )?
-            .unwrap_or(DEFAULT_DEADLINE_MARGIN_MS);
+        let deadline_margin =
+            env.deadline_margin(Duration::from_millis(DEFAULT_DEADLINE_MARGIN_MS))?;
         let retention_days = env.number(
             "RETENTION_DAYS",
             1..=MAX_RETENTION_DAYS,
@@ -85,7 +79,7 @@ impl Config {
         Ok(Self {
             table_name,
             max_concurrency,
-            deadline_margin: Duration::from_millis(deadline_margin_ms),
+            deadline_margin,
             retention_days,
             dead_letter_queue_url,
             max_receive_count,

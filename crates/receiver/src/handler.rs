@@ -1,9 +1,7 @@
 //! Owns the Lambda boundary: `LambdaEvent<SqsEvent>` in, partial batch response out, telemetry
 //! published. Must not know how records are parsed or stored.
 
-use std::time::SystemTime;
-
-use audit_aws::telemetry::time_left;
+use audit_aws::telemetry::deadline_instant;
 
 use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
 use lambda_runtime::{Diagnostic, LambdaEvent};
@@ -96,13 +94,6 @@ pub fn response(report: &BatchReport) -> SqsBatchResponse {
     response
 }
 
-/// Lambda's deadline (the context's epoch milliseconds) as a monotonic instant, read as
-/// `audit_aws::telemetry::time_left` reads it (0: no deadline; `cargo lambda watch`'s relative
-/// timeout).
-fn deadline_instant(deadline_ms: u64) -> Option<Instant> {
-    time_left(deadline_ms, SystemTime::now()).map(|left| Instant::now() + left)
-}
-
 /// An error that fails the whole invocation (Lambda then retries the whole batch).
 #[derive(Debug, thiserror::Error)]
 pub enum HandlerError {
@@ -120,32 +111,5 @@ impl From<HandlerError> for Diagnostic {
             },
             error_message: error.to_string(),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::time::{Duration, UNIX_EPOCH};
-
-    #[test]
-    fn deadline_is_read_as_epoch_time_or_as_an_emulator_duration() {
-        assert_eq!(deadline_instant(0), None);
-        let now_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_millis() as u64;
-        let left = |d: Option<Instant>| d.unwrap().saturating_duration_since(Instant::now());
-        let epoch = left(deadline_instant(now_ms + 30_000));
-        assert!(
-            epoch > Duration::from_secs(29) && epoch <= Duration::from_secs(30),
-            "{epoch:?}"
-        );
-        assert_eq!(left(deadline_instant(now_ms - 5_000)), Duration::ZERO);
-        let relative = left(deadline_instant(600_000));
-        assert!(
-            relative > Duration::from_secs(599) && relative <= Duration::from_secs(600),
-            "{relative:?}"
-        );
     }
 }
