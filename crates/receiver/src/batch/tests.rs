@@ -3,7 +3,7 @@
 use super::*;
 use crate::deadletter::memory::MemoryDeadLetterQueue;
 use crate::deadletter::{FAILURE_CONTEXT, FailureContext, SendError};
-use crate::store::memory::MemoryStore;
+use audit_aws::dynamodb::MemoryStore;
 
 fn ports(store: &MemoryStore) -> Ports<'_, MemoryStore, MemoryDeadLetterQueue> {
     Ports {
