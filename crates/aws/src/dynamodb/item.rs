@@ -304,11 +304,11 @@ fn number_size(text: &str) -> usize {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use audit_model::message::{AuditMessage, Delivery, parse_audit_time};
 
-    fn item(body: &str) -> AuditItem {
+    pub(crate) fn item(body: &str) -> AuditItem {
         let message = AuditMessage::parse(Some(body), None).unwrap();
         let delivery = Delivery {
             sqs_message_id: "sqs-1".into(),
@@ -345,7 +345,7 @@ mod tests {
     }
 
     /// The `ALL_OLD` item of `body` as the function writes it.
-    fn stored(body: &str) -> Map<String, Value> {
+    pub(crate) fn stored(body: &str) -> Map<String, Value> {
         request(body)["Item"].as_object().unwrap().clone()
     }
 

@@ -349,4 +349,217 @@ mod tests {
             assert!(!suspect(code), "{code}");
         }
     }
+
+    mod through_the_port {
+        //! The store's logic over a scripted wire: no socket, no HTTP.
+
+        use std::collections::VecDeque;
+        use std::sync::Mutex;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+
+        use super::super::super::item::tests::{item, stored};
+        use super::super::super::memory::MemoryStore;
+        use super::*;
+        use crate::dynamodb::port::{Reply, WireError};
+
+        /// Answers calls from a script (then `200 {}`), counting what the store asked of it.
+        #[derive(Default)]
+        struct Scripted {
+            replies: Mutex<VecDeque<Result<Reply, WireError>>>,
+            operations: Mutex<Vec<String>>,
+            clock_corrections: AtomicUsize,
+            credentials_forgotten: AtomicUsize,
+        }
+
+        impl Scripted {
+            fn answering(replies: impl IntoIterator<Item = Result<Reply, WireError>>) -> Self {
+                Self {
+                    replies: Mutex::new(replies.into_iter().collect()),
+                    ..Self::default()
+                }
+            }
+
+            fn calls(&self) -> usize {
+                self.operations.lock().unwrap().len()
+            }
+        }
+
+        impl Transport for Scripted {
+            async fn call(&self, operation: &str, _body: Bytes) -> Result<Reply, WireError> {
+                self.operations.lock().unwrap().push(operation.to_owned());
+                let next = self.replies.lock().unwrap().pop_front();
+                next.unwrap_or_else(|| Ok(answer(200, "{}")))
+            }
+
+            async fn probe(&self) -> Result<(), WireError> {
+                Ok(())
+            }
+
+            /// Corrects a skew over the signer's threshold, as the wire does.
+            fn correct_clock(&self, reply: &Reply) -> bool {
+                let corrected = reply.skew_ms.is_some_and(|ms| ms.abs() > 240_000);
+                if corrected {
+                    self.clock_corrections.fetch_add(1, Ordering::SeqCst);
+                }
+                corrected
+            }
+
+            fn forget_credentials(&self) {
+                self.credentials_forgotten.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+
+        fn answer(status: u16, body: &str) -> Reply {
+            Reply {
+                status,
+                body: Bytes::from(body.to_owned()),
+                ..Reply::default()
+            }
+        }
+
+        fn refused(code: &str, skew_ms: Option<i64>) -> Result<Reply, WireError> {
+            let body = format!(r#"{{"__type":"x#{code}","message":"m"}}"#);
+            Ok(Reply {
+                skew_ms,
+                ..answer(400, &body)
+            })
+        }
+
+        /// DynamoDB's answer to a write whose key exists, with the stored item of `body`.
+        fn exists(body: Option<&str>) -> Result<Reply, WireError> {
+            let old = body.map(|b| format!(r#","Item":{}"#, Value::Object(stored(b))));
+            let text = format!(
+                r#"{{"__type":"com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException","message":"The conditional request failed"{}}}"#,
+                old.unwrap_or_default()
+            );
+            Ok(answer(400, &text))
+        }
+
+        fn over(wire: Scripted) -> DynamoDbStore<Scripted> {
+            DynamoDbStore::new(wire, "AuditMessages")
+        }
+
+        const BODY: &str = r#"{"auditText":"login","auditTime":"2026-11-22T10:00:00Z","n":1.0}"#;
+
+        #[tokio::test]
+        async fn an_existing_key_is_a_duplicate_or_a_conflict_by_the_payload_rule() {
+            let other = r#"{"auditText":"logout","auditTime":"2026-11-22T10:00:00Z","n":1.0}"#;
+            let store = over(Scripted::answering([
+                Ok(answer(200, "{}")),
+                exists(Some(BODY)),
+                exists(Some(other)),
+                exists(None),
+            ]));
+            let new = item(BODY);
+            assert_eq!(store.put_if_absent(&new).await, Ok(PutOutcome::Written));
+            assert_eq!(store.put_if_absent(&new).await, Ok(PutOutcome::Duplicate));
+            assert_eq!(store.put_if_absent(&new).await, Ok(PutOutcome::Conflict));
+            assert_eq!(
+                store.put_if_absent(&new).await,
+                Err(StoreError::Unverifiable)
+            );
+        }
+
+        #[tokio::test]
+        async fn a_refusal_for_a_skewed_clock_is_signed_again_once() {
+            let skewed = Some(600_000);
+            let wire = Scripted::answering([refused("InvalidSignatureException", skewed)]);
+            let store = over(wire);
+            assert_eq!(
+                store.put_if_absent(&item(BODY)).await,
+                Ok(PutOutcome::Written)
+            );
+            assert_eq!(store.wire.calls(), 2);
+            assert_eq!(store.wire.credentials_forgotten.load(Ordering::SeqCst), 0);
+
+            // Refused again after the correction: the error stands, the credentials are fetched
+            // again for the next call.
+            let wire = Scripted::answering([
+                refused("InvalidSignatureException", skewed),
+                refused("InvalidSignatureException", skewed),
+            ]);
+            let store = over(wire);
+            assert!(matches!(
+                store.put_if_absent(&item(BODY)).await,
+                Err(e @ StoreError::Unavailable(_)) if e.is_retryable()
+            ));
+            assert_eq!(store.wire.calls(), 2);
+            assert_eq!(store.wire.clock_corrections.load(Ordering::SeqCst), 1);
+            assert_eq!(store.wire.credentials_forgotten.load(Ordering::SeqCst), 1);
+
+            // A refusal with the clock right is not sent again.
+            let store = over(Scripted::answering([refused(
+                "InvalidSignatureException",
+                Some(1_000),
+            )]));
+            assert!(store.put_if_absent(&item(BODY)).await.is_err());
+            assert_eq!(store.wire.calls(), 1);
+        }
+
+        #[tokio::test]
+        async fn a_lost_exchange_is_unavailable_and_an_oversized_item_never_leaves() {
+            let store = over(Scripted::answering([Err(WireError::Connect)]));
+            assert_eq!(
+                store.put_if_absent(&item(BODY)).await,
+                Err(StoreError::Unavailable("connection failed".into()))
+            );
+            let large = format!(
+                r#"{{"auditText":"{}","auditTime":"2026-11-22T10:00:00Z"}}"#,
+                "x".repeat(MAX_ITEM_BYTES)
+            );
+            assert!(matches!(
+                store.put_if_absent(&item(&large)).await,
+                Err(StoreError::ItemTooLarge(_))
+            ));
+            assert!(matches!(
+                MemoryStore::new().put_if_absent(&item(&large)).await,
+                Err(StoreError::ItemTooLarge(_))
+            ));
+            assert_eq!(store.wire.calls(), 1);
+        }
+
+        #[tokio::test]
+        async fn the_twin_decides_as_the_adapter_does() {
+            let time = r#""auditTime":"2026-11-22T10:00:00Z""#;
+            let pairs = [
+                (r#""auditText":"x","n":1.0"#, r#""auditText":"x","n":1"#),
+                (r#""auditText":"x","n":1.0"#, r#""auditText":"x","n":2"#),
+                (r#""auditText":"x""#, r#""auditText":"y""#),
+                (
+                    r#""auditText":"x","m":{"a":[1,"b",null]}"#,
+                    r#""auditText":"x","m":{"a":[1.0,"b",null]}"#,
+                ),
+                (
+                    r#""auditText":"x","m":{"a":[1]}"#,
+                    r#""auditText":"x","m":{"a":[1,2]}"#,
+                ),
+                (r#""auditText":"x""#, r#""auditText":"x","n":1"#),
+                (
+                    r#""action":"a","actor":"alice""#,
+                    r#""action":"a","actor":"bob""#,
+                ),
+                (
+                    r#""action":"a","outcome":"success""#,
+                    r#""action":"a","outcome":"failure""#,
+                ),
+                (
+                    r#""action":"a","sourceIp":"2001:DB8::1""#,
+                    r#""action":"a","sourceIp":"2001:db8::1""#,
+                ),
+            ];
+            for (first, second) in pairs {
+                let (first, second) = (
+                    format!("{{{first},{time}}}"),
+                    format!("{{{second},{time}}}"),
+                );
+                let twin = MemoryStore::new();
+                twin.insert(item(&first));
+                let by_twin = twin.put_if_absent(&item(&second)).await;
+                let adapter = over(Scripted::answering([exists(Some(&first))]));
+                let by_adapter = adapter.put_if_absent(&item(&second)).await;
+                assert_eq!(by_twin, by_adapter, "{first} then {second}");
+                assert!(by_twin.is_ok(), "{first} then {second}");
+            }
+        }
+    }
 }
