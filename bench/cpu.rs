@@ -5,10 +5,10 @@
 use std::hint::black_box;
 use std::time::Duration;
 
+use audit_aws::dynamodb::{PutOutcome, StoreError, put_item_body};
 use audit_receiver::handler::response;
 use audit_receiver::message::{AuditItem, AuditMessage, Delivery, parse_sent_timestamp};
-use audit_receiver::store::dynamodb::put_item_body;
-use audit_receiver::store::{AuditStore, PutOutcome, StoreError};
+use audit_receiver::store::AuditStore;
 use audit_receiver::{BatchSettings, RetryPolicy, batch};
 use bench_support::{event, measure, micros};
 

@@ -1465,7 +1465,7 @@ const HOW: &str = "## How it is measured\n\n\
 The function is the real release binary (`target/release/audit-receiver`) run as Lambda runs it: a \
 process that polls the project's Runtime API stand-in (`crates/receiver/tests/support/runtime_api.rs`) and writes to a \
 DynamoDB stand-in that answers every request (`{}`: written) after a fixed injected round trip (RTT). \
-Ours signs and sends its `PutItem`s with its own client (`crates/receiver/src/store/dynamodb/wire.rs`); every peer \
+Ours signs and sends its `PutItem`s with its own client (`crates/aws/src/dynamodb/wire.rs`); every peer \
 uses its language's AWS SDK. \
 The stand-in serves plain HTTP and TLS; its certificate is made at run time (rcgen) and trusted through \
 the standard variables: `SSL_CERT_FILE` for the Rust programs, `AWS_CA_BUNDLE` for boto3, \

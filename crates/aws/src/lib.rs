@@ -6,6 +6,8 @@
 //! stays in `audit_model`; what a program does with these stays in that program.
 
 pub mod config;
+#[cfg(feature = "dynamodb")]
+pub mod dynamodb;
 pub mod env;
 pub mod error;
 #[cfg(feature = "sqs")]

@@ -2,9 +2,9 @@
 //! the SQS client, built once from the SDK's configuration, and the runtime loop.
 
 use audit_aws::config::ClientOptions;
+use audit_aws::dynamodb::{DynamoDbStore, Wire};
 use audit_aws::sqs::SqsDeadLetterQueue;
 use audit_receiver::deadletter::DeadLetterQueue;
-use audit_receiver::store::dynamodb::{DynamoDbStore, Wire};
 use audit_receiver::{Config, Handler};
 use std::sync::Arc;
 use std::time::Duration;

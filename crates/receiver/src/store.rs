@@ -1,71 +1,15 @@
 //! Owns the storage port: write an item only if absent, and say whether it was written, was
 //! already there with the same payload, or was there with another. Must not know SQS or batching.
-
-pub mod dynamodb;
-pub mod memory;
+//!
+//! The adapters are audit-aws's: `DynamoDbStore` (production) and its twin `MemoryStore` (tests),
+//! with their vocabulary (`PutOutcome`, `StoreError`) and the one payload rule.
 
 use std::future::Future;
 
-use audit_model::Reason;
+use audit_aws::dynamodb::{DynamoDbStore, MemoryStore, Transport};
 use audit_model::message::AuditItem;
-pub use audit_model::payload::{same_json, same_number, same_payload};
 
-/// What a conditional write found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PutOutcome {
-    /// The item was new and is now stored.
-    Written,
-    /// An item with this key and the same payload (`auditText`, `extra`) was already stored.
-    Duplicate,
-    /// An item with this key but another payload was already stored; it was left untouched.
-    Conflict,
-}
-
-/// Why a write did not happen. `is_retryable` tells the batch whether another attempt can help.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum StoreError {
-    #[error("throttled: {0}")]
-    Throttled(String),
-    #[error("store unavailable: {0}")]
-    Unavailable(String),
-    #[error("table not found: {0}")]
-    TableNotFound(String),
-    #[error("the item is {0} bytes, over DynamoDB's 400 KB item limit")]
-    ItemTooLarge(usize),
-    #[error("rejected by the store: {0}")]
-    Rejected(String),
-    /// The caller may not do this (IAM, a service control policy, a VPC endpoint policy, a KMS
-    /// key policy): the deployment's fault, not the message's.
-    #[error("access denied: {0}")]
-    AccessDenied(String),
-    #[error("an item with this key exists, but the store returned no old item to compare payloads")]
-    Unverifiable,
-}
-
-impl StoreError {
-    /// Throttling, 5xx, timeouts and connection errors: worth another attempt within the
-    /// invocation. A refused access is not (a policy is not fixed in milliseconds, and hammering
-    /// it helps nobody), but it is transient across receives (its `Reason`).
-    pub fn is_retryable(&self) -> bool {
-        matches!(self, Self::Throttled(_) | Self::Unavailable(_))
-    }
-
-    pub fn reason(&self) -> Reason {
-        match self {
-            Self::Throttled(_) => Reason::Throttled,
-            Self::Unavailable(_) => Reason::StoreUnavailable,
-            Self::TableNotFound(_) => Reason::TableNotFound,
-            Self::ItemTooLarge(_) => Reason::ItemTooLarge,
-            Self::Rejected(_) => Reason::StoreRejected,
-            Self::AccessDenied(_) => Reason::AccessDenied,
-            Self::Unverifiable => Reason::DuplicateUnverified,
-        }
-    }
-
-    pub fn code(&self) -> &'static str {
-        self.reason().code()
-    }
-}
+pub use audit_aws::dynamodb::{PutOutcome, StoreError};
 
 /// The port the batch writes through. Implementations must never overwrite an existing item.
 pub trait AuditStore: Send + Sync {
@@ -73,6 +17,24 @@ pub trait AuditStore: Send + Sync {
         &self,
         item: &AuditItem,
     ) -> impl Future<Output = Result<PutOutcome, StoreError>> + Send;
+}
+
+impl<T: Transport> AuditStore for DynamoDbStore<T> {
+    fn put_if_absent(
+        &self,
+        item: &AuditItem,
+    ) -> impl Future<Output = Result<PutOutcome, StoreError>> + Send {
+        DynamoDbStore::put_if_absent(self, item)
+    }
+}
+
+impl AuditStore for MemoryStore {
+    fn put_if_absent(
+        &self,
+        item: &AuditItem,
+    ) -> impl Future<Output = Result<PutOutcome, StoreError>> + Send {
+        MemoryStore::put_if_absent(self, item)
+    }
 }
 
 impl<S: AuditStore> AuditStore for std::sync::Arc<S> {

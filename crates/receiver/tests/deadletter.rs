@@ -7,12 +7,11 @@ mod support;
 
 use std::collections::HashMap;
 
+use audit_aws::dynamodb::{DynamoDbStore, StoreError};
 use audit_aws::sqs::SqsDeadLetterQueue;
 use audit_receiver::Handler;
 use audit_receiver::batch::{Failure, dead_letter};
 use audit_receiver::deadletter::{FAILURE_CONTEXT, FAILURE_REASON, FailureContext};
-use audit_receiver::store::StoreError;
-use audit_receiver::store::dynamodb::DynamoDbStore;
 use aws_lambda_events::encodings::Base64Data;
 use aws_lambda_events::sqs::{SqsMessage, SqsMessageAttribute};
 use aws_sdk_sqs::types::{

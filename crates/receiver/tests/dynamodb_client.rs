@@ -9,9 +9,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, SystemTime};
 
+use audit_aws::dynamodb::{DynamoDbStore, Wire};
+use audit_aws::dynamodb::{PutOutcome, StoreError};
 use audit_receiver::message::{AuditItem, AuditMessage, Delivery, parse_audit_time};
-use audit_receiver::store::dynamodb::{DynamoDbStore, Wire};
-use audit_receiver::store::{AuditStore, PutOutcome, StoreError};
 use aws_credential_types::Credentials;
 use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider, future};
 use support::http::{Request, read_request, write_response};

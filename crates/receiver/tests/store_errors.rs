@@ -8,9 +8,9 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use audit_aws::dynamodb::DynamoDbStore;
+use audit_aws::dynamodb::{PutOutcome, StoreError};
 use audit_receiver::message::{AuditItem, AuditMessage, Delivery, parse_audit_time};
-use audit_receiver::store::dynamodb::DynamoDbStore;
-use audit_receiver::store::{AuditStore, PutOutcome, StoreError};
 use lambda_runtime::{Context, LambdaEvent};
 use support::http::{Request, read_request, write_response};
 use support::*;

@@ -12,8 +12,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use audit_archiver::bucket::s3::S3Bucket;
+use audit_aws::dynamodb::{DynamoDbStore, Wire};
 use audit_model::keys::{PARTITION_KEY, SORT_KEY};
-use audit_receiver::store::dynamodb::{DynamoDbStore, Wire};
 use audit_receiver::{BatchSettings, Handler as Receiver, RetryPolicy};
 use aws_lambda_events::sqs::{SqsEvent, SqsMessage};
 use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region, SharedCredentialsProvider};

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::deadletter::{FAILURE_CONTEXT, FailureAttributes, FailureContext, SendError};
-use crate::store::memory::MemoryStore;
+use audit_aws::dynamodb::MemoryStore;
 use audit_aws::sqs::MemoryDeadLetterQueue;
 
 fn ports(store: &MemoryStore) -> Ports<'_, MemoryStore, MemoryDeadLetterQueue> {

@@ -12,9 +12,9 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use audit_model::keys::{LOOKUP_INDEXES, LOOKUP_PROJECTION};
-use audit_receiver::store::dynamodb::{
-    AUDIT_BUCKET, DynamoDbStore, PARTITION_KEY, SORT_KEY, TIME_INDEX, Wire,
+use audit_aws::dynamodb::{DynamoDbStore, Wire};
+use audit_model::keys::{
+    AUDIT_BUCKET, LOOKUP_INDEXES, LOOKUP_PROJECTION, PARTITION_KEY, SORT_KEY, TIME_INDEX,
 };
 use audit_receiver::{BatchSettings, Handler, RetryPolicy};
 use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};

@@ -22,10 +22,12 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
+use super::port::{Reply, Transport, WireError};
 use super::sigv4::{self, Signer};
 
-/// How long a connection may take to open; a dead endpoint then fails fast and is retried.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+/// How long a connection may take to open; a dead endpoint then fails fast and is retried (the
+/// function's preset, as its SDK clients have it).
+const CONNECT_TIMEOUT: Duration = crate::config::FUNCTION_CONNECT_TIMEOUT;
 /// Idle connections are closed after this (DynamoDB's own idle limit is longer).
 const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// The API version prefix of every DynamoDB target (`X-Amz-Target`).
@@ -56,32 +58,6 @@ impl std::fmt::Debug for Wire {
             .field("uri", &self.inner.uri)
             .finish()
     }
-}
-
-/// A whole answer: status, the `x-amzn-ErrorType` header if any, and the body.
-#[derive(Debug)]
-pub struct Reply {
-    pub status: u16,
-    pub error_type: Option<String>,
-    pub body: Bytes,
-    /// For an error answer with a `Date` header: the service's clock minus ours, in
-    /// milliseconds, at the exchange's midpoint (what the SDK's clock-skew correction measures).
-    pub skew_ms: Option<i64>,
-}
-
-/// A call that got no whole answer.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum WireError {
-    #[error("{0}")]
-    Credentials(String),
-    #[error("connect timed out")]
-    ConnectTimeout,
-    #[error("connection failed")]
-    Connect,
-    #[error("the request could not be sent")]
-    Send,
-    #[error("the response was lost or could not be read")]
-    Response,
 }
 
 /// Why a wire could not be set up.
@@ -201,6 +177,36 @@ impl Wire {
         })
     }
 
+    /// The POST with its signature's headers. The secrets' header values are marked sensitive
+    /// (the `http` crate's `Debug` then hides them); the copies in a request belong to the HTTP
+    /// stack that writes them, as with the SDK's client.
+    fn signed(
+        &self,
+        target: &str,
+        signature: &sigv4::Signature,
+        body: Bytes,
+    ) -> Result<Request<Full<Bytes>>, WireError> {
+        let inner = &self.inner;
+        let sensitive = |value: &str| {
+            let mut value = HeaderValue::from_str(value).map_err(|_| WireError::Send)?;
+            value.set_sensitive(true);
+            Ok::<_, WireError>(value)
+        };
+        let mut request = Request::post(inner.uri.clone())
+            .header(HOST, inner.host_header.clone())
+            .header(USER_AGENT, HeaderValue::from_static(USER_AGENT_VALUE))
+            .header(CONTENT_TYPE, HeaderValue::from_static(sigv4::CONTENT_TYPE))
+            .header("x-amz-date", signature.amz_date.as_str())
+            .header("x-amz-target", target)
+            .header(AUTHORIZATION, sensitive(&signature.authorization)?);
+        if let Some(token) = signature.security_token() {
+            request = request.header("x-amz-security-token", sensitive(token)?);
+        }
+        request.body(Full::new(body)).map_err(|_| WireError::Send)
+    }
+}
+
+impl Transport for Wire {
     /// One call: `operation` (e.g. `PutItem`) with a JSON body; the whole answer, whatever its
     /// status.
     ///
@@ -214,7 +220,7 @@ impl Wire {
     /// DynamoDB finds its own item the second time (a duplicate, never a second item), and
     /// `DescribeTable` changes nothing. A non-idempotent operation must not be sent through
     /// `call`. Once only: if the fresh connection fails too, the error is the batch's to retry.
-    pub async fn call(&self, operation: &str, body: Bytes) -> Result<Reply, WireError> {
+    async fn call(&self, operation: &str, body: Bytes) -> Result<Reply, WireError> {
         let inner = &self.inner;
         let target = format!("{TARGET_PREFIX}{operation}");
         let sent = SystemTime::now();
@@ -257,38 +263,10 @@ impl Wire {
         })
     }
 
-    /// The POST with its signature's headers. The secrets' header values are marked sensitive
-    /// (the `http` crate's `Debug` then hides them); the copies in a request belong to the HTTP
-    /// stack that writes them, as with the SDK's client.
-    fn signed(
-        &self,
-        target: &str,
-        signature: &sigv4::Signature,
-        body: Bytes,
-    ) -> Result<Request<Full<Bytes>>, WireError> {
-        let inner = &self.inner;
-        let sensitive = |value: &str| {
-            let mut value = HeaderValue::from_str(value).map_err(|_| WireError::Send)?;
-            value.set_sensitive(true);
-            Ok::<_, WireError>(value)
-        };
-        let mut request = Request::post(inner.uri.clone())
-            .header(HOST, inner.host_header.clone())
-            .header(USER_AGENT, HeaderValue::from_static(USER_AGENT_VALUE))
-            .header(CONTENT_TYPE, HeaderValue::from_static(sigv4::CONTENT_TYPE))
-            .header("x-amz-date", signature.amz_date.as_str())
-            .header("x-amz-target", target)
-            .header(AUTHORIZATION, sensitive(&signature.authorization)?);
-        if let Some(token) = signature.security_token() {
-            request = request.header("x-amz-security-token", sensitive(token)?);
-        }
-        request.body(Full::new(body)).map_err(|_| WireError::Send)
-    }
-
     /// Opens a connection (or reuses an idle one) with an unsigned `GET /`, which DynamoDB
     /// answers (`healthy: …`) without authentication or any IAM action; the answer itself does
     /// not matter, only that the connection stays in the pool for the first batch.
-    pub async fn probe(&self) -> Result<(), WireError> {
+    async fn probe(&self) -> Result<(), WireError> {
         let inner = &self.inner;
         let request = Request::get(inner.uri.clone())
             .header(HOST, inner.host_header.clone())
@@ -309,14 +287,14 @@ impl Wire {
     }
 
     /// Makes the next call fetch the credentials again (DynamoDB said they expired).
-    pub fn forget_credentials(&self) {
+    fn forget_credentials(&self) {
         self.inner.signer.invalidate();
     }
 
     /// Signs from now on at the service's time as `reply` showed it, if the requests were signed
     /// too far off it (`sigv4::SKEW_THRESHOLD`). Says whether it corrected the clock, i.e.
     /// whether a request refused for its time is worth signing again.
-    pub fn correct_clock(&self, reply: &Reply) -> bool {
+    fn correct_clock(&self, reply: &Reply) -> bool {
         reply
             .skew_ms
             .is_some_and(|measured| self.inner.signer.correct_clock(measured))

@@ -1,12 +1,13 @@
-//! Owns an in-memory `AuditStore` for unit tests of the batch logic: same key and payload rules
-//! as DynamoDB, plus scripted failures, delays and panics. Must not be used outside tests.
+//! Owns the DynamoDB store's in-memory twin for tests of the batch logic: the same key, size and
+//! payload rules as the adapter, plus scripted failures, delays and panics. Not for production.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use super::{AuditStore, PutOutcome, StoreError};
+use super::item::check_size;
+use super::outcome::{PutOutcome, StoreError};
 use audit_model::message::AuditItem;
 
 /// Items keyed like the table: (`messageId`, `auditTime`).
@@ -74,8 +75,10 @@ impl MemoryStore {
     }
 }
 
-impl AuditStore for MemoryStore {
-    async fn put_if_absent(&self, item: &AuditItem) -> Result<PutOutcome, StoreError> {
+impl MemoryStore {
+    /// As `DynamoDbStore::put_if_absent`: the size rule before any write, never overwriting, and
+    /// an existing item a duplicate or a conflict by the same rule (`PutOutcome::existing`).
+    pub async fn put_if_absent(&self, item: &AuditItem) -> Result<PutOutcome, StoreError> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         lock(&self.order).push(item.message_id.clone());
         let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
@@ -97,7 +100,7 @@ impl AuditStore for MemoryStore {
         }
 
         // The same size rule as the DynamoDB adapter, applied before any write.
-        super::dynamodb::check_size(item)?;
+        check_size(item)?;
         let mut items = lock(&self.items);
         let key = (item.message_id.clone(), item.audit_time.clone());
         match items.get(&key) {
@@ -105,8 +108,7 @@ impl AuditStore for MemoryStore {
                 items.insert(key, item.clone());
                 Ok(PutOutcome::Written)
             }
-            Some(old) if super::same_payload(old, item) => Ok(PutOutcome::Duplicate),
-            Some(_) => Ok(PutOutcome::Conflict),
+            Some(old) => Ok(PutOutcome::existing(old, item)),
         }
     }
 }

@@ -1,0 +1,24 @@
+//! Owns the DynamoDB adapter the receiver writes through, and its in-memory twin: the item's
+//! attributes, the conditional write, what DynamoDB's answers mean. Must not know SQS or batching.
+//!
+//! - `store`: `DynamoDbStore`, the conditional `PutItem` and the errors, over a `Transport`;
+//! - `item`: `AuditItem` <-> DynamoDB's JSON (the request, the size, `ALL_OLD` read back);
+//! - `outcome`: `PutOutcome`, `StoreError`, and the one payload rule's use;
+//! - `port`: `Transport`, one signed call and its whole answer;
+//! - `wire`, `sigv4`: the fast wire (hyper, rustls) and its signer, the production `Transport`;
+//! - `memory`: `MemoryStore`, the twin, for tests.
+
+pub mod item;
+pub mod memory;
+pub mod outcome;
+pub mod port;
+pub mod sigv4;
+pub mod store;
+pub mod wire;
+
+pub use item::{check_size, item_size, put_item_body};
+pub use memory::MemoryStore;
+pub use outcome::{PutOutcome, StoreError};
+pub use port::{Reply, Transport, WireError};
+pub use store::DynamoDbStore;
+pub use wire::{SetupError, Wire};
