@@ -1,6 +1,6 @@
 //! The SDK's configuration for a local endpoint (static test credentials, us-east-1, the account
-//! and region moto keeps its resources in), and the resources the tests create on it the way
-//! template.yaml defines them; knows no program's code.
+//! and region moto keeps its resources in), the resources the tests create on it the way
+//! template.yaml defines them, and the queues read back; knows no program's code.
 
 use aws_config::{BehaviorVersion, Region, SdkConfig};
 use aws_credential_types::Credentials;
@@ -83,4 +83,24 @@ pub async fn create_locked_bucket(s3: &aws_sdk_s3::Client, name: &str) {
         .send()
         .await
         .expect("object lock configuration");
+}
+
+/// One receive of up to 10 messages of the queue at `url`, with all their attributes, hidden for
+/// `visibility_timeout` seconds (0: a receive that hides nothing).
+pub async fn receive(
+    sqs: &aws_sdk_sqs::Client,
+    url: &str,
+    visibility_timeout: i32,
+) -> Vec<aws_sdk_sqs::types::Message> {
+    sqs.receive_message()
+        .queue_url(url)
+        .max_number_of_messages(10)
+        .visibility_timeout(visibility_timeout)
+        .message_attribute_names("All")
+        .message_system_attribute_names(aws_sdk_sqs::types::MessageSystemAttributeName::All)
+        .send()
+        .await
+        .expect("receive")
+        .messages
+        .unwrap_or_default()
 }
