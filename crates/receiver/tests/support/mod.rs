@@ -34,23 +34,18 @@ pub use audit_testkit::net::{free_port, wait_for_port};
 #[allow(unused_imports)]
 pub use audit_testkit::sqs::QUEUE_ARN;
 
-/// moto's server (DynamoDB and SQS) on 127.0.0.1, its process group killed on drop.
-pub struct Moto {
-    pub endpoint: String,
-    _server: MotoServer,
+/// moto's server (DynamoDB and SQS) on 127.0.0.1, its process group killed on drop: `start()`
+/// runs `$MOTO_SERVER` (set by the Makefile) or `.venv/bin/moto_server`.
+pub type Moto = MotoServer;
+
+/// The test's view of the table on moto.
+pub trait TableClient {
+    /// A DynamoDB client for moto, configured like the function's ([`client`]).
+    fn client(&self) -> Client;
 }
 
-impl Moto {
-    /// Starts `moto_server` from `$MOTO_SERVER` (set by the Makefile) or `.venv/bin/moto_server`.
-    pub fn start() -> Self {
-        let server = MotoServer::start();
-        Self {
-            endpoint: server.endpoint.clone(),
-            _server: server,
-        }
-    }
-
-    pub fn client(&self) -> Client {
+impl TableClient for Moto {
+    fn client(&self) -> Client {
         client(&self.endpoint)
     }
 }
