@@ -12,6 +12,7 @@ use audit_aws::sqs::SqsDeadLetterQueue;
 use audit_receiver::Handler;
 use audit_receiver::batch::{Failure, dead_letter};
 use audit_receiver::deadletter::{FAILURE_CONTEXT, FAILURE_REASON, FailureContext};
+use audit_testkit::endpoint::receive;
 use aws_lambda_events::encodings::Base64Data;
 use aws_lambda_events::sqs::{SqsMessage, SqsMessageAttribute};
 use aws_sdk_sqs::types::{
@@ -42,17 +43,7 @@ async fn create_queue(sqs: &aws_sdk_sqs::Client, name: &str, max_size: Option<u3
 async fn receive_all(sqs: &aws_sdk_sqs::Client, url: &str) -> Vec<Message> {
     let mut all = Vec::new();
     loop {
-        let page = sqs
-            .receive_message()
-            .queue_url(url)
-            .max_number_of_messages(10)
-            .visibility_timeout(600)
-            .message_attribute_names("All")
-            .message_system_attribute_names(MessageSystemAttributeName::All)
-            .send()
-            .await
-            .expect("receive");
-        let messages = page.messages.unwrap_or_default();
+        let messages = receive(sqs, url, 600).await;
         if messages.is_empty() {
             return all;
         }

@@ -5,6 +5,7 @@
 
 mod support;
 
+use audit_testkit::net::on_own_thread;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, SystemTime};
@@ -280,34 +281,28 @@ impl Freezable {
         let connections = Arc::new(AtomicUsize::new(0));
         let answered = Arc::new(AtomicUsize::new(0));
         let (c, a) = (connections.clone(), answered.clone());
-        std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            runtime.block_on(async move {
-                let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-                ready_tx.send(listener.local_addr().unwrap()).unwrap();
-                // Idle connections, closed when the test says so.
-                let idle: Arc<Mutex<Vec<tokio::sync::oneshot::Sender<()>>>> = Arc::default();
-                loop {
-                    tokio::select! {
-                        accepted = listener.accept() => {
-                            let Ok((socket, _)) = accepted else { return };
-                            c.fetch_add(1, Ordering::SeqCst);
-                            tokio::spawn(Self::serve(socket, a.clone(), idle.clone()));
+        on_own_thread(move || async move {
+            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            ready_tx.send(listener.local_addr().unwrap()).unwrap();
+            // Idle connections, closed when the test says so.
+            let idle: Arc<Mutex<Vec<tokio::sync::oneshot::Sender<()>>>> = Arc::default();
+            loop {
+                tokio::select! {
+                    accepted = listener.accept() => {
+                        let Ok((socket, _)) = accepted else { return };
+                        c.fetch_add(1, Ordering::SeqCst);
+                        tokio::spawn(Self::serve(socket, a.clone(), idle.clone()));
+                    }
+                    Some(done) = close_rx.recv() => {
+                        for close in idle.lock().unwrap().drain(..) {
+                            let _ = close.send(());
                         }
-                        Some(done) = close_rx.recv() => {
-                            for close in idle.lock().unwrap().drain(..) {
-                                let _ = close.send(());
-                            }
-                            // Give the connections' tasks the moment to close their sockets.
-                            tokio::time::sleep(Duration::from_millis(100)).await;
-                            let _ = done.send(());
-                        }
+                        // Give the connections' tasks the moment to close their sockets.
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        let _ = done.send(());
                     }
                 }
-            });
+            }
         });
         let address = ready_rx.recv().unwrap();
         Self {

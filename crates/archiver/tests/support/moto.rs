@@ -5,25 +5,21 @@
 #![allow(dead_code)] // each test binary uses a different part of the harness
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::net::TcpStream;
+use std::time::Duration;
 
 use audit_archiver::bucket::s3::S3Bucket;
 use audit_aws::dynamodb::{DynamoDbStore, Wire};
 use audit_model::keys::{PARTITION_KEY, SORT_KEY};
 use audit_receiver::{BatchSettings, Handler as Receiver, RetryPolicy};
-use aws_lambda_events::sqs::{SqsEvent, SqsMessage};
-use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region, SharedCredentialsProvider};
-use aws_sdk_dynamodb::types::{
-    AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
-    StreamSpecification, StreamViewType,
+use audit_testkit::endpoint::{
+    create_locked_bucket, credentials_provider, key, sdk_config, string_attribute,
 };
+use audit_testkit::moto::MotoServer;
+use audit_testkit::sqs::record;
+use aws_lambda_events::sqs::SqsEvent;
+use aws_sdk_dynamodb::types::{BillingMode, KeyType, StreamSpecification, StreamViewType};
 use lambda_runtime::{Context, LambdaEvent};
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
 use serde_json::{Value, json};
 
 pub const TABLE: &str = "AuditMessages";
@@ -33,88 +29,27 @@ pub const BUCKET: &str = "audit-archive-test";
 pub struct Moto {
     pub endpoint: String,
     port: u16,
-    child: Child,
-}
-
-impl Drop for Moto {
-    fn drop(&mut self) {
-        // Our child is not reaped yet, so its pid (its group's id) cannot have been reused.
-        let _ = killpg(Pid::from_raw(self.child.id() as i32), Signal::SIGKILL);
-        let _ = self.child.wait();
-    }
-}
-
-fn project_root() -> PathBuf {
-    let package = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    package
-        .ancestors()
-        .find(|dir| dir.join("template.yaml").exists())
-        .map(PathBuf::from)
-        .unwrap_or(package)
+    _server: MotoServer,
 }
 
 impl Moto {
     /// Starts `moto_server` from `$MOTO_SERVER` or the repository's `.venv/bin/moto_server`.
     pub fn start() -> Self {
-        let binary = std::env::var_os("MOTO_SERVER")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| project_root().join(".venv/bin/moto_server"));
-        assert!(
-            binary.exists(),
-            "moto_server not found at {}: run the tests with `make test` (it installs .venv)",
-            binary.display()
-        );
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .expect("a free port");
-        let mut child = Command::new(&binary)
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0)
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display()));
-        let started = Instant::now();
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
-            if let Ok(Some(status)) = child.try_wait() {
-                panic!("moto_server exited with {status}");
-            }
-            assert!(
-                started.elapsed() < Duration::from_secs(60),
-                "moto_server did not listen"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let server = MotoServer::start();
         Self {
-            endpoint: format!("http://127.0.0.1:{port}"),
-            port,
-            child,
+            endpoint: server.endpoint.clone(),
+            port: server.port,
+            _server: server,
         }
     }
 
     pub fn dynamodb(&self) -> aws_sdk_dynamodb::Client {
-        let config = aws_sdk_dynamodb::Config::builder()
-            .behavior_version(BehaviorVersion::latest())
-            .endpoint_url(&self.endpoint)
-            .region(Region::new("us-east-1"))
-            .credentials_provider(Credentials::new("test", "test", None, None, "tests"))
-            .build();
-        aws_sdk_dynamodb::Client::from_conf(config)
+        aws_sdk_dynamodb::Client::new(&sdk_config(&self.endpoint))
     }
 
     /// The S3 client the archiver builds, for this endpoint.
     pub fn s3(&self) -> aws_sdk_s3::Client {
-        let sdk = aws_config::SdkConfig::builder()
-            .behavior_version(aws_config::BehaviorVersion::latest())
-            .endpoint_url(&self.endpoint)
-            .region(aws_config::Region::new("us-east-1"))
-            .credentials_provider(SharedCredentialsProvider::new(Credentials::new(
-                "test", "test", None, None, "tests",
-            )))
-            .build();
+        let sdk = sdk_config(&self.endpoint);
         audit_aws::config::s3(
             &sdk,
             audit_aws::config::ClientOptions::bounded(audit_model::archive::OBJECT_WRITE_TIMEOUT),
@@ -123,14 +58,7 @@ impl Moto {
 
     /// The KMS client the archiver builds, for this endpoint.
     pub fn kms(&self) -> aws_sdk_kms::Client {
-        let sdk = aws_config::SdkConfig::builder()
-            .behavior_version(aws_config::BehaviorVersion::latest())
-            .endpoint_url(&self.endpoint)
-            .region(aws_config::Region::new("us-east-1"))
-            .credentials_provider(SharedCredentialsProvider::new(Credentials::new(
-                "test", "test", None, None, "tests",
-            )))
-            .build();
+        let sdk = sdk_config(&self.endpoint);
         audit_aws::config::kms(
             &sdk,
             audit_aws::config::ClientOptions::bounded(audit_model::archive::OBJECT_WRITE_TIMEOUT),
@@ -159,28 +87,14 @@ impl Moto {
 
     /// The audit table as the template defines its key and stream (new and old images).
     pub async fn create_table(&self) {
-        let key = |name: &str, kind| {
-            KeySchemaElement::builder()
-                .attribute_name(name)
-                .key_type(kind)
-                .build()
-                .expect("key")
-        };
-        let attribute = |name: &str| {
-            AttributeDefinition::builder()
-                .attribute_name(name)
-                .attribute_type(ScalarAttributeType::S)
-                .build()
-                .expect("attribute")
-        };
         self.dynamodb()
             .create_table()
             .table_name(TABLE)
             .billing_mode(BillingMode::PayPerRequest)
             .key_schema(key(PARTITION_KEY, KeyType::Hash))
             .key_schema(key(SORT_KEY, KeyType::Range))
-            .attribute_definitions(attribute(PARTITION_KEY))
-            .attribute_definitions(attribute(SORT_KEY))
+            .attribute_definitions(string_attribute(PARTITION_KEY))
+            .attribute_definitions(string_attribute(SORT_KEY))
             .stream_specification(
                 StreamSpecification::builder()
                     .stream_enabled(true)
@@ -196,44 +110,13 @@ impl Moto {
     /// The archive bucket as the template defines it: versioning and Object Lock with a default
     /// COMPLIANCE retention.
     pub async fn create_bucket(&self, name: &str) {
-        use aws_sdk_s3::types::{
-            DefaultRetention, ObjectLockConfiguration, ObjectLockEnabled, ObjectLockRetentionMode,
-            ObjectLockRule,
-        };
-        let s3 = self.s3();
-        s3.create_bucket()
-            .bucket(name)
-            .object_lock_enabled_for_bucket(true)
-            .send()
-            .await
-            .expect("create bucket");
-        s3.put_object_lock_configuration()
-            .bucket(name)
-            .object_lock_configuration(
-                ObjectLockConfiguration::builder()
-                    .object_lock_enabled(ObjectLockEnabled::Enabled)
-                    .rule(
-                        ObjectLockRule::builder()
-                            .default_retention(
-                                DefaultRetention::builder()
-                                    .mode(ObjectLockRetentionMode::Compliance)
-                                    .days(1)
-                                    .build(),
-                            )
-                            .build(),
-                    )
-                    .build(),
-            )
-            .send()
-            .await
-            .expect("object lock configuration");
+        create_locked_bucket(&self.s3(), name).await;
     }
 
     /// Writes one audit message per body through the receiver, as its SQS trigger would.
     pub async fn write_messages(&self, bodies: &[Value]) {
-        let credentials =
-            SharedCredentialsProvider::new(Credentials::new("test", "test", None, None, "tests"));
-        let wire = Wire::new(&self.endpoint, "us-east-1", credentials).expect("a local endpoint");
+        let wire = Wire::new(&self.endpoint, "us-east-1", credentials_provider())
+            .expect("a local endpoint");
         let receiver = Receiver::new(
             DynamoDbStore::new(wire, TABLE),
             BatchSettings {
@@ -249,7 +132,7 @@ impl Moto {
             event.records = chunk
                 .iter()
                 .enumerate()
-                .map(|(i, body)| sqs_record(&format!("sqs-{chunk_index}-{i}"), body))
+                .map(|(i, body)| record(&format!("sqs-{chunk_index}-{i}"), &body.to_string()))
                 .collect();
             let response = receiver
                 .handle(LambdaEvent::new(event, Context::default()))
@@ -349,24 +232,6 @@ fn unchunk(mut body: &str) -> String {
         body = rest[size..].trim_start_matches("\r\n");
     }
     out
-}
-
-/// An SQS record as Lambda delivers it from the audit queue.
-fn sqs_record(sqs_message_id: &str, body: &Value) -> SqsMessage {
-    let mut record = SqsMessage::default();
-    record.message_id = Some(sqs_message_id.to_owned());
-    record.receipt_handle = Some(format!("AQEB-{sqs_message_id}"));
-    record.body = Some(body.to_string());
-    record.event_source = Some("aws:sqs".to_owned());
-    record.event_source_arn = Some("arn:aws:sqs:us-east-1:123456789012:AuditQueue".to_owned());
-    record.aws_region = Some("us-east-1".to_owned());
-    record
-        .attributes
-        .insert("SentTimestamp".into(), "1795348800000".into());
-    record
-        .attributes
-        .insert("ApproximateReceiveCount".into(), "1".into());
-    record
 }
 
 /// Every object under `prefix` of `bucket`, in key order, with its body.

@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 
 use audit_receiver::message::canonical_time;
+use audit_testkit::endpoint::receive;
 use aws_lambda_events::sqs::SqsMessageAttribute;
 use aws_sdk_sqs::types::{MessageAttributeValue, MessageSystemAttributeName, QueueAttributeName};
 use serde_json::Value;
@@ -82,18 +83,7 @@ impl Queues {
     async fn visible(&self, url: &str) -> HashMap<String, aws_sdk_sqs::types::Message> {
         let mut seen = HashMap::new();
         for _ in 0..5 {
-            let out = self
-                .sqs
-                .receive_message()
-                .queue_url(url)
-                .max_number_of_messages(10)
-                .visibility_timeout(0)
-                .message_attribute_names("All")
-                .message_system_attribute_names(MessageSystemAttributeName::All)
-                .send()
-                .await
-                .unwrap();
-            for m in out.messages.unwrap_or_default() {
+            for m in receive(&self.sqs, url, 0).await {
                 seen.insert(m.message_id.clone().unwrap(), m);
             }
         }

@@ -1,6 +1,7 @@
 //! Owns `dlq list` and `dlq redrive` on a queue that answers receives short and empty, and what
 //! they say when another consumer holds messages. Must not know the messages' reasons.
 
+use audit_testkit::net::on_own_thread;
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -30,22 +31,16 @@ impl ScriptedSqs {
         let receives = Arc::new(AtomicUsize::new(0));
         let counter = receives.clone();
         // A thread of its own: the test's runtime is blocked while auditctl runs.
-        std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            runtime.block_on(async move {
-                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-                while let Ok((mut socket, _)) = listener.accept().await {
-                    let upstream = upstream.clone();
-                    let counter = counter.clone();
-                    tokio::spawn(async move {
-                        let mut buffer = Vec::new();
-                        while let Some(request) = read_request(&mut socket, &mut buffer).await {
-                            let (status, content_type, body) = if request.target
-                                == "AmazonSQS.ReceiveMessage"
-                            {
+        on_own_thread(move || async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let upstream = upstream.clone();
+                let counter = counter.clone();
+                tokio::spawn(async move {
+                    let mut buffer = Vec::new();
+                    while let Some(request) = read_request(&mut socket, &mut buffer).await {
+                        let (status, content_type, body) =
+                            if request.target == "AmazonSQS.ReceiveMessage" {
                                 let k = counter.fetch_add(1, Ordering::SeqCst) + 1;
                                 if empty(k) {
                                     (200, "application/x-amz-json-1.0".to_owned(), b"{}".to_vec())
@@ -59,17 +54,16 @@ impl ScriptedSqs {
                             } else {
                                 forward(&upstream, &request, &request.body).await
                             };
-                            let headers = [("Content-Type", content_type.as_str())];
-                            if write_response(&mut socket, status, &headers, &body)
-                                .await
-                                .is_err()
-                            {
-                                return;
-                            }
+                        let headers = [("Content-Type", content_type.as_str())];
+                        if write_response(&mut socket, status, &headers, &body)
+                            .await
+                            .is_err()
+                        {
+                            return;
                         }
-                    });
-                }
-            });
+                    }
+                });
+            }
         });
         Self { endpoint, receives }
     }

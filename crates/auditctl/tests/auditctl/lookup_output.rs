@@ -199,23 +199,9 @@ async fn a_table_without_the_lookup_index_says_to_deploy_the_template_and_a_time
 {
     let moto = Moto::start();
     // An older deployment: the time index only.
+    use audit_testkit::endpoint::{key, string_attribute as attribute};
     use aws_sdk_dynamodb::types::{
-        AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType,
-        Projection, ProjectionType, ScalarAttributeType,
-    };
-    let key = |name: &str, kind| {
-        KeySchemaElement::builder()
-            .attribute_name(name)
-            .key_type(kind)
-            .build()
-            .unwrap()
-    };
-    let attribute = |name: &str| {
-        AttributeDefinition::builder()
-            .attribute_name(name)
-            .attribute_type(ScalarAttributeType::S)
-            .build()
-            .unwrap()
+        BillingMode, GlobalSecondaryIndex, KeyType, Projection, ProjectionType,
     };
     moto.client()
         .create_table()

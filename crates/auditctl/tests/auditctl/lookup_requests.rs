@@ -1,6 +1,7 @@
 //! Owns what a lookup costs in DynamoDB requests, and its retries of unprocessed keys, against a
 //! scripted endpoint in front of moto. Must not know how the rows are printed.
 
+use audit_testkit::net::on_own_thread;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -28,37 +29,31 @@ impl ScriptedDynamo {
         let upstream = upstream.trim_start_matches("http://").to_owned();
         let batch_gets = Arc::new(AtomicUsize::new(0));
         let counter = batch_gets.clone();
-        std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            runtime.block_on(async move {
-                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-                while let Ok((mut socket, _)) = listener.accept().await {
-                    let upstream = upstream.clone();
-                    let counter = counter.clone();
-                    tokio::spawn(async move {
-                        let mut buffer = Vec::new();
-                        while let Some(request) = read_request(&mut socket, &mut buffer).await {
-                            let (status, content_type, body) =
-                                if request.target == "DynamoDB_20120810.BatchGetItem" {
-                                    counter.fetch_add(1, Ordering::SeqCst);
-                                    batch_get_some(&upstream, &request, most).await
-                                } else {
-                                    forward(&upstream, &request, &request.body).await
-                                };
-                            let headers = [("Content-Type", content_type.as_str())];
-                            if write_response(&mut socket, status, &headers, &body)
-                                .await
-                                .is_err()
-                            {
-                                return;
-                            }
+        on_own_thread(move || async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let upstream = upstream.clone();
+                let counter = counter.clone();
+                tokio::spawn(async move {
+                    let mut buffer = Vec::new();
+                    while let Some(request) = read_request(&mut socket, &mut buffer).await {
+                        let (status, content_type, body) =
+                            if request.target == "DynamoDB_20120810.BatchGetItem" {
+                                counter.fetch_add(1, Ordering::SeqCst);
+                                batch_get_some(&upstream, &request, most).await
+                            } else {
+                                forward(&upstream, &request, &request.body).await
+                            };
+                        let headers = [("Content-Type", content_type.as_str())];
+                        if write_response(&mut socket, status, &headers, &body)
+                            .await
+                            .is_err()
+                        {
+                            return;
                         }
-                    });
-                }
-            });
+                    }
+                });
+            }
         });
         Self {
             endpoint,

@@ -31,17 +31,11 @@ fn settings(max_concurrency: usize) -> BatchSettings {
     }
 }
 
+/// A record as Lambda delivers it, from `QUEUE` (the batch reads neither the receipt handle nor
+/// the region).
 fn record(id: &str, body: &str) -> SqsMessage {
-    let mut record = SqsMessage::default();
-    record.message_id = Some(id.to_owned());
-    record.body = Some(body.to_owned());
+    let mut record = audit_testkit::sqs::record(id, body);
     record.event_source_arn = Some(QUEUE.to_owned());
-    record
-        .attributes
-        .insert("SentTimestamp".into(), "1795348800000".into());
-    record
-        .attributes
-        .insert("ApproximateReceiveCount".into(), "1".into());
     record
 }
 

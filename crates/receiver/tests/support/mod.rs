@@ -7,119 +7,52 @@ pub mod http;
 pub mod runtime_api;
 
 use std::collections::HashMap;
-use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use audit_aws::dynamodb::{DynamoDbStore, Wire};
 use audit_model::keys::{
     AUDIT_BUCKET, LOOKUP_INDEXES, LOOKUP_PROJECTION, PARTITION_KEY, SORT_KEY, TIME_INDEX,
 };
 use audit_receiver::{BatchSettings, Handler, RetryPolicy};
+use audit_testkit::endpoint::{credentials_provider, key, sdk_config, string_attribute};
+use audit_testkit::moto::MotoServer;
 use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region, SharedCredentialsProvider};
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, AttributeValue, BillingMode, GlobalSecondaryIndex, KeySchemaElement,
-    KeyType, Projection, ProjectionType, ScalarAttributeType,
+    AttributeValue, BillingMode, GlobalSecondaryIndex, KeyType, Projection, ProjectionType,
 };
 use lambda_runtime::{Context, LambdaEvent};
 
 pub const TABLE: &str = "AuditMessages";
-pub const QUEUE_ARN: &str = "arn:aws:sqs:us-east-1:123456789012:AuditQueue";
 
 pub type Item = HashMap<String, AttributeValue>;
 
-/// The repository's root: the workspace's, two levels above this package (crates/NAME).
-pub fn project_root() -> PathBuf {
-    let package = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    package
-        .ancestors()
-        .find(|dir| dir.join("template.yaml").exists())
-        .map(PathBuf::from)
-        .unwrap_or(package)
+pub use audit_testkit::moto::project_root;
+#[allow(unused_imports)] // each test binary uses a different part of the harness
+pub use audit_testkit::net::{free_port, wait_for_port};
+#[allow(unused_imports)]
+pub use audit_testkit::sqs::QUEUE_ARN;
+
+/// moto's server (DynamoDB and SQS) on 127.0.0.1, its process group killed on drop: `start()`
+/// runs `$MOTO_SERVER` (set by the Makefile) or `.venv/bin/moto_server`.
+pub type Moto = MotoServer;
+
+/// The test's view of the table on moto.
+pub trait TableClient {
+    /// A DynamoDB client for moto, configured like the function's ([`client`]).
+    fn client(&self) -> Client;
 }
 
-/// A port that was free a moment ago.
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|addr| addr.port())
-        .expect("a free port on 127.0.0.1")
-}
-
-/// Waits until something accepts connections on `port`.
-pub fn wait_for_port(port: u16, within: Duration, child: &mut Child, what: &str) {
-    let started = Instant::now();
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
-        if let Ok(Some(status)) = child.try_wait() {
-            panic!("{what} exited with {status} before listening on {port}");
-        }
-        assert!(
-            started.elapsed() < within,
-            "{what} did not listen on port {port} within {within:?}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// A child process killed when the guard drops, also when the test panics.
-pub struct Process(pub Child);
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// moto's server (DynamoDB and SQS) on 127.0.0.1.
-pub struct Moto {
-    pub endpoint: String,
-    _process: Process,
-}
-
-impl Moto {
-    /// Starts `moto_server` from `$MOTO_SERVER` (set by the Makefile) or `.venv/bin/moto_server`.
-    pub fn start() -> Self {
-        let binary = std::env::var_os("MOTO_SERVER")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| project_root().join(".venv/bin/moto_server"));
-        assert!(
-            binary.exists(),
-            "moto_server not found at {}: run the tests with `make test` (it installs .venv)",
-            binary.display()
-        );
-        let port = free_port();
-        let child = Command::new(&binary)
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display()));
-        let mut process = Process(child);
-        wait_for_port(port, Duration::from_secs(60), &mut process.0, "moto_server");
-        Self {
-            endpoint: format!("http://127.0.0.1:{port}"),
-            _process: process,
-        }
-    }
-
-    pub fn client(&self) -> Client {
+impl TableClient for Moto {
+    fn client(&self) -> Client {
         client(&self.endpoint)
     }
 }
 
 /// A DynamoDB client for a local endpoint, configured like the function's: no SDK retries.
 pub fn client(endpoint: &str) -> Client {
-    let config = aws_sdk_dynamodb::Config::builder()
-        .behavior_version(BehaviorVersion::latest())
-        .endpoint_url(endpoint)
-        .region(Region::new("us-east-1"))
-        .credentials_provider(Credentials::new("test", "test", None, None, "tests"))
+    let config = aws_sdk_dynamodb::config::Builder::from(&sdk_config(endpoint))
         .retry_config(aws_sdk_dynamodb::config::retry::RetryConfig::disabled())
         .timeout_config(
             aws_sdk_dynamodb::config::timeout::TimeoutConfig::builder()
@@ -132,15 +65,7 @@ pub fn client(endpoint: &str) -> Client {
 
 /// An SQS client for a local endpoint.
 pub fn sqs_client(endpoint: &str) -> aws_sdk_sqs::Client {
-    let config = aws_sdk_sqs::Config::builder()
-        .behavior_version(aws_sdk_sqs::config::BehaviorVersion::latest())
-        .endpoint_url(endpoint)
-        .region(aws_sdk_sqs::config::Region::new("us-east-1"))
-        .credentials_provider(aws_sdk_sqs::config::Credentials::new(
-            "test", "test", None, None, "tests",
-        ))
-        .build();
-    aws_sdk_sqs::Client::from_conf(config)
+    aws_sdk_sqs::Client::new(&sdk_config(endpoint))
 }
 
 /// The audit table with the key schema and the `byAuditTime` index the code uses.
@@ -151,34 +76,22 @@ pub async fn create_table(client: &Client, name: &str) {
 /// The audit table as the template defines it, with or without the indexes (`byAuditTime` and
 /// the lookup indexes; an older deployment lacks them).
 pub async fn create_table_with(client: &Client, name: &str, time_index: bool) {
-    let key = |name: &str, kind| {
-        KeySchemaElement::builder()
-            .attribute_name(name)
-            .key_type(kind)
-            .build()
-    };
-    let attribute = |name: &str| {
-        AttributeDefinition::builder()
-            .attribute_name(name)
-            .attribute_type(ScalarAttributeType::S)
-            .build()
-    };
     let mut request = client
         .create_table()
         .table_name(name)
         .billing_mode(BillingMode::PayPerRequest)
-        .key_schema(key(PARTITION_KEY, KeyType::Hash).expect("key"))
-        .key_schema(key(SORT_KEY, KeyType::Range).expect("key"))
-        .attribute_definitions(attribute(PARTITION_KEY).expect("attribute"))
-        .attribute_definitions(attribute(SORT_KEY).expect("attribute"));
+        .key_schema(key(PARTITION_KEY, KeyType::Hash))
+        .key_schema(key(SORT_KEY, KeyType::Range))
+        .attribute_definitions(string_attribute(PARTITION_KEY))
+        .attribute_definitions(string_attribute(SORT_KEY));
     if time_index {
         request = request
-            .attribute_definitions(attribute(AUDIT_BUCKET).expect("attribute"))
+            .attribute_definitions(string_attribute(AUDIT_BUCKET))
             .global_secondary_indexes(
                 GlobalSecondaryIndex::builder()
                     .index_name(TIME_INDEX)
-                    .key_schema(key(AUDIT_BUCKET, KeyType::Hash).expect("key"))
-                    .key_schema(key(SORT_KEY, KeyType::Range).expect("key"))
+                    .key_schema(key(AUDIT_BUCKET, KeyType::Hash))
+                    .key_schema(key(SORT_KEY, KeyType::Range))
                     .projection(
                         Projection::builder()
                             .projection_type(ProjectionType::All)
@@ -193,12 +106,12 @@ pub async fn create_table_with(client: &Client, name: &str, time_index: bool) {
                 projection = projection.non_key_attributes(name);
             }
             request = request
-                .attribute_definitions(attribute(lookup.key).expect("attribute"))
+                .attribute_definitions(string_attribute(lookup.key))
                 .global_secondary_indexes(
                     GlobalSecondaryIndex::builder()
                         .index_name(lookup.name)
-                        .key_schema(key(lookup.key, KeyType::Hash).expect("key"))
-                        .key_schema(key(SORT_KEY, KeyType::Range).expect("key"))
+                        .key_schema(key(lookup.key, KeyType::Hash))
+                        .key_schema(key(SORT_KEY, KeyType::Range))
                         .projection(projection.build())
                         .build()
                         .expect("index"),
@@ -260,28 +173,13 @@ pub fn handler(endpoint: &str, table: &str, settings: BatchSettings) -> Handler<
 /// The function's DynamoDB adapter for a local endpoint, with the same credentials and region as
 /// `client` (moto keeps tables per account and region).
 pub fn store(endpoint: &str, table: &str) -> DynamoDbStore {
-    let credentials =
-        SharedCredentialsProvider::new(Credentials::new("test", "test", None, None, "tests"));
-    let wire = Wire::new(endpoint, "us-east-1", credentials).expect("a local endpoint");
+    let wire = Wire::new(endpoint, "us-east-1", credentials_provider()).expect("a local endpoint");
     DynamoDbStore::new(wire, table)
 }
 
 /// An SQS record as Lambda delivers it from a standard queue.
 pub fn record(sqs_message_id: &str, body: &str) -> SqsMessage {
-    let mut record = SqsMessage::default();
-    record.message_id = Some(sqs_message_id.to_owned());
-    record.receipt_handle = Some(format!("AQEB-{sqs_message_id}"));
-    record.body = Some(body.to_owned());
-    record.event_source = Some("aws:sqs".to_owned());
-    record.event_source_arn = Some(QUEUE_ARN.to_owned());
-    record.aws_region = Some("us-east-1".to_owned());
-    record
-        .attributes
-        .insert("SentTimestamp".into(), "1795348800000".into());
-    record
-        .attributes
-        .insert("ApproximateReceiveCount".into(), "1".into());
-    record
+    audit_testkit::sqs::record(sqs_message_id, body)
 }
 
 pub fn event(records: Vec<SqsMessage>) -> LambdaEvent<SqsEvent> {

@@ -11,6 +11,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+pub use audit_testkit::net::bind;
+use audit_testkit::net::on_own_thread;
+
 use super::http::{read_request, write_response};
 
 pub const FUNCTION_ARN: &str = "arn:aws:lambda:us-east-1:123456789012:function:audit-receiver";
@@ -26,27 +29,14 @@ pub trait AsyncHandler: Send + Sync + 'static {
 /// Serves `listener` on a thread of its own with a runtime of its own, so that whatever the
 /// caller does (block, wait, measure) never slows the server.
 pub fn serve_on_thread<H: AsyncHandler>(listener: std::net::TcpListener, handler: Arc<H>) {
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async move {
-            listener.set_nonblocking(true).unwrap();
-            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-            while let Ok((socket, _)) = listener.accept().await {
-                let _ = socket.set_nodelay(true);
-                tokio::spawn(handler.clone().connection(socket));
-            }
-        });
+    on_own_thread(move || async move {
+        listener.set_nonblocking(true).unwrap();
+        let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+        while let Ok((socket, _)) = listener.accept().await {
+            let _ = socket.set_nodelay(true);
+            tokio::spawn(handler.clone().connection(socket));
+        }
     });
-}
-
-/// A listener on a free loopback port.
-pub fn bind() -> (std::net::TcpListener, u16) {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    (listener, port)
 }
 
 #[derive(Debug)]

@@ -17,15 +17,13 @@ use audit_model::digest::{
     Digest, ListedObject, PreviousDigest, SIGNATURE_METADATA, SealedDigest, digest_key, hex,
     sha256, signing_string_of,
 };
+use audit_testkit::endpoint::{create_locked_bucket, sdk_config};
 use auditctl::item::TrailItem;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_kms::primitives::Blob;
 use aws_sdk_kms::types::{KeySpec, KeyUsageType, MessageType, SigningAlgorithmSpec};
 use aws_sdk_s3::primitives::ByteStream;
-use aws_sdk_s3::types::{
-    ChecksumAlgorithm, DefaultRetention, ObjectLockConfiguration, ObjectLockEnabled,
-    ObjectLockRetentionMode, ObjectLockRule,
-};
+use aws_sdk_s3::types::ChecksumAlgorithm;
 use chrono::{DateTime, Duration, Utc};
 use flate2::Compression;
 use flate2::write::GzEncoder;
@@ -45,31 +43,15 @@ fn length() -> PeriodLength {
     PeriodLength::new(SECONDS).unwrap()
 }
 
-fn credentials() -> aws_sdk_s3::config::Credentials {
-    aws_sdk_s3::config::Credentials::new("test", "test", None, None, "tests")
-}
-
 fn s3(moto: &Moto) -> aws_sdk_s3::Client {
-    let config = aws_sdk_s3::Config::builder()
-        .behavior_version(aws_sdk_s3::config::BehaviorVersion::latest())
-        .endpoint_url(&moto.endpoint)
-        .region(aws_sdk_s3::config::Region::new("us-east-1"))
-        .credentials_provider(credentials())
+    let config = aws_sdk_s3::config::Builder::from(&sdk_config(&moto.endpoint))
         .force_path_style(true)
         .build();
     aws_sdk_s3::Client::from_conf(config)
 }
 
 fn kms(moto: &Moto) -> aws_sdk_kms::Client {
-    let config = aws_sdk_kms::Config::builder()
-        .behavior_version(aws_sdk_kms::config::BehaviorVersion::latest())
-        .endpoint_url(&moto.endpoint)
-        .region(aws_sdk_kms::config::Region::new("us-east-1"))
-        .credentials_provider(aws_sdk_kms::config::Credentials::new(
-            "test", "test", None, None, "tests",
-        ))
-        .build();
-    aws_sdk_kms::Client::from_conf(config)
+    aws_sdk_kms::Client::new(&sdk_config(&moto.endpoint))
 }
 
 /// The trail, its archive and its digests on moto.
@@ -95,32 +77,7 @@ impl Stack {
         let moto = Moto::start();
         create_table(&moto.client(), TABLE).await;
         let s3 = s3(&moto);
-        s3.create_bucket()
-            .bucket(BUCKET)
-            .object_lock_enabled_for_bucket(true)
-            .send()
-            .await
-            .unwrap();
-        s3.put_object_lock_configuration()
-            .bucket(BUCKET)
-            .object_lock_configuration(
-                ObjectLockConfiguration::builder()
-                    .object_lock_enabled(ObjectLockEnabled::Enabled)
-                    .rule(
-                        ObjectLockRule::builder()
-                            .default_retention(
-                                DefaultRetention::builder()
-                                    .mode(ObjectLockRetentionMode::Compliance)
-                                    .days(1)
-                                    .build(),
-                            )
-                            .build(),
-                    )
-                    .build(),
-            )
-            .send()
-            .await
-            .unwrap();
+        create_locked_bucket(&s3, BUCKET).await;
         let kms = kms(&moto);
         let key = create_key(&kms).await;
         // Half an hour ago: every period is long due.
