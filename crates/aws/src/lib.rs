@@ -3,7 +3,8 @@
 //! S3, KMS, SQS and DynamoDB adapters with their in-memory twins, environment parsing that names
 //! the variable (`env`), and the Lambda telemetry both functions share (`telemetry`). Each
 //! service is a feature, so a program links only the clients it uses. What an audit event is
-//! stays in `audit_model`; what a program does with these stays in that program.
+//! stays in `audit_model`; what a program does with these stays in that program: this crate must
+//! not know batching, archiving or any command.
 
 pub mod config;
 #[cfg(feature = "dynamodb")]

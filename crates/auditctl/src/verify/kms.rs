@@ -2,6 +2,8 @@
 //! AuditReaderPolicy allows) with the key's ARN, which every digest it signed names, and the
 //! mapping of its errors to ones that name the fix. Must not know digests.
 
+use audit_aws::error::ErrorKind;
+
 use super::ports::{KeySource, PublicKeyInfo};
 use crate::TrailError;
 
@@ -31,19 +33,17 @@ impl KeySource for KmsKey {
     async fn public_key(&self) -> Result<PublicKeyInfo, TrailError> {
         let key_id = self.key.key_id();
         self.key.public_key().await.map_err(|error| {
-            if error.is(&["NotFoundException"]) {
-                TrailError::KeyNotFound {
+            match error.kind {
+                ErrorKind::NotFound => TrailError::KeyNotFound {
                     key: key_id.to_owned(),
                     at: self.location.clone(),
-                }
-            } else if error.is(&["AccessDeniedException"]) {
-                TrailError::Aws(format!(
+                },
+                ErrorKind::Denied => TrailError::Aws(format!(
                     "not allowed to read the public key of the digest key {key_id}: {error}; attach AuditReaderPolicy (kms:GetPublicKey on it)"
-                ))
-            } else {
-                TrailError::Aws(format!(
+                )),
+                _ => TrailError::Aws(format!(
                     "reading the public key of the digest key {key_id}: {error}"
-                ))
+                )),
             }
         })
     }

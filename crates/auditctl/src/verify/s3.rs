@@ -4,7 +4,7 @@
 
 use std::ops::Deref;
 
-use audit_aws::error::AwsError;
+use audit_aws::error::{AwsError, ErrorKind};
 use audit_aws::s3::Bucket;
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
@@ -48,20 +48,20 @@ impl<B> S3Archive<B> {
         }
     }
 
+    /// A failed read in words that name the fix, by the one classification (a missing key or
+    /// version never gets here: the adapter answers those as no object).
     fn error(&self, error: &AwsError) -> TrailError {
-        if error.is(&["NoSuchBucket"]) {
-            return TrailError::BucketNotFound {
+        match error.kind {
+            ErrorKind::NotFound => TrailError::BucketNotFound {
                 bucket: self.name.clone(),
                 at: self.location.clone(),
-            };
-        }
-        if error.is(&["AccessDenied", "AllAccessDisabled"]) {
-            return TrailError::Aws(format!(
+            },
+            ErrorKind::Denied => TrailError::Aws(format!(
                 "not allowed to read the archive bucket {}: {error}; attach AuditReaderPolicy (s3:ListBucketVersions, s3:GetObjectVersion on the archive)",
                 self.name
-            ));
+            )),
+            _ => TrailError::Aws(format!("reading the archive bucket {}: {error}", self.name)),
         }
-        TrailError::Aws(format!("reading the archive bucket {}: {error}", self.name))
     }
 }
 

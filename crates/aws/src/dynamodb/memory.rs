@@ -1,5 +1,5 @@
 //! Owns the DynamoDB store's in-memory twin for tests of the batch logic: the same key, size and
-//! payload rules as the adapter, plus scripted failures, delays and panics. Not for production.
+//! payload rules as the adapter, plus scripted failures, delays and panics. Must not know batching.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;

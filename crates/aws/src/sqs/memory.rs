@@ -1,6 +1,6 @@
 //! Owns an in-memory twin of the SQS dead-letter adapter for tests: it keeps what was sent,
 //! refuses sends on request, and refuses what SQS would (no body, over `MAX_ATTRIBUTES`). Must
-//! not be used outside tests.
+//! not know batching or what a dead letter means.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;

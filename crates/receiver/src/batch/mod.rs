@@ -214,7 +214,10 @@ pub async fn process_batch<S: AuditStore, Q: DeadLetterQueue>(
         send: before(settings.deadline_margin / 2),
     };
     let budget = RetryBudget::new(settings.retry.retry_budget);
-    // Each distinct record's delivery, read once; positions in `unique` from here on.
+    // Each distinct record's delivery, read once; positions in `unique` from here on. Read before
+    // the per-record panic isolation: it cannot panic whatever the record holds (attributes are
+    // looked up as `Option`s, numbers parsed with `parse().ok()`, `failureContext` through serde
+    // into `Option` fields, a malformed one kept as an error value).
     let deliveries: Vec<Received<'_>> = unique
         .iter()
         .map(|&i| Received::read(&records[i]))
