@@ -41,6 +41,25 @@ impl S3Bucket {
         &self.bucket
     }
 
+    /// One version's or the current version's body read whole, with its version id and user
+    /// metadata; `None` when there is no such object.
+    async fn whole(
+        &self,
+        key: &str,
+        version_id: Option<&str>,
+    ) -> Result<Option<StoredObject>, AwsError> {
+        let Some(output) = self.get_object(key, version_id).await? else {
+            return Ok(None);
+        };
+        let metadata = metadata(&output).collect();
+        let version_id = output.version_id.clone();
+        Ok(Some(StoredObject {
+            body: collect(output.body).await?,
+            version_id,
+            metadata,
+        }))
+    }
+
     /// One version's or the current version's GetObject; `None` when there is no such object.
     async fn get_object(
         &self,
@@ -167,16 +186,7 @@ impl Bucket for S3Bucket {
     }
 
     async fn get(&self, key: &str) -> Result<Option<StoredObject>, AwsError> {
-        let Some(output) = self.get_object(key, None).await? else {
-            return Ok(None);
-        };
-        let metadata = metadata(&output).collect();
-        let version_id = output.version_id.clone();
-        Ok(Some(StoredObject {
-            body: collect(output.body).await?,
-            version_id,
-            metadata,
-        }))
+        self.whole(key, None).await
     }
 
     async fn get_version(
@@ -184,16 +194,7 @@ impl Bucket for S3Bucket {
         key: &str,
         version_id: &str,
     ) -> Result<Option<StoredObject>, AwsError> {
-        let Some(output) = self.get_object(key, Some(version_id)).await? else {
-            return Ok(None);
-        };
-        let metadata = metadata(&output).collect();
-        let version_id = output.version_id.clone();
-        Ok(Some(StoredObject {
-            body: collect(output.body).await?,
-            version_id,
-            metadata,
-        }))
+        self.whole(key, Some(version_id)).await
     }
 
     async fn stream_version(
