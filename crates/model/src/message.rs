@@ -21,6 +21,13 @@ pub const MAX_RESOURCE_CHARS: usize = 1024;
 /// Longest `action`, in characters.
 pub const MAX_ACTION_CHARS: usize = 256;
 
+/// DynamoDB's nesting limit, in levels: a top-level attribute (the item's `extra` map) is level 1,
+/// each object or array puts its members one level deeper, and nothing may sit below level 32.
+/// Measured against DynamoDB: an attribute of 31 nested maps around a string is stored, of 32 is
+/// refused ("Nesting Levels have exceeded supported limits"). So a body field's value may be at
+/// most 30 objects or arrays deep.
+pub const MAX_NESTING_LEVELS: usize = 32;
+
 /// A body that passed every rule of the contract.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AuditMessage {
@@ -115,6 +122,10 @@ pub enum InvalidMessage {
     MessageIdWithoutAuditTime,
     #[error("{0}")]
     InvalidNumber(NumberError),
+    #[error(
+        "extra nests deeper than DynamoDB's {MAX_NESTING_LEVELS} levels: a field's value may be at most 30 objects or arrays deep"
+    )]
+    NestingTooDeep,
 }
 
 /// Why a JSON number cannot be stored as a DynamoDB number.
@@ -146,6 +157,7 @@ impl InvalidMessage {
             Self::InvalidMessageId(_) => Reason::InvalidMessageId,
             Self::MessageIdWithoutAuditTime => Reason::MessageIdWithoutAuditTime,
             Self::InvalidNumber(_) => Reason::InvalidNumber,
+            Self::NestingTooDeep => Reason::NestingTooDeep,
         }
     }
 
@@ -232,6 +244,10 @@ impl AuditMessage {
                 Some(other) => return Err(wrong_type("sourceIp", "a string", &other)),
             },
         };
+        // The extra map is level 1, so its fields' values are level 2.
+        if !draft.extra.values().all(|value| nests_within(value, 2)) {
+            return Err(InvalidMessage::NestingTooDeep);
+        }
         for value in draft.extra.values() {
             check_numbers(value).map_err(InvalidMessage::InvalidNumber)?;
         }
@@ -270,6 +286,17 @@ fn bounded(
 /// zeros in IPv4); `to_string` gives the canonical form (RFC 5952 for IPv6).
 pub fn parse_ip(text: &str) -> Option<IpAddr> {
     text.parse().ok()
+}
+
+/// `value`, at `level`, and everything in it sit within DynamoDB's `MAX_NESTING_LEVELS`. The
+/// recursion is bounded: serde_json refuses to read JSON nested over 128 levels.
+fn nests_within(value: &Value, level: usize) -> bool {
+    level <= MAX_NESTING_LEVELS
+        && match value {
+            Value::Array(values) => values.iter().all(|v| nests_within(v, level + 1)),
+            Value::Object(map) => map.values().all(|v| nests_within(v, level + 1)),
+            _ => true,
+        }
 }
 
 /// Every number in `value` can be stored by DynamoDB.

@@ -20,6 +20,8 @@ pub enum Reason {
     InvalidMessageId,
     MessageIdWithoutAuditTime,
     InvalidNumber,
+    /// `extra` nested deeper than DynamoDB's 32 levels.
+    NestingTooDeep,
     // The write.
     ItemTooLarge,
     Conflict,
@@ -50,7 +52,7 @@ pub enum Disposition {
 
 impl Reason {
     /// Every reason, in the order above.
-    pub const ALL: [Reason; 26] = [
+    pub const ALL: [Reason; 27] = [
         Self::MissingBody,
         Self::InvalidJson,
         Self::NotAnObject,
@@ -65,6 +67,7 @@ impl Reason {
         Self::InvalidMessageId,
         Self::MessageIdWithoutAuditTime,
         Self::InvalidNumber,
+        Self::NestingTooDeep,
         Self::ItemTooLarge,
         Self::Conflict,
         Self::DuplicateUnverified,
@@ -96,6 +99,7 @@ impl Reason {
             Self::InvalidMessageId => "invalid_message_id",
             Self::MessageIdWithoutAuditTime => "message_id_without_audit_time",
             Self::InvalidNumber => "invalid_number",
+            Self::NestingTooDeep => "nesting_too_deep",
             Self::ItemTooLarge => "item_too_large",
             Self::Conflict => "conflict",
             Self::DuplicateUnverified => "duplicate_unverified",
@@ -129,6 +133,7 @@ impl Reason {
             | Self::InvalidMessageId
             | Self::MessageIdWithoutAuditTime
             | Self::InvalidNumber
+            | Self::NestingTooDeep
             | Self::ItemTooLarge
             | Self::Conflict
             | Self::DuplicateUnverified

@@ -383,3 +383,41 @@ fn an_object_that_only_resembles_an_envelope_is_a_native_body() {
     assert_eq!(message.producer_message_id, None);
     assert!(message.extra.contains_key("detail-type"));
 }
+
+/// `levels` objects nested in one another around a string, as a body field's value.
+fn nested(levels: usize) -> Value {
+    (0..levels).fold(json!("leaf"), |inner, _| json!({ "n": inner }))
+}
+
+#[test]
+fn extra_nested_as_deep_as_dynamodb_stores_is_kept_and_deeper_is_nesting_too_deep() {
+    // The item's extra map is level 1 and a field's value level 2: 30 objects around a string put
+    // the string at level 32, DynamoDB's last.
+    let message = parse_json(json!({"action": "a", "deep": nested(30)})).expect("at the limit");
+    assert_eq!(
+        message.extra["deep"].pointer(&"/n".repeat(30)),
+        Some(&json!("leaf"))
+    );
+    assert_eq!(
+        reason(json!({"action": "a", "deep": nested(31)})),
+        "nesting_too_deep"
+    );
+    // Arrays count as objects do, and an empty one is a level of its own.
+    let arrays = |levels: usize, leaf: Value| (0..levels).fold(leaf, |inner, _| json!([inner]));
+    assert!(parse_json(json!({"action": "a", "deep": arrays(30, json!(1))})).is_ok());
+    assert!(parse_json(json!({"action": "a", "deep": arrays(30, json!({}))})).is_ok());
+    assert_eq!(
+        reason(json!({"action": "a", "deep": arrays(31, json!(1))})),
+        "nesting_too_deep"
+    );
+    assert_eq!(
+        reason(json!({"action": "a", "deep": arrays(31, json!([]))})),
+        "nesting_too_deep"
+    );
+    // Through an envelope too: a CloudEvent's data is a field of extra.
+    let mut event = cloud_event();
+    event["data"] = nested(31);
+    assert_eq!(reason(event), "nesting_too_deep");
+    let error = parse_json(json!({"action": "a", "deep": nested(40)})).unwrap_err();
+    assert!(error.to_string().contains("32 levels"), "{error}");
+}
