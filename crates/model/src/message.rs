@@ -220,7 +220,11 @@ impl AuditMessage {
         }
 
         let fields = EventFields {
-            actor: bounded(draft.actor, "actor", MAX_ACTOR_CHARS)?,
+            actor: bounded(
+                draft.actor,
+                draft.actor_label.unwrap_or("actor"),
+                MAX_ACTOR_CHARS,
+            )?,
             action,
             resource: bounded(draft.resource, "resource", MAX_RESOURCE_CHARS)?,
             outcome: match draft.outcome {
