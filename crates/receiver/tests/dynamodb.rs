@@ -274,8 +274,111 @@ async fn every_events_file_gets_the_documented_response() {
         assert_eq!(response, expected_response(name), "{name}");
     }
     // clean 3 + mixed 2 + producer 1 + extra 1 + fifo 4 + oversized 1 + CloudEvents 2 +
-    // EventBridge 2.
-    assert_eq!(scan(&moto.client(), TABLE).await.len(), 16);
+    // EventBridge 2 + CloudTrail 4.
+    assert_eq!(scan(&moto.client(), TABLE).await.len(), 20);
+}
+
+#[tokio::test]
+async fn cloudtrail_events_are_stored_saying_who_did_what_to_what_with_what_result() {
+    let moto = Moto::start();
+    create_table(&moto.client(), TABLE).await;
+    let handler = handler(&moto.endpoint, TABLE, settings());
+
+    let response = handler
+        .handle(event_file("cloudtrail-batch.json"))
+        .await
+        .unwrap();
+
+    assert!(
+        failed(&response).is_empty(),
+        "an AWS event is never refused"
+    );
+    let mut items = scan(&moto.client(), TABLE).await;
+    items.sort_by_key(|item| s(item, "auditTime"));
+    let field = |item: &Item, name: &str| item.get(name).map(|_| s(item, name));
+    let fields: Vec<_> = items
+        .iter()
+        .map(|item| {
+            ["action", "actor", "outcome", "resource", "sourceIp"].map(|name| field(item, name))
+        })
+        .collect();
+    let some = |text: &str| Some(text.to_owned());
+    assert_eq!(
+        fields,
+        [
+            [
+                some("s3:DeleteBucket"),
+                some("arn:aws:sts::123456789012:assumed-role/Admin/mallory"),
+                some("failure"),
+                some("arn:aws:s3:::invoices-archive"),
+                some("203.0.113.66"),
+            ],
+            // The object's ARN is 1,542 characters: no resource, and the item is kept.
+            [
+                some("s3:DeleteObject"),
+                some("arn:aws:sts::123456789012:assumed-role/Admin/alice"),
+                some("success"),
+                None,
+                some("2001:db8::7"),
+            ],
+            [
+                some("signin:ConsoleLogin"),
+                some("AIDAEXAMPLEUSERID"),
+                some("failure"),
+                None,
+                some("198.51.100.23"),
+            ],
+            [
+                some("kms:RotateKey"),
+                some("kms.amazonaws.com"),
+                some("success"),
+                some("arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"),
+                None,
+            ],
+        ]
+    );
+    let extra = items[1]["extra"].as_m().unwrap();
+    let detail = extra["detail"].as_m().unwrap();
+    let resources = detail["resources"].as_l().unwrap();
+    let long_arn = resources[0].as_m().unwrap()["ARN"].as_s().unwrap();
+    assert_eq!(long_arn.chars().count(), 1542, "kept where it came from");
+    assert_eq!(
+        extra["detail-type"],
+        AttributeValue::S("AWS API Call via CloudTrail".into())
+    );
+}
+
+#[tokio::test]
+async fn extra_at_dynamodb_nesting_limit_is_written_and_deeper_fails_alone() {
+    let moto = Moto::start();
+    create_table(&moto.client(), TABLE).await;
+    let handler = handler(&moto.endpoint, TABLE, settings());
+    // 30 objects around a string put it at level 32, the item's extra map being level 1.
+    let nested = |levels: usize| {
+        format!(
+            r#"{{"action":"a","auditTime":"2026-11-22T10:00:00Z","deep":{}"leaf"{}}}"#,
+            r#"{"n":"#.repeat(levels),
+            "}".repeat(levels)
+        )
+    };
+
+    let response = handler
+        .handle(event(vec![
+            record("at-limit", &nested(30)),
+            record("deeper", &nested(31)),
+        ]))
+        .await
+        .unwrap();
+
+    assert_eq!(failed(&response), ["deeper"]);
+    let items = scan(&moto.client(), TABLE).await;
+    assert_eq!(items.len(), 1);
+    assert_eq!(s(&items[0], "messageId"), "at-limit");
+    let mut value = &items[0]["extra"].as_m().unwrap()["deep"];
+    for _ in 0..30 {
+        value = &value.as_m().unwrap()["n"];
+    }
+    assert_eq!(value, &AttributeValue::S("leaf".into()));
 }
 
 #[test]

@@ -115,7 +115,7 @@ async fn every_events_file_through_cargo_lambda_watch_gets_the_documented_respon
     }
 
     // As every_events_file_gets_the_documented_response counts them.
-    assert_eq!(scan(&moto.client(), TABLE).await.len(), 16);
+    assert_eq!(scan(&moto.client(), TABLE).await.len(), 20);
     let log = watch.log();
     let lines: Vec<serde_json::Value> = log
         .lines()

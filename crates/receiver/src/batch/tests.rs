@@ -158,6 +158,46 @@ async fn redelivery_is_a_duplicate_and_another_payload_a_conflict() {
 }
 
 #[tokio::test]
+async fn cloud_events_whose_source_and_id_split_differently_are_two_items_not_a_duplicate() {
+    let store = MemoryStore::new();
+    let event = |source: &str, id: &str| {
+        serde_json::json!({
+            "specversion": "1.0", "source": source, "id": id, "type": "order.paid",
+            "time": "2026-11-22T12:00:00Z", "data": {"amount": 10}
+        })
+        .to_string()
+    };
+    let records = [
+        record("sqs-1", &event("svc#a", "1")),
+        record("sqs-2", &event("svc", "a#1")),
+    ];
+    let report = process_batch(ports(&store), &settings(32), &records, None)
+        .await
+        .unwrap();
+    assert_eq!(outcome_of(&report, "sqs-1"), &Outcome::Written);
+    assert_eq!(outcome_of(&report, "sqs-2"), &Outcome::Written);
+    let mut keys: Vec<_> = store
+        .items()
+        .iter()
+        .map(|i| {
+            (
+                i.message_id.clone(),
+                i.extra["source"].clone(),
+                i.extra["id"].clone(),
+            )
+        })
+        .collect();
+    keys.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        keys,
+        [
+            ("svc#a#1".to_owned(), "svc".into(), "a#1".into()),
+            ("svc%23a#1".to_owned(), "svc#a".into(), "1".into()),
+        ]
+    );
+}
+
+#[tokio::test]
 async fn fifo_group_stops_after_a_failure_and_other_groups_go_on() {
     let store = MemoryStore::new();
     let ok = r#"{"auditText":"x"}"#;
@@ -376,6 +416,34 @@ async fn permanent_failures_are_dead_lettered_at_the_first_receive_and_reported_
     assert!(!context.detail.is_empty() && !context.detail.contains(body));
     assert_eq!(letter.group_id, None);
     assert_eq!(letter.deduplication_id, None);
+}
+
+#[tokio::test]
+async fn extra_nested_deeper_than_dynamodb_stores_is_dead_lettered_before_any_write() {
+    let (store, dlq) = (MemoryStore::new(), MemoryDeadLetterQueue::new());
+    let nested = |levels: usize| {
+        let mut body = String::from(r#"{"action":"a","deep":"#);
+        body.push_str(&"[".repeat(levels));
+        body.push('1');
+        body.push_str(&"]".repeat(levels));
+        body.push('}');
+        body
+    };
+    // 30 arrays put the number at level 32 (the item's extra map is level 1): DynamoDB's last.
+    let records = [
+        record("at-limit", &nested(30)),
+        record("deeper", &nested(31)),
+    ];
+    let report = process_batch(with_dlq(&store, &dlq), &settings(32), &records, None)
+        .await
+        .unwrap();
+    assert_eq!(outcome_of(&report, "at-limit"), &Outcome::Written);
+    assert_eq!(
+        failure_code(outcome_of(&report, "deeper")),
+        Some("nesting_too_deep")
+    );
+    assert_eq!(reasons(&dlq), ["nesting_too_deep"]);
+    assert_eq!(store.calls(), 1, "the deeper one never reached the store");
 }
 
 #[tokio::test]

@@ -226,6 +226,7 @@ pub const EVENT_FILES: &[&str] = &[
     "oversized-item.json",
     "cloudevents-batch.json",
     "eventbridge-batch.json",
+    "cloudtrail-batch.json",
 ];
 
 pub fn events_dir() -> PathBuf {
