@@ -35,8 +35,9 @@ const RTT_LATENCY_MS: u64 = 50;
 const RTT_SHARE_MS: u64 = 10;
 /// Sustained runs per contender and memory size; the median is reported.
 const SHARE_ROUNDS: usize = 3;
-/// The function's bound on writes in flight (template.yaml's default).
-const MAX_CONCURRENCY: usize = 32;
+/// The memory size the template deploys by default (its `MemorySize` parameter): the batch of 100
+/// is also measured at its CPU share, where the goal is set.
+const DEFAULT_MEMORY_MB: u32 = 256;
 /// us-east-1 list prices, arm64, as read on 2026-11-23 (docs/operations.md, "Cost per million
 /// messages", gives the sources): per GB-second of duration (first tier), per request.
 const PRICE_GB_SECOND: f64 = 0.000_013_333_4;
@@ -44,6 +45,25 @@ const PRICE_REQUEST: f64 = 0.20 / 1_000_000.0;
 /// Today's figure before this work (BENCHMARKS.md at 0fe1266, plain HTTP, 10,000 records).
 const BEFORE_CPU_US: f64 = 112.7;
 const BEFORE_RSS_10_000_MB: f64 = 60.8;
+
+/// The function's bound on writes in flight as deployed: template.yaml's `WriteConcurrency`
+/// default (the template passes it as `MAX_CONCURRENCY`), read from the template so that the
+/// bench measures what a deployment runs.
+fn max_concurrency() -> usize {
+    static BOUND: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *BOUND.get_or_init(|| {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../template.yaml");
+        let template = std::fs::read_to_string(path).expect("template.yaml");
+        template
+            .lines()
+            .skip_while(|line| line.trim_end() != "  WriteConcurrency:")
+            .skip(1)
+            .take_while(|line| line.starts_with("    "))
+            .find_map(|line| line.trim().strip_prefix("Default:"))
+            .and_then(|n| n.trim().parse().ok())
+            .expect("template.yaml's WriteConcurrency parameter has a numeric Default")
+    })
+}
 
 // ---------------------------------------------------------------------------------------------
 // The DynamoDB stand-in: `{}` to every request (PutItem: written; DescribeTable: the start-up
@@ -330,7 +350,7 @@ impl Function {
             .env("AWS_SESSION_TOKEN", "bench")
             .env("AWS_REGION", "us-east-1")
             .env("TABLE_NAME", "AuditMessages")
-            .env("MAX_CONCURRENCY", MAX_CONCURRENCY.to_string())
+            .env("MAX_CONCURRENCY", max_concurrency().to_string())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
@@ -643,11 +663,18 @@ impl Bench {
         }
     }
 
-    /// Median latency of a batch of `size` at the current RTT, warm.
-    fn latency(&self, who: Contender, size: usize, runs: usize) -> Result<Duration, String> {
+    /// Median latency of a batch of `size` at the current RTT, warm, with `share`'s CPU (None:
+    /// the whole machine).
+    fn latency(
+        &self,
+        who: Contender,
+        size: usize,
+        runs: usize,
+        share: Option<&CpuShare>,
+    ) -> Result<Duration, String> {
         match who {
             Contender::Ours | Contender::Naive => {
-                let mut function = Function::start(&self.launch(who, true, None)?);
+                let mut function = Function::start(&self.launch(who, true, share)?);
                 function.startup();
                 function.invoke(event_json(10, 2));
                 let latencies = (0..runs)
@@ -663,7 +690,7 @@ impl Bench {
             }
             peer => {
                 let file = event_file(&self.work, size, 900);
-                let out = self.peer(peer, "latency", true, &file, runs, None)?;
+                let out = self.peer(peer, "latency", true, &file, runs, share)?;
                 out["seconds"]
                     .as_f64()
                     .map(Duration::from_secs_f64)
@@ -774,6 +801,29 @@ fn main() {
         println!("{run:?}");
         return;
     }
+    if std::env::args().any(|a| a == "--latency-only") {
+        // The batch of 100 and its peers at 50 ms RTT, whole machine and at the template's
+        // default memory size's CPU share (the goal's), without the rest of the run.
+        bench.endpoints.set_rtt(RTT_LATENCY_MS);
+        for who in [Contender::Ours, Contender::Naive, Contender::Node] {
+            for size in [10, 100] {
+                let figure = bench.latency(who, size, 5, None);
+                println!("{} batch of {size}, whole machine: {figure:?}", who.name());
+            }
+        }
+        match latency_at_default_memory(&bench) {
+            Ok(figures) => {
+                for ((who, size), figure) in figures {
+                    println!(
+                        "{} batch of {size}, {DEFAULT_MEMORY_MB} MB: {figure:?}",
+                        who.name()
+                    );
+                }
+            }
+            Err(e) => println!("{DEFAULT_MEMORY_MB} MB share: skipped: {e}"),
+        }
+        return;
+    }
     if std::env::args().any(|a| a == "--startup-only") {
         // Where start-up goes: wall and the process's own CPU up to the first `next`.
         for tls in [false, true] {
@@ -794,6 +844,9 @@ fn main() {
     println!("wrote BENCHMARKS.md, benchmarks-latency.svg, benchmarks-throughput.svg");
 }
 
+/// Median batch latencies by contender and batch size.
+type Latencies = BTreeMap<(Contender, usize), Result<Duration, String>>;
+
 /// One memory size's runs, or why the size was skipped (no cgroup).
 type ShareFigures = Result<BTreeMap<Contender, Result<Run, String>>, String>;
 
@@ -808,12 +861,34 @@ struct Report {
     cpu: BTreeMap<(Contender, bool), Result<(f64, f64), String>>,
     cpu_sizes: BTreeMap<Contender, usize>,
     latency: BTreeMap<(Contender, usize), Result<Duration, String>>,
+    /// Batches of 10 and 100 at 50 ms RTT with the template's default memory size's CPU share.
+    latency_default_memory: Result<Latencies, String>,
     sizes: Vec<usize>,
     shares: BTreeMap<u32, ShareFigures>,
     rss_10: f64,
     at_once: Vec<(usize, Run)>,
     zip_mb: Option<f64>,
     cpu_table: String,
+}
+
+/// Batches of 10 and 100 at the latency RTT, over TLS, with the CPU share of the template's
+/// default memory size: ours, the naive Rust loop and Powertools TypeScript (Python writes one
+/// record after another, 100 RTT). Err when no cgroup can be made.
+fn latency_at_default_memory(bench: &Bench) -> Result<Latencies, String> {
+    let share = CpuShare::create(DEFAULT_MEMORY_MB)?;
+    bench.endpoints.set_rtt(RTT_LATENCY_MS);
+    let mut figures = BTreeMap::new();
+    for who in [Contender::Ours, Contender::Naive, Contender::Node] {
+        for size in [10, 100] {
+            let figure = bench.latency(who, size, 5, Some(&share));
+            eprintln!(
+                "latency {} {size} at {DEFAULT_MEMORY_MB} MB: {figure:?}",
+                who.name()
+            );
+            figures.insert((who, size), figure);
+        }
+    }
+    Ok(figures)
 }
 
 fn measure(bench: &Bench) -> Report {
@@ -929,11 +1004,14 @@ fn measure(bench: &Bench) -> Report {
                 continue;
             }
             let runs = if size <= 100 { 5 } else { 1 };
-            let figure = bench.latency(who, size, runs);
+            let figure = bench.latency(who, size, runs, None);
             eprintln!("latency {} {size}: {figure:?}", who.name());
             latency.insert((who, size), figure);
         }
     }
+
+    // --- The batch of 100 at the template's default memory size's CPU share.
+    let latency_default_memory = latency_at_default_memory(bench);
 
     // --- Each memory size's CPU share: batch of 10 at 10 ms RTT, fed back to back.
     let budget = Duration::from_secs(if quick { 2 } else { 4 });
@@ -1002,6 +1080,7 @@ fn measure(bench: &Bench) -> Report {
         cpu,
         cpu_sizes,
         latency,
+        latency_default_memory,
         sizes,
         shares,
         rss_10,
@@ -1161,7 +1240,11 @@ impl Report {
             ]),
         }
         let rtt = Duration::from_millis(RTT_LATENCY_MS);
-        for (size, limit) in [(10usize, 1.15), (100, 1.3 * 100usize.div_ceil(32) as f64)] {
+        let bound = max_concurrency();
+        for (size, limit) in [
+            (10usize, 1.15),
+            (100, 1.3 * 100usize.div_ceil(bound) as f64),
+        ] {
             if let Some(Ok(latency)) = self.latency.get(&(Contender::Ours, size)) {
                 let in_rtt = latency.as_secs_f64() / rtt.as_secs_f64();
                 rows.push([
@@ -1170,6 +1253,33 @@ impl Report {
                     format!("{in_rtt:.2} RTT"),
                     pass(in_rtt <= limit).into(),
                 ]);
+            }
+        }
+        // The issue's goal: at the template's default memory, a batch of 100 in at most 2.5 RTT,
+        // and before Powertools TypeScript at the same share.
+        if let Ok(figures) = &self.latency_default_memory {
+            let ours = figures.get(&(Contender::Ours, 100));
+            let node = figures.get(&(Contender::Node, 100));
+            if let Some(Ok(latency)) = ours {
+                let in_rtt = latency.as_secs_f64() / rtt.as_secs_f64();
+                rows.push([
+                    format!(
+                        "batch of 100 at {RTT_LATENCY_MS} ms RTT, {DEFAULT_MEMORY_MB} MB share: ≤ 2.50 RTT"
+                    ),
+                    format!("{:.0} ms", ms(*latency)),
+                    format!("{in_rtt:.2} RTT"),
+                    pass(in_rtt <= 2.5).into(),
+                ]);
+                if let Some(Ok(theirs)) = node {
+                    rows.push([
+                        format!(
+                            "batch of 100 at {RTT_LATENCY_MS} ms RTT, {DEFAULT_MEMORY_MB} MB share: before Powertools TypeScript"
+                        ),
+                        format!("{:.0} ms vs {:.0} ms", ms(*latency), ms(*theirs)),
+                        format!("{:.2}×", theirs.as_secs_f64() / latency.as_secs_f64()),
+                        pass(latency < theirs).into(),
+                    ]);
+                }
             }
         }
         rows.push([
@@ -1315,15 +1425,16 @@ impl Report {
     }
 
     fn latency_section(&self) -> String {
+        let bound = max_concurrency();
         let mut out = format!(
             "## Latency by batch size, {RTT_LATENCY_MS} ms RTT\n\n\
              Warm, over TLS, the whole machine (no CPU quota); median of 5 runs up to 100 records, \
-             one run above. audit-receiver writes at most {MAX_CONCURRENCY} records at once, so its \
-             limit is ⌈n/{MAX_CONCURRENCY}⌉ RTT. Powertools Python writes one record after another \
+             one run above. audit-receiver writes at most {bound} records at once (template.yaml's \
+             `WriteConcurrency` default), so its limit is ⌈n/{bound}⌉ RTT. Powertools Python writes one record after another \
              (n RTT); it and Powertools TypeScript are measured up to the sizes that finish in \
              seconds.\n\n\
              ![batch latency by batch size](benchmarks-latency.svg)\n\n\
-             | batch | limit (⌈n/{MAX_CONCURRENCY}⌉ RTT) |"
+             | batch | limit (⌈n/{bound}⌉ RTT) |"
         );
         for who in CONTENDERS {
             let _ = write!(out, " {} |", who.name());
@@ -1335,7 +1446,7 @@ impl Report {
         out.push('\n');
         let rtt = RTT_LATENCY_MS as f64;
         for &size in &self.sizes {
-            let _ = write!(out, "| {size} | {} |", size.div_ceil(MAX_CONCURRENCY));
+            let _ = write!(out, "| {size} | {} |", size.div_ceil(bound));
             for who in CONTENDERS {
                 let text = match self.latency.get(&(who, size)) {
                     None => "not run".into(),
@@ -1348,6 +1459,30 @@ impl Report {
             out.push('\n');
         }
         out.push('\n');
+        if let Ok(figures) = &self.latency_default_memory {
+            let _ = write!(
+                out,
+                "At the template's default memory size, {DEFAULT_MEMORY_MB} MB ({:.1} % of a vCPU, \
+                 a cgroup CPU quota), warm, over TLS, median of 5 runs:\n\n\
+                 | batch | audit-receiver | naive Rust (join_all) | Powertools TypeScript |\n\
+                 | ---: | ---: | ---: | ---: |\n",
+                100.0 * f64::from(DEFAULT_MEMORY_MB) / f64::from(ONE_VCPU_MB)
+            );
+            for size in [10, 100] {
+                let _ = write!(out, "| {size} |");
+                for who in [Contender::Ours, Contender::Naive, Contender::Node] {
+                    let text = match figures.get(&(who, size)) {
+                        None => "not run".into(),
+                        Some(figure) => cell(figure, |d| {
+                            format!("{:.0} ms = {:.2} RTT", ms(*d), ms(*d) / rtt)
+                        }),
+                    };
+                    let _ = write!(out, " {text} |");
+                }
+                out.push('\n');
+            }
+            out.push('\n');
+        }
         out
     }
 

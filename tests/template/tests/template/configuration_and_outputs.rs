@@ -196,6 +196,11 @@ fn cargo_lambda_deploy_settings_match_the_template_defaults() {
         env.contains(&format!("TABLE_NAME = \"{DEFAULT_TABLE_NAME}\"")),
         "TABLE_NAME in {env}"
     );
+    let writes = scalar(at(parameter(&t, "WriteConcurrency"), &["Default"]));
+    assert!(
+        env.contains(&format!("MAX_CONCURRENCY = \"{writes}\"")),
+        "MAX_CONCURRENCY as the template's WriteConcurrency default: {env}"
+    );
     let receives = scalar(at(parameter(&t, "MaxReceiveCount"), &["Default"]));
     assert!(
         env.contains(&format!("MAX_RECEIVE_COUNT = \"{receives}\"")),
