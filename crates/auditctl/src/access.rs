@@ -1,7 +1,8 @@
 //! Owns recording auditctl's own access to the trail (SPEC "Access to the trail is itself
-//! recorded", PCI DSS 10.2.1.3): the audit event a command sends to the audit queue before it
-//! reads anything, the arguments it carries, and the port that names the caller and sends it.
-//! Must not know how a command reads the table or the dead-letter queue.
+//! recorded", PCI DSS 10.2.1.3): the audit event a command sends to the access queue before it
+//! reads anything, the arguments it carries, the check that the access queue is the stack's (the
+//! one the table names in its tag), and the port that names the caller and sends it. Must not
+//! know how a command reads the table or the dead-letter queue.
 
 use std::future::Future;
 
@@ -11,6 +12,8 @@ use chrono::{DateTime, Utc};
 use clap::ArgMatches;
 use clap::parser::ValueSource;
 use serde_json::{Map, Value, json};
+
+use crate::stack::{ACCESS_QUEUE_TAG, StackTags, TagError, queue_arn};
 
 /// What a command does to the trail: the event's `action`. A new command that reads the trail is
 /// a variant here and one `record` call in its arm of main.rs.
@@ -39,8 +42,8 @@ impl Action {
 /// known yet: the event records the attempt to access, whatever came of it.
 pub const OUTCOME: EventOutcome = EventOutcome::Unknown;
 
-/// The note on stderr when no audit queue is configured.
-pub const NOT_CONFIGURED: &str = "access not recorded: no audit queue; set AUDIT_QUEUE_URL or --queue-url (stack output AuditQueueUrl) so that auditctl records its access to the trail, or pass --no-audit-event to skip it on purpose";
+/// The note on stderr when no access queue is configured.
+pub const NOT_CONFIGURED: &str = "access not recorded: no access queue; set ACCESS_QUEUE_URL or --access-queue-url (stack output AuditAccessQueueUrl) so that auditctl records its access to the trail, or pass --no-audit-event to skip it on purpose";
 /// The note on stderr with `--no-audit-event`.
 pub const SKIPPED: &str = "access not recorded: --no-audit-event";
 
@@ -52,25 +55,57 @@ pub enum AccessError {
     )]
     Caller(String),
     #[error(
-        "access not recorded, so nothing was read: the audit queue URL is empty: set AUDIT_QUEUE_URL or --queue-url to it (stack output AuditQueueUrl), or leave both unset"
+        "access not recorded, so nothing was read: the access queue URL is empty: set ACCESS_QUEUE_URL or --access-queue-url to it (stack output AuditAccessQueueUrl), or leave both unset"
     )]
     EmptyQueueUrl,
     #[error(
-        "access not recorded, so nothing was read: audit queue {url} not found: check AUDIT_QUEUE_URL or --queue-url (stack output AuditQueueUrl), or deploy the stack"
+        "access not recorded, so nothing was read: the access queue URL {url} names no SQS queue ({why}); set ACCESS_QUEUE_URL or --access-queue-url to the stack output AuditAccessQueueUrl"
+    )]
+    BadQueueUrl { url: String, why: String },
+    #[error(
+        "access not recorded, so nothing was read: the access queue is checked against the table's tag {ACCESS_QUEUE_TAG}: {0}"
+    )]
+    Tags(#[from] TagError),
+    #[error(
+        "access not recorded, so nothing was read: table {table} has no tag {ACCESS_QUEUE_TAG} naming the stack's access queue, so the access queue {url} cannot be checked: update the stack (deploy the current template.yaml, which tags the table) or check TABLE_NAME (--table; --table-name for verify); --no-audit-event skips recording on purpose"
+    )]
+    NoQueueTag { table: String, url: String },
+    #[error(
+        "access not recorded, so nothing was read: the access queue {url} ({given}) is not the stack's: table {table} names {expected} (tag {ACCESS_QUEUE_TAG}); set ACCESS_QUEUE_URL or --access-queue-url to the stack output AuditAccessQueueUrl"
+    )]
+    WrongQueue {
+        url: String,
+        given: String,
+        expected: String,
+        table: String,
+    },
+    #[error(
+        "access not recorded, so nothing was read: access queue {url} not found: check ACCESS_QUEUE_URL or --access-queue-url (stack output AuditAccessQueueUrl), or deploy the stack"
     )]
     QueueNotFound { url: String },
     #[error(
-        "access not recorded, so nothing was read: not allowed to send to the audit queue {url}: {detail}; attach AuditReaderPolicy or AuditOperatorPolicy (both grant sqs:SendMessage on it)"
+        "access not recorded, so nothing was read: not allowed to send to the access queue {url}: {detail}; attach AuditReaderPolicy or AuditOperatorPolicy (both grant sqs:SendMessage on the access queue)"
     )]
     Denied { url: String, detail: String },
     #[error(
-        "access not recorded, so nothing was read: sending to the audit queue {url} failed: {detail}; check AUDIT_QUEUE_URL or --queue-url and the endpoint"
+        "access not recorded, so nothing was read: sending to the access queue {url} failed: {detail}; check ACCESS_QUEUE_URL or --access-queue-url and the endpoint"
     )]
     Send { url: String, detail: String },
     #[error(
         "access not recorded, so nothing was read: the event would not be a valid audit event ({0}); shorten the argument named"
     )]
     Invalid(String),
+}
+
+/// Who is reading, as sts:GetCallerIdentity answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    /// The event's `actor`.
+    pub arn: String,
+    /// The event's `callerUserId`: the principal's user id (`AIDA…`, or `AROA…:<session>` for a
+    /// role), which SQS attests as the delivery's `SenderId`. The function takes an access event
+    /// only when the two are equal.
+    pub user_id: String,
 }
 
 /// One access event, ready to send.
@@ -82,11 +117,21 @@ pub struct AccessEvent {
     pub body: String,
 }
 
-/// The port the event goes through: who the caller is, and the audit queue.
+/// The port the event goes through: who the caller is, the access queue and the ARN it names,
+/// what the stack's table says the access queue is.
 pub trait AccessLog: Send + Sync {
-    /// The caller's ARN.
-    fn caller(&self) -> impl Future<Output = Result<String, AccessError>> + Send;
-    /// Sends the event to the audit queue.
+    /// The caller's ARN and user id.
+    fn caller(&self) -> impl Future<Output = Result<Caller, AccessError>> + Send;
+    /// The access queue's URL, as given.
+    fn queue_url(&self) -> &str;
+    /// The ARN the access queue's URL names.
+    fn queue_arn(&self) -> Result<String, AccessError>;
+    /// The tags of `table`, the stack's table.
+    fn stack_tags(
+        &self,
+        table: &str,
+    ) -> impl Future<Output = Result<StackTags, AccessError>> + Send;
+    /// Sends the event to the access queue.
     fn send(&self, event: &AccessEvent) -> impl Future<Output = Result<(), AccessError>> + Send;
 }
 
@@ -95,22 +140,23 @@ pub fn new_message_id() -> String {
     format!("auditctl-{:032x}", fastrand::u128(..))
 }
 
-/// The event of `actor` doing `action` on `resource` with `arguments` at `at`: a native body
-/// whose `arguments`, `tool` and `version` land in the item's `extra`. `sourceIp` is left out:
-/// auditctl does not know the address AWS sees. Checked with the model's own rules, so that
-/// what is sent is written, never dead-lettered.
+/// The event of `caller` doing `action` on `resource` with `arguments` at `at`: a native body
+/// whose `callerUserId`, `arguments`, `tool` and `version` land in the item's `extra`. `sourceIp`
+/// is left out: auditctl does not know the address AWS sees. Checked with the model's own rules,
+/// so that what is sent is written, never dead-lettered.
 pub fn event(
     action: Action,
     resource: &str,
     arguments: &Map<String, Value>,
-    actor: &str,
+    caller: &Caller,
     message_id: String,
     at: DateTime<Utc>,
 ) -> Result<AccessEvent, AccessError> {
     let body = json!({
         "messageId": message_id,
         "auditTime": canonical_time(at),
-        "actor": actor,
+        "actor": caller.arn,
+        "callerUserId": caller.user_id,
         "action": action.name(),
         "resource": resource,
         "outcome": OUTCOME.as_str(),
@@ -200,12 +246,12 @@ pub enum Recorder<L> {
     },
     /// `--no-audit-event`: skipped on purpose.
     Skipped,
-    /// No audit queue configured.
+    /// No access queue configured.
     NotConfigured,
 }
 
 impl<L: AccessLog> Recorder<L> {
-    /// `log` is there when an audit queue is configured; `skip` is `--no-audit-event`.
+    /// `log` is there when an access queue is configured; `skip` is `--no-audit-event`.
     pub fn new(log: Option<L>, skip: bool, arguments: Map<String, Value>) -> Self {
         match (skip, log) {
             (true, _) => Self::Skipped,
@@ -216,7 +262,16 @@ impl<L: AccessLog> Recorder<L> {
 
     /// Records the access, before the command reads anything: the event is sent, or stderr says
     /// why it is not. An error means it could not be sent: the command must read nothing.
-    pub async fn record(&self, action: Action, resource: &str) -> Result<Recorded, AccessError> {
+    ///
+    /// The access queue must be the stack's: the ARN its URL names must be the one the stack's
+    /// `table` names in its tag `audit:access-queue-arn`, so that a wrong URL cannot record the
+    /// access where no one looks.
+    pub async fn record(
+        &self,
+        action: Action,
+        resource: &str,
+        table: &str,
+    ) -> Result<Recorded, AccessError> {
         match self {
             Self::Skipped => {
                 eprintln!("{SKIPPED}");
@@ -227,12 +282,13 @@ impl<L: AccessLog> Recorder<L> {
                 Ok(Recorded::NotConfigured)
             }
             Self::Send { log, arguments } => {
-                let actor = log.caller().await?;
+                check_queue(log, table).await?;
+                let caller = log.caller().await?;
                 let event = event(
                     action,
                     resource,
                     arguments,
-                    &actor,
+                    &caller,
                     new_message_id(),
                     Utc::now(),
                 )?;
@@ -245,12 +301,44 @@ impl<L: AccessLog> Recorder<L> {
     }
 }
 
-/// The SDK adapter: sts:GetCallerIdentity (which needs no permission) and sqs:SendMessage to
-/// the audit queue.
+/// The access queue is the stack's: its URL names the ARN that the stack's table names.
+async fn check_queue(log: &impl AccessLog, table: &str) -> Result<(), AccessError> {
+    let url = log.queue_url();
+    if url.trim().is_empty() {
+        return Err(AccessError::EmptyQueueUrl);
+    }
+    let given = log.queue_arn()?;
+    let expected = log
+        .stack_tags(table)
+        .await?
+        .access_queue_arn
+        .ok_or_else(|| AccessError::NoQueueTag {
+            table: table.to_owned(),
+            url: url.to_owned(),
+        })?;
+    if given == expected {
+        Ok(())
+    } else {
+        Err(AccessError::WrongQueue {
+            url: url.to_owned(),
+            given,
+            expected,
+            table: table.to_owned(),
+        })
+    }
+}
+
+/// The SDK adapter: sts:GetCallerIdentity (which needs no permission), the table's tags
+/// (dynamodb:DescribeTable and dynamodb:ListTagsOfResource) and sqs:SendMessage to the access
+/// queue. The queue's ARN is read off its URL, with no request and so no permission: the region
+/// from an AWS host, else (a local endpoint) the configured one.
 pub struct SdkAccessLog {
     sts: aws_sdk_sts::Client,
     sqs: aws_sdk_sqs::Client,
+    dynamodb: aws_sdk_dynamodb::Client,
     queue_url: String,
+    region: Option<String>,
+    location: String,
 }
 
 impl SdkAccessLog {
@@ -258,29 +346,47 @@ impl SdkAccessLog {
         Self {
             sts: aws_sdk_sts::Client::new(config),
             sqs: aws_sdk_sqs::Client::new(config),
+            dynamodb: audit_aws::config::dynamodb(config),
             queue_url,
+            region: config.region().map(|r| r.as_ref().to_owned()),
+            location: audit_aws::config::location(config),
         }
     }
 }
 
 impl AccessLog for SdkAccessLog {
-    async fn caller(&self) -> Result<String, AccessError> {
+    async fn caller(&self) -> Result<Caller, AccessError> {
         let identity = self
             .sts
             .get_caller_identity()
             .send()
             .await
             .map_err(|e| AccessError::Caller(audit_aws::error::describe(&e)))?;
-        identity
-            .arn
-            .filter(|arn| !arn.is_empty())
-            .ok_or_else(|| AccessError::Caller("the answer names no ARN".into()))
+        let given = |value: Option<String>| value.filter(|v| !v.is_empty());
+        Ok(Caller {
+            arn: given(identity.arn)
+                .ok_or_else(|| AccessError::Caller("the answer names no ARN".into()))?,
+            user_id: given(identity.user_id)
+                .ok_or_else(|| AccessError::Caller("the answer names no UserId".into()))?,
+        })
+    }
+
+    fn queue_url(&self) -> &str {
+        &self.queue_url
+    }
+
+    fn queue_arn(&self) -> Result<String, AccessError> {
+        queue_arn(&self.queue_url, self.region.as_deref()).map_err(|why| AccessError::BadQueueUrl {
+            url: self.queue_url.clone(),
+            why,
+        })
+    }
+
+    async fn stack_tags(&self, table: &str) -> Result<StackTags, AccessError> {
+        Ok(StackTags::read(&self.dynamodb, table, &self.location).await?)
     }
 
     async fn send(&self, event: &AccessEvent) -> Result<(), AccessError> {
-        if self.queue_url.trim().is_empty() {
-            return Err(AccessError::EmptyQueueUrl);
-        }
         let mut send = self
             .sqs
             .send_message()
@@ -317,19 +423,47 @@ mod tests {
     use super::*;
     use std::sync::Mutex;
 
-    /// An in-memory twin of the port: a fixed caller (or a failure), the events sent.
+    /// An in-memory twin of the port: a fixed caller (or a failure), an access queue URL (its
+    /// ARN read as the adapter reads it, in us-east-1), the tables' tags, the events sent.
     #[derive(Default)]
     struct Twin {
-        caller: Option<String>,
+        caller: Option<Caller>,
+        queue_url: String,
+        tables: Vec<(&'static str, StackTags)>,
         refuse: bool,
         sent: Mutex<Vec<AccessEvent>>,
     }
 
     impl AccessLog for Twin {
-        async fn caller(&self) -> Result<String, AccessError> {
+        async fn caller(&self) -> Result<Caller, AccessError> {
             self.caller
                 .clone()
                 .ok_or_else(|| AccessError::Caller("InvalidClientTokenId: no such key".into()))
+        }
+
+        fn queue_url(&self) -> &str {
+            &self.queue_url
+        }
+
+        fn queue_arn(&self) -> Result<String, AccessError> {
+            queue_arn(&self.queue_url, Some("us-east-1")).map_err(|why| AccessError::BadQueueUrl {
+                url: self.queue_url.clone(),
+                why,
+            })
+        }
+
+        async fn stack_tags(&self, table: &str) -> Result<StackTags, AccessError> {
+            self.tables
+                .iter()
+                .find(|(name, _)| *name == table)
+                .map(|(_, tags)| tags.clone())
+                .ok_or_else(|| {
+                    TagError::TableNotFound {
+                        table: table.to_owned(),
+                        at: "memory".to_owned(),
+                    }
+                    .into()
+                })
         }
 
         async fn send(&self, event: &AccessEvent) -> Result<(), AccessError> {
@@ -342,6 +476,33 @@ mod tests {
     }
 
     const ARN: &str = "arn:aws:iam::123456789012:user/alice";
+    const USER_ID: &str = "AIDAEXAMPLEALICE00001";
+    const QUEUE_URL: &str =
+        "https://sqs.us-east-1.amazonaws.com/123456789012/audit-AuditAccessQueue";
+    const QUEUE_ARN: &str = "arn:aws:sqs:us-east-1:123456789012:audit-AuditAccessQueue";
+
+    fn alice() -> Caller {
+        Caller {
+            arn: ARN.into(),
+            user_id: USER_ID.into(),
+        }
+    }
+
+    /// The stack: table `T` names the access queue.
+    fn stack() -> Twin {
+        Twin {
+            caller: Some(alice()),
+            queue_url: QUEUE_URL.into(),
+            tables: vec![(
+                "T",
+                StackTags {
+                    access_queue_arn: Some(QUEUE_ARN.into()),
+                    receiver_role_id: None,
+                },
+            )],
+            ..Twin::default()
+        }
+    }
 
     fn arguments() -> Map<String, Value> {
         json!({"from": "2026-11-22T00:00:00Z", "limit": "20", "desc": true})
@@ -360,7 +521,7 @@ mod tests {
             Action::DlqRedrive,
             "https://sqs.us-east-1.amazonaws.com/123456789012/audit-AuditDeadLetterQueue",
             &arguments(),
-            ARN,
+            &alice(),
             id.clone(),
             at,
         )
@@ -386,10 +547,11 @@ mod tests {
         );
         assert_eq!(message.fields.outcome, Some(EventOutcome::Unknown));
         assert_eq!(message.fields.source_ip, None);
+        assert_eq!(message.extra["callerUserId"], USER_ID);
         assert_eq!(message.extra["arguments"], Value::Object(arguments()));
         assert_eq!(message.extra["tool"], "auditctl");
         assert_eq!(message.extra["version"], env!("CARGO_PKG_VERSION"));
-        assert_eq!(message.extra.len(), 3);
+        assert_eq!(message.extra.len(), 4);
     }
 
     #[test]
@@ -412,7 +574,7 @@ mod tests {
             Action::Get,
             &long,
             &Map::new(),
-            ARN,
+            &alice(),
             new_message_id(),
             Utc::now(),
         )
@@ -421,16 +583,9 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_recorder_sends_one_event_naming_the_caller() {
-        let recorder = Recorder::new(
-            Some(Twin {
-                caller: Some(ARN.into()),
-                ..Twin::default()
-            }),
-            false,
-            arguments(),
-        );
-        let recorded = recorder.record(Action::Query, "AuditMessages").await;
+    async fn a_recorder_sends_one_event_naming_the_caller_to_the_stacks_access_queue() {
+        let recorder = Recorder::new(Some(stack()), false, arguments());
+        let recorded = recorder.record(Action::Query, "AuditMessages", "T").await;
         let Recorder::Send { log, .. } = &recorder else {
             panic!("a queue was given")
         };
@@ -444,52 +599,128 @@ mod tests {
         assert_eq!(sent.len(), 1);
         let body: Value = serde_json::from_str(&sent[0].body).unwrap();
         assert_eq!(body["actor"], ARN);
+        assert_eq!(body["callerUserId"], USER_ID);
         assert_eq!(body["action"], "auditctl.query");
         assert_eq!(body["resource"], "AuditMessages");
         assert_eq!(body["outcome"], "unknown");
     }
 
-    #[tokio::test]
-    async fn a_caller_that_cannot_be_named_or_a_refused_send_is_an_error() {
-        let nobody = Recorder::new(Some(Twin::default()), false, Map::new());
-        let error = nobody.record(Action::Get, "T").await.unwrap_err();
-        assert!(
-            error.to_string().contains("sts:GetCallerIdentity")
-                && error.to_string().contains("nothing was read"),
-            "{error}"
-        );
-        let Recorder::Send { log, .. } = &nobody else {
+    /// The error of recording through `log` on table `T`, and that nothing was sent.
+    async fn refused(log: Twin) -> String {
+        let recorder = Recorder::new(Some(log), false, Map::new());
+        let error = recorder.record(Action::Get, "T", "T").await.unwrap_err();
+        let Recorder::Send { log, .. } = &recorder else {
             panic!()
         };
-        assert!(log.sent.lock().unwrap().is_empty());
-
-        let refused = Recorder::new(
-            Some(Twin {
-                caller: Some(ARN.into()),
-                refuse: true,
-                ..Twin::default()
-            }),
-            false,
-            Map::new(),
+        assert!(log.sent.lock().unwrap().is_empty(), "nothing sent");
+        let error = error.to_string();
+        assert!(
+            error.starts_with("access not recorded, so nothing was read: "),
+            "{error}"
         );
-        let error = refused.record(Action::DlqList, "q").await.unwrap_err();
-        assert!(error.to_string().contains("AUDIT_QUEUE_URL"), "{error}");
+        error
     }
 
     #[tokio::test]
-    async fn skipped_or_not_configured_sends_nothing() {
-        let twin = Twin {
-            caller: Some(ARN.into()),
-            ..Twin::default()
-        };
-        let skipped = Recorder::new(Some(twin), true, Map::new());
+    async fn a_caller_that_cannot_be_named_or_a_refused_send_is_an_error() {
+        let nobody = refused(Twin {
+            caller: None,
+            ..stack()
+        })
+        .await;
+        assert!(nobody.contains("sts:GetCallerIdentity"), "{nobody}");
+        let not_found = refused(Twin {
+            refuse: true,
+            ..stack()
+        })
+        .await;
+        assert!(
+            not_found.contains("ACCESS_QUEUE_URL") && not_found.contains("AuditAccessQueueUrl"),
+            "{not_found}"
+        );
+        let empty = refused(Twin {
+            queue_url: " ".into(),
+            ..stack()
+        })
+        .await;
+        assert!(empty.contains("the access queue URL is empty"), "{empty}");
+    }
+
+    #[tokio::test]
+    async fn an_access_queue_that_is_not_the_one_the_table_names_is_refused() {
+        let other = "https://sqs.us-east-1.amazonaws.com/123456789012/SomewhereElse";
+        let wrong = refused(Twin {
+            queue_url: other.into(),
+            ..stack()
+        })
+        .await;
+        assert!(
+            wrong.contains(&format!(
+                "the access queue {other} (arn:aws:sqs:us-east-1:123456789012:SomewhereElse) is not the stack's: table T names {QUEUE_ARN} (tag audit:access-queue-arn); set ACCESS_QUEUE_URL or --access-queue-url to the stack output AuditAccessQueueUrl"
+            )),
+            "{wrong}"
+        );
+        // The same name in another region or account is another queue.
+        for url in [
+            "https://sqs.eu-west-1.amazonaws.com/123456789012/audit-AuditAccessQueue",
+            "https://sqs.us-east-1.amazonaws.com/210987654321/audit-AuditAccessQueue",
+        ] {
+            let wrong = refused(Twin {
+                queue_url: url.into(),
+                ..stack()
+            })
+            .await;
+            assert!(wrong.contains("is not the stack's"), "{wrong}");
+        }
+        let not_a_queue = refused(Twin {
+            queue_url: "https://example.com/q".into(),
+            ..stack()
+        })
+        .await;
+        assert!(not_a_queue.contains("names no SQS queue"), "{not_a_queue}");
+    }
+
+    #[tokio::test]
+    async fn a_table_without_the_tag_or_not_found_is_refused() {
+        let untagged = refused(Twin {
+            tables: vec![("T", StackTags::default())],
+            ..stack()
+        })
+        .await;
+        assert!(
+            untagged.contains("table T has no tag audit:access-queue-arn")
+                && untagged.contains("update the stack")
+                && untagged.contains("--no-audit-event"),
+            "{untagged}"
+        );
+        let missing = refused(Twin {
+            tables: vec![],
+            ..stack()
+        })
+        .await;
+        assert!(
+            missing.contains("table T not found") && missing.contains("TABLE_NAME"),
+            "{missing}"
+        );
+    }
+
+    #[tokio::test]
+    async fn skipped_or_not_configured_sends_nothing_and_reads_no_tags() {
+        let skipped = Recorder::new(
+            Some(Twin {
+                tables: vec![],
+                ..stack()
+            }),
+            true,
+            Map::new(),
+        );
         assert_eq!(
-            skipped.record(Action::Query, "T").await.unwrap(),
+            skipped.record(Action::Query, "T", "T").await.unwrap(),
             Recorded::Skipped
         );
         let none: Recorder<Twin> = Recorder::new(None, false, Map::new());
         assert_eq!(
-            none.record(Action::Query, "T").await.unwrap(),
+            none.record(Action::Query, "T", "T").await.unwrap(),
             Recorded::NotConfigured
         );
     }

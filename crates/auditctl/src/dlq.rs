@@ -1,6 +1,7 @@
 //! Owns working the dead-letter queue: listing its messages (and leaving them visible) and
-//! redriving them to the source queue with their identity (`failureContext`) kept. Must not know
-//! DynamoDB; the message format is the library's (`deadletter.rs`), not restated here.
+//! redriving them to the source queue with their identity (`failureContext`) kept, and with the
+//! original sender only as AWS attests it. Must not know DynamoDB (the receiver's role id is
+//! given); the message format is the library's (`deadletter.rs`), not restated here.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
@@ -34,6 +35,42 @@ const LIST_SECONDS: u64 = 90;
 /// gives up. One is not enough: SQS may answer empty while messages remain, and its counts are
 /// approximate.
 const EMPTY_RECEIVES: u32 = 3;
+
+/// The `failureContext` field that names the first delivery's sender.
+const ORIGINAL_SENDER_ID: &str = "originalSenderId";
+
+/// Who first sent a dead-lettered message, as far as AWS attests it (SPEC "The item written",
+/// `senderId`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OriginalSender {
+    /// No valid `failureContext`: SQS moved the message (or someone sent it here directly), and
+    /// its own `SenderId` is the first sender's.
+    Own(String),
+    /// The `failureContext`'s claim, made by the receiver function: the message's own `SenderId`
+    /// is the function's role. Kept.
+    Vouched(String),
+    /// A claim the receiver function did not make (the message's own `SenderId` is another
+    /// principal's, or there is none, or the function's role id is not known): dropped from the
+    /// context before a redrive.
+    Unvouched { claim: String, why: String },
+    /// Not known: no `SenderId`, or a context that names no sender.
+    Unknown,
+}
+
+impl OriginalSender {
+    /// The sender a redrive carries on, if any.
+    pub fn attested(&self) -> Option<&str> {
+        match self {
+            Self::Own(id) | Self::Vouched(id) => Some(id),
+            Self::Unvouched { .. } | Self::Unknown => None,
+        }
+    }
+}
+
+/// Whether `sender` (a `SenderId`: a user id, or `<RoleId>:<session>`) is the role `role_id`.
+fn is_role(sender: &str, role_id: &str) -> bool {
+    sender.split(':').next() == Some(role_id)
+}
 
 /// One message of the dead-letter queue, as received.
 #[derive(Debug, Clone)]
@@ -76,6 +113,61 @@ impl DlqMessage {
         self.system.get(&name).map(String::as_str)
     }
 
+    /// Who sent this message to the dead-letter queue, as SQS attests it (`SenderId`): the
+    /// receiver function's role for what it dead-lettered, the first sender for what SQS moved.
+    pub fn sender_id(&self) -> Option<&str> {
+        self.system(MessageSystemAttributeName::SenderId)
+            .filter(|id| !id.is_empty())
+    }
+
+    /// The `failureContext` as a JSON object, when it is one.
+    fn context_object(&self) -> Option<serde_json::Map<String, Value>> {
+        self.string_attribute(FAILURE_CONTEXT)
+            .and_then(|text| serde_json::from_str::<Value>(text).ok())
+            .and_then(|value| match value {
+                Value::Object(object) => Some(object),
+                _ => None,
+            })
+    }
+
+    /// The first delivery's sender, as AWS attests it: `receiver_role_id` is the receiver
+    /// function's role id (the table's tag `audit:receiver-role-id`), whose claims alone are
+    /// trusted.
+    pub fn original_sender(&self, receiver_role_id: Option<&str>) -> OriginalSender {
+        let Some(context) = self.context() else {
+            return self.sender_id().map_or(OriginalSender::Unknown, |id| {
+                OriginalSender::Own(id.to_owned())
+            });
+        };
+        let Some(claim) = self
+            .context_object()
+            .and_then(|mut object| object.remove(ORIGINAL_SENDER_ID))
+        else {
+            return OriginalSender::Unknown;
+        };
+        let why = match (self.sender_id(), receiver_role_id) {
+            (Some(sender), Some(role)) if is_role(sender, role) => {
+                return context
+                    .original_sender_id
+                    .map_or(OriginalSender::Unknown, OriginalSender::Vouched);
+            }
+            (Some(sender), Some(role)) => format!(
+                "the message was sent to the dead-letter queue by {sender}, not by the receiver function's role {role}"
+            ),
+            (None, _) => "the message has no SenderId".to_owned(),
+            (Some(_), None) => {
+                "the table has no tag audit:receiver-role-id naming the receiver function's role, so no claim can be trusted (update the stack)".to_owned()
+            }
+        };
+        OriginalSender::Unvouched {
+            claim: match claim {
+                Value::String(text) => text,
+                other => other.to_string(),
+            },
+            why,
+        }
+    }
+
     /// Receives at the source when it failed (from the context), else the queue's own count.
     pub fn receive_count(&self) -> Option<u64> {
         self.context().and_then(|c| c.receive_count).or_else(|| {
@@ -104,14 +196,18 @@ impl DlqMessage {
             event_source_arn: self
                 .system(MessageSystemAttributeName::DeadLetterQueueSourceArn)
                 .map(str::to_owned),
+            // Its own SenderId: SQS keeps it when it moves a message.
+            original_sender_id: self.sender_id().map(str::to_owned),
         })
     }
 
-    fn json(&self, show_body: bool) -> Value {
+    fn json(&self, sender: &OriginalSender, show_body: bool) -> Value {
         let mut value = json!({
             "messageId": self.message_id,
             "reason": self.reason(),
             "originalSqsMessageId": self.original_id(),
+            "originalSenderId": sender.attested(),
+            "senderId": self.sender_id(),
             "failedAt": self.context().map(|c| c.failed_at).filter(|t| !t.is_empty()),
             "receiveCount": self.receive_count(),
             "bodyBytes": self.body.len(),
@@ -124,7 +220,7 @@ impl DlqMessage {
         value
     }
 
-    fn cells(&self) -> Vec<String> {
+    fn cells(&self, sender: &OriginalSender) -> Vec<String> {
         vec![
             self.message_id.clone(),
             self.reason(),
@@ -134,14 +230,17 @@ impl DlqMessage {
                 .map(|n| n.to_string())
                 .unwrap_or_default(),
             self.body.len().to_string(),
+            sender.attested().unwrap_or_default().to_owned(),
+            self.sender_id().unwrap_or_default().to_owned(),
         ]
     }
 }
 
-/// A listed message without its body (audit text can be personal data).
-pub struct Listed<'a>(pub &'a DlqMessage);
+/// A listed message without its body (audit text can be personal data), with its original
+/// sender as attested.
+pub struct Listed<'a>(pub &'a DlqMessage, pub OriginalSender);
 /// A listed message with its body (`--show-body`).
-pub struct ListedWithBody<'a>(pub &'a DlqMessage);
+pub struct ListedWithBody<'a>(pub &'a DlqMessage, pub OriginalSender);
 
 const fn column(name: &'static str, table_width: Option<usize>) -> Column {
     Column { name, table_width }
@@ -155,12 +254,15 @@ impl Record for Listed<'_> {
         column("failedAt", Some(24)),
         column("receiveCount", Some(7)),
         column("bodyBytes", Some(9)),
+        column("originalSenderId", Some(24)),
+        // The dead-letter message's own sender: in jsonl and csv.
+        column("senderId", None),
     ];
     fn json(&self) -> Value {
-        self.0.json(false)
+        self.0.json(&self.1, false)
     }
     fn cells(&self) -> Vec<String> {
-        self.0.cells()
+        self.0.cells(&self.1)
     }
 }
 
@@ -172,14 +274,16 @@ impl Record for ListedWithBody<'_> {
         column("failedAt", Some(24)),
         column("receiveCount", Some(7)),
         column("bodyBytes", Some(9)),
+        column("originalSenderId", Some(24)),
+        column("senderId", None),
         // Not a cell in the table: a person who asks for the body sees all of it, under the row.
         column("body", None),
     ];
     fn json(&self) -> Value {
-        self.0.json(true)
+        self.0.json(&self.1, true)
     }
     fn cells(&self) -> Vec<String> {
-        let mut cells = self.0.cells();
+        let mut cells = self.0.cells(&self.1);
         cells.push(self.0.body.clone());
         cells
     }
@@ -248,6 +352,9 @@ pub struct RedriveOptions {
     pub rate: Option<f64>,
     /// Change nothing: count what would move.
     pub dry_run: bool,
+    /// The receiver function's role id (the table's tag `audit:receiver-role-id`): a
+    /// `failureContext`'s `originalSenderId` is kept only on a message that role sent.
+    pub receiver_role_id: Option<String>,
 }
 
 /// What a redrive did (or, dry, would do), by reason.
@@ -260,6 +367,17 @@ pub struct RedriveReport {
     /// When it could not see every message the queue held: how many of how many, why, and what
     /// to do.
     pub unseen: Option<Shortfall>,
+    /// Messages moved (or, dry, that would be) whose `failureContext` claimed an
+    /// `originalSenderId` that is not attested: the message id, the claim, and why it was removed.
+    pub dropped_claims: Vec<DroppedClaim>,
+}
+
+/// A claimed `originalSenderId` removed from a message's `failureContext` before its redrive.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DroppedClaim {
+    pub message_id: String,
+    pub claim: String,
+    pub why: String,
 }
 
 /// The dead-letter queue.
@@ -491,20 +609,31 @@ impl DeadLetterQueue {
                     *report.left.entry(reason).or_default() += 1;
                     continue;
                 }
+                let sender = message.original_sender(options.receiver_role_id.as_deref());
+                let dropped = match &sender {
+                    OriginalSender::Unvouched { claim, why } => Some(DroppedClaim {
+                        message_id: message.message_id.clone(),
+                        claim: claim.clone(),
+                        why: why.clone(),
+                    }),
+                    _ => None,
+                };
                 if options.dry_run {
                     moved += 1;
                     *report.moved.entry(reason).or_default() += 1;
+                    report.dropped_claims.extend(dropped);
                     continue;
                 }
                 if let Some(interval) = interval {
                     tokio::time::sleep_until(next_send).await;
                     next_send = tokio::time::Instant::now() + interval;
                 }
-                match self.move_one(message, target_url, fifo).await {
+                match self.move_one(message, &sender, target_url, fifo).await {
                     Ok(()) => {
                         held.forget(&message.message_id);
                         moved += 1;
                         *report.moved.entry(reason).or_default() += 1;
+                        report.dropped_claims.extend(dropped);
                     }
                     Err(error) => {
                         report.failed.push((message.message_id.clone(), error));
@@ -552,14 +681,25 @@ impl DeadLetterQueue {
 
     /// Send, then delete. A failed send leaves the message here; a failed delete after a good
     /// send leaves a copy here that a later redrive sends again (the function absorbs it as a
-    /// duplicate: the identity is the same).
+    /// duplicate: the identity is the same). A claimed original sender that is not attested
+    /// (`sender`) is removed from the context first; the rest of the context stays as it was.
     async fn move_one(
         &self,
         message: &DlqMessage,
+        sender: &OriginalSender,
         target_url: &str,
         fifo: bool,
     ) -> Result<(), String> {
         let mut attributes = message.attributes.clone();
+        if let (OriginalSender::Unvouched { .. }, Some(mut context)) =
+            (sender, message.context_object())
+        {
+            context.remove(ORIGINAL_SENDER_ID);
+            let value = Attribute::string(Value::Object(context).to_string())
+                .to_sdk()
+                .map_err(|e| e.to_string())?;
+            attributes.insert(FAILURE_CONTEXT.to_owned(), value);
+        }
         if message.context().is_none() {
             if !attributes.contains_key(FAILURE_CONTEXT)
                 && attributes.len() > MAX_ORIGINAL_ATTRIBUTES

@@ -1,7 +1,7 @@
 //! Owns reading the trail and working the dead-letter queue for operators (`auditctl`): the time
 //! range, the shard fan-out over the `byAuditTime` index, the k-way merge, output formats, the
-//! dead-letter list and redrive, and the proof that the archive and the table were not changed
-//! (`verify`). Must not know the Lambda runtime or batching; it reuses the library's item names,
+//! dead-letter list and redrive, what the stack's table says of the stack in its tags, and the
+//! proof that the archive and the table were not changed (`verify`). Must not know the Lambda runtime or batching; it reuses the library's item names,
 //! bucket rule, `failureContext` format and digest format rather than restating them.
 
 pub mod access;
@@ -13,6 +13,7 @@ pub mod merge;
 pub mod output;
 pub mod query;
 pub mod range;
+pub mod stack;
 pub mod verify;
 
 /// What went wrong, each with the fix in words. `auditctl` exits 1 on these.
@@ -84,4 +85,7 @@ pub enum TrailError {
     /// The access event could not be sent: nothing was read.
     #[error(transparent)]
     Access(#[from] access::AccessError),
+    /// The stack's table's tags could not be read.
+    #[error(transparent)]
+    Tags(#[from] stack::TagError),
 }

@@ -13,9 +13,12 @@ use commands::{AuditArgs, AwsArgs, Context, Failure, dlq, get, query, verify};
 
 const AFTER_HELP: &str = "\
 Environment (a flag wins over its variable):
-  TABLE_NAME              the audit table (--table)
-  AUDIT_QUEUE_URL         the audit queue: where each command records its own access, and the target
-                          of a redrive (--queue-url; stack output AuditQueueUrl)
+  TABLE_NAME              the audit table (--table; --table-name for verify): the stack's table,
+                          whose tags name the access queue and the receiver's role
+  ACCESS_QUEUE_URL        the access queue, where each command records its own access
+                          (--access-queue-url; stack output AuditAccessQueueUrl)
+  AUDIT_QUEUE_URL         the audit queue, the target of dlq redrive (--queue-url; stack output
+                          AuditQueueUrl)
   DEAD_LETTER_QUEUE_URL   the dead-letter queue (--dlq-url; stack output AuditDeadLetterQueueUrl)
   ARCHIVE_BUCKET          the archive bucket, for verify (--bucket; stack output AuditArchiveBucketName)
   DIGEST_KEY_ID           the digest signing key, for verify (--key-id; stack output AuditDigestKeyArn)
@@ -33,11 +36,12 @@ Examples:
   auditctl verify --from 2026-11-22T00:00:00Z --to 2026-11-22T23:59:59.999Z --table
 
 Access to the trail is itself recorded: query, get, dlq list, dlq redrive and verify first send an
-audit event of their own (actor = the caller's ARN from sts:GetCallerIdentity, action
-auditctl.query, auditctl.get, auditctl.dlq.list, auditctl.dlq.redrive or auditctl.verify, the
-arguments given) to the audit queue.
-If it cannot be sent, the command reads nothing and exits 1. Without an audit queue, or with
---no-audit-event, it says on stderr that the access was not recorded.
+audit event of their own (actor = the caller's ARN and callerUserId = its user id, from
+sts:GetCallerIdentity; action auditctl.query, auditctl.get, auditctl.dlq.list,
+auditctl.dlq.redrive or auditctl.verify; the arguments given) to the access queue. The access
+queue must be the stack's: the one the table (TABLE_NAME) names in its tag audit:access-queue-arn.
+If it is not, or the event cannot be sent, the command reads nothing and exits 1. Without an
+access queue, or with --no-audit-event, it says on stderr that the access was not recorded.
 
 Exit status: 0 success, 1 failure (the message names the fix; for verify: a problem found), 2 bad
 usage.";
@@ -102,8 +106,7 @@ async fn run(
     let config = audit_aws::config::cli(&cli.aws.options()).await;
     let access = Recorder::new(
         cli.audit
-            .queue_url
-            .clone()
+            .access_queue_url
             .map(|url| SdkAccessLog::new(&config, url)),
         cli.audit.no_audit_event,
         arguments,
@@ -112,7 +115,6 @@ async fn run(
         location: audit_aws::config::location(&config),
         config,
         access,
-        queue_url: cli.audit.queue_url,
     };
     match cli.command {
         Command::Query(args) => query::run(args, &context).await,

@@ -32,6 +32,9 @@ pub struct FailureContext {
     pub failed_at: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub event_source_arn: Option<String>,
+    /// The first delivery's attested sender (its SQS `SenderId`), kept across redrives.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub original_sender_id: Option<String>,
 }
 
 /// Why a `failureContext` attribute was not used; the record is then its own original delivery.
@@ -72,6 +75,8 @@ impl FailureContext {
             failed_at: Option<String>,
             #[serde(default)]
             event_source_arn: Option<String>,
+            #[serde(default)]
+            original_sender_id: Option<serde_json::Value>,
         }
         let raw: Lenient =
             serde_json::from_str(text).map_err(|e| MalformedContext::NotJson(e.to_string()))?;
@@ -100,6 +105,14 @@ impl FailureContext {
             receive_count,
             failed_at: raw.failed_at.unwrap_or_default(),
             event_source_arn: raw.event_source_arn,
+            // Not identity: a value that is not a non-empty string of at most 256 characters is
+            // ignored, never a reason to drop the context.
+            original_sender_id: raw.original_sender_id.and_then(|v| match v {
+                serde_json::Value::String(s) if !s.is_empty() && s.chars().count() <= 256 => {
+                    Some(s)
+                }
+                _ => None,
+            }),
         })
     }
 
@@ -130,6 +143,7 @@ mod tests {
             receive_count: Some(1),
             failed_at: "2026-11-22T12:00:00.000Z".into(),
             event_source_arn: Some("arn:aws:sqs:us-east-1:123456789012:AuditQueue".into()),
+            original_sender_id: None,
         };
         let json: serde_json::Value = serde_json::from_str(&context.to_json()).unwrap();
         for field in [

@@ -5,10 +5,12 @@ use std::collections::BTreeMap;
 use std::io::BufWriter;
 
 use audit_aws::config::ClientOptions;
+use audit_model::keys::DEFAULT_TABLE_NAME;
 use auditctl::TrailError;
 use auditctl::access::Action;
-use auditctl::dlq::{DeadLetterQueue, Listed, ListedWithBody, RedriveOptions};
+use auditctl::dlq::{DeadLetterQueue, Listed, ListedWithBody, OriginalSender, RedriveOptions};
 use auditctl::output::{Format, Printer};
+use auditctl::stack::StackTags;
 use clap::{Args, Subcommand};
 
 use super::{Context, Failure};
@@ -19,6 +21,10 @@ pub struct DlqArgs {
     /// The dead-letter queue URL (stack output AuditDeadLetterQueueUrl).
     #[arg(long, global = true, env = "DEAD_LETTER_QUEUE_URL")]
     dlq_url: Option<String>,
+    /// The stack's table: its tags name the access queue and the receiver function's role
+    /// (whose claims of an original sender alone are trusted).
+    #[arg(long, global = true, env = "TABLE_NAME", default_value = DEFAULT_TABLE_NAME)]
+    table: String,
     #[command(subcommand)]
     command: DlqCommand,
 }
@@ -29,13 +35,19 @@ enum DlqCommand {
     Redrive(RedriveArgs),
 }
 
-/// The messages with their reason, original SQS message id, failed-at time, receive count
-/// and body size; bodies only with --show-body. Leaves the queue as it was: every message
+/// The messages with their reason, original SQS message id, failed-at time, receive count,
+/// body size and original sender; bodies only with --show-body. Leaves the queue as it was: every message
 /// received is made visible again before the command ends.
 #[derive(Debug, Args)]
 #[command(after_help = "\
 The reason is the failureReason attribute the function set, or max_receives when there is none
 (SQS moved the message itself after maxReceiveCount receives).
+
+originalSenderId is the first delivery's sender as AWS attests it (SenderId): for a message SQS
+moved, its own SenderId; for one the function dead-lettered, the failureContext's
+originalSenderId, trusted only because the message's own SenderId is the receiver function's role
+(the table's tag audit:receiver-role-id). A claim from anyone else is not shown (stderr says so),
+and dlq redrive removes it. jsonl and csv also carry senderId, the message's own SenderId.
 
 It lists every message the queue holds. When it cannot (some are in flight with another consumer,
 or delayed), it prints those it got, says on stderr how many it listed of how many and what to do,
@@ -46,7 +58,8 @@ Examples:
   auditctl dlq list
   auditctl dlq list --reason conflict --show-body --format jsonl
 
-Environment: DEAD_LETTER_QUEUE_URL, AWS_ENDPOINT_URL, AWS_PROFILE, AWS_REGION.")]
+Environment: DEAD_LETTER_QUEUE_URL, TABLE_NAME, ACCESS_QUEUE_URL, AWS_ENDPOINT_URL, AWS_PROFILE,
+AWS_REGION.")]
 struct ListArgs {
     /// Only messages of this reason code (e.g. throttled, conflict, max_receives).
     #[arg(long, value_name = "CODE")]
@@ -69,6 +82,12 @@ its original identity: a message already written is a duplicate, not a second it
 StartMessageMoveTask gives each message a new id and loses that identity.) Messages not moved are
 visible again when the command ends.
 
+The original sender goes along only as AWS attests it: a message without a failureContext gets
+originalSenderId = its own SenderId (SQS keeps it on the move). A failureContext's
+originalSenderId is kept only when the message's own SenderId is the receiver function's role (the
+table's tag audit:receiver-role-id); any other claim is removed from the context before the send,
+and stderr names each such message.
+
 It goes through the whole queue (or up to --max). When it cannot see every message (some are in
 flight with another consumer, or delayed), it moves what it saw, says on stderr how many it saw
 of how many and what to do, and exits 1.
@@ -78,8 +97,12 @@ Examples:
   auditctl dlq redrive --reason throttled --rate 50
   auditctl dlq redrive --reason max_receives --max 100
 
-Environment: AUDIT_QUEUE_URL, DEAD_LETTER_QUEUE_URL, AWS_ENDPOINT_URL, AWS_PROFILE, AWS_REGION.")]
+Environment: AUDIT_QUEUE_URL, DEAD_LETTER_QUEUE_URL, TABLE_NAME, ACCESS_QUEUE_URL, AWS_ENDPOINT_URL,
+AWS_PROFILE, AWS_REGION.")]
 struct RedriveArgs {
+    /// The audit queue the messages go back to (stack output AuditQueueUrl).
+    #[arg(long, env = "AUDIT_QUEUE_URL")]
+    queue_url: Option<String>,
     /// Only messages of this reason code; the others stay.
     #[arg(long, value_name = "CODE")]
     reason: Option<String>,
@@ -105,36 +128,63 @@ pub async fn run(args: DlqArgs, context: &Context) -> Result<(), Failure> {
     let client = audit_aws::config::sqs(&context.config, ClientOptions::AS_CONFIGURED);
     let queue = DeadLetterQueue::new(client, url.clone());
     match args.command {
-        DlqCommand::List(args) => list(args, context, &queue, &url).await,
-        DlqCommand::Redrive(args) => redrive(args, context, &queue, &url).await,
+        DlqCommand::List(list_args) => list(list_args, context, &queue, &url, &args.table).await,
+        DlqCommand::Redrive(redrive_args) => {
+            redrive(redrive_args, context, &queue, &url, &args.table).await
+        }
     }
 }
 
-/// `auditctl dlq list`: the access recorded, every message printed that it got; then, when it
+/// The receiver function's role id, from the stack's table's tag.
+async fn receiver_role_id(context: &Context, table: &str) -> Result<Option<String>, Failure> {
+    let tags = StackTags::read(
+        &audit_aws::config::dynamodb(&context.config),
+        table,
+        &context.location,
+    )
+    .await
+    .map_err(TrailError::from)?;
+    Ok(tags.receiver_role_id)
+}
+
+/// `auditctl dlq list`: the access recorded, the receiver's role id read, every message printed
+/// that it got with its original sender (a claim not attested said on stderr); then, when it
 /// could not get them all, how many of how many (exit 1).
 async fn list(
     args: ListArgs,
     context: &Context,
     queue: &DeadLetterQueue,
     url: &str,
+    table: &str,
 ) -> Result<(), Failure> {
-    context.access.record(Action::DlqList, url).await?;
+    context.access.record(Action::DlqList, url, table).await?;
+    let role = receiver_role_id(context, table).await?;
     let listing = queue.list().await?;
     let shown = listing
         .messages
         .iter()
-        .filter(|m| args.reason.as_ref().is_none_or(|r| *r == m.reason()));
+        .filter(|m| args.reason.as_ref().is_none_or(|r| *r == m.reason()))
+        .map(|m| {
+            let sender = m.original_sender(role.as_deref());
+            if let OriginalSender::Unvouched { claim, why } = &sender {
+                eprintln!(
+                    "note: {}: its failureContext claims originalSenderId {claim}, not shown: {why}; dlq redrive removes it",
+                    m.message_id
+                );
+            }
+            (m, sender)
+        });
     let out = BufWriter::new(std::io::stdout().lock());
     if args.show_body {
         let mut printer = Printer::new(args.format, out);
-        for message in shown {
-            printer.print(&ListedWithBody(message))?;
+        for (message, sender) in shown {
+            printer.print(&ListedWithBody(message, sender))?;
         }
         printer.finish()?;
     } else {
         let mut printer = Printer::new(args.format, out);
-        for message in shown {
-            printer.print(&Listed(message))?;
+        for (message, sender) in shown {
+            printer.print(&Listed(message, sender))?;
         }
         printer.finish()?;
     }
@@ -146,14 +196,16 @@ async fn list(
 }
 
 /// `auditctl dlq redrive`: the audit queue and the rate checked, the access recorded, the
-/// messages moved; then what moved and what is left, by reason, and what failed.
+/// receiver's role id read, the messages moved; then what moved and what is left, by reason,
+/// which claimed senders were removed, and what failed.
 async fn redrive(
     args: RedriveArgs,
     context: &Context,
     queue: &DeadLetterQueue,
     url: &str,
+    table: &str,
 ) -> Result<(), Failure> {
-    let target = context.queue_url.clone().ok_or(TrailError::NoQueueUrl {
+    let target = args.queue_url.ok_or(TrailError::NoQueueUrl {
         what: "audit queue",
         env: "AUDIT_QUEUE_URL",
         flag: "--queue-url",
@@ -162,13 +214,17 @@ async fn redrive(
     if args.rate.is_some_and(|r| r.is_nan() || r <= 0.0) {
         return Err(Failure::Usage("--rate must be above 0".into()));
     }
-    context.access.record(Action::DlqRedrive, url).await?;
+    context
+        .access
+        .record(Action::DlqRedrive, url, table)
+        .await?;
     let dry_run = args.dry_run;
     let options = RedriveOptions {
         reason: args.reason,
         max: args.max,
         rate: args.rate,
         dry_run,
+        receiver_role_id: receiver_role_id(context, table).await?,
     };
     let report = queue.redrive(&target, &options).await?;
     let total = |m: &BTreeMap<String, u64>| m.values().sum::<u64>();
@@ -181,6 +237,17 @@ async fn redrive(
     println!("{left} in the dead-letter queue: {}", total(&report.left));
     for (reason, n) in &report.left {
         println!("  {reason:<32} {n}");
+    }
+    let removed = if dry_run {
+        "would be removed"
+    } else {
+        "removed"
+    };
+    for dropped in &report.dropped_claims {
+        eprintln!(
+            "note: {}: failureContext.originalSenderId {} {removed} before the resend: {}",
+            dropped.message_id, dropped.claim, dropped.why
+        );
     }
     for (id, error) in &report.failed {
         eprintln!("error: {id} not moved: {error}");

@@ -12,7 +12,7 @@ use super::{Context, Failure, TableArgs, print_items};
 Example:
   auditctl get order-42 --format jsonl
 
-Environment: TABLE_NAME, AWS_ENDPOINT_URL, AWS_PROFILE, AWS_REGION.")]
+Environment: TABLE_NAME, ACCESS_QUEUE_URL, AWS_ENDPOINT_URL, AWS_PROFILE, AWS_REGION.")]
 pub struct GetArgs {
     /// The item's messageId (a producer messageId, or the original SQS message id).
     message_id: String,
@@ -24,7 +24,7 @@ pub struct GetArgs {
 pub async fn run(args: GetArgs, context: &Context) -> Result<(), Failure> {
     context
         .access
-        .record(Action::Get, &args.table.table)
+        .record(Action::Get, &args.table.table, &args.table.table)
         .await?;
     let reader = context.reader(&args.table.table);
     print_items(reader.get(&args.message_id), args.table.format, &reader).await?;

@@ -23,10 +23,10 @@ use futures::{Stream, StreamExt};
 /// Where a command records its own access (access.rs).
 #[derive(Debug, Args)]
 pub struct AuditArgs {
-    /// The audit queue (stack output AuditQueueUrl): each command's own access event goes there,
-    /// and a redrive's messages.
-    #[arg(long, global = true, env = "AUDIT_QUEUE_URL")]
-    pub queue_url: Option<String>,
+    /// The access queue (stack output AuditAccessQueueUrl): each command's own access event goes
+    /// there, once the stack's table (TABLE_NAME) names it in its tag audit:access-queue-arn.
+    #[arg(long, global = true, env = "ACCESS_QUEUE_URL")]
+    pub access_queue_url: Option<String>,
     /// Do not record this access to the trail (said on stderr).
     #[arg(long, global = true)]
     pub no_audit_event: bool,
@@ -71,12 +71,11 @@ pub struct TableArgs {
 pub struct Context {
     pub config: aws_config::SdkConfig,
     /// Each command that reads the trail or moves dead letters records that first (after its
-    /// arguments are checked, before any read): `context.access.record(...)`.
+    /// arguments are checked, before any read): `context.access.record(...)`, with the stack's
+    /// table, whose tag names the access queue.
     pub access: Recorder<SdkAccessLog>,
     /// Where requests go (endpoint or region), for error messages.
     pub location: String,
-    /// The audit queue (--queue-url): where a redrive sends.
-    pub queue_url: Option<String>,
 }
 
 impl Context {

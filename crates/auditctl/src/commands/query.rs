@@ -40,7 +40,7 @@ Examples:
   auditctl query --resource invoice/4711 --outcome failure --from 2026-09-01T00:00:00Z --to 2026-12-01T00:00:00Z
   auditctl query --actor alice --action invoice.delete --by actor --from 2026-11-01T00:00:00Z --to 2026-12-01T00:00:00Z
 
-Environment: TABLE_NAME, AWS_ENDPOINT_URL, AWS_PROFILE, AWS_REGION.")]
+Environment: TABLE_NAME, ACCESS_QUEUE_URL, AWS_ENDPOINT_URL, AWS_PROFILE, AWS_REGION.")]
 pub struct QueryArgs {
     /// First auditTime included, RFC 3339 with an offset, e.g. 2026-11-22T10:00:00Z.
     #[arg(long, value_name = "TIME")]
@@ -109,7 +109,7 @@ pub async fn run(args: QueryArgs, context: &Context) -> Result<(), Failure> {
     let plan = Plan::new(args.by, fields).map_err(Failure::usage)?;
     context
         .access
-        .record(Action::Query, &args.table.table)
+        .record(Action::Query, &args.table.table, &args.table.table)
         .await?;
     let reader = context.reader(&args.table.table);
     reader.check_index(&plan).await?;

@@ -51,8 +51,11 @@ Examples:
 
 Exit status: 0 when everything holds, 1 when anything does not (or cannot be read), 2 bad usage.
 
-Environment: ARCHIVE_BUCKET, DIGEST_KEY_ID, DIGEST_PERIOD_SECONDS, TABLE_NAME (--table),
-AUDIT_QUEUE_URL, AWS_ENDPOINT_URL, AWS_PROFILE, AWS_REGION.";
+Its access is recorded first (see auditctl --help): the access queue is checked against the tag of
+the table --table-name (TABLE_NAME), with or without --table.
+
+Environment: ARCHIVE_BUCKET, DIGEST_KEY_ID, DIGEST_PERIOD_SECONDS, TABLE_NAME (--table-name),
+ACCESS_QUEUE_URL, AWS_ENDPOINT_URL, AWS_PROFILE, AWS_REGION.";
 
 /// Proves the trail unchanged: the chain of signed digests over the range, every object they
 /// list, nothing overwritten, deleted or slipped in; with --table, the table against the
@@ -87,7 +90,7 @@ pub struct VerifyArgs {
     /// (how far beyond --to, and after each item, the archive is read).
     #[arg(long, value_name = "SECONDS", default_value_t = ARCHIVE_LAG_SECONDS as u32)]
     archive_lag: u32,
-    /// The audit table (with --table).
+    /// The audit table: compared with --table; its tag names the access queue either way.
     #[arg(long, env = "TABLE_NAME", value_name = "TABLE", default_value = DEFAULT_TABLE_NAME)]
     table_name: String,
     /// Object reads in flight at most.
@@ -127,7 +130,11 @@ pub async fn run(args: VerifyArgs, context: &Context) -> Result<(), Failure> {
         output: "AuditDigestKeyArn",
     })?;
     let time_plan = Plan::new(None, Fields::default()).map_err(Failure::usage)?;
-    context.access.record(Action::Verify, &bucket).await?;
+    // The table's tag names the stack's access queue, with or without --table.
+    context
+        .access
+        .record(Action::Verify, &bucket, &args.table_name)
+        .await?;
     let (config, location) = (&context.config, &context.location);
     // The public key from KMS, never from next to a digest.
     let key = TrustedKey::new(

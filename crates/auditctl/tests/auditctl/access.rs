@@ -1,8 +1,10 @@
 //! Owns that access to the trail is itself recorded (src/access.rs; SPEC "Access to the trail is
-//! itself recorded"): one access event per command, written by the function. Must not know
-//! what each command prints.
+//! itself recorded"): one access event per command, on the stack's access queue only, written by
+//! the function. Must not know what each command prints.
 
 use audit_receiver::message::canonical_time;
+use audit_testkit::endpoint::sdk_config;
+use auditctl::stack::ACCESS_QUEUE_TAG;
 use aws_sdk_sqs::types::MessageSystemAttributeName;
 use serde_json::Value;
 
@@ -11,14 +13,27 @@ use crate::harness::*;
 use crate::support::*;
 
 // Access to the trail is itself recorded (src/access.rs; SPEC "Access to the trail is itself
-// recorded"): query, get, dlq list and dlq redrive first send one audit event of their own to
-// the audit queue, which the function writes like any other event.
+// recorded"): query, get, dlq list, dlq redrive and verify first send one audit event of their
+// own to the access queue, once the stack's table names it in its tag; the function writes it
+// like any other event.
 
 /// moto's answer to sts:GetCallerIdentity for the key `test`.
 const MOTO_CALLER: &str = "arn:aws:sts::123456789012:user/moto";
 
+/// The user id moto's STS answers for the tests' credentials: the `callerUserId` auditctl
+/// must send.
+async fn moto_user_id(moto: &Moto) -> String {
+    aws_sdk_sts::Client::new(&sdk_config(&moto.endpoint))
+        .get_caller_identity()
+        .send()
+        .await
+        .unwrap()
+        .user_id
+        .unwrap()
+}
+
 impl Queues {
-    /// Every message of the audit queue, received and deleted: what the next command adds is
+    /// Every message of the access queue, received and deleted: what the next command adds is
     /// then all the queue holds.
     async fn take(&self) -> Vec<aws_sdk_sqs::types::Message> {
         let mut taken = Vec::new();
@@ -26,7 +41,7 @@ impl Queues {
             let batch = self
                 .sqs
                 .receive_message()
-                .queue_url(&self.source)
+                .queue_url(&self.access)
                 .max_number_of_messages(10)
                 .message_attribute_names("All")
                 .message_system_attribute_names(MessageSystemAttributeName::All)
@@ -41,7 +56,7 @@ impl Queues {
             for m in batch {
                 self.sqs
                     .delete_message()
-                    .queue_url(&self.source)
+                    .queue_url(&self.access)
                     .receipt_handle(m.receipt_handle().unwrap())
                     .send()
                     .await
@@ -51,7 +66,7 @@ impl Queues {
         }
     }
 
-    /// The one access event a command sent: the audit queue holds it and nothing else.
+    /// The one access event a command sent: the access queue holds it and nothing else.
     pub(crate) async fn one_access_event(&self) -> (aws_sdk_sqs::types::Message, Value) {
         let mut taken = self.take().await;
         assert_eq!(taken.len(), 1, "exactly one message: {taken:?}");
@@ -61,17 +76,24 @@ impl Queues {
     }
 }
 
-/// Delivers messages of the audit queue to the function as the event source mapping does.
-async fn write_through_function(moto: &Moto, messages: &[aws_sdk_sqs::types::Message]) {
+/// Delivers messages of the access queue to the function as its event source mapping does
+/// (the access queue's ARN, SentTimestamp and SenderId as SQS gave them).
+async fn write_through_function(moto: &Moto, q: &Queues, messages: &[aws_sdk_sqs::types::Message]) {
     let handler = handler(&moto.endpoint, TABLE, settings());
     let records = messages
         .iter()
         .map(|m| {
             let mut delivery = record(m.message_id().unwrap(), m.body().unwrap());
-            delivery.attributes.insert(
-                "SentTimestamp".into(),
-                m.attributes.as_ref().unwrap()[&MessageSystemAttributeName::SentTimestamp].clone(),
-            );
+            delivery.event_source_arn = Some(q.access_arn.clone());
+            let system = m.attributes.as_ref().unwrap();
+            for name in [
+                MessageSystemAttributeName::SentTimestamp,
+                MessageSystemAttributeName::SenderId,
+            ] {
+                delivery
+                    .attributes
+                    .insert(name.as_str().into(), system[&name].clone());
+            }
             delivery
         })
         .collect();
@@ -82,6 +104,12 @@ async fn write_through_function(moto: &Moto, messages: &[aws_sdk_sqs::types::Mes
 /// The fields every access event carries, as the SPEC says; returns its arguments.
 pub(crate) fn assert_access_event(body: &Value, action: &str, resource: &str) -> Value {
     assert_eq!(body["actor"], MOTO_CALLER, "{body}");
+    assert!(
+        body["callerUserId"]
+            .as_str()
+            .is_some_and(|id| !id.is_empty()),
+        "{body}"
+    );
     assert_eq!(body["action"], action, "{body}");
     assert_eq!(body["resource"], resource, "{body}");
     assert_eq!(
@@ -119,6 +147,7 @@ async fn each_command_that_reads_the_trail_or_moves_dead_letters_records_one_acc
     let q = queues(&moto).await;
     q.dead_letter(r#"{"auditText":"t"}"#, Some("throttled"))
         .await;
+    let user_id = moto_user_id(&moto).await;
     let mut events = Vec::new();
 
     // query: the table, and the arguments as given.
@@ -141,12 +170,13 @@ async fn each_command_that_reads_the_trail_or_moves_dead_letters_records_one_acc
     assert_eq!(rows.len(), 3, "and then it reads");
     let (message, body) = q.one_access_event().await;
     let arguments = assert_access_event(&body, "auditctl.query", TABLE);
+    assert_eq!(body["callerUserId"], user_id.as_str(), "what STS answers");
     assert_eq!(arguments["from"], "2026-11-22T00:00:00Z");
     assert_eq!(arguments["to"], "2026-11-22T23:59:59Z");
     assert_eq!(arguments["limit"], "3");
     assert_eq!(arguments["desc"], true);
     assert_eq!(arguments["format"], "jsonl");
-    assert_eq!(arguments["queueUrl"], q.source.as_str());
+    assert_eq!(arguments["accessQueueUrl"], q.access.as_str());
     assert!(arguments.get("pageSize").is_none(), "defaults are left out");
     let query_event = body["messageId"].as_str().unwrap().to_owned();
     events.push(message);
@@ -159,6 +189,7 @@ async fn each_command_that_reads_the_trail_or_moves_dead_letters_records_one_acc
     ));
     let (message, body) = q.one_access_event().await;
     let arguments = assert_access_event(&body, "auditctl.get", TABLE);
+    assert_eq!(body["callerUserId"], user_id.as_str());
     assert_eq!(arguments["messageId"], "tie-b-23");
     assert_eq!(arguments["table"], TABLE);
     events.push(message);
@@ -171,6 +202,7 @@ async fn each_command_that_reads_the_trail_or_moves_dead_letters_records_one_acc
     ));
     let (message, body) = q.one_access_event().await;
     let arguments = assert_access_event(&body, "auditctl.dlq.list", &q.dlq);
+    assert_eq!(body["callerUserId"], user_id.as_str());
     assert_eq!(arguments["reason"], "throttled");
     assert_eq!(arguments["showBody"], true);
     assert_eq!(arguments["dlqUrl"], q.dlq.as_str());
@@ -184,13 +216,15 @@ async fn each_command_that_reads_the_trail_or_moves_dead_letters_records_one_acc
     assert!(out.contains("would move 1 message(s)"), "{out}");
     let (message, body) = q.one_access_event().await;
     let arguments = assert_access_event(&body, "auditctl.dlq.redrive", &q.dlq);
+    assert_eq!(body["callerUserId"], user_id.as_str());
     assert_eq!(arguments["dryRun"], true);
     assert_eq!(arguments["max"], "5");
     events.push(message);
+    assert_eq!(q.depth(&q.source).await, (0, 0), "none on the audit queue");
 
-    // Through the same queue and the real function, the events are in the trail: a lookup by
+    // Through the access queue and the real function, the events are in the trail: a lookup by
     // action finds the query's own access, one by actor all four.
-    write_through_function(&moto, &events).await;
+    write_through_function(&moto, &q, &events).await;
     let lookup = |field: &str, value: &str| {
         jsonl(&ok(auditctl(
             &moto.endpoint,
@@ -217,6 +251,7 @@ async fn each_command_that_reads_the_trail_or_moves_dead_letters_records_one_acc
     assert_eq!(item["resource"], TABLE);
     assert_eq!(item["outcome"], "unknown");
     assert_eq!(item["extra"]["arguments"]["limit"], "3");
+    assert_eq!(item["extra"]["callerUserId"], user_id.as_str());
     assert_eq!(item["extra"]["tool"], "auditctl");
     let by_caller = lookup("--actor", MOTO_CALLER);
     let mut actions: Vec<&str> = by_caller
@@ -244,24 +279,19 @@ async fn an_access_event_that_cannot_be_sent_fails_the_command_which_reads_nothi
         q.dead_letter(&format!(r#"{{"auditText":"t{i}"}}"#), Some("throttled"))
             .await;
     }
-    let missing = format!("{}/123456789012/NoSuchAuditQueue", moto.endpoint);
+    // The table names an access queue that is gone: the check passes, the send fails.
+    let missing = format!("{}/123456789012/NoSuchAccessQueue", moto.endpoint);
+    q.tag(&[(
+        ACCESS_QUEUE_TAG,
+        "arn:aws:sqs:us-east-1:123456789012:NoSuchAccessQueue",
+    )])
+    .await;
     let env = [
         ("DEAD_LETTER_QUEUE_URL", q.dlq.as_str()),
-        ("AUDIT_QUEUE_URL", missing.as_str()),
+        ("AUDIT_QUEUE_URL", q.source.as_str()),
+        ("ACCESS_QUEUE_URL", missing.as_str()),
     ];
-    let commands: [&[&str]; 4] = [
-        &[
-            "query",
-            "--from",
-            "2026-11-22T00:00:00Z",
-            "--to",
-            "2026-11-24T23:59:59Z",
-        ],
-        &["get", "tie-b-23"],
-        &["dlq", "list", "--show-body"],
-        &["dlq", "redrive"],
-    ];
-    for args in commands {
+    for args in EVERY_COMMAND {
         let output = auditctl(&moto.endpoint, args, &env);
         assert_eq!(
             output.status.code(),
@@ -278,25 +308,33 @@ async fn an_access_event_that_cannot_be_sent_fails_the_command_which_reads_nothi
         assert!(
             message.contains("access not recorded, so nothing was read")
                 && message.contains(&missing)
-                && message
-                    .contains("check AUDIT_QUEUE_URL or --queue-url (stack output AuditQueueUrl)"),
+                && message.contains(
+                    "check ACCESS_QUEUE_URL or --access-queue-url (stack output AuditAccessQueueUrl)"
+                ),
             "{args:?}: {message}"
         );
     }
-    // An empty URL (AUDIT_QUEUE_URL= ) is no way around it.
+    // An empty URL (ACCESS_QUEUE_URL= ) is no way around it.
     let output = auditctl(
         &moto.endpoint,
         &["get", "tie-b-23"],
-        &[("AUDIT_QUEUE_URL", "")],
+        &[("ACCESS_QUEUE_URL", "")],
     );
     assert_eq!(output.status.code(), Some(1));
     assert_eq!(stdout(&output), "");
     assert!(
-        stderr(&output).contains("the audit queue URL is empty"),
+        stderr(&output).contains("the access queue URL is empty"),
         "{}",
         stderr(&output)
     );
-    // The dead-letter queue was never received from: both messages there, received once now.
+    never_received(&q, 2).await;
+    assert_eq!(q.depth(&q.source).await, (0, 0));
+    assert_eq!(q.depth(&q.access).await, (0, 0));
+}
+
+/// The dead-letter queue was never received from: its `n` messages are there, received once
+/// now.
+async fn never_received(q: &Queues, n: usize) {
     let held = q
         .sqs
         .receive_message()
@@ -309,18 +347,124 @@ async fn an_access_event_that_cannot_be_sent_fails_the_command_which_reads_nothi
         .unwrap()
         .messages
         .unwrap_or_default();
-    assert_eq!(held.len(), 2);
+    assert_eq!(held.len(), n);
     for m in held {
         assert_eq!(
             m.attributes.unwrap()[&MessageSystemAttributeName::ApproximateReceiveCount],
             "1"
         );
     }
-    assert_eq!(q.depth(&q.source).await, (0, 0));
+}
+
+/// Every command that records its access, with what verify needs to get that far.
+const EVERY_COMMAND: [&[&str]; 5] = [
+    &[
+        "query",
+        "--from",
+        "2026-11-22T00:00:00Z",
+        "--to",
+        "2026-11-24T23:59:59Z",
+    ],
+    &["get", "tie-b-23"],
+    &["dlq", "list", "--show-body"],
+    &["dlq", "redrive"],
+    &[
+        "verify",
+        "--from",
+        "2026-11-22T00:00:00Z",
+        "--to",
+        "2026-11-22T23:59:59Z",
+        "--bucket",
+        "archive",
+        "--key-id",
+        "alias/digest",
+    ],
+];
+
+#[tokio::test]
+async fn an_access_queue_that_is_not_the_stacks_is_refused_naming_the_one_expected_and_nothing_is_read()
+ {
+    let moto = Moto::start();
+    write_trail(&moto).await;
+    let q = queues(&moto).await;
+    q.dead_letter(r#"{"auditText":"t"}"#, Some("throttled"))
+        .await;
+    // The audit queue given as the access queue (a configuration from before the access queue):
+    // reachable, and anyone with the producer policy could write there.
+    let audit_queue_arn = "arn:aws:sqs:us-east-1:123456789012:AuditQueue";
+    let env = [
+        ("DEAD_LETTER_QUEUE_URL", q.dlq.as_str()),
+        ("AUDIT_QUEUE_URL", q.source.as_str()),
+        ("ACCESS_QUEUE_URL", q.source.as_str()),
+    ];
+    for args in EVERY_COMMAND {
+        let output = auditctl(&moto.endpoint, args, &env);
+        let message = stderr(&output);
+        assert_eq!(output.status.code(), Some(1), "{args:?}: {message}");
+        assert_eq!(stdout(&output), "", "{args:?}: nothing read");
+        assert!(
+            message.contains(&format!(
+                "error: access not recorded, so nothing was read: the access queue {} ({audit_queue_arn}) is not the stack's: table {TABLE} names {} (tag audit:access-queue-arn); set ACCESS_QUEUE_URL or --access-queue-url to the stack output AuditAccessQueueUrl",
+                q.source, q.access_arn
+            )),
+            "{args:?}: {message}"
+        );
+    }
+    // The table that names it is the one TABLE_NAME names: another table is no way around it.
+    let output = auditctl(
+        &moto.endpoint,
+        &["get", "tie-b-23"],
+        &[
+            ("ACCESS_QUEUE_URL", q.access.as_str()),
+            ("TABLE_NAME", "Nope"),
+        ],
+    );
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr(&output).contains("table Nope not found")
+            && stderr(&output).contains("set TABLE_NAME"),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(q.depth(&q.source).await, (0, 0), "nothing sent anywhere");
+    assert_eq!(q.depth(&q.access).await, (0, 0));
+    never_received(&q, 1).await;
 }
 
 #[tokio::test]
-async fn no_audit_event_sends_nothing_and_without_an_audit_queue_the_access_is_said_unrecorded() {
+async fn a_table_without_the_access_queue_tag_is_refused_until_the_stack_is_updated() {
+    let moto = Moto::start();
+    write_trail(&moto).await;
+    let q = queues(&moto).await;
+    q.dead_letter(r#"{"auditText":"t"}"#, Some("throttled"))
+        .await;
+    q.untag(ACCESS_QUEUE_TAG).await;
+    for args in EVERY_COMMAND {
+        let output = auditctl(&moto.endpoint, args, &q.env());
+        let message = stderr(&output);
+        assert_eq!(output.status.code(), Some(1), "{args:?}: {message}");
+        assert_eq!(stdout(&output), "", "{args:?}: nothing read");
+        assert!(
+            message.contains(&format!(
+                "table {TABLE} has no tag audit:access-queue-arn naming the stack's access queue, so the access queue {} cannot be checked: update the stack",
+                q.access
+            )) && message.contains("--no-audit-event skips recording on purpose"),
+            "{args:?}: {message}"
+        );
+    }
+    assert_eq!(q.depth(&q.access).await, (0, 0));
+    never_received(&q, 1).await;
+    // Skipped on purpose, it reads.
+    let output = auditctl(
+        &moto.endpoint,
+        &["get", "tie-b-23", "--no-audit-event", "--format", "jsonl"],
+        &q.env(),
+    );
+    assert_eq!(jsonl(&ok(output)).len(), 1);
+}
+
+#[tokio::test]
+async fn no_audit_event_sends_nothing_and_without_an_access_queue_the_access_is_said_unrecorded() {
     let moto = Moto::start();
     write_trail(&moto).await;
     let q = queues(&moto).await;
@@ -348,14 +492,16 @@ async fn no_audit_event_sends_nothing_and_without_an_audit_queue_the_access_is_s
         );
         assert!(!ok(output).is_empty(), "it reads");
     }
-    assert_eq!(q.depth(&q.source).await, (0, 0), "nothing sent");
+    assert_eq!(q.depth(&q.access).await, (0, 0), "nothing sent");
 
-    // No audit queue: it reads, and says the access was not recorded and how to record it.
+    // No access queue: it reads, and says the access was not recorded and how to record it.
     let output = auditctl(&moto.endpoint, &query, &[]);
     let message = stderr(&output);
     assert!(
-        message.contains("access not recorded: no audit queue")
-            && message.contains("set AUDIT_QUEUE_URL or --queue-url (stack output AuditQueueUrl)"),
+        message.contains("access not recorded: no access queue")
+            && message.contains(
+                "set ACCESS_QUEUE_URL or --access-queue-url (stack output AuditAccessQueueUrl)"
+            ),
         "{message}"
     );
     assert!(!jsonl(&ok(output)).is_empty());

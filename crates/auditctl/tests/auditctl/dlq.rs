@@ -9,47 +9,144 @@ use aws_lambda_events::sqs::SqsMessageAttribute;
 use aws_sdk_sqs::types::{MessageAttributeValue, MessageSystemAttributeName, QueueAttributeName};
 use serde_json::Value;
 
+use auditctl::stack::{ACCESS_QUEUE_TAG, RECEIVER_ROLE_TAG};
+
 use crate::harness::*;
 use crate::support::*;
 
+/// The receiver function's role id the stack's table names by default in the tests: not moto's
+/// SenderId, so that a claimed original sender is not trusted unless a test says so.
+pub(crate) const RECEIVER_ROLE_ID: &str = "AROAEXAMPLERECEIVER01";
+
+/// The stack's queues, and its table (created when the test has not) tagged as template.yaml
+/// tags it: the access queue's ARN and the receiver's role id.
 pub(crate) struct Queues {
     pub(crate) sqs: aws_sdk_sqs::Client,
+    pub(crate) dynamodb: aws_sdk_dynamodb::Client,
     pub(crate) source: String,
+    pub(crate) access: String,
+    pub(crate) access_arn: String,
     pub(crate) dlq: String,
 }
 
 pub(crate) async fn queues(moto: &Moto) -> Queues {
     let sqs = sqs_client(&moto.endpoint);
-    let dlq = sqs
-        .create_queue()
-        .queue_name("AuditDeadLetterQueue")
+    let create = |name: &'static str| {
+        let sqs = sqs.clone();
+        async move {
+            sqs.create_queue()
+                .queue_name(name)
+                .send()
+                .await
+                .unwrap()
+                .queue_url
+                .unwrap()
+        }
+    };
+    let dlq = create("AuditDeadLetterQueue").await;
+    let source = create("AuditQueue").await;
+    let access = create("AuditAccessQueue").await;
+    let access_arn = sqs
+        .get_queue_attributes()
+        .queue_url(&access)
+        .attribute_names(QueueAttributeName::QueueArn)
         .send()
         .await
-        .unwrap();
-    let source = sqs
-        .create_queue()
-        .queue_name("AuditQueue")
+        .unwrap()
+        .attributes
+        .unwrap()[&QueueAttributeName::QueueArn]
+        .clone();
+    let dynamodb = moto.client();
+    if dynamodb
+        .describe_table()
+        .table_name(TABLE)
         .send()
         .await
-        .unwrap();
-    Queues {
-        sqs,
-        source: source.queue_url.unwrap(),
-        dlq: dlq.queue_url.unwrap(),
+        .is_err()
+    {
+        create_table(&dynamodb, TABLE).await;
     }
+    let q = Queues {
+        sqs,
+        dynamodb,
+        source,
+        access,
+        access_arn,
+        dlq,
+    };
+    q.tag(&[
+        (ACCESS_QUEUE_TAG, &q.access_arn),
+        (RECEIVER_ROLE_TAG, RECEIVER_ROLE_ID),
+    ])
+    .await;
+    q
 }
 
 impl Queues {
-    pub(crate) fn env(&self) -> [(&'static str, &str); 2] {
+    pub(crate) fn env(&self) -> [(&'static str, &str); 3] {
         [
             ("DEAD_LETTER_QUEUE_URL", &self.dlq),
             ("AUDIT_QUEUE_URL", &self.source),
+            ("ACCESS_QUEUE_URL", &self.access),
         ]
+    }
+
+    async fn table_arn(&self) -> String {
+        self.dynamodb
+            .describe_table()
+            .table_name(TABLE)
+            .send()
+            .await
+            .unwrap()
+            .table
+            .unwrap()
+            .table_arn
+            .unwrap()
+    }
+
+    /// Sets tags on the stack's table (TagResource), as the template does.
+    pub(crate) async fn tag(&self, tags: &[(&str, &str)]) {
+        let mut request = self
+            .dynamodb
+            .tag_resource()
+            .resource_arn(self.table_arn().await);
+        for (key, value) in tags {
+            request = request.tags(
+                aws_sdk_dynamodb::types::Tag::builder()
+                    .key(*key)
+                    .value(*value)
+                    .build()
+                    .unwrap(),
+            );
+        }
+        request.send().await.unwrap();
+    }
+
+    /// Removes a tag from the stack's table (an older stack's table lacks it).
+    pub(crate) async fn untag(&self, key: &str) {
+        self.dynamodb
+            .untag_resource()
+            .resource_arn(self.table_arn().await)
+            .tag_keys(key)
+            .send()
+            .await
+            .unwrap();
     }
 
     /// Sends a dead-lettered message as the function does (reason and context), or as SQS
     /// moves one (`reason` None: no attributes of ours).
     pub(crate) async fn dead_letter(&self, body: &str, reason: Option<&str>) -> String {
+        self.dead_letter_claiming(body, reason, None).await
+    }
+
+    /// As `dead_letter`, with a context that claims `original_sender` as the first delivery's
+    /// sender.
+    pub(crate) async fn dead_letter_claiming(
+        &self,
+        body: &str,
+        reason: Option<&str>,
+        original_sender: Option<&str>,
+    ) -> String {
         let mut send = self
             .sqs
             .send_message()
@@ -64,6 +161,7 @@ impl Queues {
                 receive_count: Some(5),
                 failed_at: "2026-11-22T10:00:00.000Z".into(),
                 event_source_arn: None,
+                original_sender_id: original_sender.map(str::to_owned),
             };
             let string = |v: String| {
                 MessageAttributeValue::builder()
@@ -90,12 +188,26 @@ impl Queues {
         seen
     }
 
-    /// The audit queue's visible messages without the access events auditctl sent there (each
-    /// command that works the dead-letter queue records its own access first): what was moved.
+    /// The audit queue's visible messages: what was moved. The access events of the commands
+    /// that moved them are on the access queue, never here.
     async fn moved(&self) -> HashMap<String, aws_sdk_sqs::types::Message> {
-        let mut moved = self.visible(&self.source).await;
-        moved.retain(|_, m| !is_access_event(m.body().unwrap_or_default()));
+        let moved = self.visible(&self.source).await;
+        assert!(
+            !moved
+                .values()
+                .any(|m| is_access_event(m.body().unwrap_or_default())),
+            "no access event on the audit queue"
+        );
         moved
+    }
+
+    /// The `SenderId` SQS gave a message of the dead-letter queue.
+    pub(crate) async fn sender_of(&self, message_id: &str) -> String {
+        self.visible(&self.dlq).await[message_id]
+            .attributes
+            .as_ref()
+            .unwrap()[&MessageSystemAttributeName::SenderId]
+            .clone()
     }
 
     pub(crate) async fn depth(&self, url: &str) -> (u64, u64) {
@@ -218,7 +330,8 @@ async fn redrive_moves_only_the_reason_asked_and_a_dry_run_changes_nothing() {
         (4, 0),
         "a dry run leaves everything visible"
     );
-    assert_eq!(q.depth(&q.source).await, (1, 0), "only its access event");
+    assert_eq!(q.depth(&q.source).await, (0, 0), "nothing moved");
+    assert_eq!(q.depth(&q.access).await, (1, 0), "its access event");
 
     let out = ok(auditctl(
         &moto.endpoint,
@@ -239,7 +352,8 @@ async fn redrive_moves_only_the_reason_asked_and_a_dry_run_changes_nothing() {
         "{out}"
     );
     assert_eq!(q.depth(&q.dlq).await, (2, 0));
-    assert_eq!(q.depth(&q.source).await, (2 + 2, 0), "and 2 access events");
+    assert_eq!(q.depth(&q.source).await, (2, 0));
+    assert_eq!(q.depth(&q.access).await, (2, 0), "2 access events");
 
     let out = ok(auditctl(
         &moto.endpoint,
@@ -341,6 +455,164 @@ async fn redrive_keeps_the_identity_of_a_message_sqs_moved_through_the_function(
         audit_receiver::message::parse_sent_timestamp(Some(&sent_timestamp)).unwrap(),
     );
     assert_eq!(s(&items[0], "auditTime"), expected_time);
+}
+
+#[tokio::test]
+async fn redrive_gives_a_message_sqs_moved_its_own_sender_id_as_the_original_sender() {
+    let moto = Moto::start();
+    let q = queues(&moto).await;
+    // SQS moved it after maxReceiveCount: no failureContext, and its own SenderId (which SQS
+    // keeps on that move) is the first delivery's sender.
+    let moved = q.dead_letter(r#"{"auditText":"moved by SQS"}"#, None).await;
+    let sender = q.sender_of(&moved).await;
+    assert!(!sender.is_empty());
+
+    let rows = jsonl(&ok(auditctl(
+        &moto.endpoint,
+        &["dlq", "list", "--format", "jsonl"],
+        &q.env(),
+    )));
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["originalSenderId"], sender.as_str(), "{}", rows[0]);
+    assert_eq!(rows[0]["senderId"], sender.as_str());
+    let table = ok(auditctl(&moto.endpoint, &["dlq", "list"], &q.env()));
+    assert!(
+        table.contains("| originalSenderId ")
+            && table.contains(&format!("| {}", &sender[..sender.len().min(20)])),
+        "{table}"
+    );
+
+    ok(auditctl(&moto.endpoint, &["dlq", "redrive"], &q.env()));
+    let sent = q.moved().await;
+    assert_eq!(sent.len(), 1);
+    let message = sent.values().next().unwrap();
+    let context = audit_receiver::deadletter::FailureContext::parse(
+        message.message_attributes.as_ref().unwrap()["failureContext"]
+            .string_value()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(context.reason, "max_receives");
+    assert_eq!(context.sqs_message_id, moved);
+    assert_eq!(context.original_sender_id.as_deref(), Some(sender.as_str()));
+}
+
+#[tokio::test]
+async fn a_claimed_original_sender_is_kept_only_when_the_receiver_functions_role_sent_the_dead_letter()
+ {
+    const CLAIM: &str = "AROAEXAMPLEPRODUCER1:orders-service";
+    let moto = Moto::start();
+    // The table names a receiver role that did not send what follows.
+    let q = queues(&moto).await;
+    let claimed = q
+        .dead_letter_claiming(r#"{"auditText":"claimed"}"#, Some("throttled"), Some(CLAIM))
+        .await;
+    let sender = q.sender_of(&claimed).await;
+    let role = sender.split(':').next().unwrap().to_owned();
+    assert_ne!(role, RECEIVER_ROLE_ID);
+
+    // The listing does not show the claim, and says why.
+    let output = auditctl(
+        &moto.endpoint,
+        &["dlq", "list", "--format", "jsonl"],
+        &q.env(),
+    );
+    let note = stderr(&output);
+    let rows = jsonl(&ok(output));
+    assert_eq!(rows[0]["originalSenderId"], Value::Null, "{}", rows[0]);
+    assert_eq!(rows[0]["senderId"], sender.as_str());
+    assert!(
+        note.contains(&format!(
+            "note: {claimed}: its failureContext claims originalSenderId {CLAIM}, not shown: the message was sent to the dead-letter queue by {sender}, not by the receiver function's role {RECEIVER_ROLE_ID}"
+        )),
+        "{note}"
+    );
+
+    // The redrive removes the claim before the resend, says so, and keeps the rest.
+    let output = auditctl(&moto.endpoint, &["dlq", "redrive"], &q.env());
+    let note = stderr(&output);
+    assert!(ok(output).contains("moved 1 message(s)"));
+    assert!(
+        note.contains(&format!(
+            "note: {claimed}: failureContext.originalSenderId {CLAIM} removed before the resend: the message was sent to the dead-letter queue by {sender}"
+        )),
+        "{note}"
+    );
+    let sent = q.moved().await;
+    let text = sent
+        .values()
+        .next()
+        .unwrap()
+        .message_attributes
+        .as_ref()
+        .unwrap()["failureContext"]
+        .string_value()
+        .unwrap()
+        .to_owned();
+    assert!(!text.contains("originalSenderId"), "{text}");
+    let context = audit_receiver::deadletter::FailureContext::parse(&text).unwrap();
+    assert_eq!(context.original_sender_id, None);
+    assert_eq!(context.reason, "throttled");
+    assert!(context.sqs_message_id.starts_with("orig-throttled-"));
+    assert_eq!(context.sent_timestamp.as_deref(), Some("1795348800000"));
+    assert_eq!(context.detail, "test");
+
+    // The table names the role that sent the dead letter (moto gives every message one
+    // SenderId; its part before ':' stands for the function's role id): the claim is kept, the
+    // context byte for byte.
+    q.tag(&[(RECEIVER_ROLE_TAG, &role)]).await;
+    let vouched = q
+        .dead_letter_claiming(r#"{"auditText":"vouched"}"#, Some("throttled"), Some(CLAIM))
+        .await;
+    let as_sent = q.visible(&q.dlq).await[&vouched]
+        .message_attributes
+        .as_ref()
+        .unwrap()["failureContext"]
+        .string_value()
+        .unwrap()
+        .to_owned();
+    let output = auditctl(
+        &moto.endpoint,
+        &["dlq", "list", "--format", "jsonl"],
+        &q.env(),
+    );
+    assert!(!stderr(&output).contains("note:"), "{}", stderr(&output));
+    assert_eq!(jsonl(&ok(output))[0]["originalSenderId"], CLAIM);
+    let output = auditctl(&moto.endpoint, &["dlq", "redrive"], &q.env());
+    assert!(!stderr(&output).contains("note:"), "{}", stderr(&output));
+    ok(output);
+    let resent = q
+        .moved()
+        .await
+        .into_values()
+        .find(|m| m.body() == Some(r#"{"auditText":"vouched"}"#))
+        .unwrap();
+    let text = resent.message_attributes.as_ref().unwrap()["failureContext"]
+        .string_value()
+        .unwrap();
+    assert_eq!(text, as_sent, "the context as the function sent it");
+    assert_eq!(
+        audit_receiver::deadletter::FailureContext::parse(text)
+            .unwrap()
+            .original_sender_id
+            .as_deref(),
+        Some(CLAIM)
+    );
+
+    // A table without the role's tag (a stack not yet updated): no claim can be trusted.
+    q.untag(RECEIVER_ROLE_TAG).await;
+    let unknown = q
+        .dead_letter_claiming(r#"{"auditText":"unknown"}"#, Some("throttled"), Some(CLAIM))
+        .await;
+    let output = auditctl(&moto.endpoint, &["dlq", "redrive", "--dry-run"], &q.env());
+    let note = stderr(&output);
+    assert!(ok(output).contains("would move 1 message(s)"));
+    assert!(
+        note.contains(&format!(
+            "note: {unknown}: failureContext.originalSenderId {CLAIM} would be removed before the resend: the table has no tag audit:receiver-role-id"
+        )),
+        "{note}"
+    );
 }
 
 /// RFC 4180 records: fields separated by commas, records by CRLF, a quoted field may hold

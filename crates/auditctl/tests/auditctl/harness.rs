@@ -22,6 +22,7 @@ pub(crate) fn auditctl(endpoint: &str, args: &[&str], env: &[(&str, &str)]) -> O
         "AWS_PROFILE",
         "TABLE_NAME",
         "AUDIT_QUEUE_URL",
+        "ACCESS_QUEUE_URL",
         "DEAD_LETTER_QUEUE_URL",
         "AWS_ENDPOINT_URL",
     ] {

@@ -658,6 +658,7 @@ async fn a_redriven_record_is_its_original_delivery() {
         receive_count: Some(5),
         failed_at: "2026-11-22T12:00:01.000Z".into(),
         event_source_arn: None,
+        original_sender_id: None,
     };
     let mut redriven = with_attribute(
         record("redriven", r#"{"auditText":"text of orig"}"#),
@@ -730,6 +731,7 @@ async fn a_record_failing_again_after_a_redrive_keeps_its_original_identity() {
         receive_count: Some(5),
         failed_at: String::new(),
         event_source_arn: None,
+        original_sender_id: None,
     };
     let again = with_attribute(
         record("second-id", "[]"),
