@@ -104,6 +104,7 @@ impl DlqMessage {
             event_source_arn: self
                 .system(MessageSystemAttributeName::DeadLetterQueueSourceArn)
                 .map(str::to_owned),
+            original_sender_id: None,
         })
     }
 

@@ -125,6 +125,7 @@ impl Moto {
                 retention_days: None,
                 retry: RetryPolicy::default(),
                 max_receive_count: 5,
+                access_queue_arn: None,
             },
         );
         for (chunk_index, chunk) in bodies.chunks(10).enumerate() {

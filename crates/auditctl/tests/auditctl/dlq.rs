@@ -64,6 +64,7 @@ impl Queues {
                 receive_count: Some(5),
                 failed_at: "2026-11-22T10:00:00.000Z".into(),
                 event_source_arn: None,
+                original_sender_id: None,
             };
             let string = |v: String| {
                 MessageAttributeValue::builder()

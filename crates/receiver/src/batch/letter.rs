@@ -54,6 +54,7 @@ pub(super) fn letter(
         receive_count: delivery.receive_count,
         failed_at: canonical_time(now),
         event_source_arn: delivery.event_source.map(str::to_owned),
+        original_sender_id: delivery.first_sender().map(str::to_owned),
     };
     attributes.insert(FAILURE_REASON.into(), Attribute::string(failure.code()));
     attributes.insert(FAILURE_CONTEXT.into(), Attribute::string(context.to_json()));
