@@ -1,6 +1,6 @@
 //! Owns the dead-letter message of a failed record: the body byte for byte, its attributes, and
-//! `failureReason` and `failureContext` with the original delivery's identity. Must not know
-//! when a record is dead-lettered.
+//! `failureReason` and `failureContext` with the original delivery's identity and attested
+//! sender. Must not know when a record is dead-lettered.
 
 use aws_lambda_events::sqs::SqsMessage;
 use chrono::{DateTime, Utc};
