@@ -38,6 +38,7 @@ fn main() {
         retention_days: Some(365),
         retry: RetryPolicy::default(),
         max_receive_count: 5,
+        access_queue_arn: None,
     };
     println!(
         "| batch | parse + validate | + item + request body | whole batch (bookkeeping, no I/O) | per record |"
@@ -64,6 +65,8 @@ fn main() {
                     sent_at: sent,
                     receive_count: Some(1),
                     event_source: r.event_source_arn.clone(),
+                    sender_id: r.attributes.get("SenderId").cloned(),
+                    original_sender_id: None,
                 };
                 let item = AuditItem::new(message, delivery, chrono::Utc::now(), Some(365));
                 let _ = black_box(put_item_body("AuditMessages", &item));

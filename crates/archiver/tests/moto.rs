@@ -24,7 +24,7 @@ use audit_model::archive::{ObjectKey, PeriodLength};
 use aws_sdk_dynamodb::types::AttributeValue;
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
-use moto::{BUCKET, Moto, TABLE, objects};
+use moto::{BUCKET, Moto, SENDER, TABLE, objects};
 use serde_json::{Value, json};
 use support::{event, failed, gunzip_lines};
 
@@ -118,6 +118,11 @@ async fn stream_batches_archive_every_item_as_auditctl_prints_it() {
 
     let lines = archived_lines(&moto, "trail/").await;
     assert_eq!(lines.len(), 25, "one line per item");
+    for line in &lines {
+        // Every attribute of the item, the attested sender too.
+        let line: Value = serde_json::from_str(line).expect("a JSON line");
+        assert_eq!(line["senderId"], SENDER, "{line}");
+    }
     assert_eq!(sorted(lines), auditctl_lines(&moto).await);
     assert!(archived_lines(&moto, "tamper/").await.is_empty());
 

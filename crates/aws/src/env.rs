@@ -80,6 +80,21 @@ impl<F: Fn(&str) -> Option<String>> Env<F> {
         }
     }
 
+    /// As `checked`, but a variable that is set and blank is `Invalid`, not unset: for a setting
+    /// whose blank value would quietly turn a check off (a template that lost a reference).
+    pub fn checked_when_set(
+        &self,
+        name: &'static str,
+        valid: impl Fn(&str) -> bool,
+        rule: &'static str,
+    ) -> Result<Option<String>, ConfigError> {
+        match (self.lookup)(name) {
+            None => Ok(None),
+            Some(v) if !v.trim().is_empty() && valid(v.trim()) => Ok(Some(v.trim().to_owned())),
+            Some(v) => Err(invalid(name, &v, rule)),
+        }
+    }
+
     /// A number within `range`; unset is `None`; anything else is `Invalid` with `rule`.
     pub fn number<T>(
         &self,
@@ -179,6 +194,19 @@ pub fn is_bucket_name(name: &str) -> bool {
         && !name.contains("..")
 }
 
+/// An SQS queue's ARN: `arn:<partition>:sqs:<region>:<account>:<name>`, the name 1-80
+/// characters of a-z, A-Z, 0-9, '-', '_' (a FIFO queue's ending in `.fifo`).
+pub fn is_queue_arn(arn: &str) -> bool {
+    let parts: Vec<&str> = arn.splitn(6, ':').collect();
+    matches!(parts.as_slice(), ["arn", partition, "sqs", region, account, name]
+        if !partition.is_empty()
+            && !region.is_empty()
+            && account.len() == 12
+            && account.bytes().all(|b| b.is_ascii_digit())
+            && (1..=80).contains(&name.len())
+            && name.strip_suffix(".fifo").unwrap_or(name).bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_')))
+}
+
 /// A KMS key's ARN: `arn:<partition>:kms:<region>:<account>:key/<id>`.
 pub fn is_key_arn(arn: &str) -> bool {
     let parts: Vec<&str> = arn.splitn(6, ':').collect();
@@ -211,6 +239,24 @@ mod tests {
     }
 
     #[test]
+    fn a_blank_value_is_invalid_where_it_would_turn_a_check_off() {
+        let env = Env::of(&[("A", ""), ("B", " x ")]);
+        let error = env
+            .checked_when_set("A", |_| true, "not blank")
+            .unwrap_err();
+        assert!(
+            error.to_string().starts_with("A=\"\" is invalid"),
+            "{error}"
+        );
+        assert_eq!(env.checked("A", |_| true, "any"), Ok(None));
+        assert_eq!(
+            env.checked_when_set("B", |_| true, "any"),
+            Ok(Some("x".into()))
+        );
+        assert_eq!(env.checked_when_set("UNSET", |_| false, "any"), Ok(None));
+    }
+
+    #[test]
     fn names_and_urls_are_checked_by_their_form() {
         assert!(is_queue_url("https://sqs.eu-west-1.amazonaws.com/1/q"));
         assert!(!is_queue_url("arn:aws:sqs:us-east-1:1:q"));
@@ -222,5 +268,18 @@ mod tests {
         assert!(!is_bucket_name("-bucket"));
         assert!(is_key_arn("arn:aws:kms:us-east-1:123456789012:key/abc"));
         assert!(!is_key_arn("alias/audit-digest"));
+        assert!(is_queue_arn(
+            "arn:aws:sqs:eu-west-1:123456789012:AuditAccessQueue"
+        ));
+        assert!(is_queue_arn(
+            "arn:aws:sqs:us-east-1:123456789012:audit-stack_Access.fifo"
+        ));
+        assert!(!is_queue_arn(
+            "https://sqs.eu-west-1.amazonaws.com/123456789012/q"
+        ));
+        assert!(!is_queue_arn("arn:aws:sqs:us-east-1:1:q"));
+        assert!(!is_queue_arn("arn:aws:sqs:us-east-1:123456789012:"));
+        assert!(!is_queue_arn("arn:aws:sqs:us-east-1:123456789012:a:b"));
+        assert!(!is_queue_arn("arn:aws:sns:us-east-1:123456789012:topic"));
     }
 }

@@ -11,9 +11,10 @@ pub const FAILURE_CONTEXT: &str = "failureContext";
 /// `maxReceiveCount` receives (it carries no `failureContext`).
 pub const MAX_RECEIVES: &str = crate::Reason::MaxReceives.code();
 
-/// The `failureContext` attribute: why, and which original delivery. `sqs_message_id` and
-/// `sent_timestamp` are always the **original** delivery's, kept across redrives, so that a
-/// redriven message is keyed and timed as it was the first time.
+/// The `failureContext` attribute: why, and which original delivery. `sqs_message_id`,
+/// `sent_timestamp` and `original_sender_id` are always the **original** delivery's, kept across
+/// redrives, so that a redriven message is keyed and timed as it was the first time, and its item
+/// still says who AWS said sent it first.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct FailureContext {
@@ -32,10 +33,14 @@ pub struct FailureContext {
     pub failed_at: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub event_source_arn: Option<String>,
-    /// The first delivery's attested sender (its SQS `SenderId`), kept across redrives.
+    /// The original delivery's SQS `SenderId` (attested by AWS): the function writes it when it
+    /// dead-letters; a redriven record's item keeps it as `originalSenderId`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub original_sender_id: Option<String>,
 }
+
+/// Longest `sqsMessageId` and `originalSenderId` a context may carry, in characters.
+pub const MAX_CONTEXT_ID_CHARS: usize = 256;
 
 /// Why a `failureContext` attribute was not used; the record is then its own original delivery.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -82,7 +87,7 @@ impl FailureContext {
             serde_json::from_str(text).map_err(|e| MalformedContext::NotJson(e.to_string()))?;
         let sqs_message_id = raw
             .sqs_message_id
-            .filter(|id| !id.is_empty() && id.chars().count() <= 256)
+            .filter(|id| is_context_id(id))
             .ok_or(MalformedContext::NoMessageId)?;
         let sent_timestamp = match raw.sent_timestamp {
             None | Some(serde_json::Value::Null) => return Err(MalformedContext::NoSentTimestamp),
@@ -105,14 +110,12 @@ impl FailureContext {
             receive_count,
             failed_at: raw.failed_at.unwrap_or_default(),
             event_source_arn: raw.event_source_arn,
-            // Not identity: a value that is not a non-empty string of at most 256 characters is
-            // ignored, never a reason to drop the context.
-            original_sender_id: raw.original_sender_id.and_then(|v| match v {
-                serde_json::Value::String(s) if !s.is_empty() && s.chars().count() <= 256 => {
-                    Some(s)
-                }
+            // Optional: anything but a non-empty string of at most 256 characters is left out,
+            // never a reason to drop the identity the rest of the context carries.
+            original_sender_id: match raw.original_sender_id {
+                Some(serde_json::Value::String(id)) if is_context_id(&id) => Some(id),
                 _ => None,
-            }),
+            },
         })
     }
 
@@ -121,6 +124,11 @@ impl FailureContext {
         // A struct of strings and integers always serialises.
         serde_json::to_string(self).unwrap_or_default()
     }
+}
+
+/// A non-empty id of at most `MAX_CONTEXT_ID_CHARS` characters.
+fn is_context_id(id: &str) -> bool {
+    !id.is_empty() && id.chars().count() <= MAX_CONTEXT_ID_CHARS
 }
 
 /// Epoch milliseconds within chrono's range, as `SentTimestamp` holds them.
@@ -143,7 +151,7 @@ mod tests {
             receive_count: Some(1),
             failed_at: "2026-11-22T12:00:00.000Z".into(),
             event_source_arn: Some("arn:aws:sqs:us-east-1:123456789012:AuditQueue".into()),
-            original_sender_id: None,
+            original_sender_id: Some("AROAEXAMPLE:orders-service".into()),
         };
         let json: serde_json::Value = serde_json::from_str(&context.to_json()).unwrap();
         for field in [
@@ -154,11 +162,43 @@ mod tests {
             "receiveCount",
             "failedAt",
             "eventSourceArn",
+            "originalSenderId",
         ] {
             assert!(json.get(field).is_some(), "{field} missing in {json}");
         }
         assert_eq!(json["sentTimestamp"], "1795348800000");
+        assert_eq!(json["originalSenderId"], "AROAEXAMPLE:orders-service");
         assert_eq!(FailureContext::parse(&context.to_json()), Ok(context));
+    }
+
+    #[test]
+    fn a_context_without_an_original_sender_leaves_the_field_out() {
+        let text = r#"{"sqsMessageId":"m","sentTimestamp":"1795348800000"}"#;
+        let context = FailureContext::parse(text).unwrap();
+        assert_eq!(context.original_sender_id, None);
+        assert!(!context.to_json().contains("originalSenderId"));
+    }
+
+    #[test]
+    fn an_unusable_original_sender_is_ignored_and_the_identity_kept() {
+        let long = format!(r#""{}""#, "A".repeat(257));
+        for value in ["42", "null", r#""""#, "{}", r#"["AIDA"]"#, long.as_str()] {
+            let text = format!(
+                r#"{{"sqsMessageId":"m","sentTimestamp":"1795348800000","originalSenderId":{value}}}"#
+            );
+            let context = FailureContext::parse(&text).unwrap_or_else(|e| panic!("{value}: {e}"));
+            assert_eq!(context.original_sender_id, None, "{value}");
+            assert_eq!(context.sqs_message_id, "m", "{value}");
+        }
+        let longest = "é".repeat(256);
+        let text = format!(
+            r#"{{"sqsMessageId":"m","sentTimestamp":"1795348800000","originalSenderId":"{longest}"}}"#
+        );
+        assert_eq!(
+            FailureContext::parse(&text).unwrap().original_sender_id,
+            Some(longest),
+            "256 characters, counted as characters"
+        );
     }
 
     #[test]

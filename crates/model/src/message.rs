@@ -488,6 +488,11 @@ pub struct Delivery {
     pub sent_at: Option<DateTime<Utc>>,
     pub receive_count: Option<u64>,
     pub event_source: Option<String>,
+    /// This delivery's SQS `SenderId`: who AWS says sent it (a user id, or a role id and session
+    /// name). `actor` is what the producer claims; this is attested.
+    pub sender_id: Option<String>,
+    /// The first delivery's `SenderId`, when a redriven record's valid `failureContext` carries it.
+    pub original_sender_id: Option<String>,
 }
 
 /// The item written to the audit table, independent of how a store represents it.
@@ -504,6 +509,10 @@ pub struct AuditItem {
     pub sent_at: Option<String>,
     pub receive_count: Option<u64>,
     pub event_source: Option<String>,
+    /// `senderId`: the delivery's attested sender (delivery metadata, not payload).
+    pub sender_id: Option<String>,
+    /// `originalSenderId`: the first delivery's attested sender, across a redrive.
+    pub original_sender_id: Option<String>,
     pub received_at: String,
     pub extra: Map<String, Value>,
     pub expires_at: Option<i64>,
@@ -534,6 +543,8 @@ impl AuditItem {
             sent_at: delivery.sent_at.map(canonical_time),
             receive_count: delivery.receive_count,
             event_source: delivery.event_source,
+            sender_id: delivery.sender_id,
+            original_sender_id: delivery.original_sender_id,
             received_at: canonical_time(received_at),
             extra: message.extra,
             expires_at,
@@ -844,6 +855,8 @@ mod tests {
             sent_at: sent(),
             receive_count: Some(2),
             event_source: Some("arn:aws:sqs:us-east-1:000000000000:AuditQueue".into()),
+            sender_id: Some("AROAEXAMPLE:orders-service".into()),
+            original_sender_id: None,
         };
         let received = parse_audit_time("2026-11-22T12:00:01.5Z").unwrap();
         let item = AuditItem::new(
@@ -853,6 +866,11 @@ mod tests {
             Some(1),
         );
         assert_eq!(item.message_id, "sqs-1");
+        assert_eq!(
+            item.sender_id.as_deref(),
+            Some("AROAEXAMPLE:orders-service")
+        );
+        assert_eq!(item.original_sender_id, None);
         assert_eq!(item.sent_at.as_deref(), Some("2026-11-22T12:00:00.123Z"));
         assert_eq!(item.received_at, "2026-11-22T12:00:01.500Z");
         assert_eq!(item.expires_at, Some(1_795_348_800 + 86_400));

@@ -8,7 +8,7 @@ use crate::message::{AuditItem, Decimal};
 /// The payload rule every store applies when an item with the key exists: the same `auditText`,
 /// the same structured fields (`actor`, `action`, `resource`, `outcome`, `sourceIp`) and the
 /// same `extra`, numbers compared by value (`1.0` equals `1`, as DynamoDB normalises them).
-/// Delivery metadata (`sqsMessageId`, `receivedAt`, …) naturally differs. The SPEC names
+/// Delivery metadata (`sqsMessageId`, `senderId`, `receivedAt`, …) naturally differs. The SPEC names
 /// `auditText` and `extra` only, from before the fields left `extra`: a re-send that changes who
 /// acted is another event, a conflict for a person to look at, never a silent duplicate.
 pub fn same_payload(stored: &AuditItem, new: &AuditItem) -> bool {
@@ -40,4 +40,40 @@ pub fn same_json(a: &Value, b: &Value) -> bool {
 /// Two numbers' texts (JSON or DynamoDB) compared by value: `1.0` equals `1`, `1e2` equals `100`.
 pub fn same_number(x: &str, y: &str) -> bool {
     x == y || matches!((Decimal::parse(x), Decimal::parse(y)), (Some(p), Some(q)) if p == q)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::{AuditMessage, Delivery};
+
+    fn item(body: &str, sqs_message_id: &str, sender_id: Option<&str>) -> AuditItem {
+        let delivery = Delivery {
+            sqs_message_id: sqs_message_id.into(),
+            original_message_id: "first".into(),
+            sent_at: chrono::DateTime::from_timestamp_millis(1_795_348_800_000),
+            receive_count: Some(1),
+            event_source: None,
+            sender_id: sender_id.map(str::to_owned),
+            original_sender_id: None,
+        };
+        let message = AuditMessage::parse(Some(body), delivery.sent_at).unwrap();
+        AuditItem::new(message, delivery, chrono::Utc::now(), None)
+    }
+
+    #[test]
+    fn a_resend_by_another_sender_is_the_same_event() {
+        // Who sent a delivery is delivery metadata: a redrive is sent by whoever redrove it.
+        let body = r#"{"auditText":"x","amount":1.0}"#;
+        let first = item(body, "sqs-1", Some("AROAPRODUCER:orders"));
+        let redriven = item(body, "sqs-2", Some("AIDAOPERATOR"));
+        assert!(same_payload(&first, &redriven));
+        assert!(same_payload(&first, &item(body, "sqs-3", None)));
+        let other = item(
+            r#"{"auditText":"x","amount":2}"#,
+            "sqs-2",
+            Some("AROAPRODUCER:orders"),
+        );
+        assert!(!same_payload(&first, &other));
+    }
 }

@@ -38,6 +38,12 @@ pub enum Reason {
     /// Not the function's: SQS moved the message after `maxReceiveCount` receives, with no
     /// reason of its own; `auditctl dlq redrive` names it so when it builds a `failureContext`.
     MaxReceives,
+    // The delivery: which queue it came from and who AWS says sent it.
+    /// An `auditctl.*` action from a queue other than the access queue: only `auditctl` records
+    /// access, and only through the access queue.
+    ReservedAction,
+    /// A delivery from the access queue that is not an access event of its attested sender.
+    AccessEventInvalid,
 }
 
 /// What a failure with this reason becomes.
@@ -52,7 +58,7 @@ pub enum Disposition {
 
 impl Reason {
     /// Every reason, in the order above.
-    pub const ALL: [Reason; 27] = [
+    pub const ALL: [Reason; 29] = [
         Self::MissingBody,
         Self::InvalidJson,
         Self::NotAnObject,
@@ -80,6 +86,8 @@ impl Reason {
         Self::Panic,
         Self::GroupStopped,
         Self::MaxReceives,
+        Self::ReservedAction,
+        Self::AccessEventInvalid,
     ];
 
     /// The stable code.
@@ -112,6 +120,8 @@ impl Reason {
             Self::Panic => "panic",
             Self::GroupStopped => "group_stopped",
             Self::MaxReceives => "max_receives",
+            Self::ReservedAction => "reserved_action",
+            Self::AccessEventInvalid => "access_event_invalid",
         }
     }
 
@@ -138,7 +148,10 @@ impl Reason {
             | Self::Conflict
             | Self::DuplicateUnverified
             | Self::StoreRejected
-            | Self::Panic => Disposition::Permanent,
+            | Self::Panic
+            // Where a message came from and who sent it are the same on every receive.
+            | Self::ReservedAction
+            | Self::AccessEventInvalid => Disposition::Permanent,
             // A refused caller (IAM, SCP, VPC endpoint or KMS key policy) is the deployment's
             // fault, not the message's: the queue drains by itself once the policy is fixed.
             Self::Throttled
@@ -190,5 +203,17 @@ mod tests {
         assert_eq!(Reason::StoreRejected.disposition(), Disposition::Permanent);
         assert!(Reason::GroupStopped.is_transient());
         assert!(!Reason::Conflict.is_transient());
+    }
+
+    #[test]
+    fn a_refused_access_delivery_is_dead_lettered_at_once() {
+        for (reason, code) in [
+            (Reason::ReservedAction, "reserved_action"),
+            (Reason::AccessEventInvalid, "access_event_invalid"),
+        ] {
+            assert_eq!(reason.code(), code);
+            assert_eq!(Reason::from_code(code), Some(reason));
+            assert_eq!(reason.disposition(), Disposition::Permanent);
+        }
     }
 }

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use audit_aws::env::{Env, invalid, is_queue_url, is_table_name};
+use audit_aws::env::{Env, invalid, is_queue_arn, is_queue_url, is_table_name};
 
 /// The table name used when a deployment does not choose one.
 pub use audit_model::keys::DEFAULT_TABLE_NAME;
@@ -26,6 +26,8 @@ pub struct Config {
     /// When set, the function dead-letters failed records itself, with their reason.
     pub dead_letter_queue_url: Option<String>,
     pub max_receive_count: u64,
+    /// The access queue's ARN: its records must be access events of their attested sender.
+    pub access_queue_arn: Option<String>,
 }
 
 pub use audit_aws::env::ConfigError;
@@ -75,6 +77,13 @@ impl Config {
                 "expected the queue's maxReceiveCount, a whole number from 1 to 1000",
             )?
             .unwrap_or(DEFAULT_MAX_RECEIVE_COUNT);
+        // Set but blank is an error, not "no access queue": a template that lost the reference
+        // would otherwise refuse every access event as `reserved_action` without a word.
+        let access_queue_arn = env.checked_when_set(
+            "ACCESS_QUEUE_ARN",
+            is_queue_arn,
+            "expected the access queue's ARN (arn:aws:sqs:<region>:<account>:<name>)",
+        )?;
 
         Ok(Self {
             table_name,
@@ -83,6 +92,7 @@ impl Config {
             retention_days,
             dead_letter_queue_url,
             max_receive_count,
+            access_queue_arn,
         })
     }
 }
@@ -108,6 +118,7 @@ mod tests {
         assert_eq!(config.retention_days, None);
         assert_eq!(config.dead_letter_queue_url, None);
         assert_eq!(config.max_receive_count, 5);
+        assert_eq!(config.access_queue_arn, None);
     }
 
     #[test]
@@ -122,8 +133,20 @@ mod tests {
                 "https://sqs.eu-west-1.amazonaws.com/123456789012/AuditDeadLetterQueue",
             ),
             ("MAX_RECEIVE_COUNT", "7"),
+            (
+                "ACCESS_QUEUE_ARN",
+                "arn:aws:sqs:eu-west-1:123456789012:AuditAccessQueue",
+            ),
         ])
         .unwrap();
+        assert_eq!(
+            config.access_queue_arn.as_deref(),
+            Some("arn:aws:sqs:eu-west-1:123456789012:AuditAccessQueue")
+        );
+        assert_eq!(
+            config.batch_settings().access_queue_arn,
+            config.access_queue_arn
+        );
         assert_eq!(
             config.dead_letter_queue_url.as_deref(),
             Some("https://sqs.eu-west-1.amazonaws.com/123456789012/AuditDeadLetterQueue")
@@ -195,6 +218,24 @@ mod tests {
             (
                 &[("TABLE_NAME", "Audit"), ("MAX_RECEIVE_COUNT", "0")],
                 "MAX_RECEIVE_COUNT",
+            ),
+            (
+                &[("TABLE_NAME", "Audit"), ("ACCESS_QUEUE_ARN", "")],
+                "ACCESS_QUEUE_ARN",
+            ),
+            (
+                &[("TABLE_NAME", "Audit"), ("ACCESS_QUEUE_ARN", "  ")],
+                "ACCESS_QUEUE_ARN",
+            ),
+            (
+                &[
+                    ("TABLE_NAME", "Audit"),
+                    (
+                        "ACCESS_QUEUE_ARN",
+                        "https://sqs.eu-west-1.amazonaws.com/123456789012/AuditAccessQueue",
+                    ),
+                ],
+                "ACCESS_QUEUE_ARN",
             ),
             (
                 &[("TABLE_NAME", "Audit"), ("MAX_RECEIVE_COUNT", "five")],

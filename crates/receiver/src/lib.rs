@@ -22,6 +22,7 @@ impl Config {
             retention_days: self.retention_days,
             retry: RetryPolicy::default(),
             max_receive_count: self.max_receive_count,
+            access_queue_arn: self.access_queue_arn.clone(),
         }
     }
 }

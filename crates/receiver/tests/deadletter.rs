@@ -21,6 +21,8 @@ use aws_sdk_sqs::types::{
 use support::*;
 
 const TIME: &str = "2026-11-22T10:00:00Z";
+/// A producer's attested sender: a role id and its session name.
+const PRODUCER: &str = "AROAPRODUCER:orders-service";
 
 async fn create_queue(sqs: &aws_sdk_sqs::Client, name: &str, max_size: Option<u32>) -> String {
     let mut request = sqs.create_queue().queue_name(name);
@@ -521,13 +523,21 @@ async fn a_transient_failure_dead_lettered_on_its_last_receive_is_written_once_w
     );
     last.attributes
         .insert("ApproximateReceiveCount".into(), "5".into());
+    last.attributes.insert("SenderId".into(), PRODUCER.into());
     missing_table.handle(event(vec![last])).await.unwrap();
     let letters = stack.dead_letters().await;
     assert_eq!(letters.len(), 1);
+    assert_eq!(
+        context(&letters[0]).original_sender_id.as_deref(),
+        Some(PRODUCER),
+        "the dead letter names the first delivery's attested sender"
+    );
 
     let handler = stack.handler();
+    let mut redrivers = Vec::new();
     for _ in 0..2 {
         let redriven = redrive(&stack, &letters[0], &source).await;
+        redrivers.push(redriven.attributes.get("SenderId").cloned());
         let response = handler.handle(event(vec![redriven])).await.unwrap();
         assert!(failed(&response).is_empty());
     }
@@ -541,4 +551,10 @@ async fn a_transient_failure_dead_lettered_on_its_last_receive_is_written_once_w
         "first-id",
         "written by the redrive"
     );
+    // Sent by whoever redrove it (the SenderId SQS gave the redrive), first sent by the producer.
+    let redriver = redrivers[0]
+        .clone()
+        .expect("SQS names every message's sender");
+    assert_eq!(s(&items[0], "senderId"), redriver);
+    assert_eq!(s(&items[0], "originalSenderId"), PRODUCER);
 }

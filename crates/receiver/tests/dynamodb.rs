@@ -27,6 +27,9 @@ async fn items_are_written_with_every_attribute_of_the_layout() {
     record
         .attributes
         .insert("ApproximateReceiveCount".into(), "3".into());
+    record
+        .attributes
+        .insert("SenderId".into(), "AROAPRODUCER:orders-service".into());
     let before = chrono::Utc::now();
     let response = handler.handle(event(vec![record])).await.unwrap();
     let after = chrono::Utc::now();
@@ -44,6 +47,9 @@ async fn items_are_written_with_every_attribute_of_the_layout() {
     assert_eq!(s(item, "sentAt"), "2026-11-22T12:00:00.000Z");
     assert_eq!(item["receiveCount"], AttributeValue::N("3".into()));
     assert_eq!(s(item, "eventSource"), QUEUE_ARN);
+    // Who AWS says sent it, beside who the producer says acted (actor).
+    assert_eq!(s(item, "senderId"), "AROAPRODUCER:orders-service");
+    assert!(!item.contains_key("originalSenderId"), "not a redrive");
     let received = s(item, "receivedAt");
     assert_eq!(received.len(), "2026-11-22T10:00:00.000Z".len());
     let received = chrono::DateTime::parse_from_rfc3339(&received).unwrap();
@@ -59,7 +65,7 @@ async fn items_are_written_with_every_attribute_of_the_layout() {
     );
     assert_eq!(
         item.len(),
-        12,
+        13,
         "no attribute beyond the layout: {:?}",
         item.keys()
     );

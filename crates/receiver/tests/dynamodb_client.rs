@@ -31,6 +31,8 @@ fn item(message_id: &str) -> AuditItem {
         sent_at: None,
         receive_count: Some(1),
         event_source: Some(QUEUE_ARN.into()),
+        sender_id: None,
+        original_sender_id: None,
     };
     AuditItem::new(
         message,

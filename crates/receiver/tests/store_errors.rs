@@ -158,6 +158,8 @@ fn item(body: &str) -> AuditItem {
         sent_at: None,
         receive_count: Some(1),
         event_source: Some(QUEUE_ARN.into()),
+        sender_id: None,
+        original_sender_id: None,
     };
     AuditItem::new(
         message,

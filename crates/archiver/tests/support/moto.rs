@@ -24,6 +24,8 @@ use serde_json::{Value, json};
 
 pub const TABLE: &str = "AuditMessages";
 pub const BUCKET: &str = "audit-archive-test";
+/// The SQS `SenderId` of every message `write_messages` writes: a producer's role session.
+pub const SENDER: &str = "AROAPRODUCER:orders-service";
 
 /// moto's server, stopped with its whole process group on drop.
 pub struct Moto {
@@ -113,7 +115,8 @@ impl Moto {
         create_locked_bucket(&self.s3(), name).await;
     }
 
-    /// Writes one audit message per body through the receiver, as its SQS trigger would.
+    /// Writes one audit message per body through the receiver, as its SQS trigger would, each
+    /// sent by `SENDER`.
     pub async fn write_messages(&self, bodies: &[Value]) {
         let wire = Wire::new(&self.endpoint, "us-east-1", credentials_provider())
             .expect("a local endpoint");
@@ -125,6 +128,7 @@ impl Moto {
                 retention_days: None,
                 retry: RetryPolicy::default(),
                 max_receive_count: 5,
+                access_queue_arn: None,
             },
         );
         for (chunk_index, chunk) in bodies.chunks(10).enumerate() {
@@ -132,7 +136,11 @@ impl Moto {
             event.records = chunk
                 .iter()
                 .enumerate()
-                .map(|(i, body)| record(&format!("sqs-{chunk_index}-{i}"), &body.to_string()))
+                .map(|(i, body)| {
+                    let mut record = record(&format!("sqs-{chunk_index}-{i}"), &body.to_string());
+                    record.attributes.insert("SenderId".into(), SENDER.into());
+                    record
+                })
                 .collect();
             let response = receiver
                 .handle(LambdaEvent::new(event, Context::default()))

@@ -90,6 +90,12 @@ impl Serialize for Item<'_> {
         if let Some(source) = &item.event_source {
             map.serialize_entry("eventSource", &Tagged("S", source))?;
         }
+        if let Some(sender) = &item.sender_id {
+            map.serialize_entry("senderId", &Tagged("S", sender))?;
+        }
+        if let Some(sender) = &item.original_sender_id {
+            map.serialize_entry("originalSenderId", &Tagged("S", sender))?;
+        }
         if !item.extra.is_empty() {
             map.serialize_entry("extra", &Tagged("M", &Attributes(&item.extra)))?;
         }
@@ -219,6 +225,8 @@ pub fn read_item(old: &Map<String, Value>) -> Result<AuditItem, Unreadable> {
         sent_at: string("sentAt"),
         receive_count: typed("receiveCount", "N").and_then(|n| n.parse().ok()),
         event_source: string("eventSource"),
+        sender_id: string("senderId"),
+        original_sender_id: string("originalSenderId"),
         received_at: string("receivedAt").unwrap_or_default(),
         extra,
         expires_at: typed("expiresAt", "N").and_then(|n| n.parse().ok()),
@@ -253,6 +261,8 @@ fn size_with(item: &AuditItem, lookup_keys: &[(&str, String)]) -> usize {
         ("receivedAt", Some(&item.received_at)),
         ("sentAt", item.sent_at.as_ref()),
         ("eventSource", item.event_source.as_ref()),
+        ("senderId", item.sender_id.as_ref()),
+        ("originalSenderId", item.original_sender_id.as_ref()),
     ];
     let numbers = [
         ("receiveCount", item.receive_count.map(|n| n.to_string())),
@@ -316,6 +326,8 @@ pub(crate) mod tests {
             sent_at: Some(parse_audit_time("2026-11-22T10:00:00Z").unwrap()),
             receive_count: Some(1),
             event_source: Some("arn:aws:sqs:us-east-1:000000000000:AuditQueue".into()),
+            sender_id: Some("AROAEXAMPLE:orders-service".into()),
+            original_sender_id: None,
         };
         AuditItem::new(
             message,
@@ -367,16 +379,47 @@ pub(crate) mod tests {
             s("eventSource").as_deref(),
             Some("arn:aws:sqs:us-east-1:000000000000:AuditQueue")
         );
+        assert_eq!(s("senderId").as_deref(), Some("AROAEXAMPLE:orders-service"));
         assert_eq!(attrs["receiveCount"], serde_json::json!({"N": "1"}));
         assert_eq!(
             attrs["expiresAt"],
             serde_json::json!({"N": (1_795_341_600i64 + 30 * 86_400).to_string()})
         );
-        assert_eq!(attrs.as_object().unwrap().len(), 11);
+        // originalSenderId only on an item from a redriven record (below).
+        assert_eq!(attrs.as_object().unwrap().len(), 12);
         // The producer's digits are kept exactly: 12.50 stays 12.50.
         assert_eq!(
             attrs["extra"].to_string(),
             r#"{"M":{"amount":{"N":"12.50"},"user":{"M":{"id":{"N":"7"},"tags":{"L":[{"S":"a"},{"BOOL":true},{"NULL":true}]}}}}}"#
+        );
+    }
+
+    #[test]
+    fn a_redriven_item_keeps_its_first_sender_beside_the_redriver() {
+        let first = item(r#"{"auditText":"x","auditTime":"2026-11-22T10:00:00Z"}"#);
+        let mut redriven = first.clone();
+        redriven.sender_id = Some("AIDAOPERATOR".into());
+        redriven.original_sender_id = first.sender_id.clone();
+        let request: Value =
+            serde_json::from_slice(&put_item_body("AuditMessages", &redriven).unwrap()).unwrap();
+        let attrs = request["Item"].as_object().unwrap();
+        assert_eq!(attrs["senderId"], serde_json::json!({"S": "AIDAOPERATOR"}));
+        assert_eq!(
+            attrs["originalSenderId"],
+            serde_json::json!({"S": "AROAEXAMPLE:orders-service"})
+        );
+        assert_eq!(read_item(attrs), Ok(redriven.clone()));
+        assert_eq!(
+            item_size(&redriven),
+            item_size(&first) - 26 + "AIDAOPERATOR".len() + "originalSenderId".len() + 26
+        );
+        // The sender is delivery metadata: the same event sent by another is a duplicate.
+        assert_eq!(
+            compare_payload(
+                &redriven,
+                &stored(r#"{"auditText":"x","auditTime":"2026-11-22T10:00:00Z"}"#)
+            ),
+            PutOutcome::Duplicate
         );
     }
 
@@ -466,6 +509,7 @@ pub(crate) mod tests {
             + "receivedAt".len() + 24
             + "sentAt".len() + 24
             + "eventSource".len() + 45
+            + "senderId".len() + 26
             + "receiveCount".len() + 2 // 1 digit: 1 + 1
             + "expiresAt".len() + 5; // 1797933600: 8 significant digits, 4 + 1
         // extra: M(3) + k: 1 + 1 + L(3 + (1 + 2) + (1 + 2)) + m: 1 + 1 + M(3 + 1 + 1 + 1)

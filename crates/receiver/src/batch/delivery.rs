@@ -9,6 +9,7 @@ use aws_lambda_events::sqs::SqsMessage;
 use chrono::{DateTime, Utc};
 
 use crate::deadletter::{FAILURE_CONTEXT, FailureContext, MalformedContext};
+use audit_model::access::Source;
 use audit_model::message::{Delivery, parse_sent_timestamp};
 
 /// What a record's delivery says, read once and passed on to scheduling, the write, settling and
@@ -29,9 +30,12 @@ pub struct Received<'a> {
     pub receive_count: Option<u64>,
     /// The source queue's ARN.
     pub event_source: Option<&'a str>,
-    /// SQS's `SenderId` attribute: who sent this delivery (an account, or a role's principal).
-    /// Read here with the rest of the delivery; nothing is written with it yet.
+    /// SQS's `SenderId` attribute: who AWS says sent this delivery (a user id, or a role id and
+    /// session name). The item's `senderId`.
     pub sender_id: Option<&'a str>,
+    /// The first delivery's `SenderId`, when a valid `failureContext` carries it: the item's
+    /// `originalSenderId`.
+    pub original_sender_id: Option<Cow<'a, str>>,
     /// The record's `MessageGroupId` when it comes from a FIFO queue.
     pub fifo_group: Option<&'a str>,
     /// Why the record's `failureContext` was ignored, when it has one that is malformed: the
@@ -48,18 +52,21 @@ impl<'a> Received<'a> {
             .get(FAILURE_CONTEXT)
             .and_then(|a| a.string_value.as_deref())
             .map(FailureContext::parse);
-        let (original_message_id, original_sent_timestamp, malformed_context) = match context {
-            Some(Ok(c)) => (
-                Cow::Owned(c.sqs_message_id),
-                c.sent_timestamp.map(Cow::Owned),
-                None,
-            ),
-            malformed => (
-                Cow::Borrowed(record.message_id.as_deref().unwrap_or_default()),
-                own_sent.map(Cow::Borrowed),
-                malformed.and_then(Result::err),
-            ),
-        };
+        let (original_message_id, original_sent_timestamp, original_sender_id, malformed_context) =
+            match context {
+                Some(Ok(c)) => (
+                    Cow::Owned(c.sqs_message_id),
+                    c.sent_timestamp.map(Cow::Owned),
+                    c.original_sender_id.map(Cow::Owned),
+                    None,
+                ),
+                malformed => (
+                    Cow::Borrowed(record.message_id.as_deref().unwrap_or_default()),
+                    own_sent.map(Cow::Borrowed),
+                    None,
+                    malformed.and_then(Result::err),
+                ),
+            };
         let fifo = record
             .event_source_arn
             .as_deref()
@@ -75,6 +82,7 @@ impl<'a> Received<'a> {
                 .and_then(|c| c.trim().parse().ok()),
             event_source: record.event_source_arn.as_deref(),
             sender_id: record.attributes.get("SenderId").map(String::as_str),
+            original_sender_id,
             fifo_group: record
                 .attributes
                 .get("MessageGroupId")
@@ -92,6 +100,22 @@ impl<'a> Received<'a> {
             sent_at: self.sent_at,
             receive_count: self.receive_count,
             event_source: self.event_source.map(str::to_owned),
+            sender_id: self.sender_id.map(str::to_owned),
+            original_sender_id: self.original_sender_id.as_deref().map(str::to_owned),
         }
+    }
+
+    /// The access queue when the record's `eventSourceARN` is `access_queue_arn`, else another.
+    pub fn source(&self, access_queue_arn: Option<&str>) -> Source {
+        match (access_queue_arn, self.event_source) {
+            (Some(access), Some(arn)) if access == arn => Source::AccessQueue,
+            _ => Source::Other,
+        }
+    }
+
+    /// Who sent the first delivery, as AWS attested it: the one a valid `failureContext` carries,
+    /// else this delivery's own sender. What a dead letter's `failureContext` keeps.
+    pub fn first_sender(&self) -> Option<&str> {
+        self.original_sender_id.as_deref().or(self.sender_id)
     }
 }

@@ -1,6 +1,6 @@
 //! Owns the dead-letter message of a failed record: the body byte for byte, its attributes, and
-//! `failureReason` and `failureContext` with the original delivery's identity. Must not know
-//! when a record is dead-lettered.
+//! `failureReason` and `failureContext` with the original delivery's identity and attested
+//! sender. Must not know when a record is dead-lettered.
 
 use aws_lambda_events::sqs::SqsMessage;
 use chrono::{DateTime, Utc};
@@ -54,7 +54,7 @@ pub(super) fn letter(
         receive_count: delivery.receive_count,
         failed_at: canonical_time(now),
         event_source_arn: delivery.event_source.map(str::to_owned),
-        original_sender_id: None,
+        original_sender_id: delivery.first_sender().map(str::to_owned),
     };
     attributes.insert(FAILURE_REASON.into(), Attribute::string(failure.code()));
     attributes.insert(FAILURE_CONTEXT.into(), Attribute::string(context.to_json()));

@@ -27,6 +27,7 @@ use futures::{FutureExt, StreamExt, stream};
 use tokio::time::Instant;
 
 use audit_model::Reason;
+use audit_model::access::{self, Refused};
 use audit_model::message::{AuditItem, AuditMessage, InvalidMessage, parse_sent_timestamp};
 
 use crate::deadletter::{DeadLetterQueue, SendError};
@@ -49,6 +50,9 @@ pub struct BatchSettings {
     /// The source queue's `maxReceiveCount`: a transient failure on this receive (or a later
     /// one) is dead-lettered by the function, since SQS would move it without a reason.
     pub max_receive_count: u64,
+    /// The access queue's ARN (`ACCESS_QUEUE_ARN`): its records must be access events of their
+    /// attested sender (`audit_model::access`). None: every source is an ordinary queue.
+    pub access_queue_arn: Option<String>,
 }
 
 /// What happened to one record.
@@ -69,6 +73,10 @@ pub enum Outcome {
 pub enum Failure {
     #[error(transparent)]
     Invalid(#[from] InvalidMessage),
+    /// Not an event this source may deliver: an access event outside the access queue, or
+    /// anything but an access event of its attested sender on it.
+    #[error(transparent)]
+    Access(#[from] Refused),
     #[error("an item with this key and another payload exists; the stored item was kept")]
     Conflict,
     #[error(transparent)]
@@ -87,6 +95,7 @@ impl Failure {
     pub fn reason(&self) -> Reason {
         match self {
             Self::Invalid(invalid) => invalid.reason(),
+            Self::Access(refused) => refused.reason(),
             Self::Conflict => Reason::Conflict,
             Self::Store(error) => error.reason(),
             Self::Deadline => Reason::Deadline,
@@ -354,6 +363,10 @@ async fn process_record<S: AuditStore>(
         Ok(message) => message,
         Err(invalid) => return Outcome::Failed(invalid.into()),
     };
+    let source = delivery.source(settings.access_queue_arn.as_deref());
+    if let Err(refused) = access::check(&message, source, delivery.sender_id) {
+        return Outcome::Failed(refused.into());
+    }
     let item = AuditItem::new(
         message,
         delivery.item_delivery(),

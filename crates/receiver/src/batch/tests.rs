@@ -28,6 +28,7 @@ fn settings(max_concurrency: usize) -> BatchSettings {
             retry_budget: 100,
         },
         max_receive_count: 5,
+        access_queue_arn: None,
     }
 }
 
@@ -841,4 +842,244 @@ fn backoff_grows_and_stays_under_the_cap() {
             "retry {retry}: {delay:?} vs cap {cap:?}"
         );
     }
+}
+
+// ---- the attested sender and the access queue ------------------------------------------------
+
+const ACCESS_QUEUE: &str = "arn:aws:sqs:us-east-1:000000000000:AuditAccessQueue";
+const PRODUCER: &str = "AROAPRODUCER:orders-service";
+const OPERATOR: &str = "AIDAOPERATOR";
+const READER: &str = "AROAREADER:alice";
+
+fn sent_by(mut record: SqsMessage, sender: &str) -> SqsMessage {
+    record
+        .attributes
+        .insert("SenderId".into(), sender.to_owned());
+    record
+}
+
+/// `settings(32)` of a deployment with an access queue.
+fn with_access_queue() -> BatchSettings {
+    let mut settings = settings(32);
+    settings.access_queue_arn = Some(ACCESS_QUEUE.to_owned());
+    settings
+}
+
+/// An access event as `auditctl` sends it: its caller's ARN as `actor`, its caller's user id as
+/// `callerUserId`.
+fn access_event(id: &str, caller: &str, queue: &str) -> SqsMessage {
+    let mut record = record(
+        id,
+        &format!(
+            r#"{{"action":"auditctl.query","actor":"arn:aws:sts::123456789012:assumed-role/reader/alice","resource":"AuditMessages","outcome":"success","messageId":"access-{id}","auditTime":"2026-11-22T10:00:00Z","callerUserId":"{caller}"}}"#
+        ),
+    );
+    record.event_source_arn = Some(queue.to_owned());
+    record
+}
+
+fn dead_letter_detail(dlq: &MemoryDeadLetterQueue, id: &str) -> String {
+    dlq.sent()
+        .iter()
+        .filter_map(|l| l.context())
+        .find(|c| c.sqs_message_id == id)
+        .map(|c| c.detail)
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn every_item_says_who_aws_says_sent_it() {
+    let store = MemoryStore::new();
+    let records = vec![sent_by(valid("m1"), PRODUCER), valid("m2")];
+    let report = process_batch(ports(&store), &with_access_queue(), &records, None)
+        .await
+        .unwrap();
+    assert_eq!(report.written(), 2);
+    let items = store.items();
+    assert_eq!(items[0].sender_id.as_deref(), Some(PRODUCER));
+    assert_eq!(items[0].original_sender_id, None, "not a redrive");
+    assert_eq!(items[1].sender_id, None, "a delivery without SenderId");
+}
+
+#[tokio::test]
+async fn an_access_event_of_its_attested_sender_is_written_from_the_access_queue() {
+    let (store, dlq) = (MemoryStore::new(), MemoryDeadLetterQueue::new());
+    let event = sent_by(access_event("a1", READER, ACCESS_QUEUE), READER);
+    let report = process_batch(with_dlq(&store, &dlq), &with_access_queue(), &[event], None)
+        .await
+        .unwrap();
+    assert_eq!(outcome_of(&report, "a1"), &Outcome::Written);
+    let items = store.items();
+    assert_eq!(items.len(), 1);
+    assert_eq!(items[0].sender_id.as_deref(), Some(READER));
+    assert_eq!(items[0].fields.action.as_deref(), Some("auditctl.query"));
+    assert_eq!(
+        items[0].extra["callerUserId"], READER,
+        "an ordinary body field"
+    );
+    assert!(dlq.sent().is_empty());
+}
+
+#[tokio::test]
+async fn the_access_queue_dead_letters_anything_but_an_access_event_of_its_sender() {
+    let (store, dlq) = (MemoryStore::new(), MemoryDeadLetterQueue::new());
+    let mut application = record("app", r#"{"action":"invoice.delete","callerUserId":"x"}"#);
+    application.event_source_arn = Some(ACCESS_QUEUE.to_owned());
+    let mut uncalled = record("uncalled", r#"{"action":"auditctl.get"}"#);
+    uncalled.event_source_arn = Some(ACCESS_QUEUE.to_owned());
+    let records = vec![
+        // A reader forging another caller's access.
+        sent_by(access_event("forged", OPERATOR, ACCESS_QUEUE), READER),
+        sent_by(application, READER),
+        sent_by(uncalled, READER),
+        access_event("unsent", READER, ACCESS_QUEUE),
+    ];
+    let report = process_batch(with_dlq(&store, &dlq), &with_access_queue(), &records, None)
+        .await
+        .unwrap();
+    assert!(
+        failed_ids(&report).is_empty(),
+        "permanent: nothing comes back"
+    );
+    assert_eq!(
+        report.dead_lettered_by_reason().get("access_event_invalid"),
+        Some(&4)
+    );
+    assert!(store.items().is_empty(), "nothing written");
+    assert_eq!(store.calls(), 0, "refused before any write");
+    assert_eq!(reasons(&dlq), ["access_event_invalid"; 4]);
+    for (id, says) in [
+        ("forged", "does not match"),
+        ("app", "only auditctl.* actions"),
+        ("uncalled", "no callerUserId"),
+        ("unsent", "no SenderId"),
+    ] {
+        let detail = dead_letter_detail(&dlq, id);
+        assert!(detail.contains(says), "{id}: {detail}");
+        assert!(
+            !detail.contains(READER) && !detail.contains(OPERATOR),
+            "{detail}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_auditctl_action_from_the_audit_queue_is_reserved() {
+    let (store, dlq) = (MemoryStore::new(), MemoryDeadLetterQueue::new());
+    // Even one that would pass on the access queue: the audit queue takes no access events.
+    let forged = sent_by(access_event("forged", PRODUCER, QUEUE), PRODUCER);
+    let ordinary = sent_by(valid("ok"), PRODUCER);
+    for settings in [with_access_queue(), settings(32)] {
+        let report = process_batch(
+            with_dlq(&store, &dlq),
+            &settings,
+            &[forged.clone(), ordinary.clone()],
+            None,
+        )
+        .await
+        .unwrap();
+        assert!(matches!(
+            outcome_of(&report, "forged"),
+            Outcome::DeadLettered(Failure::Access(_))
+        ));
+        assert_eq!(
+            failure_code(outcome_of(&report, "forged")),
+            Some("reserved_action")
+        );
+    }
+    assert_eq!(reasons(&dlq), ["reserved_action"; 2]);
+    let items = store.items();
+    assert_eq!(items.len(), 1);
+    assert_eq!(items[0].message_id, "ok");
+}
+
+#[tokio::test]
+async fn a_dead_letter_keeps_the_first_delivery_s_sender() {
+    let (store, dlq) = (MemoryStore::new(), MemoryDeadLetterQueue::new());
+    let first = |sqs_message_id: &str, original_sender_id: Option<&str>| FailureContext {
+        reason: "throttled".into(),
+        detail: String::new(),
+        sqs_message_id: sqs_message_id.into(),
+        sent_timestamp: Some("1795340000000".into()),
+        receive_count: Some(5),
+        failed_at: String::new(),
+        event_source_arn: Some(QUEUE.into()),
+        original_sender_id: original_sender_id.map(str::to_owned),
+    };
+    let records = vec![
+        // Its first failure: its own sender.
+        sent_by(record("fresh", "[]"), PRODUCER),
+        // Redriven by an operator, failing again: the sender its context carries.
+        with_attribute(
+            sent_by(record("again", "[]"), OPERATOR),
+            FAILURE_CONTEXT,
+            &first("first-again", Some(PRODUCER)).to_json(),
+        ),
+        // A context without one (an older dead letter): the delivery's own sender.
+        with_attribute(
+            sent_by(record("older", "[]"), OPERATOR),
+            FAILURE_CONTEXT,
+            &first("first-older", None).to_json(),
+        ),
+        // No sender at all: none claimed.
+        record("nobody", "[]"),
+    ];
+    process_batch(with_dlq(&store, &dlq), &settings(32), &records, None)
+        .await
+        .unwrap();
+    let senders: std::collections::BTreeMap<String, Option<String>> = dlq
+        .sent()
+        .iter()
+        .filter_map(|l| l.context())
+        .map(|c| (c.sqs_message_id, c.original_sender_id))
+        .collect();
+    assert_eq!(senders["fresh"].as_deref(), Some(PRODUCER));
+    assert_eq!(senders["first-again"].as_deref(), Some(PRODUCER));
+    assert_eq!(senders["first-older"].as_deref(), Some(OPERATOR));
+    assert_eq!(senders["nobody"], None);
+}
+
+#[tokio::test]
+async fn a_redriven_record_is_written_with_its_first_sender_and_its_redriver() {
+    let (store, dlq) = (MemoryStore::new(), MemoryDeadLetterQueue::new());
+    let context = FailureContext {
+        reason: "throttled".into(),
+        detail: String::new(),
+        sqs_message_id: "orig".into(),
+        sent_timestamp: Some("1795348800000".into()),
+        receive_count: Some(5),
+        failed_at: "2026-11-22T12:00:01.000Z".into(),
+        event_source_arn: Some(QUEUE.into()),
+        original_sender_id: Some(PRODUCER.into()),
+    };
+    let redriven = with_attribute(
+        sent_by(
+            record("redriven", r#"{"auditText":"text of orig"}"#),
+            OPERATOR,
+        ),
+        FAILURE_CONTEXT,
+        &context.to_json(),
+    );
+    // A malformed context's sender is not taken either.
+    let malformed = with_attribute(
+        sent_by(valid("m2"), OPERATOR),
+        FAILURE_CONTEXT,
+        &format!(r#"{{"sqsMessageId":"m","originalSenderId":"{PRODUCER}"}}"#),
+    );
+    let report = process_batch(
+        with_dlq(&store, &dlq),
+        &settings(32),
+        &[redriven, malformed],
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(report.written(), 2);
+    let items = store.items();
+    let orig = items.iter().find(|i| i.message_id == "orig").unwrap();
+    assert_eq!(orig.sender_id.as_deref(), Some(OPERATOR));
+    assert_eq!(orig.original_sender_id.as_deref(), Some(PRODUCER));
+    let m2 = items.iter().find(|i| i.message_id == "m2").unwrap();
+    assert_eq!(m2.sender_id.as_deref(), Some(OPERATOR));
+    assert_eq!(m2.original_sender_id, None);
 }

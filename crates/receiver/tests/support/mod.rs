@@ -163,6 +163,7 @@ pub fn settings() -> BatchSettings {
             ..RetryPolicy::default()
         },
         max_receive_count: 5,
+        access_queue_arn: None,
     }
 }
 

@@ -293,6 +293,8 @@ fn glue_table_reads_trail_objects_with_dt_and_hour_projected() {
         ("receivedAt", "string"),
         ("receiveCount", "bigint"),
         ("eventSource", "string"),
+        ("senderId", "string"),
+        ("originalSenderId", "string"),
         (AUDIT_BUCKET, "string"),
         ("expiresAt", "bigint"),
         ("extra", "string"),
