@@ -477,6 +477,7 @@ def run_auditctl(binary: Path, system: LocalSystem, args: list[str], check: bool
     env = procs.function_env({}, system.endpoint, {
         "TABLE_NAME": system.stack.table_name,
         "AUDIT_QUEUE_URL": system.queue_url,
+        "ACCESS_QUEUE_URL": system.access_queue_url,
         "DEAD_LETTER_QUEUE_URL": system.dlq_url,
         **{k: stack[k] for k in ("ARCHIVE_BUCKET", "DIGEST_KEY_ID", "DIGEST_PERIOD_SECONDS")},
     })
