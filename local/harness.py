@@ -223,8 +223,12 @@ class LocalSystem:
         return next((t for t in self.triggers if access is not None and t.queue_arn == access.arn), None)
 
     def wait_access_drained(self, timeout: float, progress=None) -> bool:
-        """Until the access queue is empty and its trigger has nothing in flight."""
-        return wait_drained(self.access_trigger, self.endpoint, self.access_queue_url, timeout, progress=progress)
+        """Until the access queue is empty and its trigger has nothing in flight (at once when
+        the template has no access queue)."""
+        trigger = self.access_trigger
+        if trigger is None:
+            return True
+        return wait_drained(trigger, self.endpoint, self.access_queue_url, timeout, progress=progress)
 
     def scan_table(self) -> list[dict]:
         from boto3.dynamodb.types import TypeDeserializer
