@@ -7,8 +7,8 @@ same functions) and evaluates, against the parameter defaults (or explicit overr
 intrinsic functions template.yaml uses or is about to use:
 
     Ref (parameters, pseudo parameters, resources), Fn::GetAtt (Arn, QueueName, a table's
-    StreamArn, a KMS key's KeyId), Fn::FindInMap, Fn::Sub, Fn::Join, Fn::If, and in Conditions
-    Fn::Equals and Fn::Not; AWS::NoValue
+    StreamArn, a KMS key's KeyId, an IAM role's RoleId), Fn::FindInMap, Fn::Sub, Fn::Join,
+    Fn::If, and in Conditions Fn::Equals and Fn::Not; AWS::NoValue
 
 Anything else raises ``TemplateError`` naming the path, rather than guessing: a template change
 that needs another function adds it here, with a case in tests/e2e/test_stack.py. Physical names follow CloudFormation: an explicit ``TableName``/``QueueName``/
@@ -19,7 +19,9 @@ creation time): it evaluates to ``<table ARN>/stream/`` + ``STREAM_LABEL_PLACEHO
 local/stack.py replaces with the real one after creating the table. A KMS key's id is the
 service's choice too: until ``created`` holds the id the key got (local/stack.py sets it once it
 has created the key), ``Ref`` evaluates to ``key_id_placeholder(logical id)`` and its ARN ends in
-it, and local/stack.py replaces the placeholder where it was already used.
+it, and local/stack.py replaces the placeholder where it was already used. An IAM role's
+``RoleId`` likewise: ``role_id_placeholder(logical id)`` until ``created`` holds the id the role
+got.
 """
 
 from __future__ import annotations
@@ -40,6 +42,11 @@ STREAM_LABEL_PLACEHOLDER = "local-stream-label"  # see the module's docstring
 def key_id_placeholder(logical_id: str) -> str:
     """What a KMS key's id evaluates to before the key exists (see the module's docstring)."""
     return f"local-key-id-of-{logical_id}"
+
+
+def role_id_placeholder(logical_id: str) -> str:
+    """What an IAM role's RoleId evaluates to before the role exists (see the module's docstring)."""
+    return f"local-role-id-of-{logical_id}"
 
 
 class TemplateError(Exception):
@@ -90,7 +97,8 @@ class Template:
     stack_name: str = "audit-receiver-local"
     region: str = REGION
     account_id: str = ACCOUNT_ID
-    # Ids the services chose when the resources were created (a KMS key's), by logical id.
+    # Ids the services chose when the resources were created (a KMS key's, a role's RoleId), by
+    # logical id.
     created: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -247,6 +255,8 @@ class Template:
             return f"{self.arn(logical_id)}/stream/{STREAM_LABEL_PLACEHOLDER}"
         if rtype == "AWS::KMS::Key" and attr == "KeyId":
             return name
+        if rtype == "AWS::IAM::Role" and attr == "RoleId":
+            return self.created.get(logical_id) or role_id_placeholder(logical_id)
         raise TemplateError(f"Fn::GetAtt {logical_id}.{attr} is not supported locally")
 
     # the evaluator ------------------------------------------------------------------------

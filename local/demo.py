@@ -281,11 +281,14 @@ def run_demo(system: LocalSystem, n_valid: int, with_faults: bool) -> int:
     out("The table is back: redrive the throttled ones (auditctl dlq redrive --reason throttled).")
     run_auditctl(auditctl, system, ["dlq", "redrive", "--reason", "throttled"])
     drain(system, "Redriven")
+    drain_access(system)
     out("")
     out("Access to the trail is itself recorded: each auditctl command above first sent an audit event of its")
-    out("own to the audit queue, which the function wrote like any other (drained above). The demo's queries:")
+    out("own to the access queue, which the function wrote once its claimed caller matched the sender SQS")
+    out("attests (drained above). The demo's queries:")
     run_auditctl(auditctl, system, ["query", "--action", "auditctl.query", "--from", access_from, "--to", utc_now()])
     drain(system, "Recording that access too")
+    drain_access(system)
     access_ok = check_access_events(system)
     ledger = producer.ledger
     ledger.valid += throttled_producer.ledger.valid
@@ -477,6 +480,7 @@ def run_auditctl(binary: Path, system: LocalSystem, args: list[str], check: bool
     env = procs.function_env({}, system.endpoint, {
         "TABLE_NAME": system.stack.table_name,
         "AUDIT_QUEUE_URL": system.queue_url,
+        "ACCESS_QUEUE_URL": system.access_queue_url,
         "DEAD_LETTER_QUEUE_URL": system.dlq_url,
         **{k: stack[k] for k in ("ARCHIVE_BUCKET", "DIGEST_KEY_ID", "DIGEST_PERIOD_SECONDS")},
     })
@@ -504,6 +508,12 @@ def drain(system: LocalSystem, what: str) -> None:
 
     if not system.wait_drained(600, progress=progress):
         raise RuntimeError(f"the queue did not drain: {system.depth()}")
+
+
+def drain_access(system: LocalSystem) -> None:
+    """Until the access queue (auditctl's records of its own access) is empty and written."""
+    if not system.wait_access_drained(120):
+        raise RuntimeError(f"the access queue did not drain: {system.depth(system.access_queue_url)}")
 
 
 if __name__ == "__main__":

@@ -72,7 +72,8 @@ class LocalSystem:
         self.endpoint = ""
         self.proxy: FaultProxy | None = None
         self.function: procs.Function | None = None
-        self.trigger: Trigger | None = None
+        self.trigger: Trigger | None = None   # AuditQueue's
+        self.triggers: list[Trigger] = []     # one per SQS event of the receiver, AuditQueue's first
         self.archiver: procs.Function | None = None
         self.streams: StreamTrigger | None = None
         self.scheduler: local_schedule.Scheduler | None = None
@@ -89,20 +90,27 @@ class LocalSystem:
             # The function reaches DynamoDB through the proxy (faults off unless configured).
             self.proxy = FaultProxy(self.endpoint, self.faults or FaultConfig()).start()
             self.proxy.enabled = False  # no faults while the function starts
-            env = procs.function_env(self.stack.function.environment, self.proxy.url, self.function_env_extra)
+            # The function runs as its role (its credentials from the stack), as in Lambda.
+            env = procs.function_env(self.stack.function.environment, self.proxy.url,
+                                     {**self.stack.function.credentials, **self.function_env_extra})
+            # The other SQS events (AuditAccessQueue's) get one poller each: access events are few.
+            extra = len(self.stack.function.events) - 1
             self.function = procs.Function(env, self.work_dir / "function.log",
                                            timeout_s=self.stack.function.timeout_s, mode=self.function_mode,
-                                           concurrency=self.pollers)
+                                           concurrency=self.pollers + extra)
             self.function.start(ready_timeout)
             self.proxy.enabled = self.faults is not None
-            src = self.stack.source_queue
-            self.trigger = Trigger(self.endpoint, src.url, src.arn, self.function.url,
-                                   batch_size=self.stack.esm.batch_size,
-                                   batching_window_s=self.stack.esm.batching_window_s, pollers=self.pollers,
-                                   report_batch_item_failures=self.stack.esm.report_batch_item_failures,
-                                   invoke_timeout_s=self.stack.function.timeout_s + 5,
-                                   log_path=str(self.work_dir / "trigger.log"))
-            self.trigger.start()
+            for i, esm in enumerate(self.stack.function.events):
+                q = self.stack.queues[esm.queue_logical_id]
+                trigger = Trigger(self.endpoint, q.url, q.arn, self.function.url,
+                                  batch_size=esm.batch_size, batching_window_s=esm.batching_window_s,
+                                  pollers=self.pollers if i == 0 else 1,
+                                  report_batch_item_failures=esm.report_batch_item_failures,
+                                  invoke_timeout_s=self.stack.function.timeout_s + 5,
+                                  log_path=str(self.work_dir / ("trigger.log" if i == 0 else
+                                                                f"trigger-{q.logical_id}.log")))
+                self.triggers.append(trigger.start())
+            self.trigger = self.triggers[0]
             if self.with_archiver:
                 self._start_archiver(ready_timeout)
         except BaseException:
@@ -116,7 +124,7 @@ class LocalSystem:
         spec = self.stack.archiver
         if spec is None:
             raise RuntimeError("the template has no function on the table's stream")
-        env = procs.function_env(spec.environment, self.endpoint)
+        env = procs.function_env(spec.environment, self.endpoint, spec.credentials)
         # Two instances: a scheduled run and a stream batch at once, as Lambda would run them.
         self.archiver = procs.Function(env, self.work_dir / "archiver.log", timeout_s=spec.timeout_s,
                                        binary=spec.binary, mode="watch", concurrency=2)
@@ -135,7 +143,7 @@ class LocalSystem:
             self.scheduler.start()
 
     def stop(self) -> None:
-        for step in (lambda: self.trigger and self.trigger.stop(), lambda: self.streams and self.streams.stop(),
+        for step in (*(t.stop for t in self.triggers), lambda: self.streams and self.streams.stop(),
                      lambda: self.scheduler and self.scheduler.stop(),
                      lambda: self.function and self.function.stop(), lambda: self.archiver and self.archiver.stop(),
                      lambda: self.proxy and self.proxy.stop(), lambda: self.moto and self.moto.stop()):
@@ -144,6 +152,7 @@ class LocalSystem:
             except Exception:  # noqa: BLE001 - stop the rest regardless
                 pass
         self.trigger = self.streams = self.scheduler = self.function = self.archiver = self.proxy = self.moto = None
+        self.triggers = []
 
     def stack_env(self) -> dict[str, str]:
         """What a client needs to reach the local stack (`.local/stack.env`)."""
@@ -160,6 +169,8 @@ class LocalSystem:
             "AWS_SECRET_ACCESS_KEY": "test",
             "TABLE_NAME": self.stack.table_name,
             "AUDIT_QUEUE_URL": self.queue_url,
+            # Where auditctl sends the audit event of its own access (the stack's AuditAccessQueueUrl).
+            "ACCESS_QUEUE_URL": self.access_queue_url,
             "DEAD_LETTER_QUEUE_URL": self.dlq_url,
             "ARCHIVE_BUCKET": bucket.name if bucket else "",
             "ARCHIVE_FAILURE_QUEUE_URL": failures.url if failures else "",
@@ -194,11 +205,30 @@ class LocalSystem:
     def dlq_url(self) -> str:
         return self.stack.dead_letter_queue.url
 
+    @property
+    def access_queue_url(self) -> str:
+        access = self.stack.access_queue
+        return access.url if access else ""
+
     def depth(self, url: str | None = None) -> dict[str, int]:
         return queue_depth(self.endpoint, url or self.queue_url, self.sqs)
 
     def wait_drained(self, timeout: float, progress=None) -> bool:
         return wait_drained(self.trigger, self.endpoint, self.queue_url, timeout, progress=progress)
+
+    @property
+    def access_trigger(self) -> Trigger | None:
+        """The trigger of AuditAccessQueue (auditctl's access events)."""
+        access = self.stack.access_queue
+        return next((t for t in self.triggers if access is not None and t.queue_arn == access.arn), None)
+
+    def wait_access_drained(self, timeout: float, progress=None) -> bool:
+        """Until the access queue is empty and its trigger has nothing in flight (at once when
+        the template has no access queue)."""
+        trigger = self.access_trigger
+        if trigger is None:
+            return True
+        return wait_drained(trigger, self.endpoint, self.access_queue_url, timeout, progress=progress)
 
     def scan_table(self) -> list[dict]:
         from boto3.dynamodb.types import TypeDeserializer

@@ -20,7 +20,15 @@ entry point with the given arguments, patches these and nothing else:
   builds two datetimes per call and is called twice per queued message on every send and
   receive — the same value, 15x faster with 1,000 messages queued;
 * the retention check of each received message reads the queue's retention period instead of
-  computing every queue attribute (counts included) — the same answer without a scan.
+  computing every queue attribute (counts included) — the same answer without a scan;
+* a message's ``SenderId`` is who sent it, as SQS attests it: moto gives every message the one
+  constant ``AIDAIT2UOQQY3AUEKVGXU`` whoever sends it. ``SendMessage`` and ``SendMessageBatch``
+  set it from the request's credentials (the access key id of its ``Authorization`` header) to
+  exactly the ``UserId`` that moto's ``sts:GetCallerIdentity`` answers for the same credentials:
+  an IAM user's id (``AIDA...``), an assumed role's ``<RoleId>:<session name>``, and for a key
+  moto does not know (the local stack's ``test``) the fixed ``AKIAIOSFODNN7EXAMPLE``. A message
+  moto moves to a dead-letter queue keeps its sender, as in SQS. Without this the function could
+  not tell an access event's attested sender (SPEC "Access to the trail is itself recorded").
 
 The patches reach into moto's private names. On a moto that lacks one of them (or whose
 ``receive_message`` takes other arguments), ``patch()`` raises ``MotoPatchError`` naming it and
@@ -45,6 +53,9 @@ SQS_REPLACED = ("receive_message", "is_message_valid_based_on_retention_period",
 RECEIVE_PARAMETERS = ("self", "queue_name", "count", "wait_seconds_timeout", "visibility_timeout",
                       "message_attribute_names")
 DDB_LOCKED = ("put_item", "update_item", "delete_item", "transact_write_items", "batch_write_item")
+# The SQS requests whose caller becomes the sender of the messages they send (SQSResponse), and
+# what the sender is computed with (as GetCallerIdentity computes it).
+SQS_SENDING_REQUESTS = ("send_message", "send_message_batch")
 
 
 class MotoPatchError(RuntimeError):
@@ -75,19 +86,66 @@ def patch() -> None:
     nothing)."""
     import moto.dynamodb.models as ddb_models
     import moto.sqs.models as sqs_models
+    import moto.sqs.responses as sqs_responses
+    import moto.sts.models as sts_models
 
     backend = sqs_models.SQSBackend
     ddb_backend = ddb_models.DynamoDBBackend
     _require(backend, SQS_LOCKED + SQS_REPLACED, "moto.sqs.models.SQSBackend")
     _require(sqs_models.Queue, ("wait_for_messages",), "moto.sqs.models.Queue")
-    _require(sqs_models, ("unix_time_millis",), "moto.sqs.models")
+    _require(sqs_models, ("unix_time_millis", "Message"), "moto.sqs.models")
     _require(ddb_backend, DDB_LOCKED, "moto.dynamodb.models.DynamoDBBackend")
+    _require(sqs_responses, ("SQSResponse",), "moto.sqs.responses")
+    _require(sqs_responses.SQSResponse, SQS_SENDING_REQUESTS, "moto.sqs.responses.SQSResponse")
+    _require(sts_models, ("sts_backends", "STSBackend"), "moto.sts.models")
+    _require(sts_models.STSBackend, ("get_caller_identity",), "moto.sts.models.STSBackend")
+    # The request's access key id (BaseResponse's; current_account, partition and region are set
+    # on each request as it arrives, so the class has none of them to check).
+    _require(sqs_responses.SQSResponse, ("get_access_key",), "moto.sqs.responses.SQSResponse")
+    _require(sqs_models.Message("probe", "probe"), ("sender_id",), "moto.sqs.models.Message")
     # The long-poll wrapper below calls moto's receive_message with these arguments, in order.
     params = list(inspect.signature(backend.receive_message).parameters)
     if params[:6] != list(RECEIVE_PARAMETERS):
         raise MotoPatchError(
             f"local/motoserver.py cannot patch moto: SQSBackend.receive_message takes {params}, "
             f"not {list(RECEIVE_PARAMETERS)} as in {PINNED_MOTO} (requirements.txt)")
+
+    # --- SQS: the sender of a message is the request's caller ---------------------------------
+    # The request sets who is sending (a thread-local: moto answers each request on one thread);
+    # the backend's send_message stamps each message it creates with it. Wrapped before the lock
+    # below, so the message is stamped before any receive can see it.
+    sender = threading.local()
+
+    def caller_user_id(request) -> str:
+        """What sts:GetCallerIdentity answers as UserId for this request's credentials."""
+        sts = sts_models.sts_backends[request.current_account][request.partition]
+        return sts.get_caller_identity(request.get_access_key(), request.region)[0]
+
+    def sending(fn):
+        @functools.wraps(fn)
+        def wrapper(self, *args, **kwargs):
+            sender.user_id = caller_user_id(self)
+            try:
+                return fn(self, *args, **kwargs)
+            finally:
+                sender.user_id = None
+
+        return wrapper
+
+    for name in SQS_SENDING_REQUESTS:
+        setattr(sqs_responses.SQSResponse, name, sending(getattr(sqs_responses.SQSResponse, name)))
+
+    original_send = backend.send_message
+
+    @functools.wraps(original_send)
+    def send_message(self, *args, **kwargs):
+        message = original_send(self, *args, **kwargs)
+        user_id = getattr(sender, "user_id", None)
+        if user_id:  # an SQS request; a send of another moto service keeps moto's constant
+            message.sender_id = user_id
+        return message
+
+    backend.send_message = send_message
 
     # --- SQS: one lock around every operation on messages -------------------------------------
     # (moto 5.2.5 has no StartMessageMoveTask, so there is nothing of it to lock.)

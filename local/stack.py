@@ -1,16 +1,22 @@
-"""Create the table, the queues and the buckets of template.yaml on a local AWS endpoint
-(moto_server).
+"""Create the table, the queues, the buckets and the functions' roles of template.yaml on a local
+AWS endpoint (moto_server).
 
     python -m local.stack --endpoint http://127.0.0.1:5000 [--param Name=Value ...]
                           [--visibility-timeout SECONDS] [--batching-window SECONDS]
                           [--digest-period SECONDS]
 
 Everything comes from the template: table key schema, billing mode, table class, TTL, SSE,
-point-in-time recovery and stream; queue names, FIFO, visibility timeout, retention, redrive
-policy (dead-letter queue and maxReceiveCount) and redrive-allow policy; buckets with their
-versioning, Object Lock default retention, encryption, public access block, ownership, lifecycle
-rules and bucket policies; the receiver's SQS event (BatchSize, MaximumBatchingWindowInSeconds,
-ScalingConfig.MaximumConcurrency, FunctionResponseTypes) and the archiver's DynamoDB stream event
+point-in-time recovery, stream and tags (the access queue's ARN, the receiver role's RoleId);
+queue names, FIFO, visibility timeout, retention, redrive policy (dead-letter queue and
+maxReceiveCount) and redrive-allow policy; buckets with their versioning, Object Lock default
+retention, encryption, public access block, ownership, lifecycle rules and bucket policies; the
+functions' IAM roles (name and trust policy; their permissions are not created: moto enforces
+none locally, and the IAM tests in tests/e2e grant them on a moto of their own), each function
+given its role's credentials as Lambda gives them (AssumeRole, session name = the function's
+name), so that what a function sends to SQS carries the SenderId AWS would attest; the
+receiver's SQS events, AuditQueue's and AuditAccessQueue's (BatchSize,
+MaximumBatchingWindowInSeconds, ScalingConfig.MaximumConcurrency, FunctionResponseTypes) and the
+archiver's DynamoDB stream event
 (StartingPosition, BatchSize, window, ReportBatchItemFailures, BisectBatchOnFunctionError,
 MaximumRetryAttempts, MaximumRecordAgeInSeconds, the on-failure queue) and its Schedule event
 (the rate, run by local/schedule.py); KMS keys with their key spec, usage, description, key
@@ -19,9 +25,10 @@ template refers to it (DIGEST_KEY_ID); each function's binary, Timeout and envir
 (Glue, Athena, CloudWatch and IAM have no local twin: `make sql` runs the same SQL in DuckDB,
 local/sql.py; the IAM tests in tests/e2e grant the template's policies on a moto of their own.)
 
-Four flags scale timings down for tests, and only when given: ``--visibility-timeout`` (so
-that a failed record returns, and a poison one reaches the dead-letter queue, in seconds rather
-than minutes), ``--batching-window``, ``--digest-period`` (the archiver's
+Four flags scale timings down for tests, and only when given: ``--visibility-timeout`` (of
+every queue the receiver reads, so that a failed record returns, and a poison one reaches the
+dead-letter queue, in seconds rather than minutes), ``--batching-window`` (of each of its SQS
+events), ``--digest-period`` (the archiver's
 DIGEST_PERIOD_SECONDS) and ``--schedule-interval`` (the seconds between two runs of a Schedule
 event). Without them every value is the template's.
 Prints the resolved stack as JSON (queue URLs, table name, event source mapping settings).
@@ -38,7 +45,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from local.cfn import Template, TemplateError, key_id_placeholder, load_template, truthy
+from local.cfn import Template, TemplateError, key_id_placeholder, load_template, role_id_placeholder, truthy
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_TEMPLATE = ROOT / "template.yaml"
@@ -131,6 +138,16 @@ class KmsKeySpec:
 
 
 @dataclass
+class RoleSpec:
+    """An AWS::IAM::Role of the template; ``role_id`` once created."""
+    logical_id: str
+    name: str
+    arn: str
+    trust: dict      # AssumeRolePolicyDocument, resolved
+    role_id: str = ""
+
+
+@dataclass
 class FunctionSpec:
     logical_id: str
     name: str
@@ -141,6 +158,10 @@ class FunctionSpec:
     events: list[EventSourceMapping] = field(default_factory=list)
     stream_events: list[StreamEventMapping] = field(default_factory=list)
     schedule_events: list[ScheduleEvent] = field(default_factory=list)
+    role_logical_id: str | None = None   # the role it runs as (its Role: Fn::GetAtt [R, Arn])
+    # Its role's temporary credentials once created (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+    # AWS_SESSION_TOKEN), as Lambda puts them in the function's environment.
+    credentials: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -165,10 +186,23 @@ class Stack:
     buckets: dict[str, BucketSpec] = field(default_factory=dict)
     stream_arn: str = ""                # the table's latest stream, once created
     keys: dict[str, KmsKeySpec] = field(default_factory=dict)
+    roles: dict[str, RoleSpec] = field(default_factory=dict)
 
     @property
     def source_queue(self) -> QueueSpec:
+        """The queue of the receiver's first SQS event (AuditQueue)."""
         return self.queues[self.function.events[0].queue_logical_id]
+
+    @property
+    def event_queues(self) -> list[QueueSpec]:
+        """Every queue the receiver reads, in the order of its SQS events."""
+        return [self.queues[ev.queue_logical_id] for ev in self.function.events]
+
+    @property
+    def access_queue(self) -> QueueSpec | None:
+        """The queue whose ARN the receiver has as ACCESS_QUEUE_ARN (AuditAccessQueue)."""
+        arn = self.function.environment.get("ACCESS_QUEUE_ARN")
+        return next((q for q in self.queues.values() if arn and q.arn == arn), None)
 
     @property
     def dead_letter_queue(self) -> QueueSpec | None:
@@ -218,6 +252,8 @@ class Stack:
         d["dead_letter_queue_url"] = dlq.url if dlq else None
         failures = self.archive_failure_queue
         d["archive_failure_queue_url"] = failures.url if failures else None
+        access = self.access_queue
+        d["access_queue_url"] = access.url if access else None
         return d
 
 
@@ -231,8 +267,17 @@ def _function_spec(tpl: Template, fid: str) -> FunctionSpec:
     if "ApplicationLogLevel" in logging_config and logging_config.get("LogFormat") == "JSON":
         env.setdefault("AWS_LAMBDA_LOG_LEVEL", str(logging_config["ApplicationLogLevel"]))
     build = (tpl.resources[fid].get("Metadata") or {}).get("BuildProperties") or {}
+    role = next((rid for rid in tpl.resources_of_type("AWS::IAM::Role") if tpl.arn(rid) == fprops.get("Role")), None)
     return FunctionSpec(fid, tpl.physical_name(fid), str(build.get("Binary") or "audit-receiver"),
-                        int(fprops.get("Timeout", 3)), int(fprops.get("MemorySize", 128)), env)
+                        int(fprops.get("Timeout", 3)), int(fprops.get("MemorySize", 128)), env,
+                        role_logical_id=role)
+
+
+def _roles(tpl: Template) -> dict[str, RoleSpec]:
+    return {rid: RoleSpec(rid, tpl.physical_name(rid), tpl.arn(rid),
+                          tpl.resolve((tpl.resources[rid].get("Properties") or {}).get("AssumeRolePolicyDocument") or {},
+                                      f"Resources.{rid}.Properties.AssumeRolePolicyDocument"))
+            for rid in tpl.resources_of_type("AWS::IAM::Role")}
 
 
 def _stream_events(tpl: Template, fid: str, table_id: str, queues: dict[str, QueueSpec]) -> list[StreamEventMapping]:
@@ -396,15 +441,17 @@ def read_stack(template_path: str | Path = DEFAULT_TEMPLATE, parameters: dict[st
         archiver.stream_events = _stream_events(tpl, archivers[0], table_id, queues)
         archiver.schedule_events = _schedule_events(tpl, archivers[0])
     stack = Stack(str(template_path), tpl.parameter_values, table_id, tpl.physical_name(table_id),
-                  ttl_attr, queues, fn, {}, archiver, _buckets(tpl), keys=_keys(tpl))
+                  ttl_attr, queues, fn, {}, archiver, _buckets(tpl), keys=_keys(tpl), roles=_roles(tpl))
     src = stack.source_queue
     if visibility_timeout is not None:
         stack.scaled["VisibilityTimeout"] = {"template": src.visibility_timeout, "local": visibility_timeout}
-        src.attributes["VisibilityTimeout"] = str(visibility_timeout)
+        for q in stack.event_queues:
+            q.attributes["VisibilityTimeout"] = str(visibility_timeout)
     if batching_window is not None:
         stack.scaled["MaximumBatchingWindowInSeconds"] = {"template": stack.esm.batching_window_s,
                                                           "local": batching_window}
-        stack.esm.batching_window_s = float(batching_window)
+        for ev in fn.events:
+            ev.batching_window_s = float(batching_window)
     if digest_period is not None and archiver is not None:
         stack.scaled["DIGEST_PERIOD_SECONDS"] = {"template": archiver.environment.get("DIGEST_PERIOD_SECONDS"),
                                                  "local": digest_period}
@@ -428,9 +475,49 @@ def _client(service: str, endpoint: str):
                                       max_pool_connections=32))
 
 
+def _replace(value: Any, old: str, new: str) -> Any:
+    """``value`` with ``old`` replaced by ``new`` in every string it holds."""
+    if isinstance(value, str):
+        return value.replace(old, new)
+    if isinstance(value, list):
+        return [_replace(v, old, new) for v in value]
+    if isinstance(value, dict):
+        return {k: _replace(v, old, new) for k, v in value.items()}
+    return value
+
+
+def create_roles(stack: Stack, endpoint: str) -> None:
+    """The template's IAM roles (name and trust policy; no permissions: moto enforces none
+    locally), their RoleIds put wherever the template refers to them (the table's tag
+    audit:receiver-role-id), and each function given its role's credentials as Lambda does:
+    AssumeRole with the function's name as the session name. An existing role of the same name
+    is taken as it is (a test may have made it)."""
+    iam, sts = _client("iam", endpoint), _client("sts", endpoint)
+    tpl = stack._tpl  # type: ignore[attr-defined]
+    for role in stack.roles.values():
+        try:
+            role.role_id = iam.create_role(RoleName=role.name,
+                                           AssumeRolePolicyDocument=json.dumps(role.trust))["Role"]["RoleId"]
+        except iam.exceptions.EntityAlreadyExistsException:
+            role.role_id = iam.get_role(RoleName=role.name)["Role"]["RoleId"]
+        tpl.created[role.logical_id] = role.role_id
+        placeholder = role_id_placeholder(role.logical_id)
+        stack._table_props = _replace(stack._table_props, placeholder, role.role_id)  # type: ignore[attr-defined]
+        for fn in (stack.function, stack.archiver):
+            if fn:
+                fn.environment = _replace(fn.environment, placeholder, role.role_id)
+    for fn in (stack.function, stack.archiver):
+        if fn and fn.role_logical_id:
+            c = sts.assume_role(RoleArn=stack.roles[fn.role_logical_id].arn, RoleSessionName=fn.name)["Credentials"]
+            fn.credentials = {"AWS_ACCESS_KEY_ID": c["AccessKeyId"], "AWS_SECRET_ACCESS_KEY": c["SecretAccessKey"],
+                              "AWS_SESSION_TOKEN": c["SessionToken"]}
+
+
 def create_stack(stack: Stack, endpoint: str) -> Stack:
-    """Create the table, the queues, the buckets and the keys on the endpoint; fills in the queue
-    URLs, the stream's ARN and the keys' ids and ARNs."""
+    """Create the roles, the table, the queues, the buckets and the keys on the endpoint; fills
+    in the role ids and the functions' credentials, the queue URLs, the stream's ARN and the
+    keys' ids and ARNs."""
+    create_roles(stack, endpoint)
     ddb = _client("dynamodb", endpoint)
     props = stack._table_props  # type: ignore[attr-defined]
     args: dict[str, Any] = {
@@ -450,7 +537,7 @@ def create_stack(stack: Stack, endpoint: str) -> Stack:
     if sse:
         args["SSESpecification"] = {"Enabled": truthy(sse.get("SSEEnabled", False)),
                                     **({"SSEType": sse["SSEType"]} if "SSEType" in sse else {})}
-    for key in ("GlobalSecondaryIndexes", "LocalSecondaryIndexes", "DeletionProtectionEnabled", "TableClass"):
+    for key in ("GlobalSecondaryIndexes", "LocalSecondaryIndexes", "DeletionProtectionEnabled", "TableClass", "Tags"):
         if key in props:
             args[key] = props[key]
     ddb.create_table(**args)

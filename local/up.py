@@ -1,11 +1,12 @@
 """`make local-up`: the whole local stack, left running until Ctrl-C.
 
-moto_server on 127.0.0.1 with the table (and its stream), the queues and the buckets of
-template.yaml, and its KMS key AuditDigestKey; audit-receiver behind the local SQS trigger;
-audit-archiver behind the local stream trigger and the local seal schedule (every 5 s: the
-template's SealDigests, rate(5 minutes), scaled down), which seals a digest of every 15-second
-period. Writes `.local/stack.env` (shell KEY=value lines: AWS_ENDPOINT_URL, AWS_REGION,
-TABLE_NAME, AUDIT_QUEUE_URL, DEAD_LETTER_QUEUE_URL, ARCHIVE_BUCKET, DIGEST_KEY_ID,
+moto_server on 127.0.0.1 with the table (and its stream and tags), the queues and the buckets of
+template.yaml, its KMS key AuditDigestKey and the functions' roles; audit-receiver, running as
+its role, behind the local SQS triggers of AuditQueue and AuditAccessQueue; audit-archiver
+behind the local stream trigger and the local seal schedule (every 5 s: the template's
+SealDigests, rate(5 minutes), scaled down), which seals a digest of every 15-second period.
+Writes `.local/stack.env` (shell KEY=value lines: AWS_ENDPOINT_URL, AWS_REGION, TABLE_NAME,
+AUDIT_QUEUE_URL, ACCESS_QUEUE_URL, DEAD_LETTER_QUEUE_URL, ARCHIVE_BUCKET, DIGEST_KEY_ID,
 DIGEST_PERIOD_SECONDS, and test credentials) so that `auditctl`, `make sql` and any AWS client can
 reach it, and removes it when it stops.
 

@@ -57,7 +57,8 @@ stack-outputs: $(DEPLOY_STAMP) ## print the deployed stack's outputs (queue URLs
 
 # The dead-letter queue is worked with auditctl (docs/auditctl.md): it keeps each message's
 # identity across the redrive, where SQS's StartMessageMoveTask gives it a new message id and
-# SentTimestamp. These targets only fill in the queue URLs from the stack's outputs.
+# SentTimestamp. These targets only fill in the queue URLs (the access queue's too, where auditctl
+# records its own access) and the table from the stack's outputs.
 AUDITCTL         ?= cargo run --release --quiet --bin auditctl --
 # Only this reason (REDRIVE_REASON=throttled), at most this many per second (REDRIVE_RATE=50).
 REDRIVE_REASON   ?=
@@ -68,6 +69,7 @@ redrive: $(DEPLOY_STAMP) ## redrive dead-letter messages with auditctl (REDRIVE_
 	  out() { aws $(AWS_ARGS) cloudformation describe-stacks --stack-name "$(STACK_NAME)" \
 	    --query "Stacks[0].Outputs[?OutputKey=='$$1'].OutputValue" --output text; }; \
 	  DEAD_LETTER_QUEUE_URL=$$(out AuditDeadLetterQueueUrl) AUDIT_QUEUE_URL=$$(out AuditQueueUrl) \
+	  ACCESS_QUEUE_URL=$$(out AuditAccessQueueUrl) TABLE_NAME=$$(out AuditMessagesTableName) \
 	    $(AUDITCTL) $(AWS_ARGS) dlq redrive $(if $(REDRIVE_REASON),--reason $(REDRIVE_REASON)) $(if $(REDRIVE_RATE),--rate $(REDRIVE_RATE))
 
 dlq-list: $(DEPLOY_STAMP) ## the dead-letter queue's messages with their reasons (auditctl dlq list)
@@ -75,7 +77,8 @@ dlq-list: $(DEPLOY_STAMP) ## the dead-letter queue's messages with their reasons
 	@set -euo pipefail; export $(DEPLOY_ENV); \
 	  out() { aws $(AWS_ARGS) cloudformation describe-stacks --stack-name "$(STACK_NAME)" \
 	    --query "Stacks[0].Outputs[?OutputKey=='$$1'].OutputValue" --output text; }; \
-	  DEAD_LETTER_QUEUE_URL=$$(out AuditDeadLetterQueueUrl) $(AUDITCTL) $(AWS_ARGS) dlq list
+	  DEAD_LETTER_QUEUE_URL=$$(out AuditDeadLetterQueueUrl) ACCESS_QUEUE_URL=$$(out AuditAccessQueueUrl) \
+	  TABLE_NAME=$$(out AuditMessagesTableName) $(AUDITCTL) $(AWS_ARGS) dlq list
 
 clean-deploy: ## remove the sam build output (.aws-sam) and the deployment tools (.venv-deploy)
 	rm -rf .aws-sam $(DEPLOY_VENV)

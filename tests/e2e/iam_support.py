@@ -22,7 +22,8 @@ What moto 5.2.5 checks once ``POST /moto-api/reset-auth`` with ``0`` turns acces
   bucket's or the object's. DynamoDB and KMS requests are checked against ``*`` by moto, so a
   statement scoped to the table's or the key's ARN would never match; the launcher here
   (``main()``) gives moto the ARN IAM evaluates instead: the table's, or ``table/T/index/I`` for
-  a request naming an index, or for a batch (``BatchGetItem``, ``BatchWriteItem``) on one table
+  a request naming an index, the ``ResourceArn`` of a request on a table's tags
+  (``ListTagsOfResource``, ``TagResource``), or for a batch (``BatchGetItem``, ``BatchWriteItem``) on one table
   that table's (IAM authorizes a batch per table; a batch over several tables stays ``*``, which
   a table-scoped statement never matches: stricter, never looser); for KMS the ARN of the key the
   request's ``KeyId`` names (by id, ARN, alias or alias ARN; a request naming no key, or an
@@ -171,6 +172,9 @@ def _patch_moto(aws_errors: bool) -> None:
 
     def _determine_resource(self) -> str:
         params = self.body if isinstance(self.body, dict) else {}
+        resource_arn = params.get("ResourceArn")
+        if isinstance(resource_arn, str) and resource_arn:
+            return resource_arn  # ListTagsOfResource, TagResource, UntagResource: the table's ARN
         table = params.get("TableName")
         batch = params.get("RequestItems")
         if (not isinstance(table, str) or not table) and isinstance(batch, dict) and len(batch) == 1:
@@ -451,6 +455,10 @@ class Account:
     def dlq(self):
         return self.stack.dead_letter_queue
 
+    @property
+    def access_queue(self):
+        return self.stack.access_queue
+
     # principals (before enforce(): creating them is not what is tested) -------------------------
     def _iam(self):
         return self.client("iam", getattr(self, "admin", None) or self.bootstrap)
@@ -470,7 +478,16 @@ class Account:
         """A role with exactly these inline policies, assumed: temporary credentials with a session
         token, as Lambda gives the function."""
         iam = self._iam()
-        arn = iam.create_role(RoleName=name, AssumeRolePolicyDocument=json.dumps(trust))["Role"]["Arn"]
+        try:
+            arn = iam.create_role(RoleName=name, AssumeRolePolicyDocument=json.dumps(trust))["Role"]["Arn"]
+        except iam.exceptions.EntityAlreadyExistsException:
+            # The stack's own role (local/stack.py creates the functions' roles, with no
+            # permissions): it gets exactly these.
+            role = iam.get_role(RoleName=name)["Role"]
+            assert iam.list_role_policies(RoleName=name)["PolicyNames"] == [], f"{name} holds policies already"
+            assert iam.list_attached_role_policies(RoleName=name)["AttachedPolicies"] == []
+            iam.update_assume_role_policy(RoleName=name, PolicyDocument=json.dumps(trust))
+            arn = role["Arn"]
         for policy_name, doc in policies.items():
             iam.put_role_policy(RoleName=name, PolicyName=policy_name, PolicyDocument=json.dumps(doc))
         c = self.client("sts", self.admin).assume_role(RoleArn=arn, RoleSessionName="audit-receiver")["Credentials"]

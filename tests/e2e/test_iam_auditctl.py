@@ -2,10 +2,17 @@
 control: a user holding only AuditReaderPolicy reads the trail (query, a lookup by actor, get)
 and proves it (verify, over digests audit-archiver sealed with the stack's key) and is refused
 the dead-letter queue (dlq list, dlq redrive); a user holding only AuditOperatorPolicy does all
-of it; each command first records its own access on the audit queue
-(auditctl runs with AUDIT_QUEUE_URL set), under the caller's ARN; neither may write, update or
-delete an item. The policies are read from the template at run time and resolved to this stack's
-ARNs. What moto cannot check: tests/e2e/iam_support.py."""
+of it; each command first records its own access on the access queue
+(auditctl runs with ACCESS_QUEUE_URL set), under the caller's ARN, claiming the caller's user id
+that SQS attests as the message's SenderId; neither may write, update or delete an item. The
+reader may send to the access queue and to no other queue; the operator also to the audit queue
+(the redrive); AuditProducerPolicy to the audit queue only. The policies are read from the
+template at run time and resolved to this stack's ARNs. What moto cannot check:
+tests/e2e/iam_support.py.
+
+The tests that run auditctl need auditctl to send its access events to ACCESS_QUEUE_URL with
+callerUserId (issue 25) and to read the table's tags: the reader policy no longer allows a send
+to AUDIT_QUEUE_URL."""
 
 import json
 import subprocess
@@ -87,7 +94,7 @@ def _operator(account: Account, policy: str):
 def _auditctl(account: Account, creds, *args: str) -> subprocess.CompletedProcess:
     env = clean_aws_env(account.work_dir, creds, account.endpoint)
     env.update({"TABLE_NAME": account.table_name, "AUDIT_QUEUE_URL": account.queue.url,
-                "DEAD_LETTER_QUEUE_URL": account.dlq.url, "ARCHIVE_BUCKET": account.stack.archive_bucket.name,
+                "ACCESS_QUEUE_URL": account.access_queue.url, "DEAD_LETTER_QUEUE_URL": account.dlq.url, "ARCHIVE_BUCKET": account.stack.archive_bucket.name,
                 "DIGEST_KEY_ID": account.stack.digest_key.arn,
                 "DIGEST_PERIOD_SECONDS": account.stack.archiver.environment["DIGEST_PERIOD_SECONDS"]})
     done = subprocess.run([str(binary("auditctl", account.work_dir)), *args], env=env, capture_output=True,
@@ -141,15 +148,21 @@ def _reads_the_trail(account: Account, creds) -> None:
         assert "access not recorded" not in done.stderr, done.stderr
 
 
-def _audit_queue(account: Account) -> list[dict]:
-    """Every message of the audit queue (received once, left in flight)."""
+def _audit_queue(account: Account, url: str | None = None) -> list[dict]:
+    """Every message of the audit queue (or of the queue at ``url``), with its SenderId (received
+    once, left in flight)."""
     messages = []
     while True:
-        got = account.client("sqs").receive_message(QueueUrl=account.queue.url, MaxNumberOfMessages=10,
-                                                    VisibilityTimeout=600, MessageAttributeNames=["All"])
+        got = account.client("sqs").receive_message(QueueUrl=url or account.queue.url, MaxNumberOfMessages=10,
+                                                    VisibilityTimeout=600, MessageAttributeNames=["All"],
+                                                    MessageSystemAttributeNames=["SenderId"])
         if not got.get("Messages"):
             return messages
         messages += got["Messages"]
+
+
+def _access_queue(account: Account) -> list[dict]:
+    return _audit_queue(account, account.access_queue.url)
 
 
 def _is_access_event(message: dict) -> bool:
@@ -158,10 +171,13 @@ def _is_access_event(message: dict) -> bool:
 
 
 def _recorded(messages: list[dict], user: str, actions: list[str]) -> None:
-    """Each command recorded its access under the caller's ARN (moto's GetCallerIdentity)."""
-    events = [json.loads(m["Body"]) for m in messages if _is_access_event(m)]
+    """Each command recorded its access under the caller's ARN (moto's GetCallerIdentity), and
+    claimed as its caller the user id that SQS attests as the message's sender."""
+    access = [m for m in messages if _is_access_event(m)]
+    events = [json.loads(m["Body"]) for m in access]
     assert sorted(e["action"] for e in events) == sorted(actions), events
     assert {e["actor"] for e in events} == {f"arn:aws:iam::123456789012:user/{user}"}, events
+    assert all(json.loads(m["Body"]).get("callerUserId") == m["Attributes"]["SenderId"] for m in access), access
 
 
 def _writes_are_refused(account: Account, creds) -> None:
@@ -205,8 +221,9 @@ def test_the_reader_policy_reads_the_trail_and_not_the_dead_letter_queue(account
     _refused_clearly(redrive, account.dlq.url)
     assert _depth(account, account.dlq.url) == 1  # nothing moved
     _writes_are_refused(account, reader)
-    # Refused or not, every command recorded its access first.
-    _recorded(_audit_queue(account), "auditreaderpolicy", EVERY_COMMAND)
+    # Refused or not, every command recorded its access first, on the access queue only.
+    _recorded(_access_queue(account), "auditreaderpolicy", EVERY_COMMAND)
+    assert _audit_queue(account) == []
 
 
 def test_the_operator_policy_reads_the_trail_and_works_the_dead_letter_queue(account):
@@ -228,7 +245,85 @@ def test_the_operator_policy_reads_the_trail_and_works_the_dead_letter_queue(acc
     context = json.loads(redriven[0]["MessageAttributes"]["failureContext"]["StringValue"])
     assert context["sqsMessageId"] == "sqs-iam-letter-1"  # the identity travels with it
     _writes_are_refused(account, operator)
-    _recorded(moved, "auditoperatorpolicy", EVERY_COMMAND)
+    assert not [m for m in moved if _is_access_event(m)], moved
+    _recorded(_access_queue(account), "auditoperatorpolicy", EVERY_COMMAND)
+
+
+# ---- who may send where, without auditctl ---------------------------------------------------------
+
+def _sender_id(account: Account, url: str, body: str) -> str:
+    """The SenderId of the message with this body in the queue at ``url`` (the administrator
+    receives it)."""
+    (message,) = [m for m in _audit_queue(account, url) if m["Body"] == body]
+    return message["Attributes"]["SenderId"]
+
+
+def _user_id(account: Account, creds) -> str:
+    return account.client("sts", creds).get_caller_identity()["UserId"]
+
+
+def test_the_reader_policy_sends_to_the_access_queue_only_and_reads_the_tables_tags(account):
+    reader = _operator(account, "AuditReaderPolicy")
+    account.enforce()
+    sqs, ddb = account.client("sqs", reader), account.client("dynamodb", reader)
+
+    body = json.dumps({"action": "auditctl.query", "callerUserId": _user_id(account, reader)})
+    sqs.send_message(QueueUrl=account.access_queue.url, MessageBody=body)
+    assert _sender_id(account, account.access_queue.url, body) == _user_id(account, reader)
+    denied = {
+        "SendMessage to AuditQueue": refused(sqs.send_message, QueueUrl=account.queue.url, MessageBody=LETTER_BODY),
+        "SendMessageBatch to AuditQueue": refused(sqs.send_message_batch, QueueUrl=account.queue.url,
+                                                  Entries=[{"Id": "1", "MessageBody": LETTER_BODY}]),
+        "SendMessage to the dead-letter queue": refused(sqs.send_message, QueueUrl=account.dlq.url,
+                                                        MessageBody=LETTER_BODY),
+        "ReceiveMessage from the access queue": refused(sqs.receive_message, QueueUrl=account.access_queue.url),
+    }
+    assert denied == {k: DENIED["sqs"] for k in denied}, denied
+    assert _audit_queue(account) == []  # nothing reached AuditQueue
+    # auditctl checks ACCESS_QUEUE_URL against the table's tag.
+    table_arn = account.client("dynamodb").describe_table(TableName=account.table_name)["Table"]["TableArn"]
+    tags = {t["Key"]: t["Value"] for t in ddb.list_tags_of_resource(ResourceArn=table_arn)["Tags"]}
+    assert tags["audit:access-queue-arn"] == account.access_queue.arn
+    assert refused(ddb.tag_resource, ResourceArn=table_arn, Tags=[
+        {"Key": "audit:access-queue-arn", "Value": account.queue.arn}]) == DENIED["dynamodb"]
+
+
+def test_the_operator_policy_sends_access_events_and_redrives_to_the_audit_queue(account):
+    operator = _operator(account, "AuditOperatorPolicy")
+    account.enforce()
+    sqs = account.client("sqs", operator)
+
+    sqs.send_message(QueueUrl=account.access_queue.url, MessageBody="access")
+    sqs.send_message(QueueUrl=account.queue.url, MessageBody=LETTER_BODY)  # what a redrive sends
+    assert _sender_id(account, account.queue.url, LETTER_BODY) == _user_id(account, operator)
+    assert refused(sqs.send_message, QueueUrl=account.dlq.url, MessageBody="x") == DENIED["sqs"]
+
+
+def test_the_producer_policy_sends_to_the_audit_queue_and_nothing_else(account):
+    """AuditProducerPolicy (docs/deploy.md "Producers"): what an application needs to send audit
+    events, and what SQS then attests as each event's sender."""
+    doc = managed_policy(account.template, "AuditProducerPolicy")
+    producer = account.user("producer", managed={account.template.physical_name("AuditProducerPolicy"): doc})
+    account.enforce()
+    sqs = account.client("sqs", producer)
+
+    body = json.dumps({"messageId": "app-1", "auditText": "alice signed in", "actor": "alice"})
+    sqs.send_message(QueueUrl=account.queue.url, MessageBody=body)
+    sqs.send_message_batch(QueueUrl=account.queue.url, Entries=[{"Id": "1", "MessageBody": "batched"}])
+    assert _sender_id(account, account.queue.url, body) == _user_id(account, producer)
+    denied = {
+        "sqs:SendMessage to the access queue": refused(sqs.send_message, QueueUrl=account.access_queue.url,
+                                                       MessageBody=body),
+        "sqs:SendMessage to the dead-letter queue": refused(sqs.send_message, QueueUrl=account.dlq.url,
+                                                            MessageBody=body),
+        "sqs:ReceiveMessage from AuditQueue": refused(sqs.receive_message, QueueUrl=account.queue.url),
+        "sqs:PurgeQueue": refused(sqs.purge_queue, QueueUrl=account.queue.url),
+        "dynamodb:Query": refused(account.client("dynamodb", producer).query, TableName=account.table_name,
+                                  KeyConditionExpression="messageId = :m",
+                                  ExpressionAttributeValues={":m": {"S": "app-1"}}),
+    }
+    assert denied == {k: DENIED[k.split(":")[0]] for k in denied}, denied
+    assert _access_queue(account) == []
 
 
 def test_the_operator_policy_grants_everything_the_reader_policy_does():

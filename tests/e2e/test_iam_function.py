@@ -35,31 +35,32 @@ def _send(account: Account, body: str) -> str:
     return account.client("sqs").send_message(QueueUrl=account.queue.url, MessageBody=body)["MessageId"]
 
 
-def _poll_as_event_source(account: Account, creds, expected: int) -> list[dict]:
+def _poll_as_event_source(account: Account, creds, expected: int, url: str | None = None) -> list[dict]:
     """What Lambda's event source mapping does with the function's role: read the queue's
     attributes, receive with every attribute. The messages, received once each."""
     sqs = account.client("sqs", creds)
-    sqs.get_queue_attributes(QueueUrl=account.queue.url, AttributeNames=["All"])
+    url = url or account.queue.url
+    sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])
     messages: list[dict] = []
     for _ in range(10):  # moto returns what is visible at once; the bound only stops a broken run
         if len(messages) >= expected:
             break
-        messages += sqs.receive_message(QueueUrl=account.queue.url, MaxNumberOfMessages=10, WaitTimeSeconds=1,
+        messages += sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=1,
                                         MessageSystemAttributeNames=["All"],
                                         MessageAttributeNames=["All"]).get("Messages", [])
     assert len(messages) == expected, messages
     return messages
 
 
-def _delete_as_event_source(account: Account, creds, messages: list[dict]) -> None:
+def _delete_as_event_source(account: Account, creds, messages: list[dict], url: str | None = None) -> None:
     entries = [{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)]
-    done = account.client("sqs", creds).delete_message_batch(QueueUrl=account.queue.url, Entries=entries)
+    done = account.client("sqs", creds).delete_message_batch(QueueUrl=url or account.queue.url, Entries=entries)
     assert len(done.get("Successful", [])) == len(messages), done
 
 
-def _run(account: Account, creds, messages: list[dict]) -> tuple[dict, list[dict]]:
+def _run(account: Account, creds, messages: list[dict], queue_arn: str | None = None) -> tuple[dict, list[dict]]:
     """One invocation of the function binary with these messages; its response and its logs."""
-    event = {"Records": [lambda_record(m, account.queue.arn) for m in messages]}
+    event = {"Records": [lambda_record(m, queue_arn or account.queue.arn) for m in messages]}
     with Function(account, creds) as fn:
         response = fn.invoke(event)
     return response, log_events(fn.log_path)
@@ -145,6 +146,58 @@ def test_the_template_role_grants_nothing_else(account):
     assert denied == {k: DENIED[k.split(":")[0]] for k in denied}, denied
     # ...while the same calls on the template's own table are allowed: the scoping is what refused.
     ddb.describe_table(TableName=table)
+
+
+def test_the_template_role_polls_the_access_queue_and_may_not_send_to_it(account):
+    """Lambda's second event source mapping reads AuditAccessQueue with the function's role."""
+    creds = _role(account)
+    sender = account.user("access-sender", inline={"Version": "2012-10-17", "Statement": [
+        {"Effect": "Allow", "Action": "sqs:SendMessage", "Resource": account.access_queue.arn}]})
+    account.client("sqs", sender).send_message(QueueUrl=account.access_queue.url, MessageBody="access")
+    account.enforce()
+
+    url = account.access_queue.url
+    (message,) = _poll_as_event_source(account, creds, 1, url)
+    _delete_as_event_source(account, creds, [message], url)
+    sqs = account.client("sqs", creds)
+    assert message["Attributes"]["SenderId"] == account.client("sts", sender).get_caller_identity()["UserId"]
+    assert refused(sqs.send_message, QueueUrl=url, MessageBody="{}") == DENIED["sqs"]
+    assert refused(sqs.purge_queue, QueueUrl=url) == DENIED["sqs"]
+
+
+# Needs the receiver to read ACCESS_QUEUE_ARN (issue 25): an auditctl.* event whose callerUserId is
+# the delivery's SenderId is written from the access queue, one whose claim is not is dead-lettered
+# as access_event_invalid, and an auditctl.* action on AuditQueue as reserved_action.
+def test_the_template_role_writes_access_events_and_dead_letters_forged_ones(account):
+    creds = _role(account)
+    reader = account.user("access-reader", inline={"Version": "2012-10-17", "Statement": [
+        {"Effect": "Allow", "Action": "sqs:SendMessage", "Resource": account.access_queue.arn}]})
+    caller = account.client("sts", reader).get_caller_identity()
+    event = {"messageId": "access-1", "auditTime": "2026-11-22T10:00:00Z", "auditText": "auditctl query",
+             "actor": caller["Arn"], "action": "auditctl.query", "resource": account.table_name}
+    genuine = json.dumps({**event, "callerUserId": caller["UserId"]})
+    forged = json.dumps({**event, "messageId": "access-2", "callerUserId": "AIDAEXAMPLEOTHERUSER"})
+    reader_sqs = account.client("sqs", reader)
+    genuine_id = reader_sqs.send_message(QueueUrl=account.access_queue.url, MessageBody=genuine)["MessageId"]
+    forged_id = reader_sqs.send_message(QueueUrl=account.access_queue.url, MessageBody=forged)["MessageId"]
+    reserved_id = _send(account, json.dumps({**event, "messageId": "access-3"}))  # the admin, on AuditQueue
+    account.enforce()
+
+    url, arn = account.access_queue.url, account.access_queue.arn
+    access = _poll_as_event_source(account, creds, 2, url)
+    response, logs = _run(account, creds, access, arn)
+    _delete_as_event_source(account, creds, access, url)
+    assert response == {"batchItemFailures": []}
+    on_audit_queue = _poll_as_event_source(account, creds, 1)
+    assert _run(account, creds, on_audit_queue)[0] == {"batchItemFailures": []}
+
+    item = _item(account, "access-1", AUDIT_TIME)
+    assert item is not None and item["senderId"]["S"] == caller["UserId"], item
+    assert _item(account, "access-2", AUDIT_TIME) is None and _item(account, "access-3", AUDIT_TIME) is None
+    reasons = {json.loads(m["MessageAttributes"]["failureContext"]["StringValue"])["sqsMessageId"]:
+               m["MessageAttributes"]["failureReason"]["StringValue"] for m in _dead_letters(account)}
+    assert reasons == {forged_id: "access_event_invalid", reserved_id: "reserved_action"}, reasons
+    assert genuine_id not in reasons
 
 
 @pytest.mark.parametrize("account", ["aws", "moto"], indirect=True)
@@ -239,7 +292,9 @@ def test_the_role_polls_and_logs_with_what_the_aws_managed_policies_grant_for_it
         for st in doc["Statement"]:
             for a in actions_of(st):
                 granted.setdefault(a, set()).update(resources_of(st))
-    assert {a: granted.get(a) for a in esm} == {a: {account.queue.arn} for a in esm}
+    # Two event source mappings: AuditQueue's and AuditAccessQueue's.
+    polled = {account.queue.arn, account.access_queue.arn}
+    assert {a: granted.get(a) for a in esm} == {a: polled for a in esm}
     log_group = account.template.arn("AuditReceiverLogGroup")
     assert {a: granted.get(a) for a in logs} == {a: {log_group} for a in logs}
     # Everything else the role grants is exercised by the tests above.

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import moto.dynamodb.models as ddb_models
 import moto.sqs.models as sqs_models
+import moto.sqs.responses as sqs_responses
+import moto.sts.models as sts_models
 import pytest
 
 from local import motoserver
@@ -24,6 +26,8 @@ def test_patch_applies_on_the_pinned_moto():
         "assert all(hasattr(getattr(s.SQSBackend, n), '__wrapped__') for n in motoserver.SQS_LOCKED)\n"
         "assert all(hasattr(getattr(d.DynamoDBBackend, n), '__wrapped__') for n in motoserver.DDB_LOCKED)\n"
         "assert s.SQSBackend.receive_message.__wrapped__ is not None\n"
+        "import moto.sqs.responses as r\n"
+        "assert all(hasattr(getattr(r.SQSResponse, n), '__wrapped__') for n in motoserver.SQS_SENDING_REQUESTS)\n"
         "print(moto.__version__)\n"
     )
     done = subprocess.run([sys.executable, "-c", check], cwd=ROOT, capture_output=True, text=True,
@@ -39,6 +43,12 @@ def test_patch_applies_on_the_pinned_moto():
     (sqs_models.Queue, "wait_for_messages"),
     (sqs_models, "unix_time_millis"),
     (ddb_models.DynamoDBBackend, "put_item"),
+    # The sender of a message (SenderId) from the request's credentials.
+    (sqs_responses.SQSResponse, "send_message"),
+    (sqs_responses.SQSResponse, "send_message_batch"),
+    (sts_models.STSBackend, "get_caller_identity"),
+    (sts_models, "sts_backends"),
+    (sqs_models, "Message"),
 ])
 def test_patch_refuses_a_moto_without_a_patched_method(monkeypatch, owner, name):
     monkeypatch.delattr(owner, name)
@@ -49,10 +59,26 @@ def test_patch_refuses_a_moto_without_a_patched_method(monkeypatch, owner, name)
     assert name in message and motoserver.PINNED_MOTO in message
     # Checked before anything is patched: nothing was half applied.
     assert sqs_models.SQSBackend.send_message is before
+    assert not any(hasattr(getattr(sqs_responses.SQSResponse, n, None), "__wrapped__")
+                   for n in motoserver.SQS_SENDING_REQUESTS)
 
 
 def test_patch_refuses_a_receive_message_with_other_arguments(monkeypatch):
     monkeypatch.setattr(sqs_models.SQSBackend, "receive_message",
                         lambda self, queue_name, max_number_of_messages, wait_time: [])
     with pytest.raises(motoserver.MotoPatchError, match="receive_message takes"):
+        motoserver.patch()
+
+
+def test_patch_refuses_a_message_without_a_sender(monkeypatch):
+    # moto keeps the sender in each Message's sender_id; a moto that names it otherwise would
+    # have the patch stamp an attribute nobody reads.
+    original = sqs_models.Message.__init__
+
+    def init(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        del self.sender_id
+
+    monkeypatch.setattr(sqs_models.Message, "__init__", init)
+    with pytest.raises(motoserver.MotoPatchError, match="sender_id"):
         motoserver.patch()

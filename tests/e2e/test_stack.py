@@ -61,7 +61,9 @@ def test_scaling_flags_change_only_what_they_name_and_are_recorded():
     base = read_stack(DEFAULT_TEMPLATE)
     scaled = read_stack(DEFAULT_TEMPLATE, visibility_timeout=3, batching_window=0)
     assert scaled.source_queue.visibility_timeout == 3
+    assert scaled.access_queue.visibility_timeout == 3  # every queue the receiver reads
     assert scaled.scaled["VisibilityTimeout"] == {"template": base.source_queue.visibility_timeout, "local": 3}
+    assert [ev.batching_window_s for ev in scaled.function.events] == [0, 0]
     assert scaled.esm.batch_size == base.esm.batch_size
     assert scaled.dead_letter_queue.attributes == base.dead_letter_queue.attributes
 
@@ -77,6 +79,16 @@ def test_real_template_matches_the_contract():
     assert stack.source_queue.visibility_timeout >= 6 * stack.function.timeout_s + stack.esm.batching_window_s
     assert stack.function.environment["TABLE_NAME"] == stack.table_name
     assert stack.esm.report_batch_item_failures
+    # The access queue: read by the same function through a mapping of its own, the same settings.
+    assert stack.access_queue.logical_id == "AuditAccessQueue"
+    assert stack.function.environment["ACCESS_QUEUE_ARN"] == stack.access_queue.arn
+    assert [q.logical_id for q in stack.event_queues] == ["AuditQueue", "AuditAccessQueue"]
+    main, access = stack.function.events
+    assert {**vars(access), "queue_logical_id": "AuditQueue"} == vars(main)
+    assert stack.access_queue.attributes["RedrivePolicy"] == stack.source_queue.attributes["RedrivePolicy"]
+    # The functions run as their roles.
+    assert stack.function.role_logical_id == "AuditReceiverRole"
+    assert stack.archiver.role_logical_id == "AuditArchiverRole"
     # The archiver: the function with the table's stream event, its bucket and failure queue.
     assert stack.archiver.logical_id == "AuditArchiverFunction" and stack.archiver.binary == "audit-archiver"
     assert stack.archive_bucket.logical_id == "AuditArchiveBucket"
@@ -164,5 +176,55 @@ def test_create_stack_on_moto(work_dir):
         aliases = kms.list_aliases(KeyId=key.key_id)["Aliases"]
         assert [a["AliasName"] for a in aliases] == key.aliases
         assert key_id_placeholder("AuditDigestKey") not in json.dumps(stack.to_json())
+    finally:
+        moto.stop()
+
+
+def test_the_access_queue_the_table_tags_and_the_functions_role_on_moto(work_dir):
+    from local.harness import LocalSystem, _client
+
+    moto, endpoint = procs.start_moto(work_dir)
+    try:
+        # The local system as `make local-up` builds it, up to the functions (not started here).
+        system = LocalSystem(work_dir)
+        stack = create_stack(system.stack, endpoint)
+        system.endpoint = endpoint
+        ddb, sqs, iam = _client("dynamodb", endpoint), _client("sqs", endpoint), _client("iam", endpoint)
+
+        access = sqs.get_queue_attributes(QueueUrl=stack.access_queue.url, AttributeNames=["All"])["Attributes"]
+        assert json.loads(access["RedrivePolicy"])["deadLetterTargetArn"] == stack.dead_letter_queue.arn
+        assert access["VisibilityTimeout"] == str(stack.source_queue.visibility_timeout)
+        assert access["QueueArn"] == stack.function.environment["ACCESS_QUEUE_ARN"]
+        # (moto 5.2.5 keeps no RedriveAllowPolicy: what the stack asks for is checked, not what moto holds.)
+        assert set(json.loads(stack.dead_letter_queue.attributes["RedriveAllowPolicy"])["sourceQueueArns"]) == {
+            stack.source_queue.arn, access["QueueArn"]}
+
+        # The table names the access queue and the receiver's role, as auditctl reads them.
+        table_arn = ddb.describe_table(TableName=stack.table_name)["Table"]["TableArn"]
+        tags = {t["Key"]: t["Value"] for t in ddb.list_tags_of_resource(ResourceArn=table_arn)["Tags"]}
+        role = iam.get_role(RoleName="audit-receiver-local-AuditReceiverRole")["Role"]
+        assert tags == {"audit:access-queue-arn": access["QueueArn"], "audit:receiver-role-id": role["RoleId"]}
+        assert json.loads(json.dumps(role["AssumeRolePolicyDocument"])) == stack.roles["AuditReceiverRole"].trust
+
+        # The receiver runs as that role, session named after the function, as in Lambda: what it
+        # sends (its dead letters) carries "<RoleId>:<function name>" as SenderId.
+        creds = stack.function.credentials
+        import boto3
+
+        as_function = {"endpoint_url": endpoint, "region_name": "us-east-1",
+                       "aws_access_key_id": creds["AWS_ACCESS_KEY_ID"],
+                       "aws_secret_access_key": creds["AWS_SECRET_ACCESS_KEY"],
+                       "aws_session_token": creds["AWS_SESSION_TOKEN"]}
+        expected = f"{role['RoleId']}:{stack.function.name}"
+        assert boto3.client("sts", **as_function).get_caller_identity()["UserId"] == expected
+        boto3.client("sqs", **as_function).send_message(QueueUrl=stack.dead_letter_queue.url, MessageBody="x")
+        (letter,) = sqs.receive_message(QueueUrl=stack.dead_letter_queue.url,
+                                        MessageSystemAttributeNames=["SenderId"])["Messages"]
+        assert letter["Attributes"]["SenderId"] == expected
+        assert expected.split(":")[0] == tags["audit:receiver-role-id"]
+
+        # .local/stack.env names the access queue for auditctl.
+        env = system.stack_env()
+        assert env["ACCESS_QUEUE_URL"] == stack.access_queue.url and env["ACCESS_QUEUE_URL"].startswith(endpoint)
     finally:
         moto.stop()

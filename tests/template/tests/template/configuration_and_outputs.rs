@@ -1,7 +1,7 @@
 //! Owns the checks on the function's environment and log levels, the stack's outputs, the
 //! cargo lambda deploy settings and the template's YAML form. Must not know the function's code.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::support::*;
 use audit_model::keys::DEFAULT_TABLE_NAME;
@@ -124,11 +124,14 @@ fn no_allowed_log_level_drops_the_metrics_or_start_and_report() {
 }
 
 #[test]
-fn outputs_name_the_queues_the_table_the_functions_the_archive_and_the_operator_policies() {
+fn outputs_name_the_queues_the_table_the_functions_the_archive_and_the_policies() {
     let t = template();
     let expected = [
         ("AuditQueueUrl", reference("AuditQueue")),
         ("AuditQueueArn", get_att("AuditQueue", "Arn")),
+        ("AuditAccessQueueUrl", reference("AuditAccessQueue")),
+        ("AuditAccessQueueArn", get_att("AuditAccessQueue", "Arn")),
+        ("AuditProducerPolicyArn", reference("AuditProducerPolicy")),
         ("AuditDeadLetterQueueUrl", reference("AuditDeadLetterQueue")),
         (
             "AuditDeadLetterQueueArn",
@@ -233,4 +236,136 @@ fn short_form_tags_read_as_their_long_form() {
     let long: Value =
         serde_yaml::from_str("[{Ref: A}, {Fn::GetAtt: [B, Arn]}, {Fn::Sub: 'x-${A}'}]").unwrap();
     assert_eq!(short, long);
+}
+
+/// The resources a value refers to: `Ref`, `Fn::GetAtt` and the `${X}` / `${X.Attr}` of an
+/// `Fn::Sub` (its own variables excluded), among `resources`.
+fn references(value: &Value, resources: &BTreeSet<String>, out: &mut BTreeSet<String>) {
+    match value {
+        Value::Mapping(map) => {
+            for (key, inner) in map {
+                match key.as_str() {
+                    Some("Ref") => {
+                        if let Some(name) = inner.as_str().filter(|n| resources.contains(*n)) {
+                            out.insert(name.to_string());
+                        }
+                    }
+                    Some("Fn::GetAtt") => {
+                        let name = match inner {
+                            Value::String(s) => s.split('.').next().unwrap_or_default().to_string(),
+                            other => one_or_many(other).first().map(scalar).unwrap_or_default(),
+                        };
+                        if resources.contains(&name) {
+                            out.insert(name);
+                        }
+                    }
+                    Some("Fn::Sub") => {
+                        let (text, variables) = match inner {
+                            Value::Sequence(args) => (scalar(&args[0]), args.get(1).cloned()),
+                            other => (scalar(other), None),
+                        };
+                        let own: BTreeSet<String> = variables
+                            .as_ref()
+                            .and_then(Value::as_mapping)
+                            .map(|m| m.keys().map(scalar).collect())
+                            .unwrap_or_default();
+                        for piece in text.split("${").skip(1) {
+                            let name = piece
+                                .split(['}', '.'])
+                                .next()
+                                .unwrap_or_default()
+                                .to_string();
+                            if resources.contains(&name) && !own.contains(&name) {
+                                out.insert(name);
+                            }
+                        }
+                        if let Some(variables) = &variables {
+                            references(variables, resources, out);
+                        }
+                    }
+                    _ => references(inner, resources, out),
+                }
+            }
+        }
+        Value::Sequence(items) => items.iter().for_each(|v| references(v, resources, out)),
+        _ => {}
+    }
+}
+
+/// A dependency cycle among the template's resources (references and DependsOn), as the names
+/// around it, or None.
+fn dependency_cycle(t: &Value) -> Option<Vec<String>> {
+    let all = at(t, &["Resources"]).as_mapping().expect("Resources");
+    let names: BTreeSet<String> = all.keys().map(scalar).collect();
+    let edges: BTreeMap<String, BTreeSet<String>> = all
+        .iter()
+        .map(|(name, r)| {
+            let mut out = BTreeSet::new();
+            references(
+                r.get("Properties").unwrap_or(&Value::Null),
+                &names,
+                &mut out,
+            );
+            if let Some(depends) = r.get("DependsOn") {
+                out.extend(one_or_many(depends).iter().map(scalar));
+            }
+            (scalar(name), out)
+        })
+        .collect();
+    // Depth-first, with the path on the stack: a name met again on the path closes a cycle.
+    fn visit(
+        name: &str,
+        edges: &BTreeMap<String, BTreeSet<String>>,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(start) = path.iter().position(|p| p == name) {
+            let mut cycle = path[start..].to_vec();
+            cycle.push(name.to_string());
+            return Some(cycle);
+        }
+        if done.contains(name) {
+            return None;
+        }
+        path.push(name.to_string());
+        for next in edges.get(name).into_iter().flatten() {
+            if let Some(cycle) = visit(next, edges, path, done) {
+                return Some(cycle);
+            }
+        }
+        path.pop();
+        done.insert(name.to_string());
+        None
+    }
+    let mut done = BTreeSet::new();
+    names
+        .iter()
+        .find_map(|name| visit(name, &edges, &mut Vec::new(), &mut done))
+}
+
+#[test]
+fn resources_refer_to_each_other_without_a_cycle() {
+    // CloudFormation refuses a template whose resources depend on each other in a circle: the
+    // table's tags name the receiver's role, so the role may not name the table (its table
+    // statements are AuditReceiverTablePolicy), and the dead-letter queue names its source
+    // queues by their fixed names, since their redrive policies name it.
+    let t = template();
+    assert_eq!(dependency_cycle(&t), None);
+}
+
+#[test]
+fn a_dependency_cycle_is_found() {
+    let t: Value = serde_yaml::from_str(
+        "Resources:\n\
+         \x20 Table: {Properties: {Tags: [{Value: {Fn::GetAtt: [Role, RoleId]}}]}}\n\
+         \x20 Role: {Properties: {Policies: [{Resource: {Fn::Sub: '${Table.Arn}/index/*'}}]}}\n\
+         \x20 Queue: {Properties: {Dlq: {Ref: Dlq}}}\n\
+         \x20 Dlq: {DependsOn: Other}\n\
+         \x20 Other: {Properties: {Name: {Fn::Sub: ['${Queue}', {Queue: x}]}}}\n",
+    )
+    .expect("literal YAML");
+    assert_eq!(
+        dependency_cycle(&t),
+        Some(vec!["Role".into(), "Table".into(), "Role".into()])
+    );
 }

@@ -463,3 +463,61 @@ fn dashboard_shows_the_archive_lag_and_trail_modifications() {
         &reference("AuditArchiverFunction")
     );
 }
+
+#[test]
+fn the_access_queue_is_watched_as_the_audit_queue_is() {
+    // auditctl's access events wait in AuditAccessQueue: its backlog alarms with the same
+    // threshold as AuditQueue's, and the dashboard shows its depth and age beside AuditQueue's.
+    let t = template();
+    let age_alarm = |queue: &str| -> Vec<Value> {
+        alarms(&t)
+            .into_iter()
+            .filter(|(_, p)| {
+                of_queue(p, queue)
+                    && p.get("MetricName").and_then(Value::as_str)
+                        == Some("ApproximateAgeOfOldestMessage")
+            })
+            .map(|(_, p)| {
+                let mut p = p.as_mapping().expect("alarm properties").clone();
+                for varying in ["AlarmDescription", "Dimensions"] {
+                    p.remove(varying);
+                }
+                Value::Mapping(p)
+            })
+            .collect()
+    };
+    let (queue, access) = (age_alarm("AuditQueue"), age_alarm("AuditAccessQueue"));
+    assert_eq!(queue.len(), 1, "one backlog alarm on AuditQueue");
+    assert_eq!(
+        access, queue,
+        "the access queue's backlog alarm is AuditQueue's"
+    );
+
+    let sub = at(props(&t, "AuditDashboard"), &["DashboardBody", "Fn::Sub"])
+        .as_sequence()
+        .expect("Fn::Sub long form");
+    let text = scalar(&sub[0]);
+    let variable = |queue: &str| {
+        sub[1]
+            .as_mapping()
+            .expect("variables")
+            .iter()
+            .find(|(_, v)| *v == &get_att(queue, "QueueName"))
+            .map(|(k, _)| scalar(k))
+            .unwrap_or_else(|| panic!("the dashboard has no variable for {queue}"))
+    };
+    // The SQS metrics shown for a queue, by the queue's variable in the body's text.
+    let shown = |queue: &str| -> BTreeSet<&str> {
+        let dimension = format!("\"QueueName\",\"${{{}}}\"", variable(queue));
+        [
+            "ApproximateNumberOfMessagesVisible",
+            "ApproximateNumberOfMessagesNotVisible",
+            "ApproximateAgeOfOldestMessage",
+        ]
+        .into_iter()
+        .filter(|m| text.contains(&format!("[\"AWS/SQS\",\"{m}\",{dimension}")))
+        .collect()
+    };
+    assert!(shown("AuditQueue").contains("ApproximateAgeOfOldestMessage"));
+    assert_eq!(shown("AuditAccessQueue"), shown("AuditQueue"));
+}

@@ -10,16 +10,33 @@ const SQS_MAX_VISIBILITY_SECONDS: u64 = 43_200;
 const LAMBDA_MAX_TIMEOUT_SECONDS: u64 = 900;
 const LAMBDA_MAX_BATCHING_WINDOW_SECONDS: u64 = 300;
 
-fn sqs_event(t: &Value) -> &Value {
-    let events = at(function(t), &["Events"])
+/// The queues the function reads, each through an SQS event of its own (SPEC "template.yaml"):
+/// the application's and auditctl's access events.
+const SOURCE_QUEUES: [&str; 2] = ["AuditQueue", "AuditAccessQueue"];
+
+/// The function's SQS events, each with its properties.
+fn sqs_events(t: &Value) -> Vec<&Value> {
+    at(function(t), &["Events"])
         .as_mapping()
-        .expect("Events is a mapping");
-    let sqs: Vec<&Value> = events
+        .expect("Events is a mapping")
         .values()
         .filter(|e| e.get("Type").and_then(Value::as_str) == Some("SQS"))
+        .map(|e| at(e, &["Properties"]))
+        .collect()
+}
+
+/// The function's SQS event on `queue` (exactly one).
+fn sqs_event<'a>(t: &'a Value, queue: &str) -> &'a Value {
+    let on_queue: Vec<&Value> = sqs_events(t)
+        .into_iter()
+        .filter(|e| at(e, &["Queue"]) == &get_att(queue, "Arn"))
         .collect();
-    assert_eq!(sqs.len(), 1, "the function has exactly one SQS event");
-    at(sqs[0], &["Properties"])
+    assert_eq!(
+        on_queue.len(),
+        1,
+        "the function has exactly one SQS event on {queue}"
+    );
+    on_queue[0]
 }
 
 #[test]
@@ -49,8 +66,7 @@ fn function_is_an_arm64_al2023_binary_built_by_cargo_lambda() {
 #[test]
 fn sqs_event_reports_batch_item_failures_and_takes_its_sizing_from_parameters() {
     let t = template();
-    let e = sqs_event(&t);
-    assert_eq!(at(e, &["Queue"]), &get_att("AuditQueue", "Arn"));
+    let e = sqs_event(&t, "AuditQueue");
     assert!(
         one_or_many(at(e, &["FunctionResponseTypes"]))
             .contains(&Value::from("ReportBatchItemFailures")),
@@ -97,11 +113,72 @@ fn sqs_event_reports_batch_item_failures_and_takes_its_sizing_from_parameters() 
 }
 
 #[test]
+fn the_access_queue_has_its_own_mapping_with_the_audit_queues_batch_settings() {
+    // SPEC "template.yaml": AuditAccessQueue is read by the same function through an event
+    // source mapping of its own. The same settings, so that every check on AuditQueue's mapping
+    // holds for it too.
+    let t = template();
+    let events = sqs_events(&t);
+    assert_eq!(
+        events.len(),
+        SOURCE_QUEUES.len(),
+        "one SQS event per queue the function reads, no other"
+    );
+    let without_queue = |e: &Value| {
+        let mut e = e.as_mapping().expect("event properties").clone();
+        e.remove("Queue");
+        e
+    };
+    assert_eq!(
+        without_queue(sqs_event(&t, "AuditAccessQueue")),
+        without_queue(sqs_event(&t, "AuditQueue")),
+        "the access queue's mapping has AuditQueue's BatchSize, window, scaling and \
+         ReportBatchItemFailures"
+    );
+}
+
+#[test]
+fn the_function_is_told_which_queue_carries_access_events() {
+    let t = template();
+    assert_eq!(
+        at(
+            function(&t),
+            &["Environment", "Variables", "ACCESS_QUEUE_ARN"]
+        ),
+        &get_att("AuditAccessQueue", "Arn"),
+        "ACCESS_QUEUE_ARN is the access queue's ARN: a record with that eventSourceARN is an \
+         access delivery"
+    );
+}
+
+#[test]
+fn the_access_queue_is_configured_as_the_audit_queue() {
+    let t = template();
+    let (queue, access) = (props(&t, "AuditQueue"), props(&t, "AuditAccessQueue"));
+    for property in [
+        "VisibilityTimeout",
+        "MessageRetentionPeriod",
+        "SqsManagedSseEnabled",
+        "RedrivePolicy",
+    ] {
+        assert_eq!(
+            at(access, &[property]),
+            at(queue, &[property]),
+            "AuditAccessQueue's {property} is AuditQueue's"
+        );
+    }
+    assert!(
+        access.get("FifoQueue").is_none() && queue.get("FifoQueue").is_none(),
+        "both standard queues"
+    );
+}
+
+#[test]
 fn batches_over_ten_are_only_accepted_with_a_batching_window() {
     // Lambda rejects an SQS event source with BatchSize > 10 and no batching window; the
     // template's Rules must refuse such parameters before any resource is touched.
     let t = template();
-    let e = sqs_event(&t);
+    let e = sqs_event(&t, "AuditQueue");
     let batch = parameter_ref(&t, at(e, &["BatchSize"])).unwrap();
     let window = parameter_ref(&t, at(e, &["MaximumBatchingWindowInSeconds"])).unwrap();
     let (_, batch_max, _) = numeric_range(&t, &batch);
@@ -127,8 +204,14 @@ fn visibility_timeout_covers_six_function_timeouts_plus_the_window_for_every_all
     let t = template();
     let timeout =
         parameter_ref(&t, at(function(&t), &["Timeout"])).expect("Timeout is a parameter");
-    let window = parameter_ref(&t, at(sqs_event(&t), &["MaximumBatchingWindowInSeconds"]))
-        .expect("the batching window is a parameter");
+    let window = parameter_ref(
+        &t,
+        at(
+            sqs_event(&t, "AuditQueue"),
+            &["MaximumBatchingWindowInSeconds"],
+        ),
+    )
+    .expect("the batching window is a parameter");
     let visibility = at(props(&t, "AuditQueue"), &["VisibilityTimeout"]);
 
     let timeouts = allowed_values(&t, &timeout);
@@ -161,13 +244,16 @@ fn visibility_timeout_covers_six_function_timeouts_plus_the_window_for_every_all
 #[test]
 fn failed_messages_reach_the_dead_letter_queue_after_at_least_five_receives() {
     let t = template();
-    let redrive = at(props(&t, "AuditQueue"), &["RedrivePolicy"]);
-    assert_eq!(
-        at(redrive, &["deadLetterTargetArn"]),
-        &get_att("AuditDeadLetterQueue", "Arn")
-    );
-    for count in numeric_values(&t, at(redrive, &["maxReceiveCount"])) {
-        assert!(count >= 5, "maxReceiveCount {count} < 5");
+    for queue in SOURCE_QUEUES {
+        let redrive = at(props(&t, queue), &["RedrivePolicy"]);
+        assert_eq!(
+            at(redrive, &["deadLetterTargetArn"]),
+            &get_att("AuditDeadLetterQueue", "Arn"),
+            "{queue}"
+        );
+        for count in numeric_values(&t, at(redrive, &["maxReceiveCount"])) {
+            assert!(count >= 5, "{queue}: maxReceiveCount {count} < 5");
+        }
     }
 }
 
@@ -178,15 +264,17 @@ fn dead_letter_queue_keeps_messages_fourteen_days_longer_than_the_queue() {
         props(&t, "AuditDeadLetterQueue"),
         &["MessageRetentionPeriod"],
     ));
-    let queue = number(at(props(&t, "AuditQueue"), &["MessageRetentionPeriod"]));
     assert_eq!(
         dlq, SQS_MAX_RETENTION_SECONDS,
         "the dead-letter queue keeps messages 14 days"
     );
-    assert!(
-        dlq > queue,
-        "a moved message keeps its enqueue time: DLQ {dlq}s must exceed {queue}s"
-    );
+    for source in SOURCE_QUEUES {
+        let queue = number(at(props(&t, source), &["MessageRetentionPeriod"]));
+        assert!(
+            dlq > queue,
+            "a moved message keeps its enqueue time: DLQ {dlq}s must exceed {source}'s {queue}s"
+        );
+    }
 }
 
 /// An `Fn::Sub` of pseudo parameters only (`${AWS::StackName}`, ...), evaluated for a sample
@@ -208,13 +296,13 @@ fn sub_pseudo(value: &Value) -> String {
     evaluated
 }
 
-/// AuditQueue's ARN as another resource may write it: `Fn::GetAtt`, or an `Fn::Sub` that names
-/// the queue's own fixed name.
-fn names_the_audit_queue(t: &Value, arn: &Value) -> bool {
-    if arn == &get_att("AuditQueue", "Arn") {
+/// `queue`'s ARN as another resource may write it: `Fn::GetAtt`, or an `Fn::Sub` that names the
+/// queue's own fixed name.
+fn names_the_queue(t: &Value, queue: &str, arn: &Value) -> bool {
+    if arn == &get_att(queue, "Arn") {
         return true;
     }
-    let Some(name) = props(t, "AuditQueue").get("QueueName") else {
+    let Some(name) = props(t, queue).get("QueueName") else {
         return false;
     };
     arn.get("Fn::Sub").is_some()
@@ -222,7 +310,7 @@ fn names_the_audit_queue(t: &Value, arn: &Value) -> bool {
 }
 
 #[test]
-fn dead_letter_queue_takes_dead_letters_and_redrives_from_the_audit_queue_only() {
+fn dead_letter_queue_takes_dead_letters_and_redrives_from_the_two_source_queues_only() {
     let t = template();
     let policy = at(props(&t, "AuditDeadLetterQueue"), &["RedriveAllowPolicy"]);
     assert_eq!(
@@ -231,32 +319,75 @@ fn dead_letter_queue_takes_dead_letters_and_redrives_from_the_audit_queue_only()
         "allowAll lets any queue of the account use the audit dead-letter queue"
     );
     let sources = one_or_many(at(policy, &["sourceQueueArns"]));
-    assert_eq!(sources.len(), 1, "AuditQueue and no other: {sources:?}");
-    assert!(
-        names_the_audit_queue(&t, &sources[0]),
-        "{:?} is not AuditQueue's ARN",
-        sources[0]
+    assert_eq!(
+        sources.len(),
+        SOURCE_QUEUES.len(),
+        "AuditQueue, AuditAccessQueue and no other: {sources:?}"
     );
+    for queue in SOURCE_QUEUES {
+        assert!(
+            sources.iter().any(|arn| names_the_queue(&t, queue, arn)),
+            "{queue}'s ARN is not among {sources:?}"
+        );
+    }
 }
 
 #[test]
-fn names_the_audit_queue_tells_its_arn_from_another_queues() {
+fn names_the_queue_tells_its_arn_from_another_queues() {
     let t = template();
     let arn = |text: &str| -> Value {
         serde_yaml::from_str(&format!("{{Fn::Sub: '{text}'}}")).expect("literal YAML")
     };
-    let own =
-        "arn:${AWS::Partition}:sqs:${AWS::Region}:${AWS::AccountId}:${AWS::StackName}-AuditQueue";
-    assert!(names_the_audit_queue(&t, &arn(own)));
-    assert!(names_the_audit_queue(&t, &get_att("AuditQueue", "Arn")));
-    assert!(!names_the_audit_queue(
+    let prefix = "arn:${AWS::Partition}:sqs:${AWS::Region}:${AWS::AccountId}:${AWS::StackName}";
+    let own = format!("{prefix}-AuditQueue");
+    assert!(names_the_queue(&t, "AuditQueue", &arn(&own)));
+    assert!(!names_the_queue(&t, "AuditAccessQueue", &arn(&own)));
+    assert!(names_the_queue(
         &t,
-        &arn("arn:${AWS::Partition}:sqs:${AWS::Region}:${AWS::AccountId}:${AWS::StackName}-Other")
+        "AuditQueue",
+        &get_att("AuditQueue", "Arn")
     ));
-    assert!(!names_the_audit_queue(
+    assert!(!names_the_queue(
         &t,
+        "AuditQueue",
+        &arn(&format!("{prefix}-Other"))
+    ));
+    assert!(!names_the_queue(
+        &t,
+        "AuditQueue",
         &get_att("AuditDeadLetterQueue", "Arn")
     ));
+}
+
+/// The longest stack name for which every fixed queue name (`${AWS::StackName}-...`) stays
+/// within SQS's 80 characters (docs/deploy.md states it).
+const LONGEST_STACK_NAME: usize = 68;
+
+#[test]
+fn fixed_queue_names_fit_sqs_for_the_stack_names_the_docs_allow() {
+    let t = template();
+    let stack = "s".repeat(LONGEST_STACK_NAME);
+    for (name, _) in resources_of_type(&t, "AWS::SQS::Queue") {
+        let Some(fixed) = props(&t, &name).get("QueueName") else {
+            continue;
+        };
+        let text = scalar(at(fixed, &["Fn::Sub"])).replace("${AWS::StackName}", &stack);
+        assert!(
+            text.len() <= 80,
+            "{name}: {text} is {} characters, SQS allows 80",
+            text.len()
+        );
+    }
+    let deploy =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/deploy.md"))
+            .expect("docs/deploy.md is readable");
+    let deploy = deploy.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        deploy.contains(&format!(
+            "stack names of at most {LONGEST_STACK_NAME} characters"
+        )),
+        "docs/deploy.md states the longest stack name"
+    );
 }
 
 /// The statements of the queue policies that apply to `queue`.
@@ -301,6 +432,7 @@ fn every_queue_is_encrypted_and_refuses_requests_without_tls() {
         .collect();
     for expected in [
         "AuditQueue",
+        "AuditAccessQueue",
         "AuditDeadLetterQueue",
         "AuditArchiveFailureQueue",
     ] {
@@ -330,4 +462,83 @@ fn every_queue_is_encrypted_and_refuses_requests_without_tls() {
             "{queue} has a policy denying aws:SecureTransport false"
         );
     }
+}
+
+/// The Allow statements of `queue`'s policies, each as written (an `Fn::If` left as it is).
+fn queue_policy_allows(t: &Value, queue: &str) -> Vec<Value> {
+    queue_policy_statements(t, queue)
+        .into_iter()
+        .filter(|s| s.get("Effect").and_then(Value::as_str) != Some("Deny"))
+        .collect()
+}
+
+#[test]
+fn the_access_queue_lets_in_nobody_by_its_own_policy() {
+    // Who may send access events is IAM's to say (the reader and operator policies); the queue's
+    // policy only refuses plain HTTP.
+    let t = template();
+    assert_eq!(
+        queue_policy_allows(&t, "AuditAccessQueue"),
+        Vec::<Value>::new()
+    );
+}
+
+#[test]
+fn eventbridge_may_send_to_the_audit_queue_only_for_the_rules_the_parameter_names() {
+    // An EventBridge rule's SQS target is sent by EventBridge's service principal, which only
+    // the queue's policy can allow (docs/deploy.md "Producers").
+    let t = template();
+    let allows = queue_policy_allows(&t, "AuditQueue");
+    assert_eq!(allows.len(), 1, "one Allow statement: {allows:?}");
+    let branches = at(&allows[0], &["Fn::If"])
+        .as_sequence()
+        .expect("Fn::If [condition, statement, AWS::NoValue]");
+    assert_eq!(
+        branches[2],
+        reference("AWS::NoValue"),
+        "nothing without a rule"
+    );
+    let condition = at(&t, &["Conditions", &scalar(&branches[0])]);
+    let rule = "EventBridgeRuleArn";
+    assert_eq!(
+        scalar(at(parameter(&t, rule), &["Default"])),
+        "",
+        "no rule by default"
+    );
+    assert!(!truth(&t, condition, &params_with(&t, &[])));
+    assert!(truth(
+        &t,
+        condition,
+        &params_with(
+            &t,
+            &[(
+                rule,
+                "arn:aws:events:eu-west-1:123456789012:rule/audit-*".into()
+            )]
+        )
+    ));
+    let s = &branches[1];
+    assert_eq!(at(s, &["Effect"]).as_str(), Some("Allow"));
+    assert_eq!(
+        at(s, &["Principal", "Service"]).as_str(),
+        Some("events.amazonaws.com")
+    );
+    assert_eq!(
+        one_or_many(at(s, &["Action"])),
+        vec![Value::from("sqs:SendMessage")]
+    );
+    assert_eq!(
+        one_or_many(at(s, &["Resource"])),
+        vec![get_att("AuditQueue", "Arn")]
+    );
+    assert_eq!(
+        at(s, &["Condition", "ArnLike", "aws:SourceArn"]),
+        &reference(rule),
+        "only the rules named"
+    );
+    assert_eq!(
+        at(s, &["Condition", "StringEquals", "aws:SourceAccount"]),
+        &reference("AWS::AccountId"),
+        "only this account's rules"
+    );
 }

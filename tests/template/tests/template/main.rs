@@ -7,6 +7,7 @@ mod archive_and_queries;
 mod archiver;
 mod configuration_and_outputs;
 mod dashboard_and_alarms;
+mod data_event_trail;
 mod digests;
 mod docs;
 mod function_and_queues;

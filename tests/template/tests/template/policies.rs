@@ -51,13 +51,20 @@ fn each_function_has_its_own_role_and_sam_adds_no_policies() {
             "AuditArchiverRole".to_string(),
             "AuditArchiverSigningPolicy".to_string(),
             "AuditOperatorPolicy".to_string(),
+            "AuditProducerPolicy".to_string(),
             "AuditReaderPolicy".to_string(),
-            "AuditReceiverRole".to_string()
+            "AuditReceiverRole".to_string(),
+            "AuditReceiverTablePolicy".to_string()
         ]),
-        "each function's role (the archiver's signing grant a policy of its own) and the two \
-         operator policies, no other IAM resource"
+        "each function's role (the archiver's signing grant and the receiver's table grant \
+         policies of their own), the producer policy and the two operator policies, no other IAM \
+         resource"
     );
-    for policy in ["AuditReaderPolicy", "AuditOperatorPolicy"] {
+    for policy in [
+        "AuditReaderPolicy",
+        "AuditOperatorPolicy",
+        "AuditProducerPolicy",
+    ] {
         for attachment in ["Roles", "Users", "Groups"] {
             assert!(
                 props(&t, policy).get(attachment).is_none(),
@@ -68,79 +75,45 @@ fn each_function_has_its_own_role_and_sam_adds_no_policies() {
 }
 
 #[test]
-fn function_may_only_put_items_poll_its_own_queue_and_send_dead_letters() {
+fn function_may_only_put_items_poll_its_own_queues_and_send_dead_letters() {
     let t = template();
-    let mut granted: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for s in role_statements(&t, "AuditReceiverRole") {
-        assert_eq!(at(&s, &["Effect"]).as_str(), Some("Allow"));
-        assert!(s.get("NotAction").is_none() && s.get("NotResource").is_none());
-        let resources = one_or_many(at(&s, &["Resource"]));
-        for action in one_or_many(at(&s, &["Action"])).iter().map(scalar) {
-            assert!(!action.contains('*'), "wildcard action {action}");
-            for r in &resources {
-                assert_ne!(r.as_str(), Some("*"), "{action} on every resource");
-                granted
-                    .entry(action.clone())
-                    .or_default()
-                    .insert(serde_yaml::to_string(r).unwrap());
-            }
-        }
-    }
-    let on = |v: Value| BTreeSet::from([serde_yaml::to_string(&v).unwrap()]);
-    let dynamodb: BTreeMap<_, _> = granted
-        .iter()
-        .filter(|(a, _)| a.starts_with("dynamodb:"))
-        .collect();
+    let one = |r: &str| vec![r.to_string()];
+    let polled = vec![QUEUE.to_string(), ACCESS_QUEUE.to_string()];
     assert_eq!(
-        dynamodb
-            .into_iter()
-            .map(|(a, r)| (a.clone(), r.clone()))
-            .collect::<Vec<_>>(),
-        vec![
-            (
-                "dynamodb:DescribeTable".to_string(),
-                on(get_att("AuditMessagesTable", "Arn"))
-            ),
-            (
-                "dynamodb:PutItem".to_string(),
-                on(get_att("AuditMessagesTable", "Arn"))
-            )
-        ],
-        "PutItem on the table, DescribeTable for the start-up check, nothing else in DynamoDB"
+        all_role_grants(&t, "AuditReceiverRole"),
+        owned_grants(&[
+            // PutItem on the table, DescribeTable for the start-up check, nothing else in
+            // DynamoDB.
+            ("dynamodb:DescribeTable", one(TABLE)),
+            ("dynamodb:PutItem", one(TABLE)),
+            // What the two event source mappings poll with, on the two queues only.
+            ("sqs:ReceiveMessage", polled.clone()),
+            ("sqs:DeleteMessage", polled.clone()),
+            ("sqs:GetQueueAttributes", polled),
+            // Dead-lettering with the reason, to the dead-letter queue only.
+            ("sqs:SendMessage", one(DEAD_LETTER_QUEUE)),
+            ("logs:CreateLogStream", one("${AuditReceiverLogGroup.Arn}")),
+            ("logs:PutLogEvents", one("${AuditReceiverLogGroup.Arn}")),
+        ])
     );
-    let poll = [
-        "sqs:DeleteMessage",
-        "sqs:GetQueueAttributes",
-        "sqs:ReceiveMessage",
-    ];
+    // The table grant is a policy of its own (the table's tags name the role's RoleId: inside the
+    // role it would be a cycle), and the function waits for it.
     assert_eq!(
-        granted.get("sqs:SendMessage"),
-        Some(&on(get_att("AuditDeadLetterQueue", "Arn"))),
-        "SendMessage on the dead-letter queue only"
+        attached_policies(&t, "AuditReceiverRole"),
+        vec!["AuditReceiverTablePolicy".to_string()]
     );
-    for (action, resources) in granted
-        .iter()
-        .filter(|(a, _)| a.starts_with("sqs:") && *a != "sqs:SendMessage")
-    {
-        assert!(
-            poll.contains(&action.as_str()),
-            "{action} is more than the event source mapping needs"
-        );
-        assert_eq!(
-            resources,
-            &on(get_att("AuditQueue", "Arn")),
-            "{action} only on the audit queue"
-        );
-    }
-    for (action, resources) in granted.iter().filter(|(a, _)| a.starts_with("logs:")) {
-        assert_eq!(
-            resources,
-            &on(get_att("AuditReceiverLogGroup", "Arn")),
-            "{action} only on own logs"
-        );
-    }
-    let services: BTreeSet<&str> = granted.keys().filter_map(|a| a.split(':').next()).collect();
-    assert_eq!(services, BTreeSet::from(["dynamodb", "logs", "sqs"]));
+    assert!(
+        role_grants(&t, "AuditReceiverRole")
+            .values()
+            .flatten()
+            .all(|r| !r.contains("AuditMessagesTable")),
+        "a grant on the table inside the role would make the role depend on the table, whose \
+         tags name the role"
+    );
+    assert_eq!(
+        scalar(at(resource(&t, "AuditReceiverFunction"), &["DependsOn"])),
+        "AuditReceiverTablePolicy"
+    );
 }
 
 /// Every IAM policy document of the template: the function role's inline policies and each
@@ -202,6 +175,8 @@ const TABLE_INDEXES: &str = "${AuditMessagesTable.Arn}/index/*";
 
 const QUEUE: &str = "${AuditQueue.Arn}";
 
+const ACCESS_QUEUE: &str = "${AuditAccessQueue.Arn}";
+
 const DEAD_LETTER_QUEUE: &str = "${AuditDeadLetterQueue.Arn}";
 
 /// Verbs (the part after `service:`) that write, change, delete or reconfigure.
@@ -239,10 +214,11 @@ fn reader_policy_reads_the_table_and_its_indexes_and_records_its_own_access_only
     let t = template();
     let reader = managed_policy_grants(&t, "AuditReaderPolicy");
     for (action, resources) in &reader {
-        // Sending to the audit queue is how the access itself is recorded (SPEC "Access to the
-        // trail is itself recorded"): it adds an event, it changes none.
+        // Sending to the access queue is how the access itself is recorded (SPEC "Access to the
+        // trail is itself recorded"): it adds an event, it changes none. Never to AuditQueue:
+        // a reader cannot write an application event.
         if action == "sqs:SendMessage" {
-            assert_eq!(resources, &BTreeSet::from([QUEUE.to_string()]));
+            assert_eq!(resources, &BTreeSet::from([ACCESS_QUEUE.to_string()]));
             continue;
         }
         assert!(!writes(action), "the reader policy may {action}");
@@ -253,8 +229,11 @@ fn reader_policy_reads_the_table_and_its_indexes_and_records_its_own_access_only
         owned_grants(&[
             ("dynamodb:BatchGetItem", one(TABLE)),
             ("dynamodb:DescribeTable", one(TABLE)),
+            // auditctl reads the table's tags: the access queue it may send to, the receiver's
+            // role id.
+            ("dynamodb:ListTagsOfResource", one(TABLE)),
             ("dynamodb:Query", vec![TABLE.into(), TABLE_INDEXES.into()]),
-            ("sqs:SendMessage", one(QUEUE)),
+            ("sqs:SendMessage", one(ACCESS_QUEUE)),
             ("s3:GetObject", verified_prefixes()),
             ("s3:GetObjectVersion", verified_prefixes()),
             ("s3:ListBucket", one(ARCHIVE_BUCKET)),
@@ -262,7 +241,8 @@ fn reader_policy_reads_the_table_and_its_indexes_and_records_its_own_access_only
             ("kms:GetPublicKey", one(DIGEST_KEY)),
         ]),
         "auditctl query and get: DescribeTable, Query (table and indexes), BatchGetItem (a \
-         lookup's full items); the access event on AuditQueue. No GetItem: no command calls it. \
+         lookup's full items); the table's tags and the access event on AuditAccessQueue. No \
+         GetItem: no command calls it. \
          auditctl verify and the check by hand (docs/operations.md): the archive's objects and \
          digests, their listings, the digest key's public key; never the archiver's markers \
          (state/), never kms:Sign"
@@ -282,10 +262,14 @@ fn operator_policy_is_the_readers_plus_working_the_dead_letter_queue() {
         );
     }
     let mut expected = reader.clone();
+    // The redrive sends the message back to AuditQueue: the only send to it an operator may make.
+    expected
+        .entry("sqs:SendMessage".to_string())
+        .or_default()
+        .insert(QUEUE.to_string());
     // auditctl dlq list and dlq redrive (crates/auditctl/src/dlq.rs): receive, make visible
     // again (ChangeMessageVisibilityBatch is authorised as ChangeMessageVisibility), delete after
-    // the redrive's send (DeleteMessageBatch would be DeleteMessage), and the queue's counts. The
-    // send itself is the reader's SendMessage on AuditQueue.
+    // the redrive's send (DeleteMessageBatch would be DeleteMessage), and the queue's counts.
     for action in [
         "sqs:ReceiveMessage",
         "sqs:ChangeMessageVisibility",
@@ -359,8 +343,79 @@ fn nothing_in_the_template_may_update_or_delete_a_stored_item() {
     }
     assert_eq!(
         put_item,
-        vec!["AuditReceiverRole".to_string()],
+        vec!["AuditReceiverTablePolicy".to_string()],
         "only the function may put items"
+    );
+    assert_eq!(
+        one_or_many(at(props(&t, "AuditReceiverTablePolicy"), &["Roles"])),
+        vec![reference("AuditReceiverRole")],
+        "the function's role and no other"
+    );
+    for attachment in ["Users", "Groups"] {
+        assert!(
+            props(&t, "AuditReceiverTablePolicy")
+                .get(attachment)
+                .is_none()
+        );
+    }
+}
+
+#[test]
+fn producer_policy_sends_to_the_audit_queue_and_nothing_else() {
+    // What an application needs (SPEC "template.yaml"): SendMessage on AuditQueue, and the queue
+    // key if one is used. The queue is encrypted with SQS's own key, which needs no KMS grant.
+    let t = template();
+    assert_eq!(
+        managed_policy_grants(&t, "AuditProducerPolicy"),
+        owned_grants(&[("sqs:SendMessage", vec![QUEUE.to_string()])])
+    );
+    let queue = props(&t, "AuditQueue");
+    assert_eq!(at(queue, &["SqsManagedSseEnabled"]), &Value::Bool(true));
+    assert!(
+        queue.get("KmsMasterKeyId").is_none(),
+        "a customer managed queue key would need kms:GenerateDataKey and kms:Decrypt here"
+    );
+}
+
+/// Who may send to `queue`: every policy of the template that grants sqs:SendMessage on it.
+fn senders(t: &Value, queue: &str) -> BTreeSet<String> {
+    let mut owners = BTreeSet::new();
+    for (owner, document) in policy_documents(t) {
+        for s in one_or_many(at(&document, &["Statement"])) {
+            let actions = one_or_many(at(&s, &["Action"]));
+            let sends = actions
+                .iter()
+                .any(|a| ["sqs:SendMessage", "sqs:*", "*"].contains(&scalar(a).as_str()));
+            let on_queue = one_or_many(at(&s, &["Resource"]))
+                .iter()
+                .any(|r| resource_text(r) == queue || resource_text(r) == "*");
+            if at(&s, &["Effect"]).as_str() == Some("Allow") && sends && on_queue {
+                owners.insert(owner.clone());
+            }
+        }
+    }
+    owners
+}
+
+#[test]
+fn access_events_come_from_auditctl_and_application_events_from_producers() {
+    // SPEC "Access events cannot be forged, and readers cannot write application events".
+    let t = template();
+    assert_eq!(
+        senders(&t, ACCESS_QUEUE),
+        BTreeSet::from([
+            "AuditOperatorPolicy".to_string(),
+            "AuditReaderPolicy".to_string()
+        ]),
+        "the access queue takes auditctl's access events, from the two operator policies only"
+    );
+    assert_eq!(
+        senders(&t, QUEUE),
+        BTreeSet::from([
+            "AuditOperatorPolicy".to_string(),
+            "AuditProducerPolicy".to_string()
+        ]),
+        "AuditQueue takes the producers' events and the operator's redrive; never the reader's"
     );
 }
 
@@ -492,7 +547,7 @@ fn archiver_may_only_read_the_stream_write_and_read_its_prefixes_seal_send_give_
         "AuditArchiverSigningPolicy"
     );
     assert!(
-        attached_policies(&t, "AuditReceiverRole").is_empty(),
+        !all_role_grants(&t, "AuditReceiverRole").contains_key("kms:Sign"),
         "the receiver signs nothing"
     );
 }

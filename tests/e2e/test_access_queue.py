@@ -1,0 +1,93 @@
+"""The local stack reads AuditAccessQueue as Lambda would (its own trigger into the same
+receiver, ACCESS_QUEUE_ARN set), and the receiver runs as its role: what it dead-letters carries
+the SenderId "<RoleId>:<function name>" that the table's tag audit:receiver-role-id names, and an
+access event sent with the local `test` key carries the sender auditctl claims for that key
+(local/motoserver.py). One local system (moto, the real receiver under cargo lambda watch) for the
+module.
+
+test_a_forged_access_event_is_refused_and_a_genuine_one_kept needs the receiver to read
+ACCESS_QUEUE_ARN and check callerUserId against SenderId (issue 25): it fails until then."""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from local.harness import LocalSystem, _client
+
+ROOT = Path(__file__).resolve().parents[2]
+AUDIT_TIME = "2026-11-22T10:00:00.000Z"
+
+
+@pytest.fixture(scope="module")
+def system():
+    work_dir = Path(os.environ.get("E2E_WORK_DIR", ROOT / ".local" / "e2e")) / "test_access_queue"
+    work_dir.mkdir(parents=True, exist_ok=True)
+    with LocalSystem(work_dir, visibility_timeout=4, pollers=1) as s:
+        yield s
+
+
+def _caller(system: LocalSystem) -> dict:
+    """Who the local `test` key is (as auditctl would ask)."""
+    return _client("sts", system.endpoint).get_caller_identity()
+
+
+def _access_event(system: LocalSystem, message_id: str, caller_user_id: str, action: str = "auditctl.query") -> str:
+    return json.dumps({"messageId": message_id, "auditTime": AUDIT_TIME, "auditText": "auditctl query",
+                       "actor": _caller(system)["Arn"], "action": action, "resource": system.stack.table_name,
+                       "callerUserId": caller_user_id})
+
+
+def _items(system: LocalSystem, message_id: str) -> list[dict]:
+    return [it for it in system.scan_table() if it["messageId"] == message_id]
+
+
+def _dead_letters(system: LocalSystem) -> dict[str, dict]:
+    """The dead-letter queue's messages by their original SQS id (left there, visible again)."""
+    return {m["original_id"]: m for m in system.peek_dlq()}
+
+
+def test_the_access_queue_reaches_the_receiver_which_dead_letters_as_its_role(system):
+    tags = {t["Key"]: t["Value"] for t in system.ddb.list_tags_of_resource(ResourceArn=system.ddb.describe_table(
+        TableName=system.stack.table_name)["Table"]["TableArn"])["Tags"]}
+    assert tags["audit:access-queue-arn"] == system.stack.access_queue.arn
+    genuine = _access_event(system, "access-local-1", _caller(system)["UserId"])
+    system.sqs.send_message(QueueUrl=system.access_queue_url, MessageBody=genuine)
+    poison_id = system.sqs.send_message(QueueUrl=system.queue_url, MessageBody="not json")["MessageId"]
+
+    assert system.wait_access_drained(120), system.depth(system.access_queue_url)
+    assert system.wait_drained(120), system.depth()
+
+    (item,) = _items(system, "access-local-1")
+    assert item["eventSource"] == system.stack.access_queue.arn  # delivered by the access queue's trigger
+    letter = _dead_letters(system)[poison_id]
+    assert letter["reason"] == "invalid_json"
+    # The function sent it with its role's session: the tag names that role.
+    role_id, session = letter["Attributes"]["SenderId"].split(":", 1)
+    assert (role_id, session) == (tags["audit:receiver-role-id"], system.stack.function.name)
+
+
+def test_a_forged_access_event_is_refused_and_a_genuine_one_kept(system):
+    """Needs the receiver's access checks (issue 25)."""
+    me = _caller(system)["UserId"]
+    genuine = system.sqs.send_message(QueueUrl=system.access_queue_url,
+                                      MessageBody=_access_event(system, "access-local-2", me))["MessageId"]
+    forged = system.sqs.send_message(QueueUrl=system.access_queue_url,
+                                     MessageBody=_access_event(system, "access-local-3", "AIDAEXAMPLEOTHERUSER"))["MessageId"]
+    not_auditctl = system.sqs.send_message(QueueUrl=system.access_queue_url, MessageBody=_access_event(
+        system, "access-local-4", me, action="user.login"))["MessageId"]
+    reserved = system.sqs.send_message(QueueUrl=system.queue_url,
+                                       MessageBody=_access_event(system, "access-local-5", me))["MessageId"]
+
+    assert system.wait_access_drained(120), system.depth(system.access_queue_url)
+    assert system.wait_drained(120), system.depth()
+
+    (item,) = _items(system, "access-local-2")
+    assert item["senderId"] == me and item["extra"]["callerUserId"] == me
+    for key in ("access-local-3", "access-local-4", "access-local-5"):
+        assert _items(system, key) == [], key
+    letters = _dead_letters(system)
+    assert genuine not in letters
+    assert {i: letters[i]["reason"] for i in (forged, not_auditctl, reserved)} == {
+        forged: "access_event_invalid", not_auditctl: "access_event_invalid", reserved: "reserved_action"}
