@@ -1,7 +1,8 @@
 //! Owns reading items from the table: a time query fans out over the 32 shards of each UTC day of
 //! the `byAuditTime` index, a lookup over the 4 shards of one value of a lookup index (Query,
 //! never Scan), both merged in (auditTime, messageId) order; a lookup then reads the full items
-//! (`fetch.rs`); `get` reads one `messageId`. Must not know output formats.
+//! (`fetch.rs`) and warns of those the table lacks; `get` reads one `messageId`. Must not know
+//! output formats.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -258,7 +259,9 @@ impl Reader {
     /// index `index`, with `range.from <= auditTime <= range.to` (and `filter`), ordered by
     /// (auditTime, messageId) in `options.order`, each read in full from the table. The shards
     /// are read concurrently, each a page ahead of the merge; the merged keys go to BatchGetItem
-    /// `BATCH_GET_KEYS` at a time, in order, and come out in that order. Memory: the pages in
+    /// `BATCH_GET_KEYS` at a time, in order, and come out in that order. An item the index lists
+    /// that the table no longer holds is left out with a warning on stderr naming the index and
+    /// the key. Memory: the pages in
     /// flight and one chunk, whatever the range. `options.limit` stops reading once that many
     /// are out. Dropping the stream stops the reading.
     pub fn lookup(
@@ -313,16 +316,35 @@ impl Reader {
                             }
                         }
                     }
-                    let mut rows: Vec<Result<TrailItem, TrailError>> =
-                        match reader.fetch(wanted).await {
-                            Ok(items) => items.into_iter().map(Ok).collect(),
-                            Err(error) => vec![Err(error)],
-                        };
+                    let mut rows: Vec<Result<TrailItem, TrailError>> = match reader
+                        .fetch(wanted)
+                        .await
+                    {
+                        Ok(fetched) => {
+                            for gone in &fetched.missing {
+                                eprintln!("{}", reader.missing_warning(index, key_attribute, gone));
+                            }
+                            fetched.items.into_iter().map(Ok).collect()
+                        }
+                        Err(error) => vec![Err(error)],
+                    };
                     rows.extend(failed.map(Err));
                     futures::stream::iter(rows)
                 }
             })
             .flatten()
+    }
+
+    /// The warning for an item the lookup index `index` (keyed by `key_attribute`) listed that the
+    /// table no longer holds.
+    fn missing_warning(&self, index: &str, key_attribute: &str, listed: &TrailItem) -> String {
+        format!(
+            "warning: index {index} lists messageId {} at auditTime {} under {key_attribute} {}, but table {} no longer holds it (expired by TTL or deleted since the index listed it): left out",
+            listed.message_id,
+            listed.audit_time,
+            listed.text(key_attribute),
+            self.table
+        )
     }
 
     /// The pages of one shard, read by a task of its own that stays one page ahead of the merge
