@@ -117,8 +117,9 @@ impl Record for TrailItem {
         column("auditTime", Some(24)),
         column("messageId", Some(36)),
         column("actor", Some(20)),
-        column("senderId", Some(21)),
-        column("originalSenderId", Some(21)),
+        // A role's sender id is its 21-character id, `:`, and the session name.
+        column("senderId", Some(32)),
+        column("originalSenderId", Some(24)),
         column("action", Some(20)),
         column("resource", Some(24)),
         column("outcome", Some(7)),

@@ -123,8 +123,7 @@ async fn sender_and_original_sender_are_shown_in_every_format_and_by_get() {
     );
     let redriven = lines.iter().find(|l| l.contains("| e-23-00 ")).unwrap();
     assert!(
-        redriven.contains(&format!("| {} ", senders["e-23-00"]))
-            || redriven.contains(&format!("| {}…", &senders["e-23-00"][..20])),
+        redriven.contains(&format!("| {} ", senders["e-23-00"])),
         "{redriven}"
     );
     assert!(redriven.contains(&format!("| {FIRST} ")), "{redriven}");
