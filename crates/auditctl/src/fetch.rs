@@ -1,7 +1,7 @@
 //! Owns reading full items by key (BatchGetItem), for a lookup whose index holds only the keys
 //! and the filtered fields: at most `BATCH_GET_KEYS` keys a request, unprocessed keys retried
-//! with backoff (bounded), the items given back in the order asked. Must not know indexes or
-//! output.
+//! with backoff (bounded), the items given back in the order asked, and those the table lacks
+//! named. Must not know indexes or output.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering as Atomic;
@@ -22,12 +22,22 @@ const UNPROCESSED_RETRIES: u32 = 10;
 const FIRST_WAIT: Duration = Duration::from_millis(50);
 const LONGEST_WAIT: Duration = Duration::from_secs(2);
 
+/// What a fetch read: the items found, in the order asked, and the ones asked for that the table
+/// does not hold.
+#[derive(Debug, Default)]
+pub(crate) struct Fetched {
+    pub items: Vec<TrailItem>,
+    /// The items asked for (as given) that the table no longer holds (expired by TTL, or deleted,
+    /// after the index listed them), in the order asked.
+    pub missing: Vec<TrailItem>,
+}
+
 impl Reader {
     /// The items of `wanted` (index items: their `messageId` and `auditTime` are the table's
     /// key), read from the table in at most `BATCH_GET_KEYS` keys a request, in `wanted`'s
-    /// order. An item the table no longer holds (expired by TTL, or deleted, after the index
-    /// listed it) is left out and counted in `stats.missing`.
-    pub(crate) async fn fetch(&self, wanted: Vec<TrailItem>) -> Result<Vec<TrailItem>, TrailError> {
+    /// order. An item the table no longer holds is left out, given back in `missing` and counted
+    /// in `stats.missing`.
+    pub(crate) async fn fetch(&self, wanted: Vec<TrailItem>) -> Result<Fetched, TrailError> {
         let mut found: HashMap<(String, String), HashMap<String, AttributeValue>> =
             HashMap::with_capacity(wanted.len());
         for chunk in wanted.chunks(BATCH_GET_KEYS) {
@@ -36,16 +46,20 @@ impl Reader {
                 .map(|item| key(&item.message_id, &item.audit_time));
             self.batch_get(keys.collect(), &mut found).await?;
         }
-        let mut items = Vec::with_capacity(wanted.len());
+        let mut fetched = Fetched {
+            items: Vec::with_capacity(wanted.len()),
+            missing: Vec::new(),
+        };
         for item in wanted {
-            match found.remove(&(item.message_id, item.audit_time)) {
-                Some(attributes) => items.push(TrailItem::from(attributes)),
+            match found.remove(&(item.message_id.clone(), item.audit_time.clone())) {
+                Some(attributes) => fetched.items.push(TrailItem::from(attributes)),
                 None => {
                     self.stats.missing.fetch_add(1, Atomic::Relaxed);
+                    fetched.missing.push(item);
                 }
             }
         }
-        Ok(items)
+        Ok(fetched)
     }
 
     /// One BatchGetItem of `keys` (at most `BATCH_GET_KEYS`), and again for what it leaves

@@ -1,13 +1,17 @@
 //! Owns what a query reads and what it keeps: which index (`byAuditTime`, or a lookup index by
 //! `--actor`, `--action` or `--resource`) and the exact-match filters on top, validated and in
-//! the stored form, and their DynamoDB FilterExpression. Pure: must not know the SDK or the wire.
+//! the stored form: their DynamoDB FilterExpression, and the checks made on the full items a
+//! lookup reads. Pure: must not know the SDK or the wire.
 
 use std::net::IpAddr;
 
-use audit_model::keys::{LookupField, TIME_INDEX, lookup_index, lookup_value_is_hashed};
+use audit_model::keys::{LookupField, TIME_INDEX, lookup_index};
 use audit_model::message::{
     EventOutcome, MAX_ACTION_CHARS, MAX_ACTOR_CHARS, MAX_RESOURCE_CHARS, parse_ip,
 };
+
+/// The item attribute `--sender` matches: the sender SQS attests (SPEC "The item written").
+pub const SENDER_ID: &str = "senderId";
 
 /// The index a query reads, as `--by` names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -42,6 +46,8 @@ pub struct Fields {
     pub resource: Option<String>,
     pub outcome: Option<EventOutcome>,
     pub source_ip: Option<IpAddr>,
+    /// `senderId`: the sender SQS attests (not in the lookup indexes' projection).
+    pub sender: Option<String>,
 }
 
 /// Where the rows come from.
@@ -57,8 +63,15 @@ pub enum Source {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Plan {
     pub source: Source,
-    /// (attribute, value) pairs an item must equal, in the stored form.
+    /// (attribute, value) pairs an item must equal, in the stored form, that DynamoDB applies to
+    /// what the index reads (the FilterExpression): only attributes the index projects.
     pub filters: Vec<(&'static str, String)>,
+    /// (attribute, value) pairs the full item a lookup reads from the table must equal, checked
+    /// after reading it: always the value looked up (a lookup key is the value or, for a long one,
+    /// its hash, and a short value may be spelled like another's hash: the key alone does not say
+    /// whose event it is), and what the lookup index does not project (`senderId`). Empty for a
+    /// time query, whose index projects every attribute.
+    pub checks: Vec<(&'static str, String)>,
 }
 
 /// A query that cannot be planned, in words that name the fix. `auditctl` exits 2 on these.
@@ -140,14 +153,15 @@ impl Plan {
         };
         let mut source = Source::Time;
         let mut filters = Vec::new();
+        let mut checks = Vec::new();
         for (field, value) in named {
             let Some(value) = value else { continue };
             if Some(field) == index {
-                // A long value is keyed by its hash: the filter on the value keeps the lookup
-                // exact (the index projects the field).
-                if lookup_value_is_hashed(&value) {
-                    filters.push((field.attribute(), value.clone()));
-                }
+                // The key is the value or its hash, which another value may be spelled as: the
+                // index keeps only the items of this value (it projects the field), and the full
+                // items read are checked again.
+                filters.push((field.attribute(), value.clone()));
+                checks.push((field.attribute(), value.clone()));
                 source = Source::Lookup { field, value };
             } else {
                 filters.push((field.attribute(), value));
@@ -159,7 +173,28 @@ impl Plan {
         if let Some(ip) = fields.source_ip {
             filters.push(("sourceIp", ip.to_string()));
         }
-        Ok(Self { source, filters })
+        if let Some(sender) = fields.sender {
+            if sender.is_empty() {
+                return Err(PlanError::Empty { flag: "sender" });
+            }
+            // The time index projects every attribute; a lookup index does not project it.
+            match source {
+                Source::Time => filters.push((SENDER_ID, sender)),
+                Source::Lookup { .. } => checks.push((SENDER_ID, sender)),
+            }
+        }
+        Ok(Self {
+            source,
+            filters,
+            checks,
+        })
+    }
+
+    /// Whether every item the index keeps is a row (unless the table no longer holds it): the
+    /// checks on the full items drop nothing the filters kept, so that `--limit` may stop
+    /// reading the index after that many keys.
+    pub fn index_keeps_only_rows(&self) -> bool {
+        self.checks.iter().all(|check| self.filters.contains(check))
     }
 
     /// The index it reads.
@@ -260,11 +295,79 @@ mod tests {
             }
         );
         assert_eq!(plan.index(), "byActor");
-        assert!(plan.filters.is_empty() && plan.filter().is_none());
+        // The value is kept by the index's filter and checked again on the full items.
+        let alice = [("actor", "alice".to_owned())];
+        assert_eq!(
+            (&plan.filters[..], &plan.checks[..]),
+            (&alice[..], &alice[..])
+        );
+        assert_eq!(plan.filter().unwrap().expression, "#f_actor = :f_actor");
+        assert!(plan.index_keeps_only_rows());
         let plan = Plan::new(None, fields(None, None, Some("invoice/4711"))).unwrap();
         assert_eq!(plan.index(), "byResource");
         let plan = Plan::new(None, Fields::default()).unwrap();
         assert_eq!((&plan.source, plan.index()), (&Source::Time, "byAuditTime"));
+        assert!(plan.filters.is_empty() && plan.checks.is_empty() && plan.filter().is_none());
+    }
+
+    #[test]
+    fn a_value_spelled_like_another_values_hash_is_filtered_and_checked_by_itself() {
+        // `sha256:<hex>` is short, so it is its own key, the key of the value whose hash it is.
+        let hashed = audit_model::keys::lookup_key_of_shard(&"x".repeat(2000), 0);
+        let spelled = hashed.trim_end_matches("#0").to_owned();
+        assert_eq!(audit_model::keys::lookup_key_of_shard(&spelled, 0), hashed);
+        for value in [spelled, "x".repeat(1024), "é".repeat(1024)] {
+            let plan = Plan::new(None, fields(Some(&value), None, None)).unwrap();
+            let exact = [("actor", value)];
+            assert_eq!(
+                (&plan.filters[..], &plan.checks[..]),
+                (&exact[..], &exact[..])
+            );
+        }
+    }
+
+    #[test]
+    fn sender_filters_a_time_query_and_is_checked_on_a_lookups_full_items() {
+        let sender = |fields: Fields| Fields {
+            sender: Some("AROAEXAMPLE:producer".to_owned()),
+            ..fields
+        };
+        let plan = Plan::new(None, sender(Fields::default())).unwrap();
+        assert_eq!(plan.index(), "byAuditTime");
+        assert_eq!(
+            plan.filters,
+            [("senderId", "AROAEXAMPLE:producer".to_owned())]
+        );
+        assert!(plan.checks.is_empty() && plan.index_keeps_only_rows());
+        assert_eq!(
+            plan.filter().unwrap().expression,
+            "#f_senderId = :f_senderId"
+        );
+
+        // The lookup indexes do not project senderId: the full items are checked instead.
+        let plan = Plan::new(None, sender(fields(None, Some("user.login"), None))).unwrap();
+        assert_eq!(plan.index(), "byAction");
+        assert_eq!(plan.filters, [("action", "user.login".to_owned())]);
+        assert_eq!(
+            plan.checks,
+            [
+                ("action", "user.login".to_owned()),
+                ("senderId", "AROAEXAMPLE:producer".to_owned())
+            ]
+        );
+        assert!(
+            !plan.index_keeps_only_rows(),
+            "--limit counts rows, not keys"
+        );
+
+        let empty = Fields {
+            sender: Some(String::new()),
+            ..Fields::default()
+        };
+        assert_eq!(
+            Plan::new(None, empty).unwrap_err().to_string(),
+            "--sender is empty: no event has an empty sender"
+        );
     }
 
     #[test]
@@ -296,19 +399,21 @@ mod tests {
             plan.filters,
             [
                 ("actor", "alice".to_owned()),
+                ("action", "invoice.delete".to_owned()),
                 ("resource", "invoice/4711".to_owned()),
                 ("outcome", "failure".to_owned()),
                 ("sourceIp", "2001:db8::1".to_owned()),
             ]
         );
+        assert_eq!(plan.checks, [("action", "invoice.delete".to_owned())]);
         let filter = plan.filter().unwrap();
         assert_eq!(
             filter.expression,
-            "#f_actor = :f_actor AND #f_resource = :f_resource AND #f_outcome = :f_outcome AND #f_sourceIp = :f_sourceIp"
+            "#f_actor = :f_actor AND #f_action = :f_action AND #f_resource = :f_resource AND #f_outcome = :f_outcome AND #f_sourceIp = :f_sourceIp"
         );
-        assert_eq!(filter.names[3], ("#f_sourceIp".into(), "sourceIp".into()));
+        assert_eq!(filter.names[4], ("#f_sourceIp".into(), "sourceIp".into()));
         assert_eq!(
-            filter.values[3],
+            filter.values[4],
             (":f_sourceIp".into(), "2001:db8::1".into())
         );
 

@@ -58,6 +58,13 @@ impl TrailItem {
         item_line(&self.dynamo_json())
     }
 
+    /// Whether each (attribute, value) pair is a string attribute of the item equal to the value.
+    pub fn has(&self, pairs: &[(&str, String)]) -> bool {
+        pairs.iter().all(|(name, value)| {
+            matches!(self.attributes.get(*name), Some(AttributeValue::S(text)) if text == value)
+        })
+    }
+
     /// An attribute as text for a cell: strings as they are, numbers with their digits, anything
     /// else as plain JSON; "" if absent.
     pub fn text(&self, name: &str) -> String {
@@ -102,12 +109,17 @@ pub fn dynamo_json(value: &AttributeValue) -> Value {
 }
 
 /// The columns of an item in `csv` (all) and `table` (those with a width): who did what to what,
-/// with what result and from where, next to the time; the free text after them.
+/// with what result and from where, next to the time, the actor the producer claims beside the
+/// sender SQS attests (`senderId`; `originalSenderId` the first delivery's, on a redriven item);
+/// the free text after them.
 impl Record for TrailItem {
     const COLUMNS: &'static [Column] = &[
         column("auditTime", Some(24)),
         column("messageId", Some(36)),
         column("actor", Some(20)),
+        // A role's sender id is its 21-character id, `:`, and the session name.
+        column("senderId", Some(32)),
+        column("originalSenderId", Some(24)),
         column("action", Some(20)),
         column("resource", Some(24)),
         column("outcome", Some(7)),
@@ -189,6 +201,27 @@ mod tests {
             item.text("extra"),
             r#"{"amount":12345678901234567890.123456789012345678,"tags":[true,null,1e+5]}"#
         );
+    }
+
+    #[test]
+    fn has_is_an_exact_match_of_string_attributes() {
+        let item = item(vec![
+            ("actor", AttributeValue::S("alice".into())),
+            ("receiveCount", AttributeValue::N("1".into())),
+        ]);
+        assert!(item.has(&[]));
+        assert!(item.has(&[("actor", "alice".to_owned())]));
+        for absent in [
+            ("actor", "Alice".to_owned()),
+            ("actor", "alice ".to_owned()),
+            ("senderId", "alice".to_owned()),
+            ("receiveCount", "1".to_owned()),
+        ] {
+            assert!(
+                !item.has(&[("actor", "alice".to_owned()), absent.clone()]),
+                "{absent:?}"
+            );
+        }
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Owns reading items from the table: a time query fans out over the 32 shards of each UTC day of
 //! the `byAuditTime` index, a lookup over the 4 shards of one value of a lookup index (Query,
 //! never Scan), both merged in (auditTime, messageId) order; a lookup then reads the full items
-//! (`fetch.rs`); `get` reads one `messageId`. Must not know output formats.
+//! (`fetch.rs`), keeps those that are exactly what it asked for, and warns of those the table
+//! lacks; `get` reads one `messageId`. Must not know output formats.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -21,7 +22,7 @@ use super::merge::{Order, merge};
 use super::range::TimeRange;
 use audit_aws::error::{AwsError, ErrorKind};
 use audit_model::keys::{
-    AUDIT_BUCKET, LOOKUP_SHARDS, PARTITION_KEY, SORT_KEY, TIME_INDEX, lookup_index,
+    AUDIT_BUCKET, LOOKUP_SHARDS, LookupIndex, PARTITION_KEY, SORT_KEY, TIME_INDEX, lookup_index,
     lookup_key_of_shard,
 };
 use audit_model::message::AUDIT_BUCKET_SHARDS;
@@ -116,6 +117,16 @@ pub struct Reader {
 
 type Page = Result<Vec<TrailItem>, TrailError>;
 
+/// A lookup to read: the index and value, the filters DynamoDB applies to the index, and the
+/// checks made on the full items.
+#[derive(Debug, Clone)]
+struct Lookup {
+    index: &'static LookupIndex,
+    value: String,
+    filter: Option<Arc<Filter>>,
+    checks: Arc<Vec<(&'static str, String)>>,
+}
+
 /// One shard of an index to read: the partition key's attribute and value, the range, and the
 /// filters.
 #[derive(Debug, Clone)]
@@ -199,7 +210,7 @@ impl Reader {
         }
     }
 
-    /// What the plan asks for: a time query or a lookup, with its filters.
+    /// What the plan asks for: a time query or a lookup, with its filters and checks.
     pub fn read(
         &self,
         plan: &Plan,
@@ -210,8 +221,23 @@ impl Reader {
         match &plan.source {
             Source::Time => Box::pin(self.query(range, options, filter)),
             Source::Lookup { field, value } => {
-                let index = lookup_index(*field);
-                Box::pin(self.lookup(index.name, index.key, value, range, options, filter))
+                let lookup = Lookup {
+                    index: lookup_index(*field),
+                    value: value.clone(),
+                    filter,
+                    checks: Arc::new(plan.checks.clone()),
+                };
+                // When the checks drop rows, N keys are not N rows: the caller stops at its
+                // limit, and pages are not cut to it.
+                let options = if plan.index_keeps_only_rows() {
+                    options
+                } else {
+                    QueryOptions {
+                        limit: None,
+                        ..options
+                    }
+                };
+                Box::pin(self.lookup(lookup, range, options))
             }
         }
     }
@@ -254,35 +280,35 @@ impl Reader {
             .flatten()
     }
 
-    /// The items whose `key_attribute` is one of the `LOOKUP_SHARDS` keys of `value` in the lookup
-    /// index `index`, with `range.from <= auditTime <= range.to` (and `filter`), ordered by
-    /// (auditTime, messageId) in `options.order`, each read in full from the table. The shards
-    /// are read concurrently, each a page ahead of the merge; the merged keys go to BatchGetItem
-    /// `BATCH_GET_KEYS` at a time, in order, and come out in that order. Memory: the pages in
-    /// flight and one chunk, whatever the range. `options.limit` stops reading once that many
-    /// are out. Dropping the stream stops the reading.
-    pub fn lookup(
+    /// The items whose key in `lookup.index` is one of the `LOOKUP_SHARDS` keys of
+    /// `lookup.value`, with `range.from <= auditTime <= range.to` (and `lookup.filter`), ordered
+    /// by (auditTime, messageId) in `options.order`, each read in full from the table and kept
+    /// only if it passes `lookup.checks`. The shards are read concurrently, each a page ahead of
+    /// the merge; the merged keys go to BatchGetItem `BATCH_GET_KEYS` at a time, in order, and
+    /// come out in that order. An item the index lists that the table no longer holds is left
+    /// out with a warning on stderr naming the index and the key. Memory: the pages in flight and
+    /// one chunk, whatever the range. `options.limit` stops reading once that many keys are out.
+    /// Dropping the stream stops the reading.
+    fn lookup(
         &self,
-        index: &'static str,
-        key_attribute: &'static str,
-        value: &str,
+        lookup: Lookup,
         range: TimeRange,
         options: QueryOptions,
-        filter: Option<Arc<Filter>>,
     ) -> impl Stream<Item = Result<TrailItem, TrailError>> + Send + use<> {
         let permits = Arc::new(Semaphore::new(options.concurrency.max(1)));
         let page_size = options.page_size();
+        let index = lookup.index;
         let shards = if range.is_empty() {
             Vec::new()
         } else {
             (0..LOOKUP_SHARDS)
                 .map(|shard| {
                     let shard = Shard {
-                        index,
-                        key_attribute,
-                        key: lookup_key_of_shard(value, shard),
+                        index: index.name,
+                        key_attribute: index.key,
+                        key: lookup_key_of_shard(&lookup.value, shard),
                         range: range.clone(),
-                        filter: filter.clone(),
+                        filter: lookup.filter.clone(),
                     };
                     self.shard_pages(shard, options.order, page_size, permits.clone())
                 })
@@ -296,9 +322,11 @@ impl Reader {
             None => keys.right_stream(),
         };
         let reader = self.clone();
+        let checks = lookup.checks;
         keys.chunks(BATCH_GET_KEYS)
             .then(move |chunk| {
                 let reader = reader.clone();
+                let checks = checks.clone();
                 async move {
                     // The merge ends after its first error: the keys before it are read, then
                     // the error goes out.
@@ -315,7 +343,17 @@ impl Reader {
                     }
                     let mut rows: Vec<Result<TrailItem, TrailError>> =
                         match reader.fetch(wanted).await {
-                            Ok(items) => items.into_iter().map(Ok).collect(),
+                            Ok(fetched) => {
+                                for gone in &fetched.missing {
+                                    eprintln!("{}", reader.missing_warning(index, gone));
+                                }
+                                fetched
+                                    .items
+                                    .into_iter()
+                                    .filter(|item| item.has(&checks))
+                                    .map(Ok)
+                                    .collect()
+                            }
                             Err(error) => vec![Err(error)],
                         };
                     rows.extend(failed.map(Err));
@@ -323,6 +361,19 @@ impl Reader {
                 }
             })
             .flatten()
+    }
+
+    /// The warning for an item the lookup index `index` listed that the table no longer holds.
+    fn missing_warning(&self, index: &LookupIndex, listed: &TrailItem) -> String {
+        format!(
+            "warning: index {} lists messageId {} at auditTime {} under {} {}, but table {} no longer holds it (expired by TTL or deleted since the index listed it): left out",
+            index.name,
+            listed.message_id,
+            listed.audit_time,
+            index.key,
+            listed.text(index.key),
+            self.table
+        )
     }
 
     /// The pages of one shard, read by a task of its own that stays one page ahead of the merge

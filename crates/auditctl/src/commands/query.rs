@@ -30,7 +30,15 @@ byAction, byResource) over the whole range at once, merges them in the same orde
 full items 100 at a time (BatchGetItem). Given two or three of them, --by names the index and the
 others filter. --outcome and --source-ip filter too (the IP in any text form: 2001:DB8::1 finds
 2001:db8::1). Filters are exact matches applied by DynamoDB to what the index reads; they work on
-a time query as well. Items written before the lookup indexes existed are not in them.
+a time query as well. A lookup keeps only the full items whose field is exactly the value asked
+for, and warns on stderr of each item the index lists that the table no longer holds (expired
+by TTL, or deleted). Items written before the lookup indexes existed are not in them.
+
+Who sent it: actor is what the producer claims; senderId is the IAM principal SQS attests sent
+the message (a user id, or ROLEID:SESSION for a role), shown in every format beside it, and
+originalSenderId the first sender of a redriven event. --sender ID keeps the events whose
+senderId is ID, on a time query and on a lookup (checked on the full items: the lookup indexes
+do not hold senderId).
 
 Examples:
   auditctl query --from 2026-11-22T00:00:00Z --to 2026-11-22T23:59:59.999Z
@@ -39,6 +47,7 @@ Examples:
   auditctl query --actor alice --from 2026-11-01T00:00:00Z --to 2026-12-01T00:00:00Z
   auditctl query --resource invoice/4711 --outcome failure --from 2026-09-01T00:00:00Z --to 2026-12-01T00:00:00Z
   auditctl query --actor alice --action invoice.delete --by actor --from 2026-11-01T00:00:00Z --to 2026-12-01T00:00:00Z
+  auditctl query --actor alice --sender AROAEXAMPLEROLEID:billing --from 2026-11-01T00:00:00Z --to 2026-12-01T00:00:00Z
 
 Environment: TABLE_NAME, ACCESS_QUEUE_URL, AWS_ENDPOINT_URL, AWS_PROFILE, AWS_REGION.")]
 pub struct QueryArgs {
@@ -71,6 +80,11 @@ pub struct QueryArgs {
     /// Only events from this IPv4 or IPv6 address, in any text form (a filter).
     #[arg(long, value_name = "IP", value_parser = filter::parse_source_ip)]
     source_ip: Option<IpAddr>,
+    /// Only events whose senderId is ID: the IAM principal SQS attests sent the message (a user
+    /// id, or a role id and session name as ROLEID:SESSION), where actor is what the producer
+    /// claims (an exact-match filter).
+    #[arg(long, value_name = "ID")]
+    sender: Option<String>,
     /// The index to read when more than one of --actor, --action, --resource is given (the
     /// others filter what it reads); `time` reads byAuditTime and filters by all of them.
     #[arg(long, value_enum, value_name = "INDEX")]
@@ -105,6 +119,7 @@ pub async fn run(args: QueryArgs, context: &Context) -> Result<(), Failure> {
         resource: args.fields.resource,
         outcome: args.outcome,
         source_ip: args.source_ip,
+        sender: args.sender,
     };
     let plan = Plan::new(args.by, fields).map_err(Failure::usage)?;
     context

@@ -64,6 +64,7 @@ impl Table for DynamoTable {
             .reader
             .fetch(wanted)
             .await?
+            .items
             .into_iter()
             .map(table_item)
             .collect())

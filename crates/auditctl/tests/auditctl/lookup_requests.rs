@@ -1,10 +1,12 @@
-//! Owns what a lookup costs in DynamoDB requests, and its retries of unprocessed keys, against a
-//! scripted endpoint in front of moto. Must not know how the rows are printed.
+//! Owns what a lookup costs in DynamoDB requests, its retries of unprocessed keys, and the items
+//! the index lists that the table no longer holds, against a scripted endpoint in front of moto.
+//! Must not know how the rows are printed.
 
 use audit_testkit::net::on_own_thread;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use aws_sdk_dynamodb::types::AttributeValue;
 use serde_json::Value;
 
 use crate::harness::*;
@@ -12,17 +14,28 @@ use crate::lookups::{Event, expected, is, write_events};
 use crate::support::http::{Request, read_request, write_response};
 use crate::support::*;
 
-/// A scripted DynamoDB endpoint in front of moto: BatchGetItem processes at most `most` keys a
-/// request and returns the rest as UnprocessedKeys (as DynamoDB does when the read capacity is
-/// exhausted), and gives the items back in reverse order (DynamoDB's order is none in
-/// particular). Every other request is forwarded as it is.
+/// What the scripted endpoint does to a BatchGetItem.
+#[derive(Clone)]
+enum Script {
+    /// Processes at most this many keys a request and returns the rest as UnprocessedKeys (as
+    /// DynamoDB does when the read capacity is exhausted), and gives the items back in reverse
+    /// order (DynamoDB's order is none in particular).
+    Unprocessed { most: usize },
+    /// Deletes these items (messageId, auditTime) from moto's table, as TTL does, before it
+    /// forwards the first BatchGetItem: the index has listed them, the table no longer holds
+    /// them when they are read.
+    DeleteBeforeFirst { items: Vec<(String, String)> },
+}
+
+/// A scripted DynamoDB endpoint in front of moto: BatchGetItem as its `Script` says. Every other
+/// request is forwarded as it is.
 struct ScriptedDynamo {
     endpoint: String,
     batch_gets: Arc<AtomicUsize>,
 }
 
 impl ScriptedDynamo {
-    fn start(upstream: &str, most: usize) -> Self {
+    fn start(upstream: &str, script: Script) -> Self {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
         listener.set_nonblocking(true).unwrap();
         let endpoint = format!("http://{}", listener.local_addr().unwrap());
@@ -34,13 +47,24 @@ impl ScriptedDynamo {
             while let Ok((mut socket, _)) = listener.accept().await {
                 let upstream = upstream.clone();
                 let counter = counter.clone();
+                let script = script.clone();
                 tokio::spawn(async move {
                     let mut buffer = Vec::new();
                     while let Some(request) = read_request(&mut socket, &mut buffer).await {
                         let (status, content_type, body) =
                             if request.target == "DynamoDB_20120810.BatchGetItem" {
-                                counter.fetch_add(1, Ordering::SeqCst);
-                                batch_get_some(&upstream, &request, most).await
+                                let first = counter.fetch_add(1, Ordering::SeqCst) == 0;
+                                match &script {
+                                    Script::Unprocessed { most } => {
+                                        batch_get_some(&upstream, &request, *most).await
+                                    }
+                                    Script::DeleteBeforeFirst { items } => {
+                                        if first {
+                                            delete(&upstream, items).await;
+                                        }
+                                        forward(&upstream, &request, &request.body).await
+                                    }
+                                }
                             } else {
                                 forward(&upstream, &request, &request.body).await
                             };
@@ -59,6 +83,21 @@ impl ScriptedDynamo {
             endpoint,
             batch_gets,
         }
+    }
+}
+
+/// Deletes the items (messageId, auditTime) from moto's table.
+async fn delete(upstream: &str, items: &[(String, String)]) {
+    let client = client(&format!("http://{upstream}"));
+    for (message_id, audit_time) in items {
+        client
+            .delete_item()
+            .table_name(TABLE)
+            .key("messageId", AttributeValue::S(message_id.clone()))
+            .key("auditTime", AttributeValue::S(audit_time.clone()))
+            .send()
+            .await
+            .expect("moto deletes the item");
     }
 }
 
@@ -218,7 +257,7 @@ async fn unprocessed_keys_are_retried_and_the_rows_keep_the_merge_order() {
     let moto = Moto::start();
     let events = carol([33, 33, 33, 31]);
     write_events(&moto, &events).await;
-    let dynamo = ScriptedDynamo::start(&moto.endpoint, 40);
+    let dynamo = ScriptedDynamo::start(&moto.endpoint, Script::Unprocessed { most: 40 });
     let output = auditctl(
         &dynamo.endpoint,
         &[
@@ -243,4 +282,65 @@ async fn unprocessed_keys_are_retried_and_the_rows_keep_the_merge_order() {
     // 100 keys: 40, then 40 of the 60 left, then 20; 30 keys: 30.
     assert_eq!(dynamo.batch_gets.load(Ordering::SeqCst), 4);
     assert!(stats.contains(" + 4 BatchGetItem"), "{stats}");
+}
+
+#[tokio::test]
+async fn items_the_index_lists_but_the_table_no_longer_holds_are_named_on_stderr_and_the_rest_printed()
+ {
+    let moto = Moto::start();
+    let events = carol([3, 3, 3, 3]);
+    write_events(&moto, &events).await;
+    let all = expected(&events, |_| true);
+    // Two items expire between the index listing them and the table being read.
+    let gone = [all[2].clone(), all[7].clone()];
+    let gone_ids: Vec<(String, String)> = gone
+        .iter()
+        .map(|(time, id)| (id.clone(), time.clone()))
+        .collect();
+    let dynamo = ScriptedDynamo::start(
+        &moto.endpoint,
+        Script::DeleteBeforeFirst { items: gone_ids },
+    );
+    let output = auditctl(
+        &dynamo.endpoint,
+        &[
+            "query",
+            "--actor",
+            "carol",
+            "--from",
+            "2026-11-23T00:00:00Z",
+            "--to",
+            "2026-11-24T00:00:00Z",
+            "--format",
+            "jsonl",
+            "--stats",
+        ],
+        &[],
+    );
+    let warnings = stderr(&output);
+    let rows = jsonl(&ok(output));
+    let rest: Vec<(String, String)> = all.iter().filter(|k| !gone.contains(k)).cloned().collect();
+    assert_eq!(keys(&rows), rest, "the others, in order");
+    let lines: Vec<&str> = warnings
+        .lines()
+        .filter(|l| l.starts_with("warning: "))
+        .collect();
+    assert_eq!(lines.len(), 2, "{warnings}");
+    for ((time, id), line) in gone.iter().zip(&lines) {
+        let key = format!(
+            "carol#{}",
+            audit_model::message::fnv1a_32(id.as_bytes()) % 4
+        );
+        assert_eq!(
+            *line,
+            format!(
+                "warning: index byActor lists messageId {id} at auditTime {time} under actorKey {key}, but table {TABLE} no longer holds it (expired by TTL or deleted since the index listed it): left out"
+            )
+        );
+    }
+    assert!(
+        warnings.contains("10 rows,")
+            && warnings.contains(", 2 listed by the index but no longer in the table"),
+        "{warnings}"
+    );
 }

@@ -397,6 +397,65 @@ async fn an_actor_too_long_for_a_dynamodb_key_is_found_by_its_lookup_exactly() {
 }
 
 #[tokio::test]
+async fn an_actor_spelled_like_another_actors_hash_finds_only_its_own_events_and_so_does_the_other()
+{
+    // A long actor is keyed by `sha256:<hex>`; a short actor spelled exactly so is keyed by
+    // itself: the same index keys. Each lookup finds only the events of its own value.
+    let moto = Moto::start();
+    let long = "€".repeat(1024);
+    let hashed = audit_model::keys::lookup_key_of_shard(&long, 0);
+    let spelled = hashed.trim_end_matches("#0").to_owned();
+    assert_eq!(audit_model::keys::lookup_key_of_shard(&spelled, 0), hashed);
+    let event = |id: &str, actor: &str| Event {
+        id: id.to_owned(),
+        time: format!("2026-11-22T10:00:0{}Z", id.len() % 10),
+        actor: Some(actor.to_owned()),
+        action: Some("user.login".to_owned()),
+        ..Event::default()
+    };
+    let events: Vec<Event> = (0..6)
+        .map(|i| {
+            if i % 2 == 0 {
+                event(&format!("long-{i}"), &long)
+            } else {
+                event(&format!("spelled-{i}"), &spelled)
+            }
+        })
+        .collect();
+    write_events(&moto, &events).await;
+    let shared: HashSet<String> = scan(&moto.client(), TABLE)
+        .await
+        .iter()
+        .map(|item| s(item, "actorKey"))
+        .collect();
+    assert!(shared.len() < events.len(), "keys shared: {shared:?}");
+
+    for actor in [&spelled, &long] {
+        let rows = lookup(&moto, &["--actor", actor]);
+        assert_eq!(keys(&rows), expected(&events, |e| is(&e.actor, actor)));
+        assert!(
+            rows.iter()
+                .all(|r| r["actor"].as_str() == Some(actor.as_str()))
+        );
+        // With a filter and a limit too.
+        let rows = lookup(
+            &moto,
+            &[
+                "--actor",
+                actor,
+                "--action",
+                "user.login",
+                "--by",
+                "actor",
+                "--limit",
+                "2",
+            ],
+        );
+        assert_eq!(keys(&rows), expected(&events, |e| is(&e.actor, actor))[..2]);
+    }
+}
+
+#[tokio::test]
 async fn items_without_the_field_are_not_in_its_index_and_a_time_query_finds_them() {
     let moto = Moto::start();
     let events = structured_events();

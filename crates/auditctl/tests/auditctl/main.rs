@@ -17,5 +17,6 @@ mod lookup_output;
 mod lookup_requests;
 mod lookups;
 mod query;
+mod sender;
 /// `auditctl verify` (verify/mod.rs, with the same harness).
 mod verify;
