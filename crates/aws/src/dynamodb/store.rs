@@ -161,13 +161,28 @@ fn classify(status: u16, error_type: Option<&str>, body: &[u8]) -> Verdict {
         ErrorKind::Rejected if code == "ValidationException" && message.contains("Item size") => {
             StoreError::ItemTooLarge(MAX_ITEM_BYTES + 1)
         }
+        ErrorKind::Rejected if caused_by_the_item(code, &message) => {
+            StoreError::Rejected(said(&error, status))
+        }
+        // Refused, but not for anything in the item: the table is not the function's, or a code
+        // this adapter does not know (a new one, or a proxy's own). The same record may be
+        // written once the deployment is right, so it must not be dead-lettered at its first
+        // receive: it stays on the transient path (`store_unavailable`), where SQS delivers it
+        // again and the function dead-letters it with its reason on its last receive.
+        ErrorKind::Rejected => StoreError::Unavailable(format!(
+            "{} (HTTP {status}; not a refusal of the item's content)",
+            error.text
+        )),
         ErrorKind::NotFound => StoreError::TableNotFound(message),
         ErrorKind::Throttled => StoreError::Throttled(named(code, status)),
         ErrorKind::Denied => StoreError::AccessDenied(said(&error, status)),
-        ErrorKind::Rejected => StoreError::Rejected(said(&error, status)),
         ErrorKind::Unavailable | ErrorKind::TimedOut => {
             StoreError::Unavailable(if error.is(&CREDENTIALS_REFUSED) {
                 format!("{code}: {message}")
+            } else if code.is_empty() {
+                // No error code: not DynamoDB's answer, but something's on the way (a proxy,
+                // a gateway).
+                format!("HTTP {status} with no error code")
             } else if crate::error::classify(Some(400), code) == ErrorKind::Unavailable {
                 // The code alone says so, at a status that says nothing by itself
                 // (InternalServerError, TransactionConflictException, RequestTimeout, …).
@@ -183,6 +198,30 @@ fn classify(status: u16, error_type: Option<&str>, body: &[u8]) -> Verdict {
         credentials_refused: CREDENTIALS_REFUSED.contains(&code),
         clock_suspect: CLOCK_SKEW.contains(&code),
     }
+}
+
+/// DynamoDB's refusals that the item itself causes: sent again unchanged, it is refused again on
+/// every receive, so the record is dead-lettered at once (`store_rejected`). A
+/// `ValidationException` about the item (an attribute value, the nesting depth, a number); a
+/// `SerializationException` (a request body DynamoDB could not read: the item's encoding). An
+/// item over the size limit and a failed condition are DynamoDB's other content cases, read
+/// before this.
+const ITEM_REFUSALS: [&str; 2] = ["ValidationException", "SerializationException"];
+
+/// Words of a `ValidationException` about the table rather than the item: its key schema, or an
+/// index's key type, is not what the function writes (`TABLE_NAME` names another table). The
+/// same item is written by the stack's table, so the refusal is the deployment's.
+const TABLE_MISMATCH: [&str; 5] = [
+    "Missing the key",
+    "Type mismatch for key",
+    "Type mismatch for Index Key",
+    "does not match the schema",
+    "required keys",
+];
+
+/// Whether a refusal with this code and message is the item's own doing.
+fn caused_by_the_item(code: &str, message: &str) -> bool {
+    ITEM_REFUSALS.contains(&code) && !TABLE_MISMATCH.iter().any(|words| message.contains(words))
 }
 
 /// The code, or the status where the answer had none.
@@ -255,9 +294,55 @@ mod tests {
             classify(400, Some("ThrottlingException:http://internal.amazon.com/"), b"").failure,
             Failure::Error(StoreError::Throttled(code)) if code == "ThrottlingException"
         ));
+    }
+
+    #[test]
+    fn only_refusals_of_the_items_content_are_permanent() {
+        let verdict = |status: u16, code: &str, message: &str| {
+            let body = format!(r#"{{"__type":"com.amazonaws.dynamodb.v20120810#{code}","message":"{message}"}}"#);
+            match classify(status, None, body.as_bytes()).failure {
+                Failure::Error(error) => error,
+                Failure::Exists(_) => panic!("{code} is not a condition failure"),
+            }
+        };
+        // The item's own content: the same on every receive.
+        for (code, message) in [
+            ("ValidationException", "One or more parameter values were invalid: An AttributeValue may not contain an empty string"),
+            ("ValidationException", "Nesting Levels have exceeded supported limits"),
+            ("SerializationException", "NUMBER_VALUE cannot be converted to String"),
+        ] {
+            let error = verdict(400, code, message);
+            assert!(matches!(error, StoreError::Rejected(_)), "{code}: {message}: {error:?}");
+            assert!(!error.reason().is_transient());
+        }
+        // The table is not the function's: the deployment's fault, transient.
+        for message in [
+            "One or more parameter values were invalid: Missing the key id in the item",
+            "One or more parameter values were invalid: Type mismatch for key messageId expected: N actual: S",
+            "One or more parameter values were invalid: Type mismatch for Index Key auditBucket Expected: N Actual: S IndexName: byAuditTime",
+        ] {
+            let error = verdict(400, "ValidationException", message);
+            assert_eq!(error.reason(), audit_model::Reason::StoreUnavailable, "{message}");
+        }
+        // A code this adapter does not know (a new one, or a proxy's own): not the item's.
+        let error = verdict(400, "SomeGatewayError", "bad gateway config");
+        assert_eq!(error.reason(), audit_model::Reason::StoreUnavailable);
+        assert!(error.to_string().contains("SomeGatewayError"), "{error}");
+        // No error code at all (a proxy's page): not DynamoDB judging the item.
+        for status in [400, 404, 413] {
+            let error = match classify(status, None, b"<html>Bad Request</html>").failure {
+                Failure::Error(error) => error,
+                Failure::Exists(_) => panic!("not a condition failure"),
+            };
+            assert_eq!(
+                error,
+                StoreError::Unavailable(format!("HTTP {status} with no error code"))
+            );
+        }
+        // A bare 429 is a request to slow down.
         assert!(matches!(
-            classify(400, None, b"<html>Bad Request</html>").failure,
-            Failure::Error(StoreError::Rejected(why)) if why == "HTTP 400"
+            classify(429, None, b"Too Many Requests").failure,
+            Failure::Error(StoreError::Throttled(why)) if why == "HTTP 429"
         ));
     }
 
