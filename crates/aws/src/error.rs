@@ -284,7 +284,11 @@ mod tests {
         // way (a proxy, a gateway) and says nothing against the request.
         assert_eq!(classify(Some(400), "Weird"), ErrorKind::Rejected);
         for status in [400, 404, 413] {
-            assert_eq!(classify(Some(status), ""), ErrorKind::Unavailable, "{status}");
+            assert_eq!(
+                classify(Some(status), ""),
+                ErrorKind::Unavailable,
+                "{status}"
+            );
         }
         assert_eq!(classify(Some(429), ""), ErrorKind::Throttled);
     }

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use audit_aws::dynamodb::DynamoDbStore;
-use audit_aws::dynamodb::{PutOutcome, StoreError};
+use audit_aws::dynamodb::{PutOutcome, StartupError, StoreError};
 use audit_receiver::message::{AuditItem, AuditMessage, Delivery, parse_audit_time};
 use lambda_runtime::{Context, LambdaEvent};
 use support::http::{Request, read_request, write_response};
@@ -509,7 +509,10 @@ async fn warm_up_reports_a_missing_table() {
     .await;
     let result = server.store().warm_up(2, Duration::from_secs(2)).await;
     assert!(
-        matches!(result, Err(StoreError::TableNotFound(_))),
+        matches!(
+            result,
+            Err(StartupError::Store(StoreError::TableNotFound(_)))
+        ),
         "{result:?}"
     );
 }

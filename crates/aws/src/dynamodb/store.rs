@@ -8,11 +8,11 @@ use bytes::Bytes;
 use serde_json::{Map, Value};
 
 use super::item::{found, put_item_body};
-use super::outcome::{PutOutcome, StoreError};
+use super::outcome::{PutOutcome, StartupError, StoreError};
 use super::port::Transport;
 use super::wire::Wire;
 use crate::error::{AwsError, CREDENTIALS_REFUSED, ErrorKind};
-use audit_model::keys::MAX_ITEM_BYTES;
+use audit_model::keys::{MAX_ITEM_BYTES, PARTITION_KEY, SORT_KEY};
 use audit_model::message::AuditItem;
 
 /// Writes audit items to one table, never overwriting.
@@ -35,8 +35,14 @@ impl<T: Transport> DynamoDbStore<T> {
     /// one `DescribeTable` call (a read-only metadata action), which finds a missing table (or a
     /// refused access) at start-up, and beside it `connections - 1` unsigned `GET /` probes, all
     /// at once, which leave that many open connections in the pool. Bounded by `within`.
-    /// Returns how many connections answered, or the `DescribeTable` call's error.
-    pub async fn warm_up(&self, connections: usize, within: Duration) -> Result<usize, StoreError> {
+    /// Returns how many connections answered; the `DescribeTable` call's error; or
+    /// `StartupError::WrongTable` when the table's key schema is not the one the function
+    /// writes (`key_schema_mismatch`).
+    pub async fn warm_up(
+        &self,
+        connections: usize,
+        within: Duration,
+    ) -> Result<usize, StartupError> {
         let body = serde_json::json!({ "TableName": self.table }).to_string();
         let describe = self.call("DescribeTable", body.into_bytes());
         let probes = futures::future::join_all((1..connections).map(|_| self.wire.probe()));
@@ -47,11 +53,15 @@ impl<T: Transport> DynamoDbStore<T> {
                     StoreError::Unavailable(format!("no answer within {} ms", within.as_millis()))
                 })?;
         match described {
-            Ok(_) => Ok(1 + probed.iter().filter(|p| p.is_ok()).count()),
-            Err(Failure::Error(error)) => Err(error),
+            Ok(answer) => match key_schema_mismatch(&self.table, &answer) {
+                Some(why) => Err(StartupError::WrongTable(why)),
+                None => Ok(1 + probed.iter().filter(|p| p.is_ok()).count()),
+            },
+            Err(Failure::Error(error)) => Err(error.into()),
             Err(Failure::Exists(_)) => Err(StoreError::Rejected(
                 "DescribeTable answered ConditionalCheckFailedException".into(),
-            )),
+            )
+            .into()),
         }
     }
 
@@ -93,6 +103,69 @@ impl<T: Transport> DynamoDbStore<T> {
             return Err(verdict.failure);
         }
     }
+}
+
+/// What a `DescribeTable` answer says against the table, if anything: its key schema is not the
+/// function's (`messageId` HASH and `auditTime` RANGE, both strings, as SPEC and template.yaml
+/// define `AuditMessagesTable`). Every write to such a table is refused (`Missing the key`), so
+/// the function would send every record to the dead-letter queue: it refuses to start instead,
+/// naming both keys. An answer without a key schema (a stand-in's `{}`) cannot be checked and
+/// passes.
+fn key_schema_mismatch(table: &str, answer: &[u8]) -> Option<String> {
+    let answer: Value = serde_json::from_slice(answer).ok()?;
+    let described = answer.get("Table")?;
+    let schema = described.get("KeySchema")?.as_array()?;
+    let text = |value: &Value, name: &str| {
+        value
+            .get(name)
+            .and_then(Value::as_str)
+            .unwrap_or("?")
+            .to_owned()
+    };
+    let type_of = |attribute: &str| {
+        described
+            .get("AttributeDefinitions")
+            .and_then(Value::as_array)
+            .and_then(|all| {
+                all.iter()
+                    .find(|d| d.get("AttributeName").and_then(Value::as_str) == Some(attribute))
+            })
+            .map_or_else(|| "?".to_owned(), |d| text(d, "AttributeType"))
+    };
+    let mut found: Vec<(String, String, String)> = schema
+        .iter()
+        .map(|element| {
+            let name = text(element, "AttributeName");
+            let kind = text(element, "KeyType");
+            let scalar = type_of(&name);
+            (name, kind, scalar)
+        })
+        .collect();
+    // HASH before RANGE, as the key is written.
+    found.sort_by_key(|(_, kind, _)| kind != "HASH");
+    let wanted = [(PARTITION_KEY, "HASH", "S"), (SORT_KEY, "RANGE", "S")];
+    let same = found.len() == wanted.len()
+        && found
+            .iter()
+            .zip(wanted)
+            .all(|((n, k, t), (wn, wk, wt))| n == wn && k == wk && t == wt);
+    if same {
+        return None;
+    }
+    let said = |keys: &mut dyn Iterator<Item = (&str, &str, &str)>| {
+        keys.map(|(name, kind, scalar)| format!("{name} ({kind}, {scalar})"))
+            .collect::<Vec<_>>()
+            .join(" + ")
+    };
+    let has = said(
+        &mut found
+            .iter()
+            .map(|(n, k, t)| (n.as_str(), k.as_str(), t.as_str())),
+    );
+    let writes = said(&mut wanted.into_iter());
+    Some(format!(
+        "table {table} has key schema {has} but the function writes {writes}: point TABLE_NAME at the stack's AuditMessagesTable"
+    ))
 }
 
 enum Failure {
@@ -299,7 +372,9 @@ mod tests {
     #[test]
     fn only_refusals_of_the_items_content_are_permanent() {
         let verdict = |status: u16, code: &str, message: &str| {
-            let body = format!(r#"{{"__type":"com.amazonaws.dynamodb.v20120810#{code}","message":"{message}"}}"#);
+            let body = format!(
+                r#"{{"__type":"com.amazonaws.dynamodb.v20120810#{code}","message":"{message}"}}"#
+            );
             match classify(status, None, body.as_bytes()).failure {
                 Failure::Error(error) => error,
                 Failure::Exists(_) => panic!("{code} is not a condition failure"),
@@ -307,12 +382,24 @@ mod tests {
         };
         // The item's own content: the same on every receive.
         for (code, message) in [
-            ("ValidationException", "One or more parameter values were invalid: An AttributeValue may not contain an empty string"),
-            ("ValidationException", "Nesting Levels have exceeded supported limits"),
-            ("SerializationException", "NUMBER_VALUE cannot be converted to String"),
+            (
+                "ValidationException",
+                "One or more parameter values were invalid: An AttributeValue may not contain an empty string",
+            ),
+            (
+                "ValidationException",
+                "Nesting Levels have exceeded supported limits",
+            ),
+            (
+                "SerializationException",
+                "NUMBER_VALUE cannot be converted to String",
+            ),
         ] {
             let error = verdict(400, code, message);
-            assert!(matches!(error, StoreError::Rejected(_)), "{code}: {message}: {error:?}");
+            assert!(
+                matches!(error, StoreError::Rejected(_)),
+                "{code}: {message}: {error:?}"
+            );
             assert!(!error.reason().is_transient());
         }
         // The table is not the function's: the deployment's fault, transient.
@@ -322,7 +409,11 @@ mod tests {
             "One or more parameter values were invalid: Type mismatch for Index Key auditBucket Expected: N Actual: S IndexName: byAuditTime",
         ] {
             let error = verdict(400, "ValidationException", message);
-            assert_eq!(error.reason(), audit_model::Reason::StoreUnavailable, "{message}");
+            assert_eq!(
+                error.reason(),
+                audit_model::Reason::StoreUnavailable,
+                "{message}"
+            );
         }
         // A code this adapter does not know (a new one, or a proxy's own): not the item's.
         let error = verdict(400, "SomeGatewayError", "bad gateway config");
@@ -409,6 +500,49 @@ mod tests {
                 "{code}"
             );
         }
+    }
+
+    #[test]
+    fn a_table_keyed_otherwise_is_named_and_one_keyed_as_the_function_writes_passes() {
+        let described = |keys: &str, definitions: &str| {
+            format!(
+                r#"{{"Table":{{"TableName":"T","KeySchema":[{keys}],"AttributeDefinitions":[{definitions}]}}}}"#
+            )
+        };
+        let right = described(
+            r#"{"AttributeName":"auditTime","KeyType":"RANGE"},{"AttributeName":"messageId","KeyType":"HASH"}"#,
+            r#"{"AttributeName":"messageId","AttributeType":"S"},{"AttributeName":"auditTime","AttributeType":"S"},{"AttributeName":"auditBucket","AttributeType":"S"}"#,
+        );
+        assert_eq!(key_schema_mismatch("T", right.as_bytes()), None);
+        // An answer that says nothing of the key (a stand-in's `{}`) cannot be checked.
+        assert_eq!(key_schema_mismatch("T", b"{}"), None);
+        assert_eq!(key_schema_mismatch("T", b"not json"), None);
+
+        let id = described(
+            r#"{"AttributeName":"id","KeyType":"HASH"}"#,
+            r#"{"AttributeName":"id","AttributeType":"S"}"#,
+        );
+        assert_eq!(
+            key_schema_mismatch("Other", id.as_bytes()).as_deref(),
+            Some(
+                "table Other has key schema id (HASH, S) but the function writes messageId (HASH, S) + auditTime (RANGE, S): point TABLE_NAME at the stack's AuditMessagesTable"
+            )
+        );
+        // The right names with another type, or without the sort key, are not the table either.
+        let numeric = described(
+            r#"{"AttributeName":"messageId","KeyType":"HASH"},{"AttributeName":"auditTime","KeyType":"RANGE"}"#,
+            r#"{"AttributeName":"messageId","AttributeType":"S"},{"AttributeName":"auditTime","AttributeType":"N"}"#,
+        );
+        let why = key_schema_mismatch("T", numeric.as_bytes()).unwrap();
+        assert!(
+            why.contains("has key schema messageId (HASH, S) + auditTime (RANGE, N) but"),
+            "{why}"
+        );
+        let hash_only = described(
+            r#"{"AttributeName":"messageId","KeyType":"HASH"}"#,
+            r#"{"AttributeName":"messageId","AttributeType":"S"}"#,
+        );
+        assert!(key_schema_mismatch("T", hash_only.as_bytes()).is_some());
     }
 
     #[test]
