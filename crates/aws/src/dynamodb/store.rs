@@ -78,11 +78,14 @@ impl<T: Transport> DynamoDbStore<T> {
     }
 
     /// One call; a 2xx answer is `Ok` with its body, anything else a `Failure`. A request refused
-    /// for its time is signed again at the service's time (from the answer's `Date`) and sent
-    /// once more; refused credentials are fetched again for the next call.
+    /// for its time (signed more than the threshold off the service's clock as its answer's
+    /// `Date` shows, judged by the correction it was signed with) is signed again at the
+    /// service's time and sent once more, within this call: not one of the batch's retries, and
+    /// whether this answer corrected the clock or a concurrent call's did. Refused credentials
+    /// are fetched again for the next call; a refusal for the time never throws them away.
     async fn call(&self, operation: &str, body: Vec<u8>) -> Result<Bytes, Failure> {
         let body = Bytes::from(body);
-        let mut clock_corrected = false;
+        let mut signed_again = false;
         loop {
             let reply = self
                 .wire
@@ -93,9 +96,14 @@ impl<T: Transport> DynamoDbStore<T> {
                 return Ok(reply.body);
             }
             let verdict = classify(reply.status, reply.error_type.as_deref(), &reply.body);
-            if verdict.clock_suspect && !clock_corrected && self.wire.correct_clock(&reply) {
-                clock_corrected = true;
-                continue;
+            if verdict.clock_suspect && self.wire.correct_clock(&reply) {
+                if !signed_again {
+                    signed_again = true;
+                    continue;
+                }
+                // Refused for its time again, just after being signed at the service's: a
+                // clock that jumps. Once is enough; the credentials were not at fault.
+                return Err(verdict.failure);
             }
             if verdict.credentials_refused {
                 self.wire.forget_credentials();
@@ -581,11 +589,14 @@ mod tests {
         use super::*;
         use crate::dynamodb::port::{Reply, WireError};
 
-        /// Answers calls from a script (then `200 {}`), counting what the store asked of it.
+        /// Answers calls from a script (then `200 {}`), counting what the store asked of it. Keeps
+        /// a signing clock as the wire does: each reply carries the correction its call was
+        /// signed with.
         #[derive(Default)]
         struct Scripted {
             replies: Mutex<VecDeque<Result<Reply, WireError>>>,
             operations: Mutex<Vec<String>>,
+            skew_ms: std::sync::atomic::AtomicI64,
             clock_corrections: AtomicUsize,
             credentials_forgotten: AtomicUsize,
         }
@@ -606,21 +617,33 @@ mod tests {
         impl Transport for Scripted {
             async fn call(&self, operation: &str, _body: Bytes) -> Result<Reply, WireError> {
                 self.operations.lock().unwrap().push(operation.to_owned());
+                let signed_skew_ms = self.skew_ms.load(Ordering::SeqCst);
                 let next = self.replies.lock().unwrap().pop_front();
                 next.unwrap_or_else(|| Ok(answer(200, "{}")))
+                    .map(|reply| Reply {
+                        signed_skew_ms,
+                        ..reply
+                    })
             }
 
             async fn probe(&self) -> Result<(), WireError> {
                 Ok(())
             }
 
-            /// Corrects a skew over the signer's threshold, as the wire does.
+            /// Judges and corrects a skew over the signer's threshold, as the wire does.
             fn correct_clock(&self, reply: &Reply) -> bool {
-                let corrected = reply.skew_ms.is_some_and(|ms| ms.abs() > 240_000);
-                if corrected {
+                let Some(measured) = reply.skew_ms else {
+                    return false;
+                };
+                if measured.abs_diff(reply.signed_skew_ms) <= 240_000 {
+                    return false;
+                }
+                let applied = self.skew_ms.load(Ordering::SeqCst);
+                if measured.abs_diff(applied) > 240_000 {
+                    self.skew_ms.store(measured, Ordering::SeqCst);
                     self.clock_corrections.fetch_add(1, Ordering::SeqCst);
                 }
-                corrected
+                true
             }
 
             fn forget_credentials(&self) {
@@ -713,6 +736,16 @@ mod tests {
             )]));
             assert!(store.put_if_absent(&item(BODY)).await.is_err());
             assert_eq!(store.wire.calls(), 1);
+
+            // Refused for its time again after the correction (a clock that jumps): signed again
+            // once only, and the credentials, not at fault, are kept.
+            let store = over(Scripted::answering([
+                refused("InvalidSignatureException", skewed),
+                refused("InvalidSignatureException", Some(1_200_000)),
+            ]));
+            assert!(store.put_if_absent(&item(BODY)).await.is_err());
+            assert_eq!(store.wire.calls(), 2);
+            assert_eq!(store.wire.credentials_forgotten.load(Ordering::SeqCst), 0);
         }
 
         #[tokio::test]
