@@ -233,22 +233,22 @@ fn string_attribute(value: &str) -> SqsMessageAttribute {
 
 #[tokio::test]
 async fn a_dead_letter_send_answered_late_near_the_deadline_makes_one_copy_with_its_reason() {
-    // Given SQS that takes a dead letter at once and answers a second later, and a margin of
-    // 2 s: no write after deadline - 2 s, no send started after deadline - 1 s, and one started
-    // waited for until deadline - 0.5 s.
+    // Given SQS that takes a dead letter at once and answers 2 s later, and a margin of 4 s: no
+    // write after deadline - 4 s, no send started after deadline - 2 s, and one started waited
+    // for until deadline - 1 s.
     let stack = Stack::start(Sqs {
-        answer_after: Duration::from_millis(1_000),
+        answer_after: Duration::from_millis(2_000),
         ..Sqs::default()
     })
     .await;
     let mut settings = settings();
-    settings.deadline_margin = Duration::from_millis(2_000);
+    settings.deadline_margin = Duration::from_millis(4_000);
     let handler =
         handler(&stack.moto.endpoint, TABLE, settings).with_dead_letters(stack.dead_letter_queue());
 
-    // When a record on its last receive comes with 1.8 s left: too late to write (deadline), so
-    // dead-lettered on its last receive; its send starts at once and is answered after ~1 s,
-    // 0.2 s after deadline - 1 s.
+    // When a record on its last receive comes with 3.6 s left: too late to write (deadline), so
+    // dead-lettered on its last receive; its send starts at once and is answered after ~2 s,
+    // 0.4 s after deadline - 2 s (where sends used to be cut off) and 0.6 s before deadline - 1 s.
     let mut last = record("last", r#"{"auditText":"x"}"#);
     last.attributes
         .insert("ApproximateReceiveCount".into(), "5".into());
@@ -257,7 +257,7 @@ async fn a_dead_letter_send_answered_late_near_the_deadline_makes_one_copy_with_
         .unwrap()
         .as_millis() as u64;
     let mut context = Context::default();
-    context.deadline = now_ms + 1_800;
+    context.deadline = now_ms + 3_600;
     let mut event = aws_lambda_events::sqs::SqsEvent::default();
     event.records = vec![last];
     let response = handler
