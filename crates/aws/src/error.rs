@@ -202,6 +202,14 @@ const UNAVAILABLE: [&str; 11] = [
 /// The one classification: by the service's error code first (the same code means the same in
 /// every service), then by the HTTP status where the code says nothing (429 and 409: slow down
 /// or a concurrent request; 5xx: the service; a bare 403: a policy in front of it).
+///
+/// `Rejected` needs the service's own word: a 4xx that names an error code. A 4xx with no code
+/// at all (a bare 400, 404, 413, an HTML page) did not come from an AWS service judging the
+/// request, since they always name their error (S3's HEAD answers aside, whose 404 the SDK names
+/// `NotFound` and whose bare 403 is `Denied` above): it came from something on the way (a proxy,
+/// a gateway, a load balancer, a firewall), and says nothing against the request. It is
+/// `Unavailable`: another attempt, or the same one once the way is fixed, may succeed, and a
+/// caller must not give the request up for good because of it.
 pub fn classify(status: Option<u16>, code: &str) -> ErrorKind {
     match code {
         _ if NOT_FOUND.contains(&code) => ErrorKind::NotFound,
@@ -214,6 +222,7 @@ pub fn classify(status: Option<u16>, code: &str) -> ErrorKind {
             Some(429) => ErrorKind::Throttled,
             Some(409) => ErrorKind::Unavailable,
             Some(403) if code.is_empty() => ErrorKind::Denied,
+            Some(_) if code.is_empty() => ErrorKind::Unavailable,
             Some(_) => ErrorKind::Rejected,
         },
     }
@@ -270,8 +279,18 @@ mod tests {
         assert_eq!(classify(Some(409), "Weird"), ErrorKind::Unavailable);
         assert_eq!(classify(Some(403), ""), ErrorKind::Denied);
         assert_eq!(classify(Some(403), "Weird"), ErrorKind::Rejected);
-        assert_eq!(classify(Some(400), ""), ErrorKind::Rejected);
         assert_eq!(classify(None, "Weird"), ErrorKind::Unavailable);
+        // A 4xx the service named is its refusal; one with no code came from something on the
+        // way (a proxy, a gateway) and says nothing against the request.
+        assert_eq!(classify(Some(400), "Weird"), ErrorKind::Rejected);
+        for status in [400, 404, 413] {
+            assert_eq!(
+                classify(Some(status), ""),
+                ErrorKind::Unavailable,
+                "{status}"
+            );
+        }
+        assert_eq!(classify(Some(429), ""), ErrorKind::Throttled);
     }
 
     #[test]

@@ -10,7 +10,8 @@ pub use audit_model::keys::DEFAULT_TABLE_NAME;
 pub const DEFAULT_MAX_CONCURRENCY: usize = 32;
 pub const MAX_CONCURRENCY_LIMIT: usize = 1024;
 /// Time kept in hand before the Lambda deadline: no record starts and no write is left in flight
-/// after `deadline - margin`; the margin pays for the response, the logs and the metrics.
+/// after `deadline - margin`; the margin pays for the dead-letter sends (each waited for at least
+/// a quarter of it, `BatchSettings::deadline_margin`), the response, the logs and the metrics.
 pub const DEFAULT_DEADLINE_MARGIN_MS: u64 = 1000;
 const MAX_RETENTION_DAYS: u32 = 36_500;
 /// The source queue's `maxReceiveCount` when `MAX_RECEIVE_COUNT` is unset (the template's default).

@@ -2,7 +2,7 @@
 //! the SQS client, built once from the SDK's configuration, and the runtime loop.
 
 use audit_aws::config::ClientOptions;
-use audit_aws::dynamodb::{DynamoDbStore, Wire};
+use audit_aws::dynamodb::{DynamoDbStore, StartupError, Wire};
 use audit_aws::sqs::SqsDeadLetterQueue;
 use audit_receiver::deadletter::DeadLetterQueue;
 use audit_receiver::{Config, Handler};
@@ -50,11 +50,17 @@ async fn start(at_once: usize) -> Result<(), Error> {
         .inspect_err(|error| tracing::error!(%error, "invalid configuration"))?;
     let store = DynamoDbStore::new(wire, &config.table_name);
     // Open as many connections as a default batch of 10 uses, while init still has the CPU.
+    // A table keyed otherwise than the function writes would refuse every record: the function
+    // does not start (an init error, named in the log), rather than dead-letter the queue.
     match store
         .warm_up(config.max_concurrency.min(10), Duration::from_secs(2))
         .await
     {
         Ok(opened) => tracing::debug!(opened, "connections warmed"),
+        Err(StartupError::WrongTable(why)) => {
+            tracing::error!(table = %config.table_name, "{why}");
+            return Err(why.into());
+        }
         Err(error) => tracing::warn!(%error, table = %config.table_name, "start-up check failed"),
     }
     let handler = Handler::new(store, config.batch_settings());

@@ -90,7 +90,8 @@ fn http_date(time: SystemTime) -> String {
 /// A DynamoDB stand-in whose clock is `offset` ahead of ours (behind when negative), which
 /// refuses requests signed more than 5 minutes off its clock as DynamoDB does, and otherwise
 /// answers 200, or `InvalidSignatureException` for every request when `refuse_all`. Every answer
-/// carries its `Date`. Keeps every request.
+/// carries its `Date`. Keeps every request. With `together` above 0 it answers none of its first
+/// `together` requests before all of them have arrived.
 struct Clocked {
     endpoint: String,
     requests: Arc<Mutex<Vec<Request>>>,
@@ -98,10 +99,16 @@ struct Clocked {
 
 impl Clocked {
     async fn start(offset_seconds: i64, refuse_all: bool) -> Self {
+        Self::start_holding(offset_seconds, refuse_all, 0).await
+    }
+
+    async fn start_holding(offset_seconds: i64, refuse_all: bool, together: usize) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let endpoint = format!("http://{}", listener.local_addr().unwrap());
         let requests = Arc::new(Mutex::new(Vec::new()));
         let kept = requests.clone();
+        let (arrived, _) = tokio::sync::watch::channel(0usize);
+        let arrived = Arc::new(arrived);
         tokio::spawn(async move {
             while let Ok((socket, _)) = listener.accept().await {
                 tokio::spawn(Self::serve(
@@ -109,6 +116,7 @@ impl Clocked {
                     offset_seconds,
                     refuse_all,
                     kept.clone(),
+                    (together, arrived.clone()),
                 ));
             }
         });
@@ -120,9 +128,19 @@ impl Clocked {
         offset_seconds: i64,
         refuse_all: bool,
         requests: Arc<Mutex<Vec<Request>>>,
+        (together, arrived): (usize, Arc<tokio::sync::watch::Sender<usize>>),
     ) {
         let mut buffer = Vec::new();
         while let Some(request) = read_request(&mut socket, &mut buffer).await {
+            let mut count = 0;
+            arrived.send_modify(|n| {
+                *n += 1;
+                count = *n;
+            });
+            if count <= together {
+                let mut waiting = arrived.subscribe();
+                let _ = waiting.wait_for(|n| *n >= together).await;
+            }
             let shift = Duration::from_secs(offset_seconds.unsigned_abs());
             let now = if offset_seconds >= 0 {
                 SystemTime::now() + shift
@@ -219,6 +237,33 @@ async fn a_write_refused_for_a_skewed_clock_is_signed_again_at_the_services_time
         assert_eq!(service.requests(), 3);
         assert_eq!(credentials.fetched(), 1);
     }
+}
+
+#[tokio::test]
+async fn concurrent_writes_refused_for_a_skewed_clock_are_each_signed_again_once() {
+    // Given a service whose clock is an hour ahead of ours, which answers none of the first 32
+    // requests before all 32 have arrived: each of them was signed before any answer could show
+    // the service's time.
+    let service = Clocked::start_holding(3600, false, 32).await;
+    let credentials = Counted::default();
+    let store = credentials.store(&service.endpoint);
+
+    // When the function has 32 writes in flight at once (its default MAX_CONCURRENCY).
+    let items: Vec<AuditItem> = (0..32).map(|i| item(&format!("m{i}"))).collect();
+    let outcomes =
+        futures::future::join_all(items.iter().map(|item| store.put_if_absent(item))).await;
+
+    // Then every write is refused once and signed again at the service's time, whichever answer
+    // corrected the clock first: all 32 written within their own calls (none left to the
+    // batch's retries and their backoff), in 64 requests, and the credentials, never at fault,
+    // are fetched once.
+    let written = outcomes
+        .iter()
+        .filter(|o| **o == Ok(PutOutcome::Written))
+        .count();
+    assert_eq!(written, 32, "{outcomes:?}");
+    assert_eq!(service.requests(), 64);
+    assert_eq!(credentials.fetched(), 1);
 }
 
 #[tokio::test]

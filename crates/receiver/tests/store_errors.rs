@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use audit_aws::dynamodb::DynamoDbStore;
-use audit_aws::dynamodb::{PutOutcome, StoreError};
+use audit_aws::dynamodb::{PutOutcome, StartupError, StoreError};
 use audit_receiver::message::{AuditItem, AuditMessage, Delivery, parse_audit_time};
 use lambda_runtime::{Context, LambdaEvent};
 use support::http::{Request, read_request, write_response};
@@ -511,7 +511,75 @@ async fn warm_up_reports_a_missing_table() {
     .await;
     let result = server.store().warm_up(2, Duration::from_secs(2)).await;
     assert!(
-        matches!(result, Err(StoreError::TableNotFound(_))),
+        matches!(
+            result,
+            Err(StartupError::Store(StoreError::TableNotFound(_)))
+        ),
+        "{result:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_refusal_that_is_not_about_the_record_leaves_it_to_a_later_receive() {
+    use audit_aws::sqs::MemoryDeadLetterQueue;
+    use audit_receiver::deadletter::FailureAttributes;
+
+    // Given a proxy in front of DynamoDB that answers with its own page and no error code, a
+    // code DynamoDB never sends, or DynamoDB refusing a key the table does not have (TABLE_NAME
+    // names another table): the deployment's faults, none the record's.
+    let refusals = [
+        Reply::Json(400, "<html>400 Bad Request</html>".into()),
+        Reply::Json(404, "<html>Not Found</html>".into()),
+        error(400, "UnknownGatewayError", "the gateway refused the call"),
+        error(
+            400,
+            "ValidationException",
+            "One or more parameter values were invalid: Missing the key id in the item",
+        ),
+    ];
+    for refusal in refusals {
+        let server = Scripted::start(vec![refusal]).await;
+        let queue = Arc::new(MemoryDeadLetterQueue::new());
+        let handler = audit_receiver::Handler::new(server.store(), settings())
+            .with_dead_letters(queue.clone());
+
+        // When a record is received the first time: reported failed for SQS to deliver again,
+        // not dead-lettered (a fixed deployment then writes it).
+        let response = handler
+            .handle(event(vec![record("m1", BODY)]))
+            .await
+            .unwrap();
+        assert_eq!(failed(&response), ["m1"]);
+        assert!(queue.sent().is_empty(), "{:?}", queue.sent());
+
+        // On its last receive the function dead-letters it itself, with its transient reason.
+        let mut last = record("m1", BODY);
+        last.attributes
+            .insert("ApproximateReceiveCount".into(), "5".into());
+        let response = handler.handle(event(vec![last])).await.unwrap();
+        assert!(failed(&response).is_empty());
+        let sent = queue.sent();
+        assert_eq!(sent.len(), 1);
+        assert_eq!(sent[0].reason(), Some("store_unavailable"));
+    }
+}
+
+#[tokio::test]
+async fn a_bare_429_is_throttling_and_a_refusal_of_the_item_stays_permanent() {
+    let result = put_once(Reply::Json(429, "Too Many Requests".into())).await;
+    assert!(
+        matches!(&result, Err(e @ StoreError::Throttled(_)) if e.is_retryable()),
+        "{result:?}"
+    );
+
+    let result = put_once(error(
+        400,
+        "ValidationException",
+        "One or more parameter values were invalid: An AttributeValue may not contain an empty string",
+    ))
+    .await;
+    assert!(
+        matches!(&result, Err(e @ StoreError::Rejected(_)) if !e.reason().is_transient()),
         "{result:?}"
     );
 }

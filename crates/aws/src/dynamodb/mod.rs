@@ -3,7 +3,7 @@
 //!
 //! - `store`: `DynamoDbStore`, the conditional `PutItem` and the errors, over a `Transport`;
 //! - `item`: `AuditItem` <-> DynamoDB's JSON (the request, the size, `ALL_OLD` read back);
-//! - `outcome`: `PutOutcome`, `StoreError`, and the one payload rule's use;
+//! - `outcome`: `PutOutcome`, `StoreError`, `StartupError`, and the one payload rule's use;
 //! - `port`: `Transport`, one signed call and its whole answer;
 //! - `wire`, `sigv4`: the fast wire (hyper, rustls) and its signer, the production `Transport`;
 //! - `memory`: `MemoryStore`, the twin, for tests.
@@ -18,7 +18,7 @@ pub mod wire;
 
 pub use item::{check_size, item_size, put_item_body};
 pub use memory::MemoryStore;
-pub use outcome::{PutOutcome, StoreError};
+pub use outcome::{PutOutcome, StartupError, StoreError};
 pub use port::{Reply, Transport, WireError};
 pub use store::DynamoDbStore;
 pub use wire::{SetupError, Wire};

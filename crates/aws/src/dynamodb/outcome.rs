@@ -1,5 +1,6 @@
 //! Owns the DynamoDB adapter's vocabulary: what a conditional write found (`PutOutcome`, by the
-//! model's payload rule) and why a write did not happen (`StoreError`). Must not know HTTP or SQS.
+//! model's payload rule), why a write did not happen (`StoreError`), and why the start-up check
+//! refused the table (`StartupError`). Must not know HTTP or SQS.
 
 use audit_model::Reason;
 use audit_model::message::AuditItem;
@@ -73,4 +74,18 @@ impl StoreError {
     pub fn code(&self) -> &'static str {
         self.reason().code()
     }
+}
+
+/// What the start-up check (`DynamoDbStore::warm_up`) found wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StartupError {
+    /// The table's key is not the one the function writes: every write would be refused, and
+    /// every record would end in the dead-letter queue. The function must not start; the text
+    /// names both keys and what to do.
+    #[error("{0}")]
+    WrongTable(String),
+    /// The check could not be made or failed on its way (the table missing, access refused, no
+    /// answer in time): the function starts, and its writes say what is wrong, record by record.
+    #[error(transparent)]
+    Store(#[from] StoreError),
 }

@@ -18,6 +18,9 @@ pub struct Reply {
     /// For an error answer with a `Date` header: the service's clock minus ours, in
     /// milliseconds, at the exchange's midpoint (what the SDK's clock-skew correction measures).
     pub skew_ms: Option<i64>,
+    /// The clock correction the request was signed with (the service's clock minus ours, in
+    /// milliseconds, as the signer knew it then), against which `skew_ms` is judged.
+    pub signed_skew_ms: i64,
 }
 
 /// A call that got no whole answer.
@@ -49,8 +52,10 @@ pub trait Transport: Send + Sync {
     /// Opens a connection (or reuses an idle one) so that it is in the pool for later calls.
     fn probe(&self) -> impl Future<Output = Result<(), WireError>> + Send;
 
-    /// Signs from now on at the service's time as `reply` showed it, if the calls were signed
-    /// too far off it. Says whether it corrected the clock (a refused call is worth signing again).
+    /// Says whether the call `reply` answers was signed too far off the service's time as
+    /// `reply` shows it (judged by the correction it was signed with, `Reply::signed_skew_ms`),
+    /// so that signing it again is worth it; if so, signs from now on at the service's time,
+    /// unless another answer already made it so.
     fn correct_clock(&self, reply: &Reply) -> bool;
 
     /// Makes the next call fetch the credentials again (DynamoDB refused them).

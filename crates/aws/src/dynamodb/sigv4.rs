@@ -51,6 +51,10 @@ pub struct Signature {
     pub amz_date: String,
     /// `authorization`.
     pub authorization: String,
+    /// The clock correction it was signed with (the service's clock minus ours, in
+    /// milliseconds): an answer refusing it for its time is judged against this, not against
+    /// whatever the signer uses by then (`Signer::correct_clock`).
+    pub skew_ms: i64,
     /// The keys it was signed with: the session token is read from their credentials.
     keys: Arc<Keys>,
 }
@@ -66,6 +70,7 @@ impl fmt::Debug for Signature {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Signature")
             .field("amz_date", &self.amz_date)
+            .field("skew_ms", &self.skew_ms)
             .field("authorization", &"** redacted **")
             .field("security_token", &"** redacted **")
             .finish()
@@ -147,7 +152,8 @@ impl Signer {
         body: &[u8],
         now: SystemTime,
     ) -> Result<Signature, CredentialsError> {
-        let at = self.signing_time(now);
+        let skew_ms = self.skew_ms.load(Ordering::SeqCst);
+        let at = signing_time(now, skew_ms);
         let amz_date = amz_date(at);
         let keys = self.keys(&amz_date[..8], now, at).await?;
         let token = keys.credentials.session_token();
@@ -203,6 +209,7 @@ impl Signer {
         Ok(Signature {
             amz_date,
             authorization,
+            skew_ms,
             keys,
         })
     }
@@ -216,29 +223,30 @@ impl Signer {
         }
     }
 
-    /// The skew that the service's clock showed (its time minus ours at the exchange's midpoint,
-    /// in milliseconds) becomes the signing clock's correction when the requests were signed
-    /// more than `SKEW_THRESHOLD` off it. Says whether it did: a request refused for its time can
-    /// then be signed again and succeed, as the SDK's clock-skew correction does.
-    pub fn correct_clock(&self, measured_ms: i64) -> bool {
-        let applied = self.skew_ms.load(Ordering::SeqCst);
-        let off = Duration::from_millis(measured_ms.abs_diff(applied));
-        if off <= SKEW_THRESHOLD {
+    /// A request signed with the correction `signed_ms` (`Signature::skew_ms`) was refused, and
+    /// its answer showed the service's clock `measured_ms` off ours (its time minus ours at the
+    /// exchange's midpoint). Says whether that request was signed more than `SKEW_THRESHOLD` off
+    /// the service's time, i.e. whether signing it again can succeed, as the SDK's clock-skew
+    /// correction does; if so, the signing clock takes the service's time, unless it already
+    /// signs within the threshold of it.
+    ///
+    /// Judged against the correction the request was signed with, not the one in use now: many
+    /// requests are in flight at once (32 by default), all signed before the first answer came.
+    /// The first answer corrects the clock; the others, signed at the old time, are just as
+    /// refused for it, and must be signed again too, not taken for refused credentials (which
+    /// would throw valid ones away) or left to the batch's retries (which would spend its budget
+    /// and backoff on 31 of 32 records).
+    pub fn correct_clock(&self, signed_ms: i64, measured_ms: i64) -> bool {
+        let off = |ms: i64| Duration::from_millis(measured_ms.abs_diff(ms));
+        if off(signed_ms) <= SKEW_THRESHOLD {
             return false;
         }
-        self.skew_ms.store(measured_ms, Ordering::SeqCst);
-        true
-    }
-
-    /// `now` on the service's clock, as far as its answers showed it.
-    fn signing_time(&self, now: SystemTime) -> SystemTime {
-        let skew = self.skew_ms.load(Ordering::Relaxed);
-        let shift = Duration::from_millis(skew.unsigned_abs());
-        match skew {
-            0 => now,
-            1.. => now.checked_add(shift).unwrap_or(now),
-            _ => now.checked_sub(shift).unwrap_or(now),
+        // Another answer may have corrected it since (or be correcting it now: both store what
+        // the service showed, within a second of each other).
+        if off(self.skew_ms.load(Ordering::SeqCst)) > SKEW_THRESHOLD {
+            self.skew_ms.store(measured_ms, Ordering::SeqCst);
         }
+        true
     }
 
     fn cached(&self) -> Option<Arc<Keys>> {
@@ -330,6 +338,17 @@ impl Keys {
     /// Not yet expired: still accepted, though due for a refresh.
     fn valid(&self, now: SystemTime) -> bool {
         self.credentials.expiry().is_none_or(|expiry| now < expiry)
+    }
+}
+
+/// `now` on the service's clock, as far as its answers showed it (`skew_ms`: its clock minus
+/// ours).
+fn signing_time(now: SystemTime, skew_ms: i64) -> SystemTime {
+    let shift = Duration::from_millis(skew_ms.unsigned_abs());
+    match skew_ms {
+        0 => now,
+        1.. => now.checked_add(shift).unwrap_or(now),
+        _ => now.checked_sub(shift).unwrap_or(now),
     }
 }
 
@@ -632,8 +651,9 @@ mod tests {
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_795_350_123);
 
         // Within the threshold: not a clock problem, nothing changes.
-        assert!(!signer.correct_clock(60_000));
+        assert!(!signer.correct_clock(0, 60_000));
         let ours = signer.sign(host, TARGET, b"{}", now).await.unwrap();
+        assert_eq!(ours.skew_ms, 0);
         let theirs = reference(&credentials, "us-east-1", host, b"{}", now);
         assert_eq!(
             Some(ours.authorization.as_str()),
@@ -643,19 +663,25 @@ mod tests {
         // The service's clock is 10 hours ahead (across its midnight): signed at its time, with
         // its day's key.
         let ahead = Duration::from_secs(10 * 3600);
-        assert!(signer.correct_clock(ahead.as_millis() as i64));
+        let ahead_ms = ahead.as_millis() as i64;
+        assert!(signer.correct_clock(0, ahead_ms));
         let ours = signer.sign(host, TARGET, b"{}", now).await.unwrap();
+        assert_eq!(ours.skew_ms, ahead_ms);
         let theirs = reference(&credentials, "us-east-1", host, b"{}", now + ahead);
         assert_eq!(Some(ours.amz_date.as_str()), header(&theirs, "x-amz-date"));
         assert_eq!(
             Some(ours.authorization.as_str()),
             header(&theirs, "authorization")
         );
-        // Measured again at the same skew: already corrected.
-        assert!(!signer.correct_clock(ahead.as_millis() as i64 + 1_000));
+        // Another request signed before the correction, refused for its time: worth signing
+        // again, and the correction it would make is already made.
+        assert!(signer.correct_clock(0, ahead_ms + 1_000));
+        assert_eq!(signer.skew_ms.load(Ordering::SeqCst), ahead_ms);
+        // A request signed after it, refused all the same: not the clock.
+        assert!(!signer.correct_clock(ahead_ms, ahead_ms + 1_000));
 
         // And behind.
-        assert!(signer.correct_clock(-(ahead.as_millis() as i64)));
+        assert!(signer.correct_clock(ahead_ms, -ahead_ms));
         let ours = signer.sign(host, TARGET, b"{}", now).await.unwrap();
         let theirs = reference(&credentials, "us-east-1", host, b"{}", now - ahead);
         assert_eq!(

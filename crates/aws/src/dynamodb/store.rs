@@ -8,11 +8,11 @@ use bytes::Bytes;
 use serde_json::{Map, Value};
 
 use super::item::{found, put_item_body};
-use super::outcome::{PutOutcome, StoreError};
+use super::outcome::{PutOutcome, StartupError, StoreError};
 use super::port::Transport;
 use super::wire::Wire;
 use crate::error::{AwsError, CREDENTIALS_REFUSED, ErrorKind};
-use audit_model::keys::MAX_ITEM_BYTES;
+use audit_model::keys::{MAX_ITEM_BYTES, PARTITION_KEY, SORT_KEY};
 use audit_model::message::AuditItem;
 
 /// Writes audit items to one table, never overwriting.
@@ -35,8 +35,14 @@ impl<T: Transport> DynamoDbStore<T> {
     /// one `DescribeTable` call (a read-only metadata action), which finds a missing table (or a
     /// refused access) at start-up, and beside it `connections - 1` unsigned `GET /` probes, all
     /// at once, which leave that many open connections in the pool. Bounded by `within`.
-    /// Returns how many connections answered, or the `DescribeTable` call's error.
-    pub async fn warm_up(&self, connections: usize, within: Duration) -> Result<usize, StoreError> {
+    /// Returns how many connections answered; the `DescribeTable` call's error; or
+    /// `StartupError::WrongTable` when the table's key schema is not the one the function
+    /// writes (`key_schema_mismatch`).
+    pub async fn warm_up(
+        &self,
+        connections: usize,
+        within: Duration,
+    ) -> Result<usize, StartupError> {
         let body = serde_json::json!({ "TableName": self.table }).to_string();
         let describe = self.call("DescribeTable", body.into_bytes());
         let probes = futures::future::join_all((1..connections).map(|_| self.wire.probe()));
@@ -47,11 +53,15 @@ impl<T: Transport> DynamoDbStore<T> {
                     StoreError::Unavailable(format!("no answer within {} ms", within.as_millis()))
                 })?;
         match described {
-            Ok(_) => Ok(1 + probed.iter().filter(|p| p.is_ok()).count()),
-            Err(Failure::Error(error)) => Err(error),
+            Ok(answer) => match key_schema_mismatch(&self.table, &answer) {
+                Some(why) => Err(StartupError::WrongTable(why)),
+                None => Ok(1 + probed.iter().filter(|p| p.is_ok()).count()),
+            },
+            Err(Failure::Error(error)) => Err(error.into()),
             Err(Failure::Exists(_)) => Err(StoreError::Rejected(
                 "DescribeTable answered ConditionalCheckFailedException".into(),
-            )),
+            )
+            .into()),
         }
     }
 
@@ -68,11 +78,14 @@ impl<T: Transport> DynamoDbStore<T> {
     }
 
     /// One call; a 2xx answer is `Ok` with its body, anything else a `Failure`. A request refused
-    /// for its time is signed again at the service's time (from the answer's `Date`) and sent
-    /// once more; refused credentials are fetched again for the next call.
+    /// for its time (signed more than the threshold off the service's clock as its answer's
+    /// `Date` shows, judged by the correction it was signed with) is signed again at the
+    /// service's time and sent once more, within this call: not one of the batch's retries, and
+    /// whether this answer corrected the clock or a concurrent call's did. Refused credentials
+    /// are fetched again for the next call; a refusal for the time never throws them away.
     async fn call(&self, operation: &str, body: Vec<u8>) -> Result<Bytes, Failure> {
         let body = Bytes::from(body);
-        let mut clock_corrected = false;
+        let mut signed_again = false;
         loop {
             let reply = self
                 .wire
@@ -83,9 +96,14 @@ impl<T: Transport> DynamoDbStore<T> {
                 return Ok(reply.body);
             }
             let verdict = classify(reply.status, reply.error_type.as_deref(), &reply.body);
-            if verdict.clock_suspect && !clock_corrected && self.wire.correct_clock(&reply) {
-                clock_corrected = true;
-                continue;
+            if verdict.clock_suspect && self.wire.correct_clock(&reply) {
+                if !signed_again {
+                    signed_again = true;
+                    continue;
+                }
+                // Refused for its time again, just after being signed at the service's: a
+                // clock that jumps. Once is enough; the credentials were not at fault.
+                return Err(verdict.failure);
             }
             if verdict.credentials_refused {
                 self.wire.forget_credentials();
@@ -93,6 +111,69 @@ impl<T: Transport> DynamoDbStore<T> {
             return Err(verdict.failure);
         }
     }
+}
+
+/// What a `DescribeTable` answer says against the table, if anything: its key schema is not the
+/// function's (`messageId` HASH and `auditTime` RANGE, both strings, as SPEC and template.yaml
+/// define `AuditMessagesTable`). Every write to such a table is refused (`Missing the key`), so
+/// the function would send every record to the dead-letter queue: it refuses to start instead,
+/// naming both keys. An answer without a key schema (a stand-in's `{}`) cannot be checked and
+/// passes.
+fn key_schema_mismatch(table: &str, answer: &[u8]) -> Option<String> {
+    let answer: Value = serde_json::from_slice(answer).ok()?;
+    let described = answer.get("Table")?;
+    let schema = described.get("KeySchema")?.as_array()?;
+    let text = |value: &Value, name: &str| {
+        value
+            .get(name)
+            .and_then(Value::as_str)
+            .unwrap_or("?")
+            .to_owned()
+    };
+    let type_of = |attribute: &str| {
+        described
+            .get("AttributeDefinitions")
+            .and_then(Value::as_array)
+            .and_then(|all| {
+                all.iter()
+                    .find(|d| d.get("AttributeName").and_then(Value::as_str) == Some(attribute))
+            })
+            .map_or_else(|| "?".to_owned(), |d| text(d, "AttributeType"))
+    };
+    let mut found: Vec<(String, String, String)> = schema
+        .iter()
+        .map(|element| {
+            let name = text(element, "AttributeName");
+            let kind = text(element, "KeyType");
+            let scalar = type_of(&name);
+            (name, kind, scalar)
+        })
+        .collect();
+    // HASH before RANGE, as the key is written.
+    found.sort_by_key(|(_, kind, _)| kind != "HASH");
+    let wanted = [(PARTITION_KEY, "HASH", "S"), (SORT_KEY, "RANGE", "S")];
+    let same = found.len() == wanted.len()
+        && found
+            .iter()
+            .zip(wanted)
+            .all(|((n, k, t), (wn, wk, wt))| n == wn && k == wk && t == wt);
+    if same {
+        return None;
+    }
+    let said = |keys: &mut dyn Iterator<Item = (&str, &str, &str)>| {
+        keys.map(|(name, kind, scalar)| format!("{name} ({kind}, {scalar})"))
+            .collect::<Vec<_>>()
+            .join(" + ")
+    };
+    let has = said(
+        &mut found
+            .iter()
+            .map(|(n, k, t)| (n.as_str(), k.as_str(), t.as_str())),
+    );
+    let writes = said(&mut wanted.into_iter());
+    Some(format!(
+        "table {table} has key schema {has} but the function writes {writes}: point TABLE_NAME at the stack's AuditMessagesTable"
+    ))
 }
 
 enum Failure {
@@ -161,13 +242,28 @@ fn classify(status: u16, error_type: Option<&str>, body: &[u8]) -> Verdict {
         ErrorKind::Rejected if code == "ValidationException" && message.contains("Item size") => {
             StoreError::ItemTooLarge(MAX_ITEM_BYTES + 1)
         }
+        ErrorKind::Rejected if caused_by_the_item(code, &message) => {
+            StoreError::Rejected(said(&error, status))
+        }
+        // Refused, but not for anything in the item: the table is not the function's, or a code
+        // this adapter does not know (a new one, or a proxy's own). The same record may be
+        // written once the deployment is right, so it must not be dead-lettered at its first
+        // receive: it stays on the transient path (`store_unavailable`), where SQS delivers it
+        // again and the function dead-letters it with its reason on its last receive.
+        ErrorKind::Rejected => StoreError::Unavailable(format!(
+            "{} (HTTP {status}; not a refusal of the item's content)",
+            error.text
+        )),
         ErrorKind::NotFound => StoreError::TableNotFound(message),
         ErrorKind::Throttled => StoreError::Throttled(named(code, status)),
         ErrorKind::Denied => StoreError::AccessDenied(said(&error, status)),
-        ErrorKind::Rejected => StoreError::Rejected(said(&error, status)),
         ErrorKind::Unavailable | ErrorKind::TimedOut => {
             StoreError::Unavailable(if error.is(&CREDENTIALS_REFUSED) {
                 format!("{code}: {message}")
+            } else if code.is_empty() {
+                // No error code: not DynamoDB's answer, but something's on the way (a proxy,
+                // a gateway).
+                format!("HTTP {status} with no error code")
             } else if crate::error::classify(Some(400), code) == ErrorKind::Unavailable {
                 // The code alone says so, at a status that says nothing by itself
                 // (InternalServerError, TransactionConflictException, RequestTimeout, …).
@@ -183,6 +279,30 @@ fn classify(status: u16, error_type: Option<&str>, body: &[u8]) -> Verdict {
         credentials_refused: CREDENTIALS_REFUSED.contains(&code),
         clock_suspect: CLOCK_SKEW.contains(&code),
     }
+}
+
+/// DynamoDB's refusals that the item itself causes: sent again unchanged, it is refused again on
+/// every receive, so the record is dead-lettered at once (`store_rejected`). A
+/// `ValidationException` about the item (an attribute value, the nesting depth, a number); a
+/// `SerializationException` (a request body DynamoDB could not read: the item's encoding). An
+/// item over the size limit and a failed condition are DynamoDB's other content cases, read
+/// before this.
+const ITEM_REFUSALS: [&str; 2] = ["ValidationException", "SerializationException"];
+
+/// Words of a `ValidationException` about the table rather than the item: its key schema, or an
+/// index's key type, is not what the function writes (`TABLE_NAME` names another table). The
+/// same item is written by the stack's table, so the refusal is the deployment's.
+const TABLE_MISMATCH: [&str; 5] = [
+    "Missing the key",
+    "Type mismatch for key",
+    "Type mismatch for Index Key",
+    "does not match the schema",
+    "required keys",
+];
+
+/// Whether a refusal with this code and message is the item's own doing.
+fn caused_by_the_item(code: &str, message: &str) -> bool {
+    ITEM_REFUSALS.contains(&code) && !TABLE_MISMATCH.iter().any(|words| message.contains(words))
 }
 
 /// The code, or the status where the answer had none.
@@ -255,9 +375,73 @@ mod tests {
             classify(400, Some("ThrottlingException:http://internal.amazon.com/"), b"").failure,
             Failure::Error(StoreError::Throttled(code)) if code == "ThrottlingException"
         ));
+    }
+
+    #[test]
+    fn only_refusals_of_the_items_content_are_permanent() {
+        let verdict = |status: u16, code: &str, message: &str| {
+            let body = format!(
+                r#"{{"__type":"com.amazonaws.dynamodb.v20120810#{code}","message":"{message}"}}"#
+            );
+            match classify(status, None, body.as_bytes()).failure {
+                Failure::Error(error) => error,
+                Failure::Exists(_) => panic!("{code} is not a condition failure"),
+            }
+        };
+        // The item's own content: the same on every receive.
+        for (code, message) in [
+            (
+                "ValidationException",
+                "One or more parameter values were invalid: An AttributeValue may not contain an empty string",
+            ),
+            (
+                "ValidationException",
+                "Nesting Levels have exceeded supported limits",
+            ),
+            (
+                "SerializationException",
+                "NUMBER_VALUE cannot be converted to String",
+            ),
+        ] {
+            let error = verdict(400, code, message);
+            assert!(
+                matches!(error, StoreError::Rejected(_)),
+                "{code}: {message}: {error:?}"
+            );
+            assert!(!error.reason().is_transient());
+        }
+        // The table is not the function's: the deployment's fault, transient.
+        for message in [
+            "One or more parameter values were invalid: Missing the key id in the item",
+            "One or more parameter values were invalid: Type mismatch for key messageId expected: N actual: S",
+            "One or more parameter values were invalid: Type mismatch for Index Key auditBucket Expected: N Actual: S IndexName: byAuditTime",
+        ] {
+            let error = verdict(400, "ValidationException", message);
+            assert_eq!(
+                error.reason(),
+                audit_model::Reason::StoreUnavailable,
+                "{message}"
+            );
+        }
+        // A code this adapter does not know (a new one, or a proxy's own): not the item's.
+        let error = verdict(400, "SomeGatewayError", "bad gateway config");
+        assert_eq!(error.reason(), audit_model::Reason::StoreUnavailable);
+        assert!(error.to_string().contains("SomeGatewayError"), "{error}");
+        // No error code at all (a proxy's page): not DynamoDB judging the item.
+        for status in [400, 404, 413] {
+            let error = match classify(status, None, b"<html>Bad Request</html>").failure {
+                Failure::Error(error) => error,
+                Failure::Exists(_) => panic!("not a condition failure"),
+            };
+            assert_eq!(
+                error,
+                StoreError::Unavailable(format!("HTTP {status} with no error code"))
+            );
+        }
+        // A bare 429 is a request to slow down.
         assert!(matches!(
-            classify(400, None, b"<html>Bad Request</html>").failure,
-            Failure::Error(StoreError::Rejected(why)) if why == "HTTP 400"
+            classify(429, None, b"Too Many Requests").failure,
+            Failure::Error(StoreError::Throttled(why)) if why == "HTTP 429"
         ));
     }
 
@@ -327,6 +511,49 @@ mod tests {
     }
 
     #[test]
+    fn a_table_keyed_otherwise_is_named_and_one_keyed_as_the_function_writes_passes() {
+        let described = |keys: &str, definitions: &str| {
+            format!(
+                r#"{{"Table":{{"TableName":"T","KeySchema":[{keys}],"AttributeDefinitions":[{definitions}]}}}}"#
+            )
+        };
+        let right = described(
+            r#"{"AttributeName":"auditTime","KeyType":"RANGE"},{"AttributeName":"messageId","KeyType":"HASH"}"#,
+            r#"{"AttributeName":"messageId","AttributeType":"S"},{"AttributeName":"auditTime","AttributeType":"S"},{"AttributeName":"auditBucket","AttributeType":"S"}"#,
+        );
+        assert_eq!(key_schema_mismatch("T", right.as_bytes()), None);
+        // An answer that says nothing of the key (a stand-in's `{}`) cannot be checked.
+        assert_eq!(key_schema_mismatch("T", b"{}"), None);
+        assert_eq!(key_schema_mismatch("T", b"not json"), None);
+
+        let id = described(
+            r#"{"AttributeName":"id","KeyType":"HASH"}"#,
+            r#"{"AttributeName":"id","AttributeType":"S"}"#,
+        );
+        assert_eq!(
+            key_schema_mismatch("Other", id.as_bytes()).as_deref(),
+            Some(
+                "table Other has key schema id (HASH, S) but the function writes messageId (HASH, S) + auditTime (RANGE, S): point TABLE_NAME at the stack's AuditMessagesTable"
+            )
+        );
+        // The right names with another type, or without the sort key, are not the table either.
+        let numeric = described(
+            r#"{"AttributeName":"messageId","KeyType":"HASH"},{"AttributeName":"auditTime","KeyType":"RANGE"}"#,
+            r#"{"AttributeName":"messageId","AttributeType":"S"},{"AttributeName":"auditTime","AttributeType":"N"}"#,
+        );
+        let why = key_schema_mismatch("T", numeric.as_bytes()).unwrap();
+        assert!(
+            why.contains("has key schema messageId (HASH, S) + auditTime (RANGE, N) but"),
+            "{why}"
+        );
+        let hash_only = described(
+            r#"{"AttributeName":"messageId","KeyType":"HASH"}"#,
+            r#"{"AttributeName":"messageId","AttributeType":"S"}"#,
+        );
+        assert!(key_schema_mismatch("T", hash_only.as_bytes()).is_some());
+    }
+
+    #[test]
     fn only_refusals_that_a_skewed_clock_causes_make_the_clock_suspect() {
         let suspect = |code: &str| {
             let body = format!(r#"{{"__type":"x#{code}","message":"m"}}"#);
@@ -362,11 +589,14 @@ mod tests {
         use super::*;
         use crate::dynamodb::port::{Reply, WireError};
 
-        /// Answers calls from a script (then `200 {}`), counting what the store asked of it.
+        /// Answers calls from a script (then `200 {}`), counting what the store asked of it. Keeps
+        /// a signing clock as the wire does: each reply carries the correction its call was
+        /// signed with.
         #[derive(Default)]
         struct Scripted {
             replies: Mutex<VecDeque<Result<Reply, WireError>>>,
             operations: Mutex<Vec<String>>,
+            skew_ms: std::sync::atomic::AtomicI64,
             clock_corrections: AtomicUsize,
             credentials_forgotten: AtomicUsize,
         }
@@ -387,21 +617,33 @@ mod tests {
         impl Transport for Scripted {
             async fn call(&self, operation: &str, _body: Bytes) -> Result<Reply, WireError> {
                 self.operations.lock().unwrap().push(operation.to_owned());
+                let signed_skew_ms = self.skew_ms.load(Ordering::SeqCst);
                 let next = self.replies.lock().unwrap().pop_front();
                 next.unwrap_or_else(|| Ok(answer(200, "{}")))
+                    .map(|reply| Reply {
+                        signed_skew_ms,
+                        ..reply
+                    })
             }
 
             async fn probe(&self) -> Result<(), WireError> {
                 Ok(())
             }
 
-            /// Corrects a skew over the signer's threshold, as the wire does.
+            /// Judges and corrects a skew over the signer's threshold, as the wire does.
             fn correct_clock(&self, reply: &Reply) -> bool {
-                let corrected = reply.skew_ms.is_some_and(|ms| ms.abs() > 240_000);
-                if corrected {
+                let Some(measured) = reply.skew_ms else {
+                    return false;
+                };
+                if measured.abs_diff(reply.signed_skew_ms) <= 240_000 {
+                    return false;
+                }
+                let applied = self.skew_ms.load(Ordering::SeqCst);
+                if measured.abs_diff(applied) > 240_000 {
+                    self.skew_ms.store(measured, Ordering::SeqCst);
                     self.clock_corrections.fetch_add(1, Ordering::SeqCst);
                 }
-                corrected
+                true
             }
 
             fn forget_credentials(&self) {
@@ -494,6 +736,16 @@ mod tests {
             )]));
             assert!(store.put_if_absent(&item(BODY)).await.is_err());
             assert_eq!(store.wire.calls(), 1);
+
+            // Refused for its time again after the correction (a clock that jumps): signed again
+            // once only, and the credentials, not at fault, are kept.
+            let store = over(Scripted::answering([
+                refused("InvalidSignatureException", skewed),
+                refused("InvalidSignatureException", Some(1_200_000)),
+            ]));
+            assert!(store.put_if_absent(&item(BODY)).await.is_err());
+            assert_eq!(store.wire.calls(), 2);
+            assert_eq!(store.wire.credentials_forgotten.load(Ordering::SeqCst), 0);
         }
 
         #[tokio::test]

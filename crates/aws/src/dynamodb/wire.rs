@@ -260,6 +260,7 @@ impl Transport for Wire {
             error_type,
             body,
             skew_ms,
+            signed_skew_ms: signature.skew_ms,
         })
     }
 
@@ -291,13 +292,15 @@ impl Transport for Wire {
         self.inner.signer.invalidate();
     }
 
-    /// Signs from now on at the service's time as `reply` showed it, if the requests were signed
-    /// too far off it (`sigv4::SKEW_THRESHOLD`). Says whether it corrected the clock, i.e.
-    /// whether a request refused for its time is worth signing again.
+    /// Whether the request `reply` answers was signed more than `sigv4::SKEW_THRESHOLD` off the
+    /// service's time, judged by the correction it was signed with; if so the signer signs at
+    /// the service's time from now on (`Signer::correct_clock`).
     fn correct_clock(&self, reply: &Reply) -> bool {
-        reply
-            .skew_ms
-            .is_some_and(|measured| self.inner.signer.correct_clock(measured))
+        reply.skew_ms.is_some_and(|measured| {
+            self.inner
+                .signer
+                .correct_clock(reply.signed_skew_ms, measured)
+        })
     }
 }
 

@@ -26,6 +26,23 @@ pub struct DeadLetter {
 }
 
 impl DeadLetter {
+    /// Its size as SQS counts it against a queue's `MaximumMessageSize`: the body and, for every
+    /// message attribute, its name, its data type and its value, in bytes (UTF-8 text; a binary
+    /// value's own bytes, not their base64). The group and deduplication ids do not count.
+    pub fn size(&self) -> usize {
+        self.body.len()
+            + self
+                .attributes
+                .iter()
+                .map(|(name, attribute)| {
+                    name.len()
+                        + attribute.data_type.len()
+                        + attribute.string_value.as_ref().map_or(0, String::len)
+                        + attribute.binary_value.as_ref().map_or(0, Vec::len)
+                })
+                .sum::<usize>()
+    }
+
     /// The string value of the attribute `name`, when it has one.
     pub fn string_attribute(&self, name: &str) -> Option<&str> {
         self.attributes
@@ -45,12 +62,19 @@ pub enum SendError {
     Unavailable(String),
     #[error("no time left before the deadline to send to the dead-letter queue")]
     Deadline,
+    /// Sent, and not answered in the time the deadline left: the message may be in the queue.
+    #[error("the dead-letter queue did not answer before the deadline: the message may be in it")]
+    Unanswered,
     #[error(
         "the record has {0} message attributes; with failureReason and failureContext that is over SQS's 10"
     )]
     TooManyAttributes(usize),
     #[error("the record has no body, which SQS cannot carry")]
     NoBody,
+    /// The queue refused the message as over its `MaximumMessageSize` (body and attributes, as
+    /// `DeadLetter::size` counts them); `limit` is that size when SQS named it.
+    #[error("the dead-letter queue refused the message as too large: {text}")]
+    TooLarge { limit: Option<usize>, text: String },
 }
 
 impl SendError {
@@ -66,6 +90,19 @@ impl SendError {
             SdkError::ResponseError(_) => "the response was lost or could not be read".into(),
             other => other.to_string(),
         };
+        // SQS: `InvalidParameterValue`, "One or more parameters are invalid. Reason: Message
+        // must be shorter than 262144 bytes." (the queue's MaximumMessageSize).
+        if let Some(at) = aws.message.find(TOO_LARGE) {
+            let digits: String = aws.message[at + TOO_LARGE.len()..]
+                .trim_start()
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
+            return Self::TooLarge {
+                limit: digits.parse().ok(),
+                text,
+            };
+        }
         match aws.kind {
             ErrorKind::NotFound => Self::QueueMissing(text),
             ErrorKind::Throttled | ErrorKind::Unavailable | ErrorKind::TimedOut => {
@@ -75,6 +112,9 @@ impl SendError {
         }
     }
 }
+
+/// The words of SQS's refusal of a message over the queue's size, before the size in bytes.
+pub const TOO_LARGE: &str = "must be shorter than";
 
 /// Sends dead letters to one queue.
 #[derive(Debug, Clone)]
@@ -165,5 +205,37 @@ mod tests {
             SendError::from_sdk(&answered(400, "InvalidMessageContents", "bad")),
             SendError::Refused("InvalidMessageContents: bad".into())
         );
+        // Over the queue's size: the limit SQS names is kept.
+        let message = "One or more parameters are invalid. Reason: Message must be shorter than 262144 bytes.";
+        assert_eq!(
+            SendError::from_sdk(&answered(400, "InvalidParameterValue", message)),
+            SendError::TooLarge {
+                limit: Some(262_144),
+                text: format!("InvalidParameterValue: {message}")
+            }
+        );
+    }
+
+    #[test]
+    fn the_size_is_the_body_and_every_attributes_name_type_and_value() {
+        let mut letter = DeadLetter {
+            body: "héllo".into(),
+            attributes: BTreeMap::new(),
+            group_id: Some("g".into()),
+            deduplication_id: Some("d".into()),
+        };
+        assert_eq!(letter.size(), 6, "UTF-8 bytes; the ids do not count");
+        letter
+            .attributes
+            .insert("failureReason".into(), Attribute::string("conflict"));
+        letter.attributes.insert(
+            "blob".into(),
+            Attribute {
+                data_type: "Binary".into(),
+                string_value: None,
+                binary_value: Some(vec![0, 1, 2]),
+            },
+        );
+        assert_eq!(letter.size(), 6 + (13 + 6 + 8) + (4 + 6 + 3));
     }
 }

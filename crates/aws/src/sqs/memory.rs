@@ -1,9 +1,11 @@
 //! Owns an in-memory twin of the SQS dead-letter adapter for tests: it keeps what was sent,
-//! refuses sends on request, and refuses what SQS would (no body, over `MAX_ATTRIBUTES`). Must
-//! not know batching or what a dead letter means.
+//! refuses sends on request, refuses what SQS would (no body, over `MAX_ATTRIBUTES`, over the
+//! queue's size counted as SQS counts it), and can answer late, after it kept the message, as
+//! SQS does when its answer is slow. Must not know batching or what a dead letter means.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
+use std::time::Duration;
 
 use super::attributes::MAX_ATTRIBUTES;
 use super::deadletter::{DeadLetter, SendError};
@@ -14,11 +16,33 @@ pub struct MemoryDeadLetterQueue {
     /// Errors returned, in order, by the next sends.
     scripted: Mutex<VecDeque<SendError>>,
     refuse_all: Mutex<Option<SendError>>,
+    /// How long after keeping a message the answer comes.
+    answer_delay: Mutex<Duration>,
+    /// The queue's `MaximumMessageSize`, when it is smaller than SQS's largest.
+    max_message_bytes: Mutex<Option<usize>>,
 }
+
+/// SQS's largest message, and the size of a queue that sets no other (as moto's).
+pub const MAX_MESSAGE_BYTES: usize = 1_048_576;
 
 impl MemoryDeadLetterQueue {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Each send keeps its message at once and answers `delay` later: a sender that stops
+    /// waiting before then has a message in the queue that it was not told of.
+    pub fn with_answer_delay(self, delay: Duration) -> Self {
+        *lock(&self.answer_delay) = delay;
+        self
+    }
+
+    /// The queue takes messages up to `limit` bytes, counted as SQS counts them (the body and
+    /// every attribute's name, type and value: `DeadLetter::size`), and refuses larger ones as
+    /// SQS does, naming the limit.
+    pub fn with_max_message_bytes(self, limit: usize) -> Self {
+        *lock(&self.max_message_bytes) = Some(limit);
+        self
     }
 
     /// The next sends fail with these errors, in order.
@@ -54,7 +78,20 @@ impl MemoryDeadLetterQueue {
                 letter.attributes.len()
             )));
         }
+        let limit = lock(&self.max_message_bytes).unwrap_or(MAX_MESSAGE_BYTES);
+        if letter.size() > limit {
+            return Err(SendError::TooLarge {
+                limit: Some(limit),
+                text: format!(
+                    "InvalidParameterValue: One or more parameters are invalid. Reason: Message must be shorter than {limit} bytes."
+                ),
+            });
+        }
         lock(&self.sent).push(letter.clone());
+        let delay = *lock(&self.answer_delay);
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
         Ok(())
     }
 }

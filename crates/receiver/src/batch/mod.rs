@@ -42,8 +42,10 @@ pub struct BatchSettings {
     /// Writes in flight at most.
     pub max_concurrency: usize,
     /// Time kept in hand before the deadline. No record starts, and no write stays in flight,
-    /// later than `deadline - margin`; dead-letter sends may use the first half of the margin
-    /// (until `deadline - margin / 2`); the second half pays for the response and telemetry.
+    /// later than `deadline - margin`; no dead-letter send starts later than `deadline - margin
+    /// / 2`, and a send once started is waited for until `deadline - margin / 4`, so each has at
+    /// least a quarter of the margin (250 ms by default; SQS answers in tens of milliseconds);
+    /// the last quarter pays for the response and telemetry.
     pub deadline_margin: Duration,
     pub retention_days: Option<u32>,
     pub retry: RetryPolicy,
@@ -200,8 +202,22 @@ pub struct Ports<'a, S, Q> {
 struct Cutoffs {
     /// No record starts and no write is in flight after it.
     work: Option<Instant>,
-    /// No dead-letter send is in flight after it.
-    send: Option<Instant>,
+    /// When dead-letter sends may start, and until when one is waited for.
+    sends: SendCutoffs,
+}
+
+/// The instants dead-letter sends work to. A send is not given up while SQS may still be taking
+/// it: one that SQS took and that the batch stopped waiting for would leave the record reported
+/// failed with its copy already in the dead-letter queue, and its next receive (or SQS's own
+/// move, after the last) would make a second copy. So a send starts only while a whole share of
+/// the margin is left to wait for it, and once started is waited for to the end of that share,
+/// not cut at whatever time happened to be left.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct SendCutoffs {
+    /// No send starts after it: `deadline - margin / 2`.
+    pub(super) start: Option<Instant>,
+    /// No send is in flight after it: `deadline - margin / 4`.
+    pub(super) end: Option<Instant>,
 }
 
 /// Processes a batch. `deadline` is when Lambda would stop the invocation (None: no deadline).
@@ -220,7 +236,10 @@ pub async fn process_batch<S: AuditStore, Q: DeadLetterQueue>(
         |margin: Duration| deadline.map(|d| d.checked_sub(margin).unwrap_or_else(Instant::now));
     let cutoffs = Cutoffs {
         work: before(settings.deadline_margin),
-        send: before(settings.deadline_margin / 2),
+        sends: SendCutoffs {
+            start: before(settings.deadline_margin / 2),
+            end: before(settings.deadline_margin / 4),
+        },
     };
     let budget = RetryBudget::new(settings.retry.retry_budget);
     // Each distinct record's delivery, read once; positions in `unique` from here on. Read before
@@ -273,7 +292,7 @@ pub async fn process_batch<S: AuditStore, Q: DeadLetterQueue>(
                                         record,
                                         delivery,
                                         failure,
-                                        cutoffs.send,
+                                        cutoffs.sends,
                                     )
                                     .await
                                 }
@@ -293,8 +312,9 @@ pub async fn process_batch<S: AuditStore, Q: DeadLetterQueue>(
             }
         },
     );
-    match cutoffs.send {
-        // Whatever is still running then is dropped, and reported below as unfinished.
+    match cutoffs.sends.end {
+        // Whatever is still running then is dropped, and reported below as unfinished: no write
+        // is in flight by then, and every send that started has had its share of the margin.
         Some(cutoff) => {
             let _ = tokio::time::timeout_at(cutoff, work).await;
         }

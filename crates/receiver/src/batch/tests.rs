@@ -775,6 +775,124 @@ async fn records_cut_off_by_the_deadline_on_their_last_receive_are_dead_lettered
     assert!(failed_ids(&report).is_empty());
 }
 
+/// Each record either dead-lettered (reported succeeded) with exactly one copy in the queue,
+/// or reported failed with none (SQS then delivers it again, or moves it on its last receive):
+/// never reported failed with a copy already in the queue, which makes a second one.
+fn one_copy_each(report: &BatchReport, dlq: &MemoryDeadLetterQueue) {
+    let sent = dlq.sent();
+    for record in &report.records {
+        let copies = sent
+            .iter()
+            .filter(|l| {
+                l.context()
+                    .is_some_and(|c| c.sqs_message_id == record.sqs_message_id)
+            })
+            .count();
+        let expected = usize::from(matches!(record.outcome, Outcome::DeadLettered(_)));
+        assert_eq!(
+            copies, expected,
+            "{}: {:?} with {copies} copies in the dead-letter queue",
+            record.sqs_message_id, record.outcome
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dead_letter_send_that_sqs_took_is_not_cut_off_by_the_deadline() {
+    // Given SQS that takes each message at once and answers 30 ms later, a store that answers
+    // after 300 ms, one record at a time, and four records on their last receive.
+    let store = MemoryStore::new().with_delay(Duration::from_millis(300));
+    let dlq = MemoryDeadLetterQueue::new().with_answer_delay(Duration::from_millis(30));
+    let records: Vec<_> = (0..4)
+        .map(|i| received(valid(&format!("m{i}")), 5))
+        .collect();
+    // Margin 100 ms: no write after 400 ms; m0 is written at 300, m1's write is cut at 400 and
+    // its send answered at 430; m2 comes to its send at 430, m3 at 460.
+    let deadline = Instant::now() + Duration::from_millis(500);
+
+    let report = process_batch(
+        with_dlq(&store, &dlq),
+        &settings(1),
+        &records,
+        Some(deadline),
+    )
+    .await
+    .unwrap();
+
+    // Then a send that started (m2, at 430, before deadline - margin/2) is waited for: SQS took
+    // it, so it is dead-lettered, not reported failed beside its copy. A send that would start
+    // too late to be waited for (m3, at 460) is not started: m3 is reported failed, and has no
+    // copy in the queue.
+    assert_eq!(report.written(), 1);
+    assert_eq!(report.dead_lettered_by_reason().get("deadline"), Some(&2));
+    assert_eq!(failed_ids(&report), ["m3"]);
+    one_copy_each(&report, &dlq);
+    // The answer comes in the margin's third quarter, never later.
+    assert!(Instant::now() <= deadline - Duration::from_millis(25));
+}
+
+#[tokio::test]
+async fn a_body_near_the_queues_size_limit_is_dead_lettered_once_with_its_reason() {
+    // Given a dead-letter queue that takes 4,096 bytes, and a poison record whose body and
+    // attribute take 3,900 of them: with failureReason and a full failureContext it is over.
+    let limit = 4_096;
+    let (store, dlq) = (
+        MemoryStore::new(),
+        MemoryDeadLetterQueue::new().with_max_message_bytes(limit),
+    );
+    let body = format!("[{}1]", "1,".repeat(1_900));
+    let record = with_attribute(record("near", &body), "tenant", &"t".repeat(84));
+    let invalid = AuditMessage::parse(Some(&body), None).unwrap_err();
+    let full = dead_letter(&record, &Failure::Invalid(invalid), Utc::now()).unwrap();
+    assert!(full.size() > limit, "{} bytes", full.size());
+
+    let report = process_batch(with_dlq(&store, &dlq), &settings(32), &[record], None)
+        .await
+        .unwrap();
+
+    // Then it is dead-lettered, once, within the limit, with its reason, its identity and as
+    // much of the detail as fits; the body and the attribute byte for byte.
+    assert!(failed_ids(&report).is_empty(), "{:?}", report.records);
+    let sent = dlq.sent();
+    assert_eq!(sent.len(), 1);
+    assert!(sent[0].size() <= limit, "{} bytes", sent[0].size());
+    assert_eq!(sent[0].body, body);
+    assert_eq!(
+        sent[0].string_attribute("tenant"),
+        Some("t".repeat(84).as_str())
+    );
+    assert_eq!(sent[0].reason(), Some("not_an_object"));
+    let context: FailureContext =
+        serde_json::from_str(sent[0].string_attribute(FAILURE_CONTEXT).unwrap()).unwrap();
+    assert_eq!(context.reason, "not_an_object");
+    assert_eq!(context.sqs_message_id, "near");
+    assert!(context.sent_timestamp.is_some());
+    one_copy_each(&report, &dlq);
+}
+
+#[tokio::test]
+async fn a_body_over_the_queues_size_limit_on_its_own_is_left_to_sqs() {
+    let dlq = MemoryDeadLetterQueue::new().with_max_message_bytes(1_024);
+    let body = format!("[{}1]", "1,".repeat(600));
+    let report = process_batch(
+        with_dlq(&MemoryStore::new(), &dlq),
+        &settings(32),
+        &[record("huge", &body)],
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(failed_ids(&report), ["huge"]);
+    assert!(matches!(
+        report.records[0].dead_letter_error,
+        Some(SendError::TooLarge {
+            limit: Some(1_024),
+            ..
+        })
+    ));
+    assert!(dlq.sent().is_empty());
+}
+
 #[tokio::test]
 async fn without_a_dead_letter_queue_failures_are_only_reported() {
     let store = MemoryStore::new();
