@@ -30,20 +30,31 @@ pub struct MotoServer {
 }
 
 impl MotoServer {
-    /// Starts `moto_server` from `$MOTO_SERVER` (set by the Makefile) or the repository's
-    /// `.venv/bin/moto_server`, and waits until it listens.
+    /// Starts moto's server through the project's launcher (`python -m local.motoserver`, with
+    /// the Python beside `$MOTO_SERVER`, set by the Makefile, or the repository's `.venv`), and
+    /// waits until it listens. The launcher is what the local stack runs: SQS attests each
+    /// message's real sender (`SenderId`) and conditional writes are atomic, as in AWS.
     pub fn start() -> Self {
         let binary = std::env::var_os("MOTO_SERVER")
             .map(PathBuf::from)
             .unwrap_or_else(|| project_root().join(".venv/bin/moto_server"));
+        let python = binary.with_file_name("python");
         assert!(
-            binary.exists(),
-            "moto_server not found at {}: run the tests with `make test` (it installs .venv)",
+            python.exists(),
+            "no Python beside moto_server at {}: run the tests with `make test` (it installs .venv)",
             binary.display()
         );
         let port = free_port();
-        let child = Command::new(&binary)
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+        let child = Command::new(&python)
+            .args([
+                "-m",
+                "local.motoserver",
+                "-H",
+                "127.0.0.1",
+                "-p",
+                &port.to_string(),
+            ])
+            .current_dir(project_root())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())

@@ -79,7 +79,10 @@ impl Queues {
 /// Delivers messages of the access queue to the function as its event source mapping does
 /// (the access queue's ARN, SentTimestamp and SenderId as SQS gave them).
 async fn write_through_function(moto: &Moto, q: &Queues, messages: &[aws_sdk_sqs::types::Message]) {
-    let handler = handler(&moto.endpoint, TABLE, settings());
+    // The function as the template configures it: it knows which queue is the access queue.
+    let mut settings = settings();
+    settings.access_queue_arn = Some(q.access_arn.clone());
+    let handler = handler(&moto.endpoint, TABLE, settings);
     let records = messages
         .iter()
         .map(|m| {

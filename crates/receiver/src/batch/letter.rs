@@ -165,6 +165,7 @@ mod tests {
             receive_count: Some(3),
             failed_at: "2026-11-22T12:00:00.000Z".into(),
             event_source_arn: Some("arn:aws:sqs:us-east-1:123456789012:AuditQueue".into()),
+            original_sender_id: Some("AROAEXAMPLE:orders-service".into()),
         };
         let letter = with_context(&full);
         assert_eq!(shrink_to(&letter, letter.size()), letter, "fits: unchanged");
@@ -200,6 +201,10 @@ mod tests {
         assert_eq!(
             (context.receive_count, context.failed_at.as_str()),
             (None, "")
+        );
+        assert_eq!(
+            context.original_sender_id, full.original_sender_id,
+            "the attested first sender is identity too: never given up"
         );
         assert_eq!(least.body, letter.body);
     }
