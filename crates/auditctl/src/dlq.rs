@@ -176,6 +176,15 @@ impl DlqMessage {
         })
     }
 
+    /// The queue it came from: its context's `eventSourceArn`, else the attribute SQS sets when
+    /// it moves a message (`DeadLetterQueueSourceArn`).
+    pub fn source_arn(&self) -> Option<String> {
+        self.context().and_then(|c| c.event_source_arn).or_else(|| {
+            self.system(MessageSystemAttributeName::DeadLetterQueueSourceArn)
+                .map(str::to_owned)
+        })
+    }
+
     /// The context as a message whose context is missing or malformed gets it for a redrive:
     /// its own message id and `SentTimestamp` are those of the original delivery (SQS keeps both
     /// when it moves a message after `maxReceiveCount`).
@@ -355,6 +364,9 @@ pub struct RedriveOptions {
     /// The receiver function's role id (the table's tag `audit:receiver-role-id`): a
     /// `failureContext`'s `originalSenderId` is kept only on a message that role sent.
     pub receiver_role_id: Option<String>,
+    /// The access queue's ARN (the table's tag `audit:access-queue-arn`): a message that came
+    /// from it is an access event, left where it is (see `RedriveReport::access_events`).
+    pub access_queue_arn: Option<String>,
 }
 
 /// What a redrive did (or, dry, would do), by reason.
@@ -370,6 +382,10 @@ pub struct RedriveReport {
     /// Messages moved (or, dry, that would be) whose `failureContext` claimed an
     /// `originalSenderId` that is not attested: the message id, the claim, and why it was removed.
     pub dropped_claims: Vec<DroppedClaim>,
+    /// Access events (they came from the access queue), left in the dead-letter queue: one is
+    /// written only as sent by its own caller, and a redrive would send it as someone else
+    /// (`reserved_action` on the audit queue, `access_event_invalid` on the access queue).
+    pub access_events: Vec<String>,
 }
 
 /// A claimed `originalSenderId` removed from a message's `failureContext` before its redrive.
@@ -606,6 +622,15 @@ impl DeadLetterQueue {
                 let reason = message.reason();
                 let wanted = options.reason.as_ref().is_none_or(|r| *r == reason);
                 if !wanted || full(moved) {
+                    *report.left.entry(reason).or_default() += 1;
+                    continue;
+                }
+                let access_event = options
+                    .access_queue_arn
+                    .as_deref()
+                    .is_some_and(|arn| message.source_arn().as_deref() == Some(arn));
+                if access_event {
+                    report.access_events.push(message.message_id.clone());
                     *report.left.entry(reason).or_default() += 1;
                     continue;
                 }

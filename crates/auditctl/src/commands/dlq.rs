@@ -88,6 +88,10 @@ originalSenderId is kept only when the message's own SenderId is the receiver fu
 table's tag audit:receiver-role-id); any other claim is removed from the context before the send,
 and stderr names each such message.
 
+Access events (messages that came from the access queue, the table's tag audit:access-queue-arn)
+are left where they are and named on stderr: one is written only as sent by its own caller, so
+sent again by you it would be refused.
+
 It goes through the whole queue (or up to --max). When it cannot see every message (some are in
 flight with another consumer, or delayed), it moves what it saw, says on stderr how many it saw
 of how many and what to do, and exits 1.
@@ -137,14 +141,17 @@ pub async fn run(args: DlqArgs, context: &Context) -> Result<(), Failure> {
 
 /// The receiver function's role id, from the stack's table's tag.
 async fn receiver_role_id(context: &Context, table: &str) -> Result<Option<String>, Failure> {
-    let tags = StackTags::read(
+    Ok(stack_tags(context, table).await?.receiver_role_id)
+}
+
+async fn stack_tags(context: &Context, table: &str) -> Result<StackTags, Failure> {
+    Ok(StackTags::read(
         &audit_aws::config::dynamodb(&context.config),
         table,
         &context.location,
     )
     .await
-    .map_err(TrailError::from)?;
-    Ok(tags.receiver_role_id)
+    .map_err(TrailError::from)?)
 }
 
 /// `auditctl dlq list`: the access recorded, the receiver's role id read, every message printed
@@ -219,12 +226,14 @@ async fn redrive(
         .record(Action::DlqRedrive, url, table)
         .await?;
     let dry_run = args.dry_run;
+    let tags = stack_tags(context, table).await?;
     let options = RedriveOptions {
         reason: args.reason,
         max: args.max,
         rate: args.rate,
         dry_run,
-        receiver_role_id: receiver_role_id(context, table).await?,
+        receiver_role_id: tags.receiver_role_id,
+        access_queue_arn: tags.access_queue_arn,
     };
     let report = queue.redrive(&target, &options).await?;
     let total = |m: &BTreeMap<String, u64>| m.values().sum::<u64>();
@@ -247,6 +256,11 @@ async fn redrive(
         eprintln!(
             "note: {}: failureContext.originalSenderId {} {removed} before the resend: {}",
             dropped.message_id, dropped.claim, dropped.why
+        );
+    }
+    for id in &report.access_events {
+        eprintln!(
+            "note: {id} left in the dead-letter queue: an access event (from the access queue) is written only as sent by its own caller, and a redrive would send it as you; auditctl dlq list --show-body shows it"
         );
     }
     for (id, error) in &report.failed {

@@ -147,6 +147,18 @@ impl Queues {
         reason: Option<&str>,
         original_sender: Option<&str>,
     ) -> String {
+        self.dead_letter_from(body, reason, original_sender, None)
+            .await
+    }
+
+    /// A dead letter whose context names the queue it came from.
+    pub(crate) async fn dead_letter_from(
+        &self,
+        body: &str,
+        reason: Option<&str>,
+        original_sender: Option<&str>,
+        source: Option<&str>,
+    ) -> String {
         let mut send = self
             .sqs
             .send_message()
@@ -160,7 +172,7 @@ impl Queues {
                 sent_timestamp: Some("1795348800000".into()),
                 receive_count: Some(5),
                 failed_at: "2026-11-22T10:00:00.000Z".into(),
-                event_source_arn: None,
+                event_source_arn: source.map(str::to_owned),
                 original_sender_id: original_sender.map(str::to_owned),
             };
             let string = |v: String| {
@@ -719,4 +731,47 @@ async fn dlq_list_show_body_prints_a_body_of_several_kb_in_full_in_every_format(
     let width = rows[0].chars().count();
     assert!(rows.iter().all(|l| l.chars().count() == width), "{table}");
     assert_eq!(q.depth(&q.dlq).await, (2, 0));
+}
+
+#[tokio::test]
+async fn an_access_event_is_left_in_the_dead_letter_queue_and_the_rest_redriven() {
+    let moto = Moto::start();
+    let q = queues(&moto).await;
+    // An access event that failed for a transient reason, and an application event beside it.
+    let access = q
+        .dead_letter_from(
+            r#"{"action":"auditctl.query","callerUserId":"AIDAEXAMPLE"}"#,
+            Some("throttled"),
+            None,
+            Some(&q.access_arn),
+        )
+        .await;
+    let application = q
+        .dead_letter(r#"{"auditText":"an application event"}"#, Some("throttled"))
+        .await;
+
+    let output = auditctl(&moto.endpoint, &["dlq", "redrive"], &q.env());
+    let note = stderr(&output);
+    let out = ok(output);
+    // Sent again by the operator, it would be refused (reserved_action on the audit queue,
+    // access_event_invalid on the access queue): it stays, and the command says why.
+    assert!(out.contains("moved 1 message(s)"), "{out}");
+    assert!(
+        note.contains(&format!(
+            "{access} left in the dead-letter queue: an access event"
+        )),
+        "{note}"
+    );
+    let moved = q.moved().await;
+    assert_eq!(moved.len(), 1, "{moved:?}");
+    assert!(
+        moved
+            .values()
+            .any(|m| m.body() == Some(r#"{"auditText":"an application event"}"#))
+    );
+    let left = q.visible(&q.dlq).await;
+    assert!(
+        left.contains_key(&access) && !left.contains_key(&application),
+        "{left:?}"
+    );
 }
