@@ -435,6 +435,7 @@ impl<B: ArchiveBucket, S: DigestSigner> Sealer<'_, B, S> {
             sha256: hex(&sha256),
             events,
             size: info.size,
+            marker: String::new(),
         }))
     }
 }

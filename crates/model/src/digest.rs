@@ -57,6 +57,39 @@ pub fn digest_key(period: Period) -> String {
     )
 }
 
+/// How many alternate names a period's digest may take when its name (and the alternates before)
+/// were taken by something that is not a digest the key signed (`p<start>-1.json` …).
+pub const MAX_DIGEST_ALTERNATES: u32 = 9;
+
+/// The key of the digest of `period` at its `alternate`-th alternate name: [`digest_key`] for 0,
+/// `…/p<start>-<alternate>.json` after it. The sealer moves on to the next when a name is taken
+/// by anything that is not this period's digest, signed by the key; the next period's digest
+/// links to the key used, and `auditctl verify` follows it.
+pub fn digest_key_alternate(period: Period, alternate: u32) -> String {
+    let key = digest_key(period);
+    if alternate == 0 {
+        return key;
+    }
+    let stem = key.strip_suffix(DIGEST_SUFFIX).unwrap_or(&key);
+    format!("{stem}-{alternate}{DIGEST_SUFFIX}")
+}
+
+/// The period and the alternate a digest key names, when `key` is exactly
+/// [`digest_key_alternate`] of a period of `length` (alternate 0 to [`MAX_DIGEST_ALTERNATES`]).
+pub fn parse_any_digest_key(key: &str, length: PeriodLength) -> Option<(Period, u32)> {
+    if let Some(period) = parse_digest_key(key, length) {
+        return Some((period, 0));
+    }
+    let stem = key.strip_suffix(DIGEST_SUFFIX)?;
+    let (stem, alternate) = stem.rsplit_once('-')?;
+    let alternate: u32 = alternate.parse().ok()?;
+    if !(1..=MAX_DIGEST_ALTERNATES).contains(&alternate) {
+        return None;
+    }
+    let period = parse_digest_key(&format!("{stem}{DIGEST_SUFFIX}"), length)?;
+    (digest_key_alternate(period, alternate) == key).then_some((period, alternate))
+}
+
 /// The period a digest key names, when `key` is exactly [`digest_key`] of a period of `length`.
 pub fn parse_digest_key(key: &str, length: PeriodLength) -> Option<Period> {
     let start: i64 = key
@@ -81,6 +114,27 @@ pub struct ListedObject {
     /// Events (JSON lines) in the object.
     pub events: u64,
     pub size: u64,
+    /// The run marker (`state/…/a<n>.json`) that attests the object: it lists this key with this
+    /// SHA-256. Empty in digests sealed before markers carried SHA-256.
+    #[serde(default)]
+    pub marker: String,
+}
+
+/// Something found in a period's place that no marker attests with matching bytes (planted,
+/// squatted, unreadable, or an attempt's object that a later attempt declared never to land).
+/// Listed so that it is on record, never counted as the trail; `auditctl verify` reports each
+/// one as `object not attested`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UnattestedObject {
+    pub key: String,
+    pub version_id: String,
+    /// Hex SHA-256 of the version's bytes; empty when S3 kept none and it could not be read.
+    pub sha256: String,
+    pub size: u64,
+    /// Why it is not the trail, for people (`no marker names it`, `its marker lists another
+    /// SHA-256`, `not readable`, …).
+    pub reason: String,
 }
 
 /// The link to the previous period's digest.
@@ -110,6 +164,9 @@ pub struct Digest {
     pub objects: Vec<ListedObject>,
     /// The sum of the objects' events.
     pub events: u64,
+    /// What else sat in the period's place (by key): never part of the trail.
+    #[serde(default)]
+    pub unattested: Vec<UnattestedObject>,
     /// `None` for the chain's first digest.
     pub previous: Option<PreviousDigest>,
     /// The KMS key that signed it (its ARN).
@@ -137,6 +194,7 @@ impl Digest {
             sealed_at: sealed_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
             events: objects.iter().map(|o| o.events).sum(),
             objects,
+            unattested: Vec::new(),
             previous,
             key_id: key_id.to_owned(),
             signing_algorithm: SIGNING_ALGORITHM.to_owned(),
@@ -288,20 +346,28 @@ pub enum ProblemKind {
     ObjectChanged,
     ObjectMissing,
     ObjectNotInDigest,
+    ObjectNotAttested,
+    EventDuplicated,
+    TrailNotSealed,
     ItemChanged,
+    ItemModified,
     ItemMissing,
     ItemNotArchived,
 }
 
 impl ProblemKind {
-    pub const ALL: [Self; 9] = [
+    pub const ALL: [Self; 13] = [
         Self::DigestMissing,
         Self::ChainBroken,
         Self::SignatureInvalid,
         Self::ObjectChanged,
         Self::ObjectMissing,
         Self::ObjectNotInDigest,
+        Self::ObjectNotAttested,
+        Self::EventDuplicated,
+        Self::TrailNotSealed,
         Self::ItemChanged,
+        Self::ItemModified,
         Self::ItemMissing,
         Self::ItemNotArchived,
     ];
@@ -314,7 +380,11 @@ impl ProblemKind {
             Self::ObjectChanged => "object changed",
             Self::ObjectMissing => "object missing",
             Self::ObjectNotInDigest => "object not in digest",
+            Self::ObjectNotAttested => "object not attested",
+            Self::EventDuplicated => "event duplicated",
+            Self::TrailNotSealed => "trail not sealed",
             Self::ItemChanged => "item changed",
+            Self::ItemModified => "item modified",
             Self::ItemMissing => "item missing",
             Self::ItemNotArchived => "item not archived",
         }
@@ -368,6 +438,33 @@ mod tests {
     }
 
     #[test]
+    fn alternate_digest_keys_read_back_and_nothing_else_does() {
+        let p = period(1_795_341_600);
+        let canonical = digest_key(p);
+        assert_eq!(digest_key_alternate(p, 0), canonical);
+        let first = digest_key_alternate(p, 1);
+        assert_eq!(first, "digest/dt=2026-11-22/hour=10/p1795341600-1.json");
+        assert_eq!(parse_any_digest_key(&canonical, hour()), Some((p, 0)));
+        assert_eq!(parse_any_digest_key(&first, hour()), Some((p, 1)));
+        let last = digest_key_alternate(p, MAX_DIGEST_ALTERNATES);
+        assert_eq!(
+            parse_any_digest_key(&last, hour()),
+            Some((p, MAX_DIGEST_ALTERNATES))
+        );
+        for wrong in [
+            "digest/dt=2026-11-22/hour=10/p1795341600-0.json",
+            "digest/dt=2026-11-22/hour=10/p1795341600-01.json",
+            "digest/dt=2026-11-22/hour=10/p1795341600-10.json",
+            "digest/dt=2026-11-22/hour=10/p1795341600--1.json",
+            "digest/dt=2026-11-22/hour=11/p1795341600-1.json",
+            "digest/dt=2026-11-22/hour=10/p1795341600-x.json",
+        ] {
+            assert_eq!(parse_any_digest_key(wrong, hour()), None, "{wrong}");
+        }
+        assert_eq!(parse_digest_key(&first, hour()), None);
+    }
+
+    #[test]
     fn digest_keys_name_the_periods_start_hour_and_read_back() {
         let p = period(1_795_341_600);
         let key = digest_key(p);
@@ -399,6 +496,7 @@ mod tests {
                     sha256: hex(&[1; 32]),
                     events: 3,
                     size: 10,
+                    marker: String::new(),
                 },
                 ListedObject {
                     key: "trail/a".into(),
@@ -406,6 +504,7 @@ mod tests {
                     sha256: hex(&[2; 32]),
                     events: 4,
                     size: 11,
+                    marker: String::new(),
                 },
             ],
             None,
@@ -513,7 +612,11 @@ mod tests {
                 "object changed",
                 "object missing",
                 "object not in digest",
+                "object not attested",
+                "event duplicated",
+                "trail not sealed",
                 "item changed",
+                "item modified",
                 "item missing",
                 "item not archived"
             ]

@@ -157,6 +157,7 @@ pub fn seal(
                 sha256: hex(&sha256(&current.body)),
                 events,
                 size: current.body.len() as u64,
+                marker: String::new(),
             });
         }
     }

@@ -238,6 +238,7 @@ impl Stack {
                     sha256: hex(&sha256(&body)),
                     events,
                     size: body.len() as u64,
+                    marker: String::new(),
                 });
             }
         }
