@@ -16,6 +16,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use audit_model::archive::{LAND_GRACE, OBJECT_WRITE_TIMEOUT, PeriodLength, WRITE_START_SLACK};
+use audit_model::digest::hex;
 use audit_model::line::plain_map;
 use aws_lc_rs::digest::{SHA256, digest};
 use bytes::Bytes;
@@ -225,6 +226,7 @@ impl<B: ArchiveBucket, C: Clock> Archiver<'_, B, C> {
                         .filter(|id| after.contains(id.as_str()))
                         .cloned()
                         .collect(),
+                    sha256: o.sha256.clone(),
                 })
                 .filter(|o| !o.event_ids.is_empty())
                 .collect();
@@ -321,6 +323,7 @@ impl<B: ArchiveBucket, C: Clock> Archiver<'_, B, C> {
                 Ok(Some(_)) => confirmed.push(Confirmed {
                     key: object.key.clone(),
                     event_ids: marker.event_ids(object),
+                    sha256: object.sha256.clone(),
                 }),
                 Ok(None) => missing.push(object.clone()),
                 Err(error) => return Err(Failure::from_step(Step::CheckObject, error)),
@@ -354,6 +357,7 @@ impl<B: ArchiveBucket, C: Clock> Archiver<'_, B, C> {
         listed.extend(keyed.iter().map(|(key, e)| Confirmed {
             key: key.clone(),
             event_ids: e.event_ids.clone(),
+            sha256: hex(&e.sha256),
         }));
         let write_by = at
             + chrono::Duration::from_std(WRITE_START_SLACK + OBJECT_WRITE_TIMEOUT + LAND_GRACE)
@@ -387,6 +391,7 @@ impl<B: ArchiveBucket, C: Clock> Archiver<'_, B, C> {
                     confirmed.push(Confirmed {
                         key: key.clone(),
                         event_ids: e.event_ids.clone(),
+                        sha256: hex(&e.sha256),
                     });
                     report.archived += e.event_ids.len();
                     report.objects.push(WrittenObject {
@@ -418,6 +423,7 @@ impl<B: ArchiveBucket, C: Clock> Archiver<'_, B, C> {
                     .map(|o| Confirmed {
                         key: o.key.clone(),
                         event_ids: marker.event_ids(o),
+                        sha256: o.sha256.clone(),
                     })
                     .collect::<Vec<_>>(),
                 marker.write_by.max(millis(self.clock.now())),

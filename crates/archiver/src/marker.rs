@@ -16,8 +16,9 @@ use serde::{Deserialize, Serialize};
 
 use audit_model::archive::{STATE_PREFIX, padded_sequence};
 
-/// The marker's format version.
-pub const MARKER_VERSION: u32 = 1;
+/// The marker's format version: 2 lists each object's SHA-256 (a version-1 marker attests
+/// nothing: the sealer lists what only it names as unattested).
+pub const MARKER_VERSION: u32 = 2;
 
 /// One record of a run: its sequence number and its eventID.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -39,6 +40,9 @@ impl RunEntry {
 pub struct MarkedObject {
     pub key: String,
     pub events: Vec<u32>,
+    /// Hex SHA-256 of the object's bytes as written (gzip); empty in a version-1 marker.
+    #[serde(default)]
+    pub sha256: String,
 }
 
 /// What an attempt at a run wrote.
@@ -59,6 +63,8 @@ pub struct Marker {
 pub struct Confirmed {
     pub key: String,
     pub event_ids: Vec<String>,
+    /// Hex SHA-256 of its bytes.
+    pub sha256: String,
 }
 
 impl Marker {
@@ -79,6 +85,7 @@ impl Marker {
                     .iter()
                     .filter_map(|id| position.get(id.as_str()).copied())
                     .collect(),
+                sha256: object.sha256.clone(),
             })
             .filter(|object| !object.events.is_empty())
             .collect();
@@ -88,6 +95,17 @@ impl Marker {
             objects,
             write_by,
         }
+    }
+
+    /// Whether this marker attests `key` with the bytes whose SHA-256 is `sha256` (hex): it is
+    /// of version 2 or later and lists that key with that hash.
+    pub fn attests(&self, key: &str, sha256: &str) -> bool {
+        self.version >= 2
+            && !sha256.is_empty()
+            && self
+                .objects
+                .iter()
+                .any(|object| object.key == key && object.sha256.eq_ignore_ascii_case(sha256))
     }
 
     /// The eventIDs an object of this marker holds.
@@ -149,10 +167,12 @@ mod tests {
             Confirmed {
                 key: "trail/x".into(),
                 event_ids: vec!["a".into(), "c".into()],
+                sha256: "ab".into(),
             },
             Confirmed {
                 key: "tamper/y".into(),
                 event_ids: vec!["z".into()],
+                sha256: "cd".into(),
             },
         ];
         let marker = Marker::new(run, &objects, 42);
@@ -166,9 +186,20 @@ mod tests {
         let json = marker.to_json();
         assert_eq!(
             String::from_utf8(json.clone()).unwrap(),
-            r#"{"version":1,"run":[["1","a"],["2","b"],["3","c"]],"objects":[{"key":"trail/x","events":[0,2]}],"writeBy":42}"#
+            r#"{"version":2,"run":[["1","a"],["2","b"],["3","c"]],"objects":[{"key":"trail/x","events":[0,2],"sha256":"ab"}],"writeBy":42}"#
         );
         assert_eq!(Marker::from_json(&json).unwrap(), marker);
+        assert!(marker.attests("trail/x", "AB"));
+        assert!(!marker.attests("trail/x", "cd"), "another SHA-256");
+        assert!(!marker.attests("tamper/y", "cd"), "not listed");
+        let old: Marker = Marker::from_json(
+            br#"{"version":1,"run":[["1","a"]],"objects":[{"key":"trail/x","events":[0]}],"writeBy":1}"#,
+        )
+        .unwrap();
+        assert!(
+            !old.attests("trail/x", ""),
+            "a version-1 marker attests nothing"
+        );
     }
 
     #[test]

@@ -28,6 +28,18 @@ pub const TAMPER_PREFIX: &str = "tamper/";
 pub const STATE_PREFIX: &str = "state/";
 /// The suffix of every archive object (gzip-compressed JSON lines).
 pub const OBJECT_SUFFIX: &str = ".jsonl.gz";
+/// The user metadata (`x-amz-meta-marker`) an archive object carries: the key of the run marker
+/// written just before it, which lists it with its SHA-256 (the attestation the sealer checks).
+pub const MARKER_METADATA: &str = "marker";
+/// Where void markers live: `state/void/<object key>.json`, written (once, `If-None-Match`) by
+/// whoever decides that a listed object that was missing will never count and archives its events
+/// anew. An object with a void marker is never the trail, whenever it lands.
+pub const VOID_PREFIX: &str = "state/void/";
+
+/// The void marker's key for the archive object `object_key`.
+pub fn void_key(object_key: &str) -> String {
+    format!("{VOID_PREFIX}{object_key}.json")
+}
 
 /// The digest period in AWS (UTC hours).
 pub const DEFAULT_DIGEST_PERIOD_SECONDS: u32 = 3600;

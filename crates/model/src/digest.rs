@@ -137,6 +137,21 @@ pub struct UnattestedObject {
     pub reason: String,
 }
 
+/// An archive object found in an already sealed period's place (it landed after its period was
+/// sealed), and what the sealer did about it: its events archived again in the digest's own
+/// period (`archivedAs`, the new object's key), or nothing because a void marker says its events
+/// were archived anew already (`archivedAs` empty). Each one raises `LateObject`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LateObject {
+    pub key: String,
+    pub version_id: String,
+    pub sha256: String,
+    pub events: u64,
+    /// The key of the object that holds its events again, or empty when voided.
+    pub archived_as: String,
+}
+
 /// The link to the previous period's digest.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -167,6 +182,9 @@ pub struct Digest {
     /// What else sat in the period's place (by key): never part of the trail.
     #[serde(default)]
     pub unattested: Vec<UnattestedObject>,
+    /// Objects of earlier, sealed periods found since their digest was written (by key).
+    #[serde(default)]
+    pub late: Vec<LateObject>,
     /// `None` for the chain's first digest.
     pub previous: Option<PreviousDigest>,
     /// The KMS key that signed it (its ARN).
@@ -195,6 +213,7 @@ impl Digest {
             events: objects.iter().map(|o| o.events).sum(),
             objects,
             unattested: Vec::new(),
+            late: Vec::new(),
             previous,
             key_id: key_id.to_owned(),
             signing_algorithm: SIGNING_ALGORITHM.to_owned(),
