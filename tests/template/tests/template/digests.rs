@@ -120,8 +120,9 @@ fn digest_key_policy_lets_the_archiver_alone_sign_and_nobody_disable_or_delete_i
         ),
         &role
     );
-    // Nobody disables it or schedules its deletion without MFA (a request without MFA
-    // information, an assumed role's or an access key's, is refused too: BoolIfExists).
+    // Nobody changes the policy (the root statement's kms:* cannot take these denies out),
+    // creates a grant, disables the key or schedules its deletion without MFA (a request without
+    // MFA information, an assumed role's or an access key's, is refused too: BoolIfExists).
     let lifecycle: Vec<&&Value> = denies
         .iter()
         .filter(|s| !actions(s).contains("kms:Sign"))
@@ -130,7 +131,12 @@ fn digest_key_policy_lets_the_archiver_alone_sign_and_nobody_disable_or_delete_i
     assert_eq!(at(lifecycle[0], &["Principal"]).as_str(), Some("*"));
     assert_eq!(
         actions(lifecycle[0]),
-        BTreeSet::from(["kms:DisableKey".into(), "kms:ScheduleKeyDeletion".into()])
+        BTreeSet::from([
+            "kms:PutKeyPolicy".into(),
+            "kms:CreateGrant".into(),
+            "kms:DisableKey".into(),
+            "kms:ScheduleKeyDeletion".into()
+        ])
     );
     assert_eq!(
         scalar(at(

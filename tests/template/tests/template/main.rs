@@ -11,5 +11,6 @@ mod data_event_trail;
 mod digests;
 mod docs;
 mod function_and_queues;
+mod insider;
 mod policies;
 mod table_and_indexes;
