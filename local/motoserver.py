@@ -30,6 +30,19 @@ entry point with the given arguments, patches these and nothing else:
   moto moves to a dead-letter queue keeps its sender, as in SQS. Without this the function could
   not tell an access event's attested sender (SPEC "Access to the trail is itself recorded").
 
+* S3 **bucket policies are evaluated as S3 evaluates them** (local/bucketpolicy.py): who is
+  asking (``aws:PrincipalArn``: an assumed role's role ARN, an IAM user's ARN; the local stack's
+  ``test`` key stands for the account's root user), the conditions the template's policies use
+  (``ArnNotEquals`` on ``aws:PrincipalArn`` among them), and the IAM action of each object request
+  (``s3:PutObjectRetention`` for a ``PUT ?retention``, ``s3:GetObject`` for a ``HEAD``), where
+  moto knows no principal, takes every condition but one to hold and names every PUT
+  ``s3:PutObject``: with the archive's "nobody but the archiver's role writes" statement, moto
+  alone would refuse the archiver too. An explicit Deny is answered ``AccessDenied`` in S3's words
+  ("… with an explicit deny in a resource-based policy"), and the server's log names the action,
+  the principal and the statement (``BUCKET_POLICY_MARK``). A statement it cannot evaluate
+  (another operator or condition key, ``NotPrincipal``, a policy variable) is refused with
+  ``NotImplemented`` rather than judged wrongly.
+
 The patches reach into moto's private names. On a moto that lacks one of them (or whose
 ``receive_message`` takes other arguments), ``patch()`` raises ``MotoPatchError`` naming it and
 the pinned version, and patches nothing: running unpatched would bring back the races quietly.
@@ -56,6 +69,13 @@ DDB_LOCKED = ("put_item", "update_item", "delete_item", "transact_write_items", 
 # The SQS requests whose caller becomes the sender of the messages they send (SQSResponse), and
 # what the sender is computed with (as GetCallerIdentity computes it).
 SQS_SENDING_REQUESTS = ("send_message", "send_message_batch")
+
+
+# How the server logs a request a bucket policy refused: "<mark> <action> on <resource> for
+# <principal> by <statement>".
+BUCKET_POLICY_MARK = "motoserver: bucket policy refused:"
+S3_RESPONSE_NAMES = ("key_response", "bucket_response", "_key_response", "parse_key_name",
+                     "parse_bucket_name_from_url")
 
 
 class MotoPatchError(RuntimeError):
@@ -103,6 +123,13 @@ def patch() -> None:
     # on each request as it arrives, so the class has none of them to check).
     _require(sqs_responses.SQSResponse, ("get_access_key",), "moto.sqs.responses.SQSResponse")
     _require(sqs_models.Message("probe", "probe"), ("sender_id",), "moto.sqs.models.Message")
+    import moto.iam.models as iam_models
+    import moto.s3.models as s3_models
+    import moto.s3.responses as s3_responses
+    _require(s3_responses.S3Response, S3_RESPONSE_NAMES, "moto.s3.responses.S3Response")
+    _require(s3_models.FakeBucket, ("get_permission",), "moto.s3.models.FakeBucket")
+    _require(sts_models.STSBackend, ("get_assumed_role_from_access_key",), "moto.sts.models.STSBackend")
+    _require(iam_models.IAMBackend, ("get_user_from_access_key_id",), "moto.iam.models.IAMBackend")
     # The long-poll wrapper below calls moto's receive_message with these arguments, in order.
     params = list(inspect.signature(backend.receive_message).parameters)
     if params[:6] != list(RECEIVE_PARAMETERS):
@@ -191,6 +218,86 @@ def patch() -> None:
         return int(queue.message_retention_period) + message.sent_timestamp / 1000 > time.time()
 
     backend.is_message_valid_based_on_retention_period = is_message_valid_based_on_retention_period
+
+    _patch_bucket_policies(s3_models, s3_responses, sts_models, iam_models)
+
+
+def _patch_bucket_policies(s3_models, s3_responses, sts_models, iam_models) -> None:
+    """S3 bucket policies evaluated with the request's principal, conditions and IAM action
+    (module docstring; local/bucketpolicy.py)."""
+    from urllib.parse import parse_qs, urlparse
+
+    from moto.iam.access_control import PermissionResult
+    from moto.s3.exceptions import S3ClientError
+    from moto.utilities.utils import get_partition
+
+    from local import bucketpolicy
+
+    asking = threading.local()  # the request being answered on this thread (one per request)
+
+    def who(response, request, query) -> tuple[str | None, str, str | None]:
+        """aws:PrincipalArn, the principal's account and aws:username of the request."""
+        account = response.current_account
+        partition = get_partition(getattr(response, "region", None) or "us-east-1")
+        key = bucketpolicy.access_key_of(dict(request.headers), query)
+        if key is None:
+            return None, account, None
+        role = sts_models.sts_backends[account][partition].get_assumed_role_from_access_key(key)
+        if role is not None:
+            return role.role_arn, role.account_id, None
+        user = iam_models.iam_backends[account][partition].get_user_from_access_key_id(key)
+        if user is not None:
+            return user.arn, user.account_id, user.name
+        return f"arn:{partition}:iam::{account}:root", account, None  # moto's default key: the root
+
+    def entering(fn, objects: bool):
+        @functools.wraps(fn)
+        def wrapper(self, request, full_url, headers, *args, **kwargs):
+            query = parse_qs(urlparse(full_url).query, keep_blank_values=True)
+            try:
+                self.setup_class(request, full_url, headers)
+                principal, account, username = who(self, request, query)
+                action = bucketpolicy.object_action(request.method, query, dict(request.headers)) \
+                    if objects else None
+                asking.request = (principal, account, username, action)
+            except Exception:  # noqa: BLE001 - moto answers a malformed request itself
+                asking.request = None
+            try:
+                return fn(self, request, full_url, headers, *args, **kwargs)
+            finally:
+                asking.request = None
+
+        return wrapper
+
+    def get_permission(self, action: str, resource: str):
+        if self.policy is None:
+            return PermissionResult.NEUTRAL
+        principal, account, username, exact = getattr(asking, "request", None) or (
+            None, self.account_id, None, None)
+        # moto names an object request after its HTTP method (s3:PutObject for every PUT,
+        # s3:HeadObject for a HEAD); the object request's IAM action is known exactly.
+        request = bucketpolicy.Request(action=exact or action, resource=resource, principal_arn=principal,
+                                       account_id=account, username=username)
+        try:
+            decision, statement = bucketpolicy.evaluate(self.policy, request)
+        except bucketpolicy.UnsupportedPolicy as e:
+            raise S3ClientError("NotImplemented", f"the local stack cannot evaluate the bucket policy of "
+                                                  f"{self.name}: {e} (local/bucketpolicy.py)")
+        if decision is bucketpolicy.Decision.DENIED:
+            print(f"{BUCKET_POLICY_MARK} {request.action} on {resource} for {principal or 'anonymous'} "
+                  f"by {statement}", file=sys.stderr, flush=True)
+            if exact is not None:  # an object request: S3's own answer (DeleteObjects lists it per key)
+                raise S3ClientError("AccessDenied", f"User: {principal or 'anonymous'} is not authorized to "
+                                                    f"perform: {request.action} on resource: \"{resource}\" "
+                                                    f"with an explicit deny in a resource-based policy")
+            return PermissionResult.DENIED
+        if decision is bucketpolicy.Decision.ALLOWED:
+            return PermissionResult.PERMITTED
+        return PermissionResult.NEUTRAL
+
+    s3_responses.S3Response.key_response = entering(s3_responses.S3Response.key_response, objects=True)
+    s3_responses.S3Response.bucket_response = entering(s3_responses.S3Response.bucket_response, objects=False)
+    s3_models.FakeBucket.get_permission = get_permission
 
 
 def main() -> None:

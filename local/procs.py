@@ -120,7 +120,8 @@ def venv_bin(tool: str) -> str:
 def start_moto(log_dir: Path, port: int | None = None, plain: bool | None = None) -> tuple[Proc, str]:
     """moto's server on 127.0.0.1, through local/motoserver.py (moto's own server with locks
     that make it safe under concurrent clients, and a cheap clock). `plain` (LOCAL_PLAIN_MOTO=1)
-    runs the unpatched `moto_server`, which loses queued messages under concurrent pollers."""
+    runs the unpatched `moto_server`, which loses queued messages under concurrent pollers (and
+    judges bucket policies without knowing who asks: the archive's refuses the archiver too)."""
     port = port or free_port()
     if plain is None:
         plain = os.environ.get("LOCAL_PLAIN_MOTO", "0") == "1"

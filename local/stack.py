@@ -638,8 +638,10 @@ def create_bucket(s3, bucket: BucketSpec) -> None:
             extra["TransitionDefaultMinimumObjectSize"] = lifecycle["TransitionDefaultMinimumObjectSize"]
         s3.put_bucket_lifecycle_configuration(Bucket=bucket.name, LifecycleConfiguration={
             "Rules": [_lifecycle_rule(r) for r in lifecycle["Rules"]]}, **extra)
-    # The bucket policies, less their TLS-only statements: moto enforces bucket policies, and the
-    # local endpoint is plain HTTP on loopback (the queue policies are not created locally at all).
+    # The bucket policies, less their TLS-only statements: local/motoserver.py evaluates bucket
+    # policies as S3 does (who asks, the conditions, the exact action: only the archiver's role
+    # writes the archive), and the local endpoint is plain HTTP on loopback (the queue policies
+    # are not created locally at all).
     statements = [st for policy in bucket.policies for st in _as_list(policy.get("Statement"))
                   if "aws:SecureTransport" not in json.dumps(st.get("Condition") or {})]
     if statements:

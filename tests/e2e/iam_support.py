@@ -52,6 +52,7 @@ What moto 5.2.5 checks once ``POST /moto-api/reset-auth`` with ``0`` turns acces
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -493,6 +494,22 @@ class Account:
         c = self.client("sts", self.admin).assume_role(RoleArn=arn, RoleSessionName="audit-receiver")["Credentials"]
         return Credentials(c["AccessKeyId"], c["SecretAccessKey"], c["SessionToken"])
 
+    @contextlib.contextmanager
+    def bucket_policy_lifted(self):
+        """The archive bucket without its policy for a moment, put back as it was: what the
+        administrator arranges (an object where and as the archiver writes its own, a run of
+        the archiver with the administrator's credentials) is refused by the policy, which lets
+        no principal but the archiver's role write (local/motoserver.py evaluates it as S3 does;
+        test_bucket_policy.py proves it). Arranging is not what these tests test."""
+        s3 = self.client("s3")
+        bucket = self.stack.archive_bucket.name
+        policy = s3.get_bucket_policy(Bucket=bucket)["Policy"]
+        s3.delete_bucket_policy(Bucket=bucket)
+        try:
+            yield
+        finally:
+            s3.put_bucket_policy(Bucket=bucket, Policy=policy)
+
     def enforce(self) -> None:
         """Access control on; proven on, since the local stack's key is refused from here on."""
         from botocore.exceptions import ClientError
@@ -707,17 +724,20 @@ def sealable_object(account: Account, start: int | None = None) -> tuple[str, in
     key = f"trail/dt={hour:%Y-%m-%d}/hour={hour:%H}/p{start}-{'1'.zfill(40)}-a1.jsonl.gz"
     body = gzip.compress(json.dumps({"messageId": "iam-earlier-1", "auditTime": "2026-11-22T08:00:00.000Z",
                                      "auditText": "carol signed out"}).encode() + b"\n")
-    account.client("s3").put_object(Bucket=account.stack.archive_bucket.name, Key=key, Body=body,
-                                    ChecksumAlgorithm="SHA256", Metadata={"events": "1"})
+    with account.bucket_policy_lifted():
+        account.client("s3").put_object(Bucket=account.stack.archive_bucket.name, Key=key, Body=body,
+                                        ChecksumAlgorithm="SHA256", Metadata={"events": "1"})
     return key, start
 
 
 def seal(account: Account, creds: Credentials | None = None) -> dict:
     """One scheduled run of audit-archiver (EventBridge's Scheduled Event) with these credentials
-    (the administrator's by default): seals every period due. Its answer."""
+    (the administrator's by default, with the bucket policy lifted for the run: it lets only the
+    archiver's role write): seals every period due. Its answer."""
     from local.schedule import scheduled_event
 
-    with Function(account, creds or account.admin, log_name="archiver-seal.log", archiver=True) as fn:
+    lifted = account.bucket_policy_lifted() if creds is None else contextlib.nullcontext()
+    with lifted, Function(account, creds or account.admin, log_name="archiver-seal.log", archiver=True) as fn:
         return fn.invoke(scheduled_event(time.time(), account.stack.schedule.rule_arn), 120)
 
 

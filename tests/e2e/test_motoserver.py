@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 
 import moto.dynamodb.models as ddb_models
+import moto.s3.models as s3_models
+import moto.s3.responses as s3_responses
 import moto.sqs.models as sqs_models
 import moto.sqs.responses as sqs_responses
 import moto.sts.models as sts_models
@@ -28,6 +30,10 @@ def test_patch_applies_on_the_pinned_moto():
         "assert s.SQSBackend.receive_message.__wrapped__ is not None\n"
         "import moto.sqs.responses as r\n"
         "assert all(hasattr(getattr(r.SQSResponse, n), '__wrapped__') for n in motoserver.SQS_SENDING_REQUESTS)\n"
+        "import moto.s3.responses as s3r, moto.s3.models as s3m\n"
+        "assert hasattr(s3r.S3Response.key_response, '__wrapped__')\n"
+        "assert hasattr(s3r.S3Response.bucket_response, '__wrapped__')\n"
+        "assert s3m.FakeBucket.get_permission.__module__ == 'local.motoserver'\n"
         "print(moto.__version__)\n"
     )
     done = subprocess.run([sys.executable, "-c", check], cwd=ROOT, capture_output=True, text=True,
@@ -49,6 +55,11 @@ def test_patch_applies_on_the_pinned_moto():
     (sts_models.STSBackend, "get_caller_identity"),
     (sts_models, "sts_backends"),
     (sqs_models, "Message"),
+    # Bucket policies evaluated with the request's principal, conditions and IAM action.
+    (s3_responses.S3Response, "key_response"),
+    (s3_responses.S3Response, "bucket_response"),
+    (s3_models.FakeBucket, "get_permission"),
+    (sts_models.STSBackend, "get_assumed_role_from_access_key"),
 ])
 def test_patch_refuses_a_moto_without_a_patched_method(monkeypatch, owner, name):
     monkeypatch.delattr(owner, name)

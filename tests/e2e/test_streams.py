@@ -68,7 +68,9 @@ def test_template_stream_event_is_read_with_its_settings(stack):
     assert lock["Rule"]["DefaultRetention"]["Days"] == int(stack.parameters["ArchiveRetentionDays"])
     assert s3.get_bucket_versioning(Bucket=stack.archive_bucket.name)["Status"] == "Enabled"
     # A locked version cannot be deleted; moto answers GetObjectRetention with a 500, so the
-    # lock is read with HeadObject.
+    # lock is read with HeadObject. The bucket policy (only the archiver's role writes, nobody
+    # deletes: test_bucket_policy.py) is taken out first, so that Object Lock alone refuses.
+    s3.delete_bucket_policy(Bucket=stack.archive_bucket.name)
     put_resp = s3.put_object(Bucket=stack.archive_bucket.name, Key="trail/x.jsonl.gz", Body=b"x")
     head = s3.head_object(Bucket=stack.archive_bucket.name, Key="trail/x.jsonl.gz")
     assert head["ObjectLockMode"] == "COMPLIANCE"
