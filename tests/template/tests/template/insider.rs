@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use crate::support::*;
 use audit_receiver::telemetry::NAMESPACE;
-use serde_json::{json, Value as Json};
+use serde_json::{Value as Json, json};
 use serde_yaml::Value;
 
 const ARCHIVE_OBJECTS: &str = "${AuditArchiveBucket.Arn}/*";
@@ -73,7 +73,10 @@ fn archive_bucket_refuses_every_object_write_to_everyone_but_the_archivers_role(
         .as_mapping()
         .expect("ArnNotEquals");
     assert_eq!(arn_not_equals.len(), 1);
-    assert_eq!(at(s, &["Condition", "ArnNotEquals", "aws:PrincipalArn"]), &role);
+    assert_eq!(
+        at(s, &["Condition", "ArnNotEquals", "aws:PrincipalArn"]),
+        &role
+    );
 }
 
 #[test]
@@ -115,7 +118,8 @@ fn resolved(value: &Value) -> Json {
                 };
             }
             assert!(
-                !m.keys().any(|k| scalar(k).starts_with("Fn::") || scalar(k) == "Ref"),
+                !m.keys()
+                    .any(|k| scalar(k).starts_with("Fn::") || scalar(k) == "Ref"),
                 "{m:?}"
             );
             Json::Object(m.iter().map(|(k, v)| (scalar(k), resolved(v))).collect())
@@ -219,18 +223,27 @@ fn role_session(role_arn: &str, role_name: &str) -> Json {
 fn foreign_sign_rule_matches_a_sign_with_the_digest_key_by_anyone_but_the_archivers_role() {
     let t = template();
     let rule = props(&t, "ForeignSignRule");
-    assert_eq!(at(resource(&t, "ForeignSignRule"), &["Type"]).as_str(), Some("AWS::Events::Rule"));
+    assert_eq!(
+        at(resource(&t, "ForeignSignRule"), &["Type"]).as_str(),
+        Some("AWS::Events::Rule")
+    );
     // Sign is a read-only management event: a rule merely ENABLED is never matched against one.
     assert_eq!(
         at(rule, &["State"]).as_str(),
         Some("ENABLED_WITH_ALL_CLOUDTRAIL_MANAGEMENT_EVENTS")
     );
-    assert!(rule.get("EventBusName").is_none(), "CloudTrail delivers to the default bus");
+    assert!(
+        rule.get("EventBusName").is_none(),
+        "CloudTrail delivers to the default bus"
+    );
     let pattern = resolved(at(rule, &["EventPattern"]));
     let hit = |event: &Json| matches(&pattern, Some(event));
 
     let archiver = role_session(ROLE_ARN, "audit-AuditArchiverRole-ABC");
-    assert!(!hit(&sign_event("Sign", KEY_ARN, archiver.clone())), "the archiver signs");
+    assert!(
+        !hit(&sign_event("Sign", KEY_ARN, archiver.clone())),
+        "the archiver signs"
+    );
     // Another role, even one whose name starts with the archiver's.
     let other_role = "arn:aws:iam::123456789012:role/audit-AuditArchiverRole-ABC-copy";
     for identity in [
@@ -245,15 +258,31 @@ fn foreign_sign_rule_matches_a_sign_with_the_digest_key_by_anyone_but_the_archiv
         json!({"type": "Root", "principalId": "123456789012",
                "arn": "arn:aws:iam::123456789012:root", "accountId": "123456789012"}),
     ] {
-        assert!(hit(&sign_event("Sign", KEY_ARN, identity.clone())), "{identity}");
+        assert!(
+            hit(&sign_event("Sign", KEY_ARN, identity.clone())),
+            "{identity}"
+        );
         // Only this key, only Sign.
         let other_key = KEY_ARN.replace("1234abcd", "99999999");
-        assert!(!hit(&sign_event("Sign", &other_key, identity.clone())), "{identity}");
-        assert!(!hit(&sign_event("Verify", KEY_ARN, identity.clone())), "{identity}");
-        assert!(!hit(&sign_event("GetPublicKey", KEY_ARN, identity.clone())), "{identity}");
+        assert!(
+            !hit(&sign_event("Sign", &other_key, identity.clone())),
+            "{identity}"
+        );
+        assert!(
+            !hit(&sign_event("Verify", KEY_ARN, identity.clone())),
+            "{identity}"
+        );
+        assert!(
+            !hit(&sign_event("GetPublicKey", KEY_ARN, identity.clone())),
+            "{identity}"
+        );
     }
     // The archiver's own Sign on another key is none of this rule's business either.
-    assert!(!hit(&sign_event("Sign", &KEY_ARN.replace("1234abcd", "99999999"), archiver)));
+    assert!(!hit(&sign_event(
+        "Sign",
+        &KEY_ARN.replace("1234abcd", "99999999"),
+        archiver
+    )));
 }
 
 #[test]
@@ -261,18 +290,29 @@ fn foreign_sign_rule_keeps_what_it_matched_in_a_retained_log_group() {
     let t = template();
     let targets = one_or_many(at(props(&t, "ForeignSignRule"), &["Targets"]));
     assert_eq!(targets.len(), 1);
-    assert_eq!(at(&targets[0], &["Arn"]), &get_att("ForeignSignLogGroup", "Arn"));
+    assert_eq!(
+        at(&targets[0], &["Arn"]),
+        &get_att("ForeignSignLogGroup", "Arn")
+    );
     let group = resource(&t, "ForeignSignLogGroup");
     assert_eq!(at(group, &["DeletionPolicy"]).as_str(), Some("Retain"));
     assert!(number(at(props(&t, "ForeignSignLogGroup"), &["RetentionInDays"])) >= 365);
-    let policy = scalar(at(props(&t, "ForeignSignLogPolicy"), &["PolicyDocument", "Fn::Sub"]));
+    let policy = scalar(at(
+        props(&t, "ForeignSignLogPolicy"),
+        &["PolicyDocument", "Fn::Sub"],
+    ));
     let policy: Json = serde_json::from_str(&policy).expect("the log group's policy is JSON");
     let statement = &policy["Statement"][0];
-    assert_eq!(statement["Resource"], "${ForeignSignLogGroup.Arn}", "this log group only");
-    assert!(statement["Principal"]["Service"]
-        .as_array()
-        .expect("services")
-        .contains(&json!("events.amazonaws.com")));
+    assert_eq!(
+        statement["Resource"], "${ForeignSignLogGroup.Arn}",
+        "this log group only"
+    );
+    assert!(
+        statement["Principal"]["Service"]
+            .as_array()
+            .expect("services")
+            .contains(&json!("events.amazonaws.com"))
+    );
 }
 
 #[test]
@@ -284,13 +324,19 @@ fn foreign_sign_alarm_fires_on_the_first_match_within_a_minute() {
     let dimensions = one_or_many(at(alarm, &["Dimensions"]));
     assert_eq!(dimensions.len(), 1, "the default bus: RuleName alone");
     assert_eq!(at(&dimensions[0], &["Name"]).as_str(), Some("RuleName"));
-    assert_eq!(at(&dimensions[0], &["Value"]), &reference("ForeignSignRule"));
+    assert_eq!(
+        at(&dimensions[0], &["Value"]),
+        &reference("ForeignSignRule")
+    );
     // A sum of 1 or more in a single minute.
     assert!(fires_on_any_message(alarm));
     assert_eq!(number(at(alarm, &["Period"])), 60);
     assert_eq!(number(at(alarm, &["EvaluationPeriods"])), 1);
     assert_eq!(at(alarm, &["Statistic"]).as_str(), Some("Sum"));
-    assert_eq!(at(alarm, &["TreatMissingData"]).as_str(), Some("notBreaching"));
+    assert_eq!(
+        at(alarm, &["TreatMissingData"]).as_str(),
+        Some("notBreaching")
+    );
 }
 
 // ---- ArchiveStalledAlarm: the expression, evaluated as CloudWatch evaluates it ---------------
@@ -310,7 +356,10 @@ fn archive_stalled_alarm_fires_when_the_receiver_wrote_and_the_archiver_archived
     let t = template();
     let alarm = props(&t, "ArchiveStalledAlarm");
     let metrics = one_or_many(at(alarm, &["Metrics"]));
-    let expression: Vec<&Value> = metrics.iter().filter(|m| m.get("Expression").is_some()).collect();
+    let expression: Vec<&Value> = metrics
+        .iter()
+        .filter(|m| m.get("Expression").is_some())
+        .collect();
     assert_eq!(expression.len(), 1);
     assert_eq!(
         scalar(at(expression[0], &["Expression"])),
@@ -327,8 +376,18 @@ fn archive_stalled_alarm_fires_when_the_receiver_wrote_and_the_archiver_archived
     };
     for (id, namespace, name, function) in [
         ("written", NAMESPACE, "Written", "AuditReceiverFunction"),
-        ("archived", ARCHIVER_NAMESPACE, "Archived", "AuditArchiverFunction"),
-        ("already", ARCHIVER_NAMESPACE, "AlreadyArchived", "AuditArchiverFunction"),
+        (
+            "archived",
+            ARCHIVER_NAMESPACE,
+            "Archived",
+            "AuditArchiverFunction",
+        ),
+        (
+            "already",
+            ARCHIVER_NAMESPACE,
+            "AlreadyArchived",
+            "AuditArchiverFunction",
+        ),
     ] {
         let s = stat(id);
         assert_eq!(scalar(at(&s, &["Metric", "Namespace"])), namespace, "{id}");
@@ -348,24 +407,53 @@ fn archive_stalled_alarm_fires_when_the_receiver_wrote_and_the_archiver_archived
         Some("GreaterThanOrEqualToThreshold")
     );
     // No datapoint at all (an idle stack) is not an alarm.
-    assert_eq!(at(alarm, &["TreatMissingData"]).as_str(), Some("notBreaching"));
+    assert_eq!(
+        at(alarm, &["TreatMissingData"]).as_str(),
+        Some("notBreaching")
+    );
 
     // What it reports, quarter-hour by quarter-hour.
     let breaching = |v: Option<f64>| v.is_some_and(|v| v >= 1.0);
-    assert!(breaching(stalled(Some(12.0), None, None)), "wrote, archiver silent");
-    assert!(breaching(stalled(Some(12.0), Some(0.0), Some(0.0))), "wrote, sealing runs only");
-    assert!(!breaching(stalled(Some(12.0), Some(12.0), None)), "archived");
-    assert!(!breaching(stalled(Some(12.0), None, Some(3.0))), "a retry found them written");
-    assert!(!breaching(stalled(Some(0.0), None, None)), "invoked, wrote nothing");
-    assert!(!breaching(stalled(None, Some(0.0), None)), "nothing written, sealing runs");
+    assert!(
+        breaching(stalled(Some(12.0), None, None)),
+        "wrote, archiver silent"
+    );
+    assert!(
+        breaching(stalled(Some(12.0), Some(0.0), Some(0.0))),
+        "wrote, sealing runs only"
+    );
+    assert!(
+        !breaching(stalled(Some(12.0), Some(12.0), None)),
+        "archived"
+    );
+    assert!(
+        !breaching(stalled(Some(12.0), None, Some(3.0))),
+        "a retry found them written"
+    );
+    assert!(
+        !breaching(stalled(Some(0.0), None, None)),
+        "invoked, wrote nothing"
+    );
+    assert!(
+        !breaching(stalled(None, Some(0.0), None)),
+        "nothing written, sealing runs"
+    );
     assert!(!breaching(stalled(None, None, None)), "idle");
-    assert!(!breaching(stalled(None, Some(5.0), None)), "archiving what came earlier");
+    assert!(
+        !breaching(stalled(None, Some(5.0), None)),
+        "archiving what came earlier"
+    );
 }
 
 #[test]
 fn the_dashboard_shows_what_the_insider_alarms_watch() {
     let t = template();
-    let body = scalar(&one_or_many(at(props(&t, "AuditDashboard"), &["DashboardBody", "Fn::Sub"]))[0]);
+    let body = scalar(
+        &one_or_many(at(
+            props(&t, "AuditDashboard"),
+            &["DashboardBody", "Fn::Sub"],
+        ))[0],
+    );
     for line in [
         r#"["AuditReceiver","Written","FunctionName","${Function}""#,
         r#"["AuditArchiver","Archived","FunctionName","${Archiver}""#,
