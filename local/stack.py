@@ -22,7 +22,7 @@ MaximumRetryAttempts, MaximumRecordAgeInSeconds, the on-failure queue) and its S
 (the rate, run by local/schedule.py); KMS keys with their key spec, usage, description, key
 policy (moto keeps it but does not enforce it) and aliases, the key's real ARN put wherever the
 template refers to it (DIGEST_KEY_ID); each function's binary, Timeout and environment variables.
-(Glue, Athena, CloudWatch and IAM have no local twin: `make sql` runs the same SQL in DuckDB,
+(Glue, Athena, CloudWatch, IAM and EventBridge's CloudTrail rules have no local twin: `make sql` runs the same SQL in DuckDB,
 local/sql.py; the IAM tests in tests/e2e grant the template's policies on a moto of their own.)
 
 Four flags scale timings down for tests, and only when given: ``--visibility-timeout`` (of
