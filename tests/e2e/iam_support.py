@@ -14,10 +14,15 @@ What moto 5.2.5 checks once ``POST /moto-api/reset-auth`` with ``0`` turns acces
 * **Identity policies**, of the caller only: a user's inline, attached and group policies, a
   role's inline and attached ones; Allow and Deny over ``Action``/``NotAction`` and ``Resource``
   with ``*`` wildcards. Not evaluated: ``Condition`` (ignored: the statement applies as if it
-  held), ``NotResource`` (taken to match everything), resource policies (the queues'
-  ``DenyInsecureTransport``), permission boundaries, session policies, SCPs, and the trust
+  held), ``NotResource`` (taken to match everything), resource policies other than S3's bucket
+  policies (the queues' ``DenyInsecureTransport``), permission boundaries, session policies, SCPs, and the trust
   policy of a service principal (the role is assumed before enforcement starts).
   ``policy_document()`` refuses a statement moto would misjudge, rather than pass it quietly.
+* **Bucket policies**, as S3 evaluates them, on every object request, whether access control is
+  on or not (local/motoserver.py, local/bucketpolicy.py): the principal, the conditions, the
+  object request's IAM action. An explicit Deny there refuses the request before IAM is asked, so
+  the archive bucket's policy (only the archiver's role writes) refuses the administrator's
+  writes too: a test arranges the archive with ``Account.bucket_policy_lifted()``.
 * **Resources.** SQS requests are checked against the queue's ARN, S3 requests against the
   bucket's or the object's. DynamoDB and KMS requests are checked against ``*`` by moto, so a
   statement scoped to the table's or the key's ARN would never match; the launcher here
