@@ -4,13 +4,18 @@
 //! at. Must not know the Lambda event's shape, S3's API, or how outcomes are logged.
 //!
 //! Why no event is archived twice or lost, in short (docs/archive.md has it in full): Lambda
-//! delivers a shard's records in order, one batch at a time, and a retry (whole, bisected, or
-//! after a partial failure) starts at the first record of the failed batch, at the record after a
-//! successful half, or at the first record reported failed. Each of these is a run start whose
-//! markers say which objects hold which of the run's events; an event is archived when such an
-//! object exists, and a listed object that does not exist by the marker's `writeBy` never will.
-//! So a retry writes exactly the events not yet in an existing object, and before reporting
-//! success for a part of a run it leaves a marker at the record Lambda resumes at.
+//! delivers a shard's records in order, one batch at a time, and a retry (whole, bisected, after a
+//! partial failure, or after a half given up) starts at the first record of the failed batch, at
+//! the record after a half, or at the first record reported failed. Each of these is a run start
+//! whose markers say which objects hold which of the run's events; an event is archived when such
+//! an object holds it: it exists with the SHA-256 the marker lists, the marker its metadata names
+//! attests it, it has one version, no void marker names it, and its lines are the records' own.
+//! Nothing read from the bucket is believed on sight: a foreign marker or object is
+//! `ArchiveConflict` and holds nothing. A listed object that does not exist by its marker's
+//! `writeBy` is made void before its events are written again, so it never counts wherever it
+//! lands. Before writing, markers are left at the batch's halves and after its end; before
+//! reporting failures, at the record Lambda resumes at: wherever Lambda starts next, it finds
+//! what is already archived.
 
 use std::collections::{HashMap, HashSet};
 use std::io::Read as _;
