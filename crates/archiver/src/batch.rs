@@ -48,6 +48,11 @@ pub const DEFAULT_DEADLINE_MARGIN: Duration = Duration::from_millis(1000);
 pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
 /// Attempts at one run before the archiver gives up on it (each is a failed invocation).
 const MAX_ATTEMPTS: u32 = 10_000;
+/// The furthest a marker's `writeBy` can be ahead of now: the write bound after the marker, and a
+/// minute for clocks that disagree.
+const MAX_WRITE_BY_AHEAD_MS: i64 = 60_000
+    + (WRITE_START_SLACK.as_millis() + OBJECT_WRITE_TIMEOUT.as_millis() + LAND_GRACE.as_millis())
+        as i64;
 /// The most an archive object's lines may hold when read back (a batch is at most Lambda's 6 MB
 /// payload): what is longer is not the archiver's.
 const MAX_OBJECT_TEXT: u64 = 32 * 1024 * 1024;
@@ -418,6 +423,16 @@ impl<B: ArchiveBucket, C: Clock> Archiver<'_, B, C> {
                         &key,
                         "the marker's run does not start with the record it is keyed by".into(),
                     ),
+                    // No write of the archiver's can land later than this after its marker: a
+                    // marker that says otherwise would hold the run up for as long as it says.
+                    Ok(marker)
+                        if marker.write_by > millis(self.clock.now()) + MAX_WRITE_BY_AHEAD_MS =>
+                    {
+                        self.conflict(
+                            &key,
+                            "the marker's writeBy is later than any write of it can land".into(),
+                        )
+                    }
                     Ok(marker) => markers.push((key, marker)),
                     Err(error) => {
                         self.conflict(&key, format!("the marker does not parse: {error}"))

@@ -465,3 +465,37 @@ async fn a_failed_write_is_carried_to_where_lambda_resumes_and_counted_once_it_l
     assert_eq!(report.already_archived, 4);
     assert_eq!(attested_ids(&bucket), ids(2..9));
 }
+
+#[tokio::test]
+async fn a_planted_marker_whose_writeby_is_far_ahead_does_not_hold_the_run_up() {
+    let bucket = MemoryBucket::new();
+    let clock = ManualClock::new(at(TEN));
+    let key = marker_key(&run_entry(1), 0).unwrap();
+    let mut marker = Marker::from_json(&planted_marker(
+        2,
+        &trail_key("2026-11-22T09:00:00Z", 1, 0),
+        &hex(&[7u8; 32]),
+    ))
+    .unwrap();
+    marker.write_by = at("2027-01-01T00:00:00Z").timestamp_millis();
+    plant(&bucket, &key, marker.to_json(), Vec::new()).await;
+    let mut records = inserts(1..6);
+    records.push(modify(6, "m-1"));
+    let reads = read_records(StreamEvent { records });
+    let budget = Budget {
+        deadline: Some(tokio::time::Instant::now() + Duration::from_secs(60)),
+        margin: Duration::from_secs(1),
+    };
+    let report = archive_batch(
+        Ports {
+            bucket: &bucket,
+            clock: &clock,
+        },
+        &Settings::default(),
+        &reads,
+        budget,
+    )
+    .await;
+    assert_all_archived(&bucket, &report);
+    assert_eq!(conflict_keys(&report), vec![key.as_str()]);
+}
