@@ -6,8 +6,9 @@
 //! record (its sequence number and its globally unique `eventID`) and an attempt number:
 //! `state/<sequence, 40 digits>-<eventID>/a<attempt>.json`. Markers are created once
 //! (`If-None-Match: *`) and never changed; a later attempt at the same run writes the next attempt
-//! number. An event counts as archived when an object that a marker lists it in exists; the
-//! marker's `writeBy` is the moment after which an object it lists that does not exist never will
+//! number. An event counts as archived when an object that a marker lists it in holds it with the
+//! SHA-256 the marker names (and the other checks of `batch`); the marker's `writeBy` is the
+//! moment after which an object it lists that does not exist is made void, never to count
 //! (docs/archive.md has the whole argument).
 
 use std::collections::HashMap;

@@ -2,7 +2,7 @@
 //! one tamper object for the MODIFY and user REMOVE records, each in stream order, compressed and
 //! hashed, with the key of the hour and period they are written in. Must not know the bucket.
 
-use audit_model::archive::{ObjectKey, ObjectKind, PeriodLength};
+use audit_model::archive::{MARKER_METADATA, ObjectKey, ObjectKind, PeriodLength};
 use aws_lc_rs::digest::{SHA256, digest};
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
@@ -34,8 +34,9 @@ impl Encoded {
             .map(|key| key.to_string())
     }
 
-    /// The request that creates it under `key`.
-    pub fn request(&self, key: String) -> NewObject {
+    /// The request that creates it under `key`, naming `marker`, the run marker written just
+    /// before it that lists it with its SHA-256.
+    pub fn request(&self, key: String, marker: &str) -> NewObject {
         NewObject {
             key,
             body: self.body.clone(),
@@ -45,8 +46,18 @@ impl Encoded {
                 ("events", self.event_ids.len().to_string()),
                 ("first-sequence-number", self.first_sequence.clone()),
                 ("last-sequence-number", self.last_sequence.clone()),
+                (MARKER_METADATA, marker.to_owned()),
             ],
         }
+    }
+}
+
+/// The line `record` has in its object, or `None` for a TTL deletion (never archived).
+pub fn line(record: &StreamRecord) -> Option<String> {
+    match (record.disposition(), &record.change) {
+        (Disposition::Expired, _) => None,
+        (Disposition::Trail, Change::Insert { new_image }) => Some(trail_line(new_image)),
+        _ => Some(tamper_line(record)),
     }
 }
 
@@ -67,13 +78,7 @@ pub fn encode(records: &[&StreamRecord]) -> std::io::Result<Vec<Encoded>> {
         let (Some(first), Some(last)) = (of_kind.first(), of_kind.last()) else {
             continue;
         };
-        let lines: Vec<String> = of_kind
-            .iter()
-            .map(|record| match &record.change {
-                Change::Insert { new_image } => trail_line(new_image),
-                _ => tamper_line(record),
-            })
-            .collect();
+        let lines: Vec<String> = of_kind.iter().filter_map(|record| line(record)).collect();
         let body = gzip_lines(lines.iter().map(String::as_str))?;
         let mut sha256 = [0u8; 32];
         sha256.copy_from_slice(digest(&SHA256, &body).as_ref());

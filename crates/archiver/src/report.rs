@@ -26,9 +26,15 @@ pub enum Failure {
     /// nothing is written until it has or never can.
     #[error("a previous attempt's write may still be in flight until {0}")]
     PreviousWriteInFlight(DateTime<Utc>),
-    /// The marker key held a different marker (never expected: one invocation per shard).
+    /// The marker key held a different marker (someone else writes under `state/`, or an earlier
+    /// attempt's marker write landed after its time-out): the retry reads it and moves on.
     #[error("marker {0} already holds another attempt's marker")]
     MarkerConflict(String),
+    /// A name the archiver meant to write held other bytes (a 412 whose SHA-256 is neither what
+    /// it meant to write nor what a marker of the run listed there), or the name was void: the
+    /// records fail and the retry writes under the next attempt number.
+    #[error("archive object {0} already holds other bytes")]
+    ArchiveConflict(String),
     /// A marker that cannot be read (not written by this archiver).
     #[error("marker {key} cannot be read: {error}")]
     BadMarker { key: String, error: String },
@@ -51,6 +57,7 @@ pub enum Step {
     WriteMarker,
     WriteObject,
     WriteCarry,
+    WriteVoid,
 }
 
 impl std::fmt::Display for Step {
@@ -61,6 +68,7 @@ impl std::fmt::Display for Step {
             Self::WriteMarker => "writing the marker",
             Self::WriteObject => "writing an object",
             Self::WriteCarry => "writing the carried marker",
+            Self::WriteVoid => "writing a void marker",
         })
     }
 }
@@ -81,6 +89,7 @@ impl Failure {
             Self::Deadline(_) => "deadline",
             Self::PreviousWriteInFlight(_) => "previous_write_in_flight",
             Self::MarkerConflict(_) => "marker_conflict",
+            Self::ArchiveConflict(_) => "archive_conflict",
             Self::BadMarker { .. } => "bad_marker",
             Self::SlowMarker => "slow_marker",
             Self::Unwritten => "unwritten",
@@ -96,6 +105,15 @@ pub struct TamperEvent {
     pub event_name: &'static str,
     /// The item's key as plain JSON (`{"auditTime":…,"messageId":…}`): never the audit text.
     pub keys: String,
+}
+
+/// Something the archiver read or found at a name it meant to write that is not what it claims
+/// (`ArchiveConflict`): a marker that does not parse, a listed object whose bytes, lines or
+/// marker are not what the listing says, a name taken by other bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Conflict {
+    pub key: String,
+    pub reason: String,
 }
 
 /// An object this batch wrote.
@@ -123,6 +141,10 @@ pub struct BatchReport {
     /// MODIFY and user REMOVE records not archived before this batch.
     pub tampered: Vec<TamperEvent>,
     pub objects: Vec<WrittenObject>,
+    /// Keys found not to be what they claim (the `ArchiveConflict` metric).
+    pub conflicts: Vec<Conflict>,
+    /// Void markers this batch wrote (objects missing after their marker's writeBy).
+    pub voided: Vec<String>,
     /// The oldest `ApproximateCreationDateTime` of the batch.
     pub oldest_created: Option<DateTime<Utc>>,
 }

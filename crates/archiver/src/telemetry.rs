@@ -36,6 +36,7 @@ pub fn publish(
             // Someone has to look: the record or the bucket's state is not what the archiver writes.
             Failure::Unarchivable { .. }
             | Failure::MarkerConflict(_)
+            | Failure::ArchiveConflict(_)
             | Failure::BadMarker { .. } => {
                 tracing::error!(first_sequence_number = %first, failed, reason, error = %failure, "records failed")
             }
@@ -51,6 +52,8 @@ pub fn publish(
         already_archived = report.already_archived,
         expired = report.expired,
         trail_modified = report.tampered.len(),
+        archive_conflicts = report.conflicts.len(),
+        voided = ?report.voided,
         failed = report.failed().len(),
         objects = ?keys,
         bytes = report.bytes_written(),
@@ -63,7 +66,9 @@ pub fn publish(
 
 /// The EMF document: BatchSize, Archived (events written), AlreadyArchived (found written by an
 /// earlier attempt), Expired (TTL deletions), TrailModified (tamper events), Failed (records to
-/// be delivered again), ArchivedBytes, ArchiveLagMs (now − the oldest record's
+/// be delivered again), ArchiveConflict (keys found not to be what they claim: a name taken by
+/// other bytes, a foreign marker, a listed object that is not what its marker lists; each also an
+/// ERROR line naming the key when found), ArchivedBytes, ArchiveLagMs (now − the oldest record's
 /// ApproximateCreationDateTime) and DurationMs.
 pub fn metrics_document(
     report: &BatchReport,
@@ -78,6 +83,7 @@ pub fn metrics_document(
     metrics.count("Expired", report.expired);
     metrics.count("TrailModified", report.tampered.len());
     metrics.count("Failed", report.failed().len());
+    metrics.count("ArchiveConflict", report.conflicts.len());
     metrics.add("ArchivedBytes", "Bytes", report.bytes_written());
     if let Some(lag) = lag_ms(report, now) {
         metrics.millis("ArchiveLagMs", lag);
@@ -147,7 +153,7 @@ fn lag_ms(report: &BatchReport, now: DateTime<Utc>) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::{TamperEvent, WrittenObject};
+    use crate::report::{Conflict, TamperEvent, WrittenObject};
     use serde_json::json;
 
     #[test]
@@ -169,6 +175,11 @@ mod tests {
                 events: 1,
                 bytes: 120,
             }],
+            conflicts: vec![Conflict {
+                key: "trail/y".into(),
+                reason: "other bytes".into(),
+            }],
+            voided: Vec::new(),
             oldest_created: DateTime::from_timestamp_millis(1_795_341_600_000),
         };
         let now = DateTime::from_timestamp_millis(1_795_341_602_500).unwrap();
@@ -186,6 +197,7 @@ mod tests {
         assert_eq!(doc["Expired"], 1);
         assert_eq!(doc["TrailModified"], 1);
         assert_eq!(doc["Failed"], 1);
+        assert_eq!(doc["ArchiveConflict"], 1);
         assert_eq!(doc["ArchivedBytes"], 120);
         assert_eq!(doc["ArchiveLagMs"], 2500);
         assert_eq!(doc["DurationMs"], 7);

@@ -309,7 +309,14 @@ async fn a_crash_after_the_marker_waits_until_the_lost_write_cannot_land_then_wr
     });
     let crashed = archive(&bucket, &clock, inserts(1..11)).await;
     assert_eq!(crashed.failed_from, Some(0));
-    assert_eq!(bucket.keys("state/").len(), 1, "the marker was written");
+    let run_markers = || {
+        bucket
+            .keys("state/")
+            .into_iter()
+            .filter(|k| k.contains(&event_id(1)))
+            .count()
+    };
+    assert_eq!(run_markers(), 1, "the marker was written");
     let before = clock.now();
     let retry = archive(&bucket, &clock, inserts(1..11)).await;
     assert_eq!(retry.failed_from, None, "{:?}", retry.failure);
@@ -318,7 +325,7 @@ async fn a_crash_after_the_marker_waits_until_the_lost_write_cannot_land_then_wr
         "waited for the marker's writeBy"
     );
     assert_eq!(archived_ids(&bucket), ids(1..11));
-    assert_eq!(bucket.keys("state/").len(), 2, "a second attempt");
+    assert_eq!(run_markers(), 2, "a second attempt");
 }
 
 #[tokio::test]

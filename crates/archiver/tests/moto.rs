@@ -356,13 +356,14 @@ async fn a_restart_of_the_archiver_mid_stream_loses_and_doubles_nothing() {
             json!(format!("{}", 1_100_000_000_017_454_423_000u128 + i as u128));
     }
 
-    // The first process archives two batches, then dies in the third between the trail object
-    // (written) and the tamper object: Lambda never sees that invocation's answer.
+    // The first process archives two batches (each a marker, a marker at its half, the trail
+    // object), then dies in the third between the trail object (written) and the tamper object:
+    // Lambda never sees that invocation's answer.
     let clock = ManualClock::new(at("2026-11-22T10:15:00Z"));
     let first = Handler::new(
         Dying {
             inner: moto.archive(BUCKET),
-            puts_left: AtomicUsize::new(6),
+            puts_left: AtomicUsize::new(9),
         },
         settings(),
     )

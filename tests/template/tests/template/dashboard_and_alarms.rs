@@ -352,6 +352,23 @@ fn an_alarm_fires_on_the_first_change_to_the_trail_within_a_minute() {
 }
 
 #[test]
+fn an_alarm_fires_on_the_first_archive_conflict_within_a_minute() {
+    // crates/archiver emits ArchiveConflict when a name it meant to write holds other bytes or
+    // a marker or object it read is not what it claims: someone else writes to the bucket.
+    let t = template();
+    let watching: Vec<(String, &Value)> = alarms(&t)
+        .into_iter()
+        .filter(|(_, p)| {
+            p.get("Namespace").map(scalar).as_deref() == Some(ARCHIVER_NAMESPACE)
+                && p.get("MetricName").map(scalar).as_deref() == Some("ArchiveConflict")
+        })
+        .collect();
+    assert_eq!(watching.len(), 1, "one alarm on ArchiveConflict");
+    assert_eq!(watching[0].0, "ArchiveConflictAlarm");
+    assert!(fires_within_a_minute_on_the_first(watching[0].1));
+}
+
+#[test]
 fn alarms_on_the_archivers_metrics_use_its_namespace_and_dimension() {
     let t = template();
     for p in alarm_metrics(&t, ARCHIVER_NAMESPACE) {

@@ -337,6 +337,7 @@ pub const ARCHIVER_EMITTED: &[&str] = &[
     "Expired",
     "TrailModified",
     "Failed",
+    "ArchiveConflict",
     "ArchivedBytes",
     "ArchiveLagMs",
     "DurationMs",
