@@ -65,6 +65,10 @@ def stack(tmp_path_factory):
         st.log = work_dir / "archiver.log"
         st.s3 = _client("s3", endpoint)
         st.bucket = st.archive_bucket.name
+        # The insider here is one the bucket policy no longer stops (it refuses every object
+        # write but the archiver's: test_bucket_policy.py): someone who could change the policy
+        # took it out first. What the archiver reads must still not be trusted on sight.
+        st.s3.delete_bucket_policy(Bucket=st.bucket)
         yield st
     finally:
         for step in (lambda: archiver and archiver.stop(), lambda: proxy and proxy.stop(), moto.stop):
@@ -189,7 +193,7 @@ def object_key(kind: str, at: float, seq: str, attempt: int) -> str:
 
 
 def plant(st, key: str, body: bytes, metadata: dict | None = None) -> None:
-    """A put with the test's own credentials: anyone with s3:PutObject on the bucket."""
+    """A put with the test's own credentials, the bucket policy taken out (the fixture)."""
     st.s3.put_object(Bucket=st.bucket, Key=key, Body=body, Metadata=metadata or {},
                      ChecksumAlgorithm="SHA256")
 
