@@ -108,8 +108,38 @@ pub async fn archive_batch<B: ArchiveBucket, C: Clock>(
         clock: ports.clock,
         period: settings.period,
         budget,
+        repair: false,
     };
     if let Some((index, failure)) = archiver.run(&records, &mut report).await {
+        report.failed_from = Some(index);
+        report.failure = Some(failure);
+    }
+    report
+}
+
+/// Archives one record made by a repair from an item of the table (`repair.rs`) as a run of its
+/// own, through the same markers and objects as the stream's: an earlier repair of it is found by
+/// its marker, and what is written is marked as a repair (object metadata `repair`, the marker's
+/// `repair`).
+pub async fn archive_repair<B: ArchiveBucket, C: Clock>(
+    ports: Ports<'_, B, C>,
+    settings: &Settings,
+    record: &StreamRecord,
+    budget: Budget,
+) -> BatchReport {
+    let mut report = BatchReport {
+        sequence_numbers: vec![record.sequence_number.clone()],
+        oldest_created: Some(record.created),
+        ..BatchReport::default()
+    };
+    let archiver = Archiver {
+        bucket: ports.bucket,
+        clock: ports.clock,
+        period: settings.period,
+        budget,
+        repair: true,
+    };
+    if let Some((index, failure)) = archiver.run(&[record], &mut report).await {
         report.failed_from = Some(index);
         report.failure = Some(failure);
     }
@@ -121,6 +151,8 @@ struct Archiver<'a, B, C> {
     clock: &'a C,
     period: PeriodLength,
     budget: Budget,
+    /// A repair's run (`archive_repair`): its marker and objects say so.
+    repair: bool,
 }
 
 /// The latest attempt at a run, if any.
@@ -362,7 +394,8 @@ impl<B: ArchiveBucket, C: Clock> Archiver<'_, B, C> {
         let write_by = at
             + chrono::Duration::from_std(WRITE_START_SLACK + OBJECT_WRITE_TIMEOUT + LAND_GRACE)
                 .unwrap_or_default();
-        let marker = Marker::new(run.to_vec(), &listed, millis(write_by));
+        let mut marker = Marker::new(run.to_vec(), &listed, millis(write_by));
+        marker.repair = self.repair;
         let key = self.marker_key(start, attempt).map_err(Written::Nothing)?;
         self.put_marker(key, &marker, Step::WriteMarker)
             .await
@@ -376,7 +409,8 @@ impl<B: ArchiveBucket, C: Clock> Archiver<'_, B, C> {
         let results = join_all(keyed.iter().map(|(key, e)| {
             self.budget.run(
                 OBJECT_WRITE_TIMEOUT,
-                self.bucket.put_if_absent(e.request(key.clone())),
+                self.bucket
+                    .put_if_absent(self.marked(e.request(key.clone()))),
             )
         }))
         .await;
@@ -406,6 +440,17 @@ impl<B: ArchiveBucket, C: Clock> Archiver<'_, B, C> {
             }
         }
         failure.map_or(Ok(()), |f| Err(Written::Partly(f)))
+    }
+
+    /// `object` with the metadata of a repair (`audit_model::repair::REPAIR_METADATA`) when
+    /// this run is one.
+    fn marked(&self, mut object: NewObject) -> NewObject {
+        if self.repair {
+            object
+                .metadata
+                .push((audit_model::repair::REPAIR_METADATA, "true".to_owned()));
+        }
+        object
     }
 
     /// Leaves a marker at `run[0]`, where Lambda resumes, listing `objects` (confirmed, with
