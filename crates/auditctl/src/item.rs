@@ -129,6 +129,7 @@ const fn column(name: &'static str, table_width: Option<usize>) -> Column {
 mod tests {
     use super::*;
     use aws_sdk_dynamodb::primitives::Blob;
+    use serde_json::json;
 
     fn item(attributes: Vec<(&str, AttributeValue)>) -> TrailItem {
         TrailItem::from(
