@@ -11,10 +11,10 @@
 //! objects sort after the stream's of their period. So a second repair of an item finds the first
 //! one's marker and writes nothing, as a retried stream batch does.
 
-use audit_model::digest::{hex, sha256};
 use audit_model::keys::{PARTITION_KEY, SORT_KEY};
 use audit_model::repair::{
     ItemKey, NotRepaired, REPAIR_EVENT, RepairAnswer, RepairRequest, Repaired, RequestError,
+    repair_identity,
 };
 use chrono::Utc;
 use futures::StreamExt;
@@ -70,22 +70,6 @@ impl From<RepairError> for lambda_runtime::Diagnostic {
             error_message: error.to_string(),
         }
     }
-}
-
-/// The sequence number and eventID a repair archives `key` under (the module's comment says
-/// why these).
-pub fn repair_identity(key: &ItemKey) -> (String, String) {
-    let mut text = Vec::with_capacity(key.audit_time.len() + 1 + key.message_id.len());
-    text.extend_from_slice(key.audit_time.as_bytes());
-    text.push(b'\n');
-    text.extend_from_slice(key.message_id.as_bytes());
-    let hash = sha256(&text);
-    let mut half = [0u8; 16];
-    half.copy_from_slice(&hash[..16]);
-    (
-        format!("9{:039}", u128::from_be_bytes(half)),
-        format!("repair-{}", hex(&half)),
-    )
 }
 
 /// The record a repair archives: the item's image as an INSERT's new image, created now.
@@ -198,6 +182,7 @@ mod tests {
     use std::io::Read;
 
     use audit_model::archive::{ObjectKey, PeriodLength};
+    use audit_model::digest::hex;
     use audit_model::line::item_line;
     use audit_model::repair::REPAIR_METADATA;
     use chrono::DateTime;
@@ -421,15 +406,5 @@ mod tests {
         assert_eq!(answer.repaired.len(), 1, "{answer:?}");
         assert!(answer.repaired[0].object.ends_with("-a1.jsonl.gz"));
         assert_eq!(world.bucket.keys("trail/").len(), 1);
-    }
-
-    #[test]
-    fn a_repair_identity_is_fixed_by_the_key_and_never_a_streams() {
-        let (sequence, event_id) = repair_identity(&key("m-1"));
-        assert_eq!(sequence.len(), 40);
-        assert!(sequence.starts_with('9') && sequence.bytes().all(|b| b.is_ascii_digit()));
-        assert!(event_id.starts_with("repair-") && event_id.len() == 39);
-        assert_eq!(repair_identity(&key("m-1")), (sequence.clone(), event_id));
-        assert_ne!(repair_identity(&key("m-2")).0, sequence);
     }
 }

@@ -239,17 +239,21 @@ mod tests {
     use std::collections::BTreeMap;
     use std::sync::Mutex;
 
-    use audit_model::archive::{ObjectKind, Period, PeriodLength};
+    use audit_model::archive::{ObjectKey, ObjectKind, Period, PeriodLength};
     use audit_model::digest::SealedDigest;
     use audit_model::line::item_line;
     use audit_model::message::canonical_time;
     use audit_model::repair::Repaired;
+    use audit_model::repair::{REPAIR_METADATA, repair_identity};
+    use bytes::Bytes;
     use chrono::{DateTime, Duration, Utc};
     use serde_json::{Map, Value, json};
 
     use super::*;
     use crate::range::TimeRange;
-    use crate::verify::memory::{MemoryArchive, MemoryTable, TestKey, seal, write_object};
+    use crate::verify::memory::{
+        MemoryArchive, MemoryTable, TestKey, gzip_lines, seal, write_object,
+    };
     use crate::verify::ports::TableItem;
 
     const BUCKET: &str = "audit-archive";
@@ -280,7 +284,7 @@ mod tests {
             self.requests.lock().unwrap().push(request.keys.len());
             let mut answer = RepairAnswer::default();
             let now = *self.now.lock().unwrap();
-            for (i, key) in request.keys.iter().enumerate() {
+            for key in &request.keys {
                 if self.repaired.lock().unwrap().contains_key(key) {
                     answer.already_repaired.push(key.clone());
                     continue;
@@ -289,13 +293,15 @@ mod tests {
                     answer.not_found.push(key.clone());
                     continue;
                 };
-                let object = write_object(
-                    self.archive,
-                    ObjectKind::Trail,
-                    now,
-                    length(),
-                    9_000_000 + i as u64 + 1000 * self.requests.lock().unwrap().len() as u64,
-                    &[item.line],
+                // Keyed by the item's repair identity, marked as a repair, as the archiver does.
+                let object =
+                    ObjectKey::new(ObjectKind::Trail, now, length(), &repair_identity(key).0, 0)
+                        .unwrap()
+                        .to_string();
+                self.archive.overwrite_with(
+                    &object,
+                    Bytes::from(gzip_lines(&[item.line])),
+                    vec![("events", "1".into()), (REPAIR_METADATA, "true".into())],
                 );
                 self.repaired
                     .lock()
@@ -484,7 +490,7 @@ mod tests {
         settings.lag_seconds = 3600;
         let key_ = TrustedKey::new(world.key.public_key()).unwrap();
         let mut problems = Vec::new();
-        walk::verify(
+        let summary = walk::verify(
             &world.archive,
             &key_,
             Some(&world.table),
@@ -494,6 +500,15 @@ mod tests {
         .await
         .unwrap();
         assert_eq!(problems, Vec::new());
+        // verify counts the items a repair archived.
+        assert_eq!(summary.table.as_ref().map(|t| t.items_repaired), Some(2));
+        assert!(
+            summary.lines().iter().any(|l| l.starts_with(
+                "repairs   2 of the archived items archived by auditctl archive repair"
+            )),
+            "{:?}",
+            summary.lines()
+        );
         // A second repair of the range finds nothing to send.
         let key_ = TrustedKey::new(world.key.public_key()).unwrap();
         let again = missing(&world.archive, &key_, &world.table, &settings)

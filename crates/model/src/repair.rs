@@ -18,6 +18,37 @@ pub const MAX_REPAIR_KEYS: usize = 100;
 /// The user metadata (`x-amz-meta-repair`) of an archive object written by a repair: `true`.
 pub const REPAIR_METADATA: &str = "repair";
 
+/// The first digit of a repair's sequence numbers (`repair_identity`): DynamoDB's own are far
+/// shorter than 40 digits, so a padded stream sequence number starts with `0`.
+pub const REPAIR_SEQUENCE_PREFIX: char = '9';
+
+/// The sequence number and eventID a repair archives `key` under, in place of the stream record
+/// it no longer has: `9` and the 39 decimal digits of the first 16 bytes of SHA-256(auditTime,
+/// newline, messageId); `repair-` and the same bytes in hex. Fixed by the key, so that a second
+/// repair of an item finds the first one's marker; never a stream's.
+pub fn repair_identity(key: &ItemKey) -> (String, String) {
+    let mut text = Vec::with_capacity(key.audit_time.len() + 1 + key.message_id.len());
+    text.extend_from_slice(key.audit_time.as_bytes());
+    text.push(b'\n');
+    text.extend_from_slice(key.message_id.as_bytes());
+    let hash = crate::digest::sha256(&text);
+    let mut half = [0u8; 16];
+    half.copy_from_slice(&hash[..16]);
+    (
+        format!("{REPAIR_SEQUENCE_PREFIX}{:039}", u128::from_be_bytes(half)),
+        format!("repair-{}", crate::digest::hex(&half)),
+    )
+}
+
+/// Whether an archive object's key names a repair's run (its first sequence number is a
+/// repair's). Its metadata `repair` says so too; this reads the key alone.
+pub fn is_repair_object(key: &str) -> bool {
+    crate::archive::ObjectKey::parse(key).is_some_and(|k| {
+        k.first_sequence.len() == crate::archive::SEQUENCE_DIGITS
+            && k.first_sequence.starts_with(REPAIR_SEQUENCE_PREFIX)
+    })
+}
+
 /// An item of the table, by its key.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -142,6 +173,26 @@ mod tests {
             message_id: id.into(),
             audit_time: "2026-11-22T10:00:00.000Z".into(),
         }
+    }
+
+    #[test]
+    fn a_repair_identity_is_fixed_by_the_key_and_its_objects_are_told_by_their_key() {
+        let (sequence, event_id) = repair_identity(&key("m-1"));
+        assert_eq!(sequence.len(), 40);
+        assert!(sequence.starts_with('9') && sequence.bytes().all(|b| b.is_ascii_digit()));
+        assert!(event_id.starts_with("repair-") && event_id.len() == 39);
+        assert_eq!(repair_identity(&key("m-1")), (sequence.clone(), event_id));
+        assert_ne!(repair_identity(&key("m-2")).0, sequence);
+        let at = chrono::DateTime::from_timestamp(1_795_341_600, 0).unwrap();
+        let period = crate::archive::PeriodLength::new(3600).unwrap();
+        let kind = crate::archive::ObjectKind::Trail;
+        let repaired = crate::archive::ObjectKey::new(kind, at, period, &sequence, 0).unwrap();
+        assert!(is_repair_object(&repaired.to_string()));
+        let streamed =
+            crate::archive::ObjectKey::new(kind, at, period, "4421584500000000017450439091", 0)
+                .unwrap();
+        assert!(!is_repair_object(&streamed.to_string()));
+        assert!(!is_repair_object("trail/not-a-key"));
     }
 
     #[test]
