@@ -534,8 +534,7 @@ fn archiver_may_only_read_the_stream_write_and_read_its_prefixes_seal_send_give_
             ("s3:GetObjectVersion", verified_prefixes()),
             ("kms:Sign", one(DIGEST_KEY)),
             // A repair (auditctl archive repair) reads the items to archive from the table
-            // itself, by key: reads only.
-            ("dynamodb:GetItem", one(TABLE)),
+            // itself, by key (BatchGetItem, ConsistentRead): a read only.
             ("dynamodb:BatchGetItem", one(TABLE)),
             // The on-failure destination is sent with the function's role.
             ("sqs:SendMessage", one("${AuditArchiveFailureQueue.Arn}")),
