@@ -1,5 +1,6 @@
-//! Wiring only: configuration, logging, the S3, KMS and DynamoDB clients built once from the SDK's
-//! configuration, the repair event sent to its own handler (repair.rs), and the runtime loop (one invocation at a time: a stream shard is read by one at a time).
+//! Wiring only: configuration, logging, the S3, KMS and DynamoDB clients built once from the
+//! SDK's configuration, a repair event sent to its own handler (repair.rs), and the runtime loop
+//! (one invocation at a time: a stream shard is read by one at a time).
 
 // The handler's future nests the S3 and KMS clients' futures deeper than the default limit.
 #![recursion_limit = "256"]

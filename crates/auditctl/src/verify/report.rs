@@ -239,7 +239,7 @@ impl Summary {
             ));
             if table.items_repaired > 0 {
                 lines.push(format!(
-                    "repairs   {} of the archived items archived by auditctl archive repair (objects with metadata repair: true)",
+                    "repairs   {} of the archived items archived by auditctl archive repair (in objects a repair wrote: keyed p<period>-9…, metadata repair: true)",
                     table.items_repaired
                 ));
             }
