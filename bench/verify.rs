@@ -46,10 +46,12 @@ use std::time::{Duration, Instant};
 use audit_archiver::bucket::{ArchiveBucket, Created};
 use audit_archiver::budget::Budget;
 use audit_archiver::encode::{gzip_lines, trail_line};
+use audit_archiver::marker::{Confirmed, Marker, RunEntry, marker_key};
 use audit_archiver::objects::Encoded;
 use audit_archiver::seal::Sealer;
 use audit_archiver::signer::kms::KmsSigner;
 use audit_model::archive::{ObjectKind, PeriodLength, SEAL_DELAY};
+use audit_model::digest::hex;
 use aws_lc_rs::digest::{SHA256, digest};
 use bytes::Bytes;
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -234,8 +236,16 @@ fn item(i: u64, at: DateTime<Utc>, rng: &mut fastrand::Rng) -> Map<String, Value
     value.as_object().cloned().unwrap_or_default()
 }
 
-/// One object's bytes, its key and request, as the archiver makes them; and its raw line bytes.
-fn encode(planned: &Planned, period: PeriodLength) -> (audit_archiver::bucket::NewObject, u64) {
+/// One object's bytes, its key and request, as the archiver makes them, the run marker that
+/// attests it (written first, as the archiver does); and its raw line bytes.
+fn encode(
+    planned: &Planned,
+    period: PeriodLength,
+) -> (
+    audit_archiver::bucket::NewObject,
+    audit_archiver::bucket::NewObject,
+    u64,
+) {
     let mut rng = fastrand::Rng::with_seed(planned.index);
     let lines: Vec<String> = (planned.first_event..planned.first_event + planned.events)
         .map(|i| trail_line(&item(i, planned.written_at, &mut rng)))
@@ -258,7 +268,31 @@ fn encode(planned: &Planned, period: PeriodLength) -> (audit_archiver::bucket::N
     let key = encoded
         .key(planned.written_at, period, 0)
         .expect("a padded sequence number");
-    (encoded.request(key), raw)
+    let run: Vec<RunEntry> = (planned.first_event..planned.first_event + planned.events)
+        .zip(&encoded.event_ids)
+        .map(|(event, id)| RunEntry(sequence(event), id.clone()))
+        .collect();
+    let marker_key = marker_key(&run[0], 0).expect("a padded sequence number");
+    let marker = Marker::new(
+        run,
+        &[Confirmed {
+            key: key.clone(),
+            event_ids: encoded.event_ids.clone(),
+            sha256: hex(&encoded.sha256),
+        }],
+        planned.written_at.timestamp_millis(),
+    );
+    let marker_body = Bytes::from(marker.to_json());
+    let mut marker_sha256 = [0u8; 32];
+    marker_sha256.copy_from_slice(digest(&SHA256, &marker_body).as_ref());
+    let marker_request = audit_archiver::bucket::NewObject {
+        key: marker_key.clone(),
+        body: marker_body,
+        content_type: "application/json",
+        sha256: marker_sha256,
+        metadata: Vec::new(),
+    };
+    (marker_request, encoded.request(key, &marker_key), raw)
 }
 
 /// What writing the archive gave.
@@ -276,12 +310,16 @@ async fn write_archive(moto: &Moto, plan: &Plan, period: PeriodLength) -> Writte
         .map(|planned| {
             let (bucket, written) = (&bucket, &written);
             async move {
-                let (object, raw) = tokio::task::spawn_blocking(move || encode(&planned, period))
-                    .await
-                    .expect("encoding");
+                let (marker, object, raw) =
+                    tokio::task::spawn_blocking(move || encode(&planned, period))
+                        .await
+                        .expect("encoding");
                 let bytes = object.body.len() as u64;
                 let key = object.key.clone();
-                let result = bucket.put_if_absent(object).await;
+                let result = match bucket.put_if_absent(marker).await {
+                    Ok(Created::New { .. }) => bucket.put_if_absent(object).await,
+                    other => other,
+                };
                 let done = written.fetch_add(1, Ordering::Relaxed) + 1;
                 if done % 100 == 0 {
                     eprintln!(

@@ -177,6 +177,11 @@ class LocalSystem:
             # The local AuditDigestKey's ARN, as the archiver has it (the stack's AuditDigestKeyArn).
             "DIGEST_KEY_ID": archiver_env.get("DIGEST_KEY_ID", ""),
             "DIGEST_PERIOD_SECONDS": archiver_env.get("DIGEST_PERIOD_SECONDS", ""),
+            # `auditctl archive repair` invokes the archiver (the stack's AuditArchiverFunctionArn):
+            # locally by its binary's name, at its own `cargo lambda watch`, which serves Lambda's
+            # Invoke API (AWS_ENDPOINT_URL_LAMBDA, the SDKs' variable for Lambda's endpoint).
+            **({"ARCHIVER_FUNCTION": self.archiver.binary_name,
+                "AWS_ENDPOINT_URL_LAMBDA": f"http://127.0.0.1:{self.archiver.port}"} if self.archiver else {}),
         }
 
     def write_stack_env(self, path: Path) -> Path:

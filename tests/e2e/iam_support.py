@@ -37,7 +37,9 @@ What moto 5.2.5 checks once ``POST /moto-api/reset-auth`` with ``0`` turns acces
   where moto would ask for an action IAM does not have; and as in S3's, a ``HEAD`` of an object
   with a ``versionId`` needs ``s3:GetObjectVersion`` and the object lock's ``retention`` and
   ``legal-hold`` requests their own actions, where moto asks for ``s3:GetObject`` or
-  ``s3:PutObject`` (``S3_KEY_ACTIONS``). The server logs every refusal (``REFUSED_MARK``, in
+  ``s3:PutObject`` (``S3_KEY_ACTIONS``); and as in Lambda's, ``Invoke`` needs
+  ``lambda:InvokeFunction`` on the function's ARN (``LAMBDA_ACTIONS``), where moto asks for
+  ``lambda:Invoke`` on ``*``, and a refusal is answered in Lambda's JSON. The server logs every refusal (``REFUSED_MARK``, in
   moto.log): a refused ``HEAD`` has no body, so a client cannot say which action was refused.
 * **Key policies are not evaluated**, not even their Denies: the digest key's policy (only the
   archiver signs; nobody disables it or schedules its deletion without MFA) is checked in
@@ -90,6 +92,9 @@ SQS_BATCH_ACTIONS = {
     "sqs:DeleteMessageBatch": "sqs:DeleteMessage",
     "sqs:ChangeMessageVisibilityBatch": "sqs:ChangeMessageVisibility",
 }
+# Lambda's Invoke is authorized by IAM as lambda:InvokeFunction; moto 5.2.5 asks for the
+# operation's name.
+LAMBDA_ACTIONS = {"lambda:Invoke": "lambda:InvokeFunction"}
 # S3 requests moto authorizes as another action than IAM does (it falls back to the method's
 # default): (method, query parameter, IAM's action).
 S3_KEY_ACTIONS = [
@@ -161,9 +166,36 @@ def _aws_json_errors(handler_cls, service: str) -> None:
     handler_cls.call_action = call_action
 
 
+def _lambda_json_errors(handler_cls) -> None:
+    """A refusal to a Lambda request as Lambda answers it (REST-JSON: HTTP 403, the error type in
+    ``x-amzn-ErrorType``, a JSON body), where moto answers with its XML ErrorResponse."""
+    import functools
+    from xml.sax.saxutils import unescape
+
+    original = handler_cls.call_action
+
+    @functools.wraps(original)
+    def call_action(self):
+        status, headers, body = original(self)
+        text = body.decode("utf-8", "replace") if isinstance(body, bytes) else str(body)
+        if str(status) != "403" or "<ErrorResponse>" not in text:
+            return status, headers, body
+        code = re.search(r"<Code>([^<]*)</Code>", text)
+        message = re.search(r"<Message>([^<]*)</Message>", text)
+        error_type = "AccessDeniedException" if code and code.group(1) == "AccessDenied" else (
+            code.group(1) if code else "AccessDeniedException")
+        new_body = json.dumps({"Type": "User", "message": unescape(message.group(1) if message else "")})
+        headers = {k: v for k, v in dict(headers).items() if k.lower() not in ("content-type", "x-amz-crc32")}
+        headers.update({"status": "403", "Content-Type": "application/json", "x-amzn-ErrorType": error_type})
+        return 403, headers, new_body
+
+    handler_cls.call_action = call_action
+
+
 def _patch_moto(aws_errors: bool) -> None:
     """The changes of the module docstring ("Resources", "The answer"), on top of
     local/motoserver.py's."""
+    from moto.awslambda.responses import LambdaResponse
     from moto.dynamodb.responses import DynamoHandler
     from moto.iam import access_control
     from moto.kms.responses import KmsResponse
@@ -212,6 +244,24 @@ def _patch_moto(aws_errors: bool) -> None:
 
     KmsResponse._determine_resource = _kms_resource
 
+    if hasattr(LambdaResponse, "_determine_resource"):
+        raise RuntimeError("this moto determines Lambda resources itself: drop the patch in "
+                           "tests/e2e/iam_support.py and check what it passes")
+
+    def _lambda_resource(self) -> str:
+        # /2015-03-31/functions/<name or ARN>/invocations: IAM authorizes the function's ARN.
+        from urllib.parse import unquote
+
+        parts = unquote(self.path.split("?", 1)[0]).split("/")
+        if len(parts) < 4 or parts[2] != "functions":
+            return "*"
+        name = parts[3]
+        if name.startswith("arn:"):
+            return name
+        return f"arn:{get_partition(self.region)}:lambda:{self.region}:{self.current_account}:function:{name}"
+
+    LambdaResponse._determine_resource = _lambda_resource
+
     key_actions = s3_responses.ACTION_MAP["KEY"]
     for method, query, action in S3_KEY_ACTIONS:
         if query in key_actions[method]:
@@ -244,6 +294,7 @@ def _patch_moto(aws_errors: bool) -> None:
     def __init__(self, *args, **kwargs):
         original_init(self, *args, **kwargs)
         self._action = SQS_BATCH_ACTIONS.get(self._action, self._action)
+        self._action = LAMBDA_ACTIONS.get(self._action, self._action)
 
     access_control.IAMRequest.__init__ = __init__
 
@@ -251,6 +302,7 @@ def _patch_moto(aws_errors: bool) -> None:
         _aws_json_errors(DynamoHandler, "dynamodb")
         _aws_json_errors(SQSResponse, "sqs")
         _aws_json_errors(KmsResponse, "kms")
+        _lambda_json_errors(LambdaResponse)
 
 
 def main() -> None:

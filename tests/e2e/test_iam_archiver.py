@@ -2,7 +2,8 @@
 real audit-archiver binary, with temporary credentials of a role that holds exactly
 AuditArchiverRole's inline policies and AuditArchiverSigningPolicy (read from the template at
 run time, resolved to this stack's ARNs and its KMS key), archives a stream batch into the
-archive bucket, archives it again as a retry would (finding its own objects), and on
+archive bucket, archives it again as a retry would (finding its own objects), repairs an item the
+stream never delivered (`auditctl archive repair`: it reads the item from the table, BatchGetItem), and on
 EventBridge's Scheduled Event seals the digests that are due, signed with AuditDigestKey, then
 chains on from them; every request signed and checked. Taking any one of its S3 or KMS actions
 away makes a step fail, naming the action; what the role does not grant is refused (deleting,
@@ -30,7 +31,13 @@ ITEMS = [("iam-archive-1", "2026-11-22T10:00:00.000Z", "alice signed in"),
          ("iam-archive-2", "2026-11-22T10:00:01.000Z", "bob approved invoice 7")]
 # The actions the function itself calls (the rest is Lambda's: the stream, the logs, the
 # on-failure destination).
-OWN = {"s3:PutObject", "s3:GetObject", "s3:GetObjectVersion", "s3:ListBucket", "s3:ListBucketVersions", "kms:Sign"}
+OWN = {"s3:PutObject", "s3:GetObject", "s3:GetObjectVersion", "s3:ListBucket", "s3:ListBucketVersions", "kms:Sign",
+       "dynamodb:BatchGetItem"}
+# An item the stream never delivered: `auditctl archive repair` asks the archiver for it by key,
+# and the archiver reads it from the table with the role (BatchGetItem).
+REPAIRED = ("iam-repair-1", "2026-11-22T10:00:02.000Z", "carol signed in")
+REPAIR_EVENT = {"auditArchiveRepair": {"version": 1, "keys": [
+    {"messageId": REPAIRED[0], "auditTime": REPAIRED[1]}]}}
 
 
 @pytest.fixture
@@ -66,7 +73,19 @@ def _stream_event(account: Account) -> dict:
                                               ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
         records += streams.get_records(ShardIterator=iterator)["Records"]
     assert len(records) == len(ITEMS), records
+    message_id, audit_time, text = REPAIRED
+    ddb.put_item(TableName=account.table_name, Item={
+        "messageId": {"S": message_id}, "auditTime": {"S": audit_time}, "auditText": {"S": text},
+        "eventSource": {"S": account.queue.arn}})
     return {"Records": [lambda_record(r, arn) for r in records]}
+
+
+def _answer(fn: Function, event: dict, timeout_s: float) -> dict:
+    """The function's answer, or {"failure": …} when it failed the invocation (a refused repair)."""
+    try:
+        return fn.invoke(event, timeout_s)
+    except AssertionError as error:
+        return {"failure": str(error)}
 
 
 def _run(account: Account, creds, stream_event: dict) -> dict:
@@ -77,6 +96,7 @@ def _run(account: Account, creds, stream_event: dict) -> dict:
         answers = {"archive": fn.invoke(stream_event, 60),
                    "seal": fn.invoke(scheduled_event(time.time(), rule), 120),
                    "archive again": fn.invoke(stream_event, 60),
+                   "repair": _answer(fn, REPAIR_EVENT, 60),
                    "seal again": fn.invoke(scheduled_event(time.time(), rule), 120)}
     return {"answers": answers, "logs": log_events(fn.log_path)}
 
@@ -98,7 +118,14 @@ def test_the_template_role_archives_a_batch_and_seals_the_digests_due(account):
     answers = run["answers"]
     assert answers["archive"] == {"batchItemFailures": []}
     assert answers["archive again"] == {"batchItemFailures": []}
-    trail = [o for o in _objects(account, "trail/") if o["Key"] != sealable_key]
+    # The repair read its item from the table with the role and archived it, marked as a repair.
+    repair = answers["repair"]
+    assert [(r["messageId"], r["auditTime"]) for r in repair["repaired"]] == [REPAIRED[:2]], repair
+    assert repair["failed"] == [] and repair["notFound"] == [], repair
+    repaired = repair["repaired"][0]["object"]
+    head = account.client("s3").head_object(Bucket=_bucket(account), Key=repaired)
+    assert head["Metadata"].get("repair") == "true", head["Metadata"]
+    trail = [o for o in _objects(account, "trail/") if o["Key"] not in (sealable_key, repaired)]
     assert len(trail) == 1, trail  # the retry found its object: one object, one version
     body = account.client("s3").get_object(Bucket=_bucket(account), Key=trail[0]["Key"])["Body"].read()
     assert sorted(json.loads(line)["messageId"] for line in gzip.decompress(body).splitlines()) == [
@@ -137,7 +164,8 @@ def test_every_s3_and_kms_grant_of_the_role_is_needed(account, action):
     run = _run(account, creds, event)
 
     answers = run["answers"]
-    failed = {name for name, a in answers.items() if a.get("batchItemFailures") or a.get("failure")}
+    failed = {name for name, a in answers.items()
+              if a.get("batchItemFailures") or a.get("failure") or a.get("failed")}
     assert failed, f"without {action} every step still succeeds: {answers}"
     # What was refused is that action (moto's own record: a refused HEAD's answer has no body).
     refused_actions = {r.split(" on ", 1)[0] for r in refusals(account.work_dir)}

@@ -33,6 +33,12 @@ FROM, TO = "2026-11-22T00:00:00Z", "2026-11-22T23:59:59.999Z"
 SEALED = sealable_start()
 VERIFY = ("verify", "--from", datetime.fromtimestamp(SEALED, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
           "--to", datetime.fromtimestamp(SEALED + 3599, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+# The repair over that hour: an item written then (LOST_ID) is in no archive object, so the repair
+# asks the archiver, by key. moto has no such function: an operator's invocation passes IAM and is
+# answered "not found"; a reader's is refused.
+LOST_ID = "iam-lost-1"
+LOST_TIME = datetime.fromtimestamp(SEALED + 600, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+REPAIR = ("archive", "repair", *VERIFY[1:])
 # The access events of what each test runs: query, a lookup, get, verify, dlq list, dlq redrive.
 EVERY_COMMAND = ["auditctl.query", "auditctl.query", "auditctl.get", "auditctl.verify", "auditctl.dlq.list",
                  "auditctl.dlq.redrive"]
@@ -77,6 +83,12 @@ def _seed(account: Account) -> str:
         "actor": {"S": ACTOR}, "actorKey": {"S": _lookup_key(ACTOR, ITEM_ID)},
         "sqsMessageId": {"S": "sqs-" + ITEM_ID}, "receivedAt": {"S": AUDIT_TIME},
         "eventSource": {"S": account.queue.arn}})
+    # Written in the sealed hour, given up by the stream: in no archive object.
+    account.client("dynamodb").put_item(TableName=account.table_name, Item={
+        "messageId": {"S": LOST_ID}, "auditTime": {"S": LOST_TIME},
+        "auditBucket": {"S": _bucket(LOST_ID, LOST_TIME)}, "auditText": {"S": "dave signed in"},
+        "sqsMessageId": {"S": "sqs-" + LOST_ID}, "receivedAt": {"S": LOST_TIME},
+        "eventSource": {"S": account.queue.arn}})
     context = {"reason": "throttled", "detail": "throttled 5 times", "sqsMessageId": "sqs-iam-letter-1",
                "sentTimestamp": "1795777200000", "receiveCount": 5, "failedAt": "2026-11-22T11:00:05.000Z",
                "eventSourceArn": account.queue.arn}
@@ -96,7 +108,8 @@ def _auditctl(account: Account, creds, *args: str) -> subprocess.CompletedProces
     env.update({"TABLE_NAME": account.table_name, "AUDIT_QUEUE_URL": account.queue.url,
                 "ACCESS_QUEUE_URL": account.access_queue.url, "DEAD_LETTER_QUEUE_URL": account.dlq.url, "ARCHIVE_BUCKET": account.stack.archive_bucket.name,
                 "DIGEST_KEY_ID": account.stack.digest_key.arn,
-                "DIGEST_PERIOD_SECONDS": account.stack.archiver.environment["DIGEST_PERIOD_SECONDS"]})
+                "DIGEST_PERIOD_SECONDS": account.stack.archiver.environment["DIGEST_PERIOD_SECONDS"],
+                "ARCHIVER_FUNCTION": account.template.arn("AuditArchiverFunction")})
     done = subprocess.run([str(binary("auditctl", account.work_dir)), *args], env=env, capture_output=True,
                           text=True, timeout=60, stdin=subprocess.DEVNULL)
     with open(account.work_dir / "auditctl.log", "a", encoding="utf-8") as log:
@@ -250,6 +263,39 @@ def test_the_operator_policy_reads_the_trail_and_works_the_dead_letter_queue(acc
     _recorded(_access_queue(account), "auditoperatorpolicy", EVERY_COMMAND)
 
 
+def test_the_operator_may_ask_the_archiver_to_repair_the_archive_and_the_reader_may_not(account):
+    """`auditctl archive repair` (issue 24, finding 11): after its access event and verify's reads,
+    it invokes AuditArchiverFunction with the keys of the items the archive lacks. The operator
+    policy grants lambda:InvokeFunction on it; the reader policy does not, and the reader is told
+    which policy to use. Nothing else is written by either."""
+    _seed(account)
+    reader = _operator(account, "AuditReaderPolicy")
+    operator = _operator(account, "AuditOperatorPolicy")
+    account.enforce()
+
+    refused_repair = _auditctl(account, reader, *REPAIR)
+    assert refused_repair.returncode == 1, refused_repair.stdout + refused_repair.stderr
+    function = account.template.arn("AuditArchiverFunction")
+    assert f"error: not allowed to invoke the archiver function {function}" in refused_repair.stderr, \
+        refused_repair.stderr
+    assert "not authorized to perform: lambda:InvokeFunction" in refused_repair.stderr, refused_repair.stderr
+    assert "attach AuditOperatorPolicy" in refused_repair.stderr, refused_repair.stderr
+    assert "repaired" not in refused_repair.stdout
+    # The operator's invocation passes IAM: moto then has no function of that name.
+    asked = _auditctl(account, operator, *REPAIR)
+    assert asked.returncode == 1, asked.stdout + asked.stderr
+    assert f"error: archiver function {function} not found" in asked.stderr, asked.stderr
+    assert "not authorized" not in asked.stderr, asked.stderr
+    # moto refused one invocation, the reader's, on the function's ARN.
+    assert [r for r in refusals(account.work_dir) if "lambda:" in r] == [f"lambda:InvokeFunction on {function}"]
+    # Each recorded its access first, under its own name.
+    events = [json.loads(m["Body"]) for m in _access_queue(account) if _is_access_event(m)]
+    assert sorted((e["action"], e["actor"].rsplit("/", 1)[1]) for e in events) == [
+        ("auditctl.archive.repair", "auditoperatorpolicy"), ("auditctl.archive.repair", "auditreaderpolicy")]
+    _writes_are_refused(account, reader)
+    _writes_are_refused(account, operator)
+
+
 # ---- who may send where, without auditctl ---------------------------------------------------------
 
 def _sender_id(account: Account, url: str, body: str) -> str:
@@ -347,7 +393,7 @@ READS = [("query", "--from", FROM, "--to", TO), ("query", "--actor", ACTOR, "--f
          ("get", ITEM_ID), VERIFY, HAND_CHECK]
 COMMANDS = {
     "AuditReaderPolicy": READS,
-    "AuditOperatorPolicy": READS + [("dlq", "list"), ("dlq", "redrive")],
+    "AuditOperatorPolicy": READS + [("dlq", "list"), ("dlq", "redrive"), REPAIR],
 }
 
 

@@ -127,8 +127,45 @@ pub async fn archive_batch<B: ArchiveBucket, C: Clock>(
         period: settings.period,
         budget,
         found: Mutex::default(),
+        repair: false,
     };
     if let Some((index, failure)) = archiver.run(&records, &mut report).await {
+        report.failed_from = Some(index);
+        report.failure = Some(failure);
+    }
+    let found = archiver
+        .found
+        .into_inner()
+        .unwrap_or_else(|p| p.into_inner());
+    report.conflicts = found.conflicts;
+    report.voided = found.voided;
+    report
+}
+
+/// Archives one record made by a repair from an item of the table (`repair.rs`) as a run of its
+/// own, through the same markers and objects as the stream's: an earlier repair of it is found by
+/// its marker, and what is written is marked as a repair (object metadata `repair`, the marker's
+/// `repair`).
+pub async fn archive_repair<B: ArchiveBucket, C: Clock>(
+    ports: Ports<'_, B, C>,
+    settings: &Settings,
+    record: &StreamRecord,
+    budget: Budget,
+) -> BatchReport {
+    let mut report = BatchReport {
+        sequence_numbers: vec![record.sequence_number.clone()],
+        oldest_created: Some(record.created),
+        ..BatchReport::default()
+    };
+    let archiver = Archiver {
+        bucket: ports.bucket,
+        clock: ports.clock,
+        period: settings.period,
+        budget,
+        found: Mutex::default(),
+        repair: true,
+    };
+    if let Some((index, failure)) = archiver.run(&[record], &mut report).await {
         report.failed_from = Some(index);
         report.failure = Some(failure);
     }
@@ -147,6 +184,8 @@ struct Archiver<'a, B, C> {
     period: PeriodLength,
     budget: Budget,
     found: Mutex<Found>,
+    /// A repair's run (`archive_repair`): its marker and objects say so.
+    repair: bool,
 }
 
 /// What the batch found on its way, for the report.
@@ -722,7 +761,8 @@ impl<B: ArchiveBucket, C: Clock> Archiver<'_, B, C> {
                 .unwrap_or_default(),
         );
         *progress.write_by = write_by;
-        let marker = Marker::new(attempt.run.to_vec(), &listed, write_by);
+        let mut marker = Marker::new(attempt.run.to_vec(), &listed, write_by);
+        marker.repair = self.repair;
         let marker_key = self
             .marker_key(attempt.start, attempt.number)
             .map_err(Written::Nothing)?;
@@ -745,7 +785,7 @@ impl<B: ArchiveBucket, C: Clock> Archiver<'_, B, C> {
             self.budget.run(
                 OBJECT_WRITE_TIMEOUT,
                 self.bucket
-                    .put_if_absent(e.request(key.clone(), &marker_key)),
+                    .put_if_absent(self.marked(e.request(key.clone(), &marker_key))),
             )
         }))
         .await;
@@ -831,6 +871,17 @@ impl<B: ArchiveBucket, C: Clock> Archiver<'_, B, C> {
             }
         }
         failure.map_or(Ok(()), |f| Err(Written::Partly(f)))
+    }
+
+    /// `object` with the metadata of a repair (`audit_model::repair::REPAIR_METADATA`) when
+    /// this run is one.
+    fn marked(&self, mut object: NewObject) -> NewObject {
+        if self.repair {
+            object
+                .metadata
+                .push((audit_model::repair::REPAIR_METADATA, "true".to_owned()));
+        }
+        object
     }
 
     /// Carried markers at every point of `carry_points` that `objects` hold events past.

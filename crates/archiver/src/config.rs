@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use audit_aws::env::{Env, invalid, is_bucket_name, is_endpoint_url, is_key_arn};
+use audit_aws::env::{Env, invalid, is_bucket_name, is_endpoint_url, is_key_arn, is_table_name};
 use audit_model::archive::PeriodLength;
 
 use crate::batch::{DEFAULT_DEADLINE_MARGIN, Settings};
@@ -15,6 +15,9 @@ pub struct Config {
     /// `DIGEST_KEY_ID`: the digest key's ARN (digests name it); unset, scheduled runs fail.
     pub digest_key_arn: Option<String>,
     pub deadline_margin: Duration,
+    /// `TABLE_NAME`: the audit table, which a repair reads its items from; unset, a repair event
+    /// fails saying so.
+    pub table_name: Option<String>,
     /// `AWS_ENDPOINT_URL` as set (the SDK reads it itself; checked here so that a bad one stops
     /// start-up by name).
     pub endpoint_url: Option<String>,
@@ -56,6 +59,11 @@ impl Config {
             "expected the KMS key's ARN (arn:aws:kms:<region>:<account>:key/<id>, the stack's AuditDigestKeyArn output): digests name their key by its ARN",
         )?;
         let deadline_margin = env.deadline_margin(DEFAULT_DEADLINE_MARGIN)?;
+        let table_name = env.checked(
+            "TABLE_NAME",
+            is_table_name,
+            "expected a DynamoDB table name: 3-255 characters of a-z, A-Z, 0-9, '_', '-', '.'",
+        )?;
         let endpoint_url = env.checked(
             "AWS_ENDPOINT_URL",
             is_endpoint_url,
@@ -66,6 +74,7 @@ impl Config {
             period,
             digest_key_arn,
             deadline_margin,
+            table_name,
             endpoint_url,
         })
     }
@@ -99,6 +108,7 @@ mod tests {
         assert_eq!(config.digest_key_arn, None);
         assert_eq!(config.deadline_margin, Duration::from_millis(1000));
         assert_eq!(config.endpoint_url, None);
+        assert_eq!(config.table_name, None);
     }
 
     #[test]
@@ -112,8 +122,10 @@ mod tests {
             ),
             ("DEADLINE_MARGIN_MS", "250"),
             ("AWS_ENDPOINT_URL", "http://127.0.0.1:5000"),
+            ("TABLE_NAME", "AuditMessages"),
         ])
         .unwrap();
+        assert_eq!(config.table_name.as_deref(), Some("AuditMessages"));
         assert_eq!(config.period.seconds(), 60);
         assert!(
             config
@@ -179,6 +191,10 @@ mod tests {
                     ("AWS_ENDPOINT_URL", "localhost:5000"),
                 ],
                 "AWS_ENDPOINT_URL",
+            ),
+            (
+                &[("ARCHIVE_BUCKET", "b-1"), ("TABLE_NAME", "a b")],
+                "TABLE_NAME",
             ),
         ];
         for (vars, name) in cases {

@@ -13,9 +13,11 @@ pub mod event;
 pub mod handler;
 pub mod marker;
 pub mod objects;
+pub mod repair;
 pub mod report;
 pub mod seal;
 pub mod signer;
+pub mod table;
 pub mod telemetry;
 
 pub use batch::Settings;

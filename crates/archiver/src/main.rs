@@ -1,16 +1,22 @@
-//! Wiring only: configuration, logging, the S3 and KMS clients built once from the SDK's
-//! configuration,
-//! and the runtime loop (one invocation at a time: a stream shard is read by one at a time).
+//! Wiring only: configuration, logging, the S3, KMS and DynamoDB clients built once from the
+//! SDK's configuration, a repair event sent to its own handler (repair.rs), and the runtime loop
+//! (one invocation at a time: a stream shard is read by one at a time).
 
 // The handler's future nests the S3 and KMS clients' futures deeper than the default limit.
 #![recursion_limit = "256"]
 
 use audit_archiver::bucket::s3::S3Bucket;
+use audit_archiver::budget::Budget;
+use audit_archiver::clock::SystemClock;
+use audit_archiver::repair::{self, Repairer};
 use audit_archiver::signer::kms::KmsSigner;
+use audit_archiver::table::dynamodb::DynamoTable;
 use audit_archiver::{Config, Handler};
 use audit_aws::config::ClientOptions;
+use audit_aws::telemetry::deadline_instant;
 use audit_model::archive::OBJECT_WRITE_TIMEOUT;
-use lambda_runtime::{Error, LambdaEvent, service_fn};
+use lambda_runtime::{Diagnostic, Error, LambdaEvent, service_fn};
+use serde_json::Value;
 
 /// The SDK allocates a lot per request; mimalloc serves those small allocations faster than glibc.
 #[global_allocator]
@@ -38,9 +44,36 @@ async fn start() -> Result<(), Error> {
     if signer.is_none() {
         tracing::warn!("DIGEST_KEY_ID is not set: the stream is archived, no digest is sealed");
     }
-    let handler = &Handler::new(bucket, config.settings()).with_digests(&config.bucket, signer);
-    lambda_runtime::run(service_fn(move |event: LambdaEvent<_>| {
-        handler.handle_any(event)
+    // A repair (auditctl archive repair) reads the items it archives from the table itself.
+    let repair_bucket = bucket.clone();
+    let table = config.table_name.as_ref().map(|name| {
+        let client = audit_aws::config::dynamodb_with(&sdk, options);
+        (DynamoTable::new(client, name), name.clone())
+    });
+    let settings = config.settings();
+    let handler = &Handler::new(bucket, settings).with_digests(&config.bucket, signer);
+    let (repair_bucket, table, settings) = (&repair_bucket, &table, &settings);
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
+        if let Some(body) = repair::request_body(&event.payload) {
+            let repairer = Repairer {
+                bucket: repair_bucket,
+                clock: &SystemClock,
+                table: table.as_ref().map(|(t, name)| (t, name.as_str())),
+                settings,
+            };
+            let budget = Budget {
+                deadline: deadline_instant(event.context.deadline),
+                margin: settings.deadline_margin,
+            };
+            return match repairer.repair(body, budget).await {
+                Ok(answer) => Ok(serde_json::to_value(answer).unwrap_or(Value::Null)),
+                Err(error) => {
+                    tracing::error!(%error, "repair refused");
+                    Err(Diagnostic::from(error))
+                }
+            };
+        }
+        handler.handle_any(event).await.map_err(Diagnostic::from)
     }))
     .await
 }

@@ -57,6 +57,10 @@ pub struct Marker {
     pub objects: Vec<MarkedObject>,
     /// Unix milliseconds after which a listed object that does not exist can no longer appear.
     pub write_by: i64,
+    /// Written by `auditctl archive repair` through the archiver: the run is items read from the
+    /// table, not stream records (absent, and so false, in every other marker).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub repair: bool,
 }
 
 /// An object known to exist, with the eventIDs it holds.
@@ -95,6 +99,7 @@ impl Marker {
             run,
             objects,
             write_by,
+            repair: false,
         }
     }
 

@@ -263,6 +263,7 @@ fn planted_marker(version: u32, object_key: &str, sha256: &str) -> Vec<u8> {
             sha256: sha256.to_owned(),
         }],
         write_by: 0,
+        repair: false,
     };
     marker.to_json()
 }

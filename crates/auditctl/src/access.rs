@@ -24,6 +24,7 @@ pub enum Action {
     DlqList,
     DlqRedrive,
     Verify,
+    ArchiveRepair,
 }
 
 impl Action {
@@ -34,6 +35,7 @@ impl Action {
             Self::DlqList => "auditctl.dlq.list",
             Self::DlqRedrive => "auditctl.dlq.redrive",
             Self::Verify => "auditctl.verify",
+            Self::ArchiveRepair => "auditctl.archive.repair",
         }
     }
 }

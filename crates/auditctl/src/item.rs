@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use super::merge::Keyed;
 use super::output::{Column, Record};
@@ -77,35 +77,10 @@ impl TrailItem {
     }
 }
 
-/// An SDK attribute value -> DynamoDB's JSON. Numbers stay the text DynamoDB returned; binary is
-/// base64 (standard alphabet, as DynamoDB's JSON carries it) by the SDK's own codec. Written by
-/// hand: these few lines are the whole mapping, where serde_dynamo maps to plain values instead,
-/// not to the tagged form the model reads.
+/// An SDK attribute value -> DynamoDB's JSON (`audit_aws::dynamodb::json`, which the archiver's
+/// repair reads items with too).
 pub fn dynamo_json(value: &AttributeValue) -> Value {
-    use aws_smithy_types::base64;
-    match value {
-        AttributeValue::S(text) => json!({ "S": text }),
-        AttributeValue::N(number) => json!({ "N": number }),
-        AttributeValue::Bool(b) => json!({ "BOOL": b }),
-        AttributeValue::Null(_) => json!({ "NULL": true }),
-        AttributeValue::M(map) => json!({
-            "M": map
-                .iter()
-                .map(|(k, v)| (k.clone(), dynamo_json(v)))
-                .collect::<Map<_, _>>()
-        }),
-        AttributeValue::L(values) => {
-            json!({ "L": values.iter().map(dynamo_json).collect::<Vec<_>>() })
-        }
-        AttributeValue::Ss(set) => json!({ "SS": set }),
-        AttributeValue::Ns(set) => json!({ "NS": set }),
-        AttributeValue::B(blob) => json!({ "B": base64::encode(blob.as_ref()) }),
-        AttributeValue::Bs(set) => json!({
-            "BS": set.iter().map(|b| base64::encode(b.as_ref())).collect::<Vec<_>>()
-        }),
-        // A type newer than this SDK: nothing to say about it but that it is there.
-        _ => Value::Null,
-    }
+    audit_aws::dynamodb::json::attribute_json(value)
 }
 
 /// The columns of an item in `csv` (all) and `table` (those with a width): who did what to what,
@@ -154,6 +129,7 @@ const fn column(name: &'static str, table_width: Option<usize>) -> Column {
 mod tests {
     use super::*;
     use aws_sdk_dynamodb::primitives::Blob;
+    use serde_json::json;
 
     fn item(attributes: Vec<(&str, AttributeValue)>) -> TrailItem {
         TrailItem::from(

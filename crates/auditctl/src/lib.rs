@@ -13,6 +13,7 @@ pub mod merge;
 pub mod output;
 pub mod query;
 pub mod range;
+pub mod repair;
 pub mod stack;
 pub mod verify;
 
@@ -88,4 +89,7 @@ pub enum TrailError {
     /// The stack's table's tags could not be read.
     #[error(transparent)]
     Tags(#[from] stack::TagError),
+    /// The archiver did not repair (`archive repair`).
+    #[error(transparent)]
+    Repair(#[from] repair::RepairFailure),
 }

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use auditctl::TrailError;
 use auditctl::access::{self, Recorder, SdkAccessLog};
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
-use commands::{AuditArgs, AwsArgs, Context, Failure, dlq, get, query, verify};
+use commands::{AuditArgs, AwsArgs, Context, Failure, archive, dlq, get, query, verify};
 
 const AFTER_HELP: &str = "\
 Environment (a flag wins over its variable):
@@ -21,6 +21,8 @@ Environment (a flag wins over its variable):
                           AuditQueueUrl)
   DEAD_LETTER_QUEUE_URL   the dead-letter queue (--dlq-url; stack output AuditDeadLetterQueueUrl)
   ARCHIVE_BUCKET          the archive bucket, for verify (--bucket; stack output AuditArchiveBucketName)
+  ARCHIVER_FUNCTION       the archiver function, for archive repair (--archiver-function; stack
+                          output AuditArchiverFunctionArn)
   DIGEST_KEY_ID           the digest signing key, for verify (--key-id; stack output AuditDigestKeyArn)
   DIGEST_PERIOD_SECONDS   the digest period, for verify (--period-seconds; 3600 in AWS)
   AWS_ENDPOINT_URL        a local endpoint such as moto (--endpoint-url)
@@ -34,13 +36,14 @@ Examples:
   auditctl dlq list
   auditctl dlq redrive --reason throttled --rate 50
   auditctl verify --from 2026-11-22T00:00:00Z --to 2026-11-22T23:59:59.999Z --table
+  auditctl archive repair --from 2026-11-22T10:00:00Z --to 2026-11-22T10:59:59.999Z
 
-Access to the trail is itself recorded: query, get, dlq list, dlq redrive and verify first send an
-audit event of their own (actor = the caller's ARN and callerUserId = its user id, from
-sts:GetCallerIdentity; action auditctl.query, auditctl.get, auditctl.dlq.list,
-auditctl.dlq.redrive or auditctl.verify; the arguments given) to the access queue. The access
-queue must be the stack's: the one the table (TABLE_NAME) names in its tag audit:access-queue-arn.
-If it is not, or the event cannot be sent, the command reads nothing and exits 1. Without an
+Access to the trail is itself recorded: query, get, dlq list, dlq redrive, verify and archive
+repair first send an audit event of their own (actor = the caller's ARN and callerUserId = its user
+id, from sts:GetCallerIdentity; action auditctl.query, auditctl.get, auditctl.dlq.list,
+auditctl.dlq.redrive, auditctl.verify or auditctl.archive.repair; the arguments given) to the
+access queue. The access queue must be the stack's: the one the table (TABLE_NAME) names in its tag
+audit:access-queue-arn. If it is not, or the event cannot be sent, the command reads nothing and exits 1. Without an
 access queue, or with --no-audit-event, it says on stderr that the access was not recorded.
 
 Exit status: 0 success, 1 failure (the message names the fix; for verify: a problem found), 2 bad
@@ -66,6 +69,7 @@ enum Command {
     Get(get::GetArgs),
     Dlq(dlq::DlqArgs),
     Verify(verify::VerifyArgs),
+    Archive(archive::ArchiveArgs),
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -121,5 +125,6 @@ async fn run(
         Command::Get(args) => get::run(args, &context).await,
         Command::Dlq(args) => dlq::run(args, &context).await,
         Command::Verify(args) => verify::run(args, &context).await,
+        Command::Archive(args) => archive::run(args, &context).await,
     }
 }

@@ -86,7 +86,7 @@ impl ClientOptions {
         }
     }
 
-    #[cfg(any(feature = "s3", feature = "kms", feature = "sqs"))]
+    #[cfg(any(feature = "s3", feature = "kms", feature = "sqs", feature = "dynamodb"))]
     fn timeouts(self) -> Option<aws_config::timeout::TimeoutConfig> {
         if self.connect.is_none() && self.operation.is_none() {
             return None;
@@ -99,7 +99,7 @@ impl ClientOptions {
 }
 
 /// Applies `ClientOptions` to any service's configuration builder.
-#[cfg(any(feature = "s3", feature = "kms", feature = "sqs"))]
+#[cfg(any(feature = "s3", feature = "kms", feature = "sqs", feature = "dynamodb"))]
 macro_rules! apply {
     ($builder:expr, $options:expr, $service:ident) => {{
         let mut builder = $builder;
@@ -142,8 +142,33 @@ pub fn dynamodb(sdk: &aws_config::SdkConfig) -> aws_sdk_dynamodb::Client {
     aws_sdk_dynamodb::Client::new(sdk)
 }
 
+/// A DynamoDB client with `options` (the archiver's repair reads items through the SDK).
+#[cfg(feature = "dynamodb")]
+pub fn dynamodb_with(
+    sdk: &aws_config::SdkConfig,
+    options: ClientOptions,
+) -> aws_sdk_dynamodb::Client {
+    let builder = aws_sdk_dynamodb::config::Builder::from(sdk);
+    aws_sdk_dynamodb::Client::from_conf(apply!(builder, options, aws_sdk_dynamodb))
+}
+
 /// An STS client (who is calling: `GetCallerIdentity`).
 #[cfg(feature = "sts")]
 pub fn sts(sdk: &aws_config::SdkConfig) -> aws_sdk_sts::Client {
     aws_sdk_sts::Client::new(sdk)
+}
+
+/// A Lambda client (auditctl invokes the archiver). `AWS_ENDPOINT_URL_LAMBDA`, the SDK's own
+/// variable for Lambda's endpoint, wins over the configuration's endpoint: locally the functions
+/// answer at `cargo lambda watch`'s address, not at the other services' (moto).
+#[cfg(feature = "lambda")]
+pub fn lambda(sdk: &aws_config::SdkConfig) -> aws_sdk_lambda::Client {
+    let mut builder = aws_sdk_lambda::config::Builder::from(sdk);
+    if let Some(endpoint) = std::env::var("AWS_ENDPOINT_URL_LAMBDA")
+        .ok()
+        .filter(|e| !e.trim().is_empty())
+    {
+        builder = builder.endpoint_url(endpoint);
+    }
+    aws_sdk_lambda::Client::from_conf(builder.build())
 }

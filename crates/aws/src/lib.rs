@@ -17,6 +17,8 @@ pub mod telemetry;
 
 #[cfg(feature = "kms")]
 pub mod kms;
+#[cfg(feature = "lambda")]
+pub mod lambda;
 #[cfg(feature = "s3")]
 pub mod s3;
 

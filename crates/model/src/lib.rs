@@ -13,5 +13,6 @@ pub mod line;
 pub mod message;
 pub mod payload;
 pub mod reason;
+pub mod repair;
 
 pub use reason::{Disposition, Reason};

@@ -2,6 +2,7 @@
 //! SDK configuration, the access recorder, where requests go), the failure and its exit, and
 //! printing rows. Must not know any one command's flags or logic (each is a module here).
 
+pub mod archive;
 pub mod dlq;
 pub mod get;
 pub mod query;

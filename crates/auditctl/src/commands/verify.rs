@@ -103,7 +103,7 @@ const DEFAULT_PERIOD: &str = "3600";
 const _: () = assert!(DEFAULT_DIGEST_PERIOD_SECONDS == 3600);
 
 /// A digest period: from 10 seconds to a day, dividing a day.
-fn parse_period(text: &str) -> Result<PeriodLength, String> {
+pub fn parse_period(text: &str) -> Result<PeriodLength, String> {
     text.trim()
         .parse::<u32>()
         .ok()

@@ -175,6 +175,8 @@ pub struct TableSummary {
     pub items: u64,
     /// Of those, found among the archived events.
     pub items_archived: u64,
+    /// Of those, archived by `auditctl archive repair` (in an object a repair wrote).
+    pub items_repaired: u64,
     /// Written by the function within `--archive-lag` of now, not archived yet.
     pub not_archived_yet: u64,
     /// Written before the chain's first digest (never archived).
@@ -235,6 +237,12 @@ impl Summary {
                 table.before_trail,
                 table.extra_periods
             ));
+            if table.items_repaired > 0 {
+                lines.push(format!(
+                    "repairs   {} of the archived items archived by auditctl archive repair (in objects a repair wrote: keyed p<period>-9…, metadata repair: true)",
+                    table.items_repaired
+                ));
+            }
         }
         let problems = if self.problems.is_empty() {
             "problems  none: the trail is as sealed".to_owned()

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use audit_model::archive::{Period, PeriodLength};
 use audit_model::digest::{ProblemKind, sha256};
 use audit_model::keys::{PARTITION_KEY, SORT_KEY};
+use audit_model::repair::is_repair_object;
 use chrono::DateTime;
 use futures::TryStreamExt;
 use serde_json::{Map, Value};
@@ -130,6 +131,8 @@ pub struct TableCheck<'a, T> {
     table: &'a T,
     now: i64,
     archived: HashSet<u128>,
+    /// Of those, the events of objects a repair wrote (`auditctl archive repair`).
+    repaired: HashSet<u128>,
     batch: Vec<ArchivedEvent>,
     pub summary: TableSummary,
 }
@@ -141,6 +144,7 @@ impl<'a, T: Table> TableCheck<'a, T> {
             table,
             now,
             archived: HashSet::new(),
+            repaired: HashSet::new(),
             batch: Vec::with_capacity(BATCH),
             summary: TableSummary::default(),
         }
@@ -154,7 +158,7 @@ impl<'a, T: Table> TableCheck<'a, T> {
     ) -> Result<Vec<Problem>, TrailError> {
         let mut problems = Vec::new();
         for event in events {
-            self.archived.insert(event.key());
+            self.note(&event);
             self.batch.push(event);
             if self.batch.len() == BATCH {
                 problems.extend(self.flush().await?);
@@ -165,7 +169,23 @@ impl<'a, T: Table> TableCheck<'a, T> {
 
     /// Archived events outside the range (look-ahead): only remembered.
     pub fn remember(&mut self, events: &[ArchivedEvent]) {
-        self.archived.extend(events.iter().map(ArchivedEvent::key));
+        events.iter().for_each(|event| self.note(event));
+    }
+
+    fn note(&mut self, event: &ArchivedEvent) {
+        self.archived.insert(event.key());
+        if is_repair_object(&event.object) {
+            self.repaired.insert(event.key());
+        }
+    }
+
+    /// An item found among the archived events: counted, and as repaired when a repair's object
+    /// holds it.
+    fn found(&mut self, key: u128) {
+        self.summary.items_archived += 1;
+        if self.repaired.contains(&key) {
+            self.summary.items_repaired += 1;
+        }
     }
 
     /// Looks up the batch of events waiting.
@@ -236,11 +256,9 @@ impl<'a, T: Table> TableCheck<'a, T> {
         let length = i64::from(window.length.seconds());
         while let Some(item) = items.try_next().await? {
             self.summary.items += 1;
-            if self
-                .archived
-                .contains(&key_hash(&item.message_id, &item.audit_time))
-            {
-                self.summary.items_archived += 1;
+            let key = key_hash(&item.message_id, &item.audit_time);
+            if self.archived.contains(&key) {
+                self.found(key);
                 continue;
             }
             let received_at = item.received_at.clone().unwrap_or_default();
@@ -283,7 +301,7 @@ impl<'a, T: Table> TableCheck<'a, T> {
         let mut problems = Vec::new();
         for item in pending {
             if self.archived.contains(&item.key()) {
-                self.summary.items_archived += 1;
+                self.found(item.key());
             } else {
                 problems.push(item.problem());
             }

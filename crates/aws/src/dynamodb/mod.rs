@@ -6,9 +6,11 @@
 //! - `outcome`: `PutOutcome`, `StoreError`, `StartupError`, and the one payload rule's use;
 //! - `port`: `Transport`, one signed call and its whole answer;
 //! - `wire`, `sigv4`: the fast wire (hyper, rustls) and its signer, the production `Transport`;
-//! - `memory`: `MemoryStore`, the twin, for tests.
+//! - `memory`: `MemoryStore`, the twin, for tests;
+//! - `json`: an item the SDK read, as DynamoDB's JSON (auditctl's reads, the archiver's repair).
 
 pub mod item;
+pub mod json;
 pub mod memory;
 pub mod outcome;
 pub mod port;

@@ -146,13 +146,16 @@ fn archiver_environment_names_the_archive_bucket_and_an_hourly_digest_period() {
         at(vars, &["DIGEST_KEY_ID"]),
         &get_att("AuditDigestKey", "Arn")
     );
+    // The table a repair reads the items it archives from (auditctl archive repair).
+    assert_eq!(at(vars, &["TABLE_NAME"]), &reference("AuditMessagesTable"));
     let names: BTreeSet<String> = vars.as_mapping().unwrap().keys().map(scalar).collect();
     assert_eq!(
         names,
         BTreeSet::from([
             "ARCHIVE_BUCKET".into(),
             "DIGEST_KEY_ID".into(),
-            "DIGEST_PERIOD_SECONDS".into()
+            "DIGEST_PERIOD_SECONDS".into(),
+            "TABLE_NAME".into()
         ])
     );
 }

@@ -281,6 +281,13 @@ fn operator_policy_is_the_readers_plus_working_the_dead_letter_queue() {
             .or_default()
             .insert(DEAD_LETTER_QUEUE.to_string());
     }
+    // auditctl archive repair: the archiver archives what the archive lacks; the operator only
+    // asks it (the reader may not).
+    expected
+        .entry("lambda:InvokeFunction".to_string())
+        .or_default()
+        .insert("${AuditArchiverFunction.Arn}".to_string());
+    assert!(!reader.contains_key("lambda:InvokeFunction"));
     assert_eq!(operator, expected);
     for action in operator.keys().filter(|a| a.starts_with("dynamodb:")) {
         assert!(!writes(action), "the operator policy may {action}");
@@ -526,6 +533,9 @@ fn archiver_may_only_read_the_stream_write_and_read_its_prefixes_seal_send_give_
             ("s3:ListBucketVersions", one(ARCHIVE_BUCKET)),
             ("s3:GetObjectVersion", verified_prefixes()),
             ("kms:Sign", one(DIGEST_KEY)),
+            // A repair (auditctl archive repair) reads the items to archive from the table
+            // itself, by key (BatchGetItem, ConsistentRead): a read only.
+            ("dynamodb:BatchGetItem", one(TABLE)),
             // The on-failure destination is sent with the function's role.
             ("sqs:SendMessage", one("${AuditArchiveFailureQueue.Arn}")),
             ("logs:CreateLogStream", one("${AuditArchiverLogGroup.Arn}")),
