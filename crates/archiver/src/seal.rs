@@ -368,7 +368,7 @@ impl<B: ArchiveBucket, S: DigestSigner> Run<'_, '_, B, S> {
                     (period.start <= due.start).then_some((period, alternate, key))
                 })
                 .collect();
-            candidates.sort_by(|a, b| (b.0.start, b.1).cmp(&(a.0.start, a.1)));
+            candidates.sort_by_key(|c| std::cmp::Reverse((c.0.start, c.1)));
             for (period, _, key) in candidates {
                 if let Some(object) = self.original(&key).await?
                     && let Some((sealed, digest)) = self.verified(&key, period, &object).await?

@@ -25,7 +25,6 @@ use chrono::{DateTime, Utc};
 use lambda_runtime::{Context, LambdaEvent};
 use planted::plant_attested;
 use serde_json::json;
-use support::*;
 
 const KEY_ARN: &str = "arn:aws:kms:us-east-1:123456789012:key/0b1c2d3e-aaaa-bbbb-cccc-1234567890ab";
 const BUCKET: &str = "audit-archive";
