@@ -770,20 +770,31 @@ def sealable_start(at: float | None = None) -> int:
 
 def sealable_object(account: Account, start: int | None = None) -> tuple[str, int]:
     """An archive object of a period that can be sealed now (``sealable_start``), put by the
-    administrator where and as audit-archiver puts its own (key, SHA-256 checksum, `events`
-    metadata), standing in for what the archiver wrote then: a period of the current hour could
-    be sealed only once it has ended. Returns its key and its period's start (epoch seconds)."""
+    administrator where and as audit-archiver puts its own (its run marker first, version 2,
+    naming the object with its SHA-256; then the object: key, SHA-256 checksum, `events` and
+    `marker` metadata), standing in for what the archiver wrote then: a period of the current
+    hour could be sealed only once it has ended. Returns its key and its period's start (epoch
+    seconds)."""
     import gzip
+    import hashlib
     from datetime import datetime, timezone
 
     start = sealable_start() if start is None else start
     hour = datetime.fromtimestamp(start, timezone.utc)
     key = f"trail/dt={hour:%Y-%m-%d}/hour={hour:%H}/p{start}-{'1'.zfill(40)}-a1.jsonl.gz"
     body = gzip.compress(json.dumps({"messageId": "iam-earlier-1", "auditTime": "2026-11-22T08:00:00.000Z",
-                                     "auditText": "carol signed out"}).encode() + b"\n")
+                                     "auditText": "carol signed out"}).encode() + b"\n", mtime=0)
+    marker_key = f"state/{'1'.zfill(40)}-iamearlier1/a1.json"
+    marker = {"version": 2, "run": [["1", "iamearlier1"]],
+              "objects": [{"key": key, "events": [0], "sha256": hashlib.sha256(body).hexdigest()}],
+              "writeBy": 0}
+    s3 = account.client("s3")
+    bucket = account.stack.archive_bucket.name
     with account.bucket_policy_lifted():
-        account.client("s3").put_object(Bucket=account.stack.archive_bucket.name, Key=key, Body=body,
-                                        ChecksumAlgorithm="SHA256", Metadata={"events": "1"})
+        s3.put_object(Bucket=bucket, Key=marker_key, Body=json.dumps(marker, separators=(",", ":")).encode(),
+                      ChecksumAlgorithm="SHA256")
+        s3.put_object(Bucket=bucket, Key=key, Body=body, ChecksumAlgorithm="SHA256",
+                      Metadata={"events": "1", "marker": marker_key})
     return key, start
 
 

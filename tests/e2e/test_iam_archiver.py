@@ -5,10 +5,10 @@ run time, resolved to this stack's ARNs and its KMS key), archives a stream batc
 archive bucket, archives it again as a retry would (finding its own objects), repairs an item the
 stream never delivered (`auditctl archive repair`: it reads the item from the table, BatchGetItem), and on
 EventBridge's Scheduled Event seals the digests that are due, signed with AuditDigestKey, then
-chains on from them; every request signed and checked. Taking any one of its S3 or KMS actions
+chains on from them (checking the head's signature with the key's public key); every request signed and checked. Taking any one of its S3 or KMS actions
 away makes a step fail, naming the action; what the role does not grant is refused (deleting,
 writing outside its prefixes or to another bucket, changing retention, signing with another
-key, fetching the public key, disabling or deleting the key, the table's items). Its stream,
+key or fetching another key's public key, disabling or deleting the key, the table's items). Its stream,
 log and on-failure statements are what Lambda uses, checked against AWS's own managed policy.
 What moto cannot check (key policies among it): tests/e2e/iam_support.py."""
 
@@ -32,7 +32,7 @@ ITEMS = [("iam-archive-1", "2026-11-22T10:00:00.000Z", "alice signed in"),
 # The actions the function itself calls (the rest is Lambda's: the stream, the logs, the
 # on-failure destination).
 OWN = {"s3:PutObject", "s3:GetObject", "s3:GetObjectVersion", "s3:ListBucket", "s3:ListBucketVersions", "kms:Sign",
-       "dynamodb:BatchGetItem"}
+       "dynamodb:BatchGetItem", "kms:GetPublicKey"}
 # An item the stream never delivered: `auditctl archive repair` asks the archiver for it by key,
 # and the archiver reads it from the table with the role (BatchGetItem).
 REPAIRED = ("iam-repair-1", "2026-11-22T10:00:02.000Z", "carol signed in")
@@ -206,7 +206,7 @@ def test_the_role_grants_nothing_else(account):
         "s3:PutBucketPolicy": refused(s3.put_bucket_policy, Bucket=bucket, Policy="{}"),
         "kms:Sign with another key": refused(kms.sign, KeyId=other_key, Message=b"m", MessageType="RAW",
                                              SigningAlgorithm="ECDSA_SHA_256"),
-        "kms:GetPublicKey": refused(kms.get_public_key, KeyId=key_arn),
+        "kms:GetPublicKey of another key": refused(kms.get_public_key, KeyId=other_key),
         "kms:DisableKey": refused(kms.disable_key, KeyId=key_arn),
         "kms:ScheduleKeyDeletion": refused(kms.schedule_key_deletion, KeyId=key_arn, PendingWindowInDays=7),
         "dynamodb:PutItem": refused(ddb.put_item, TableName=table, Item=item_key),

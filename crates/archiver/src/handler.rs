@@ -46,6 +46,10 @@ impl DigestSigner for NoDigestKey {
             message: "DIGEST_KEY_ID is not set: set it to the digest key's ARN (the stack's AuditDigestKeyArn output)".into(),
         })
     }
+
+    async fn public_key(&self) -> Result<Vec<u8>, SignError> {
+        self.sign(b"").await
+    }
 }
 
 /// A key that may be configured: `None` is [`NoDigestKey`].
@@ -58,6 +62,13 @@ impl<S: DigestSigner> DigestSigner for Option<S> {
         match self {
             Some(signer) => signer.sign(message).await,
             None => NoDigestKey.sign(message).await,
+        }
+    }
+
+    async fn public_key(&self) -> Result<Vec<u8>, SignError> {
+        match self {
+            Some(signer) => signer.public_key().await,
+            None => NoDigestKey.public_key().await,
         }
     }
 }

@@ -1,40 +1,64 @@
 //! Owns sealing: on each scheduled invocation, every period that has ended and whose writes can no
 //! longer be in flight (`Period::sealable_at`, `audit_model::archive`) and that has no digest yet
-//! gets one, in period order, each chained to the one before: the list of the period's objects
-//! (key, the version the archiver wrote, SHA-256, events), signed with the digest key. Must not
-//! know S3, KMS or the stream.
+//! gets one, in period order, each chained to the one before: the period's attested objects (key,
+//! the version the archiver wrote, SHA-256, events, the marker that attests it), everything else
+//! found in its place (unattested, with why), and the objects found late in the periods before,
+//! signed with the digest key. Must not know S3, KMS or the stream.
 //!
 //! Why no archive write of a sealed period can still appear: an object's key names the period in
 //! which its write was *started*; no write of period P starts after `end(P) + WRITE_START_SLACK`,
 //! every write is dropped `OBJECT_WRITE_TIMEOUT` after it starts, and S3 finishes or forgets a
-//! dropped request within `LAND_GRACE`. Sealing waits for all three (`SEAL_DELAY`), so a digest
-//! lists every object its period will ever have; anything that appears later is not the
-//! archiver's, and `auditctl verify` reports it (docs/archive.md "Digests").
+//! dropped request within `LAND_GRACE`. Sealing waits for all three (`SEAL_DELAY`). Should one
+//! land later all the same, the sealing of a later period finds it (it looks back
+//! [`LATE_LOOKBACK_PERIODS`]), voids it, archives its events again in the open period and lists it
+//! in that digest's `late` (`LateObject` alarms).
 //!
-//! Where the chain starts: at the newest digest there is; with none, at the period of the oldest
-//! archive object (or the newest sealable period of an empty archive). Where it goes on after a
-//! pause: from its newest digest, so a schedule that stopped for a day seals the whole day when
-//! it runs again. Two sealers at once cannot fork it: each digest is created with
-//! `If-None-Match: *`, and the loser chains on from the winner's digest.
+//! What is the trail (docs/archive.md "Digests"): an object version whose metadata `marker` names
+//! a marker under `state/` whose oldest version attests the object's key with its SHA-256, and that
+//! has no void marker. Nothing else found in a period's place is trusted, and nothing in it stops
+//! sealing: an object that cannot be read, a forged, unmarked or voided one is listed as
+//! unattested, with its reason.
+//!
+//! Where the chain starts: at the newest digest there is whose signature the key's public key
+//! checks (every digest key is read, page by page; anything else under `digest/` is passed over);
+//! with none, at the period of the oldest *attested* archive object (or the newest sealable period
+//! of an empty archive). Where it goes on after a pause: from that digest, so a schedule that
+//! stopped for a day seals the whole day when it runs again. A head that fails the check is not
+//! chained on: the chain goes on from the newest digest that passes, and the periods after it are
+//! sealed again at alternate names (`verify` reports the failing digest). A digest name taken by
+//! anything that is not this period's digest, signed by the key and chaining on the head, moves
+//! the digest to the next alternate name (`digest_key_alternate`). Two sealers at once cannot fork
+//! the chain: each digest is created with `If-None-Match: *`, and the loser chains on from the
+//! winner's digest, which it finds validly signed and linked to the same head.
 
+use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::future::Future;
 use std::io::Read;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use audit_model::archive::{
-    OBJECT_WRITE_TIMEOUT, ObjectKey, Period, PeriodLength, SEAL_DELAY, TAMPER_PREFIX, TRAIL_PREFIX,
-    object_prefixes,
+    LAND_GRACE, MARKER_METADATA, OBJECT_WRITE_TIMEOUT, ObjectKey, Period, PeriodLength, SEAL_DELAY,
+    STATE_PREFIX, TAMPER_PREFIX, TRAIL_PREFIX, VOID_PREFIX, WRITE_START_SLACK, object_prefixes,
+    void_key,
 };
 use audit_model::digest::{
-    DIGEST_PREFIX, Digest, ListedObject, SIGNATURE_ALGORITHM_METADATA, SIGNATURE_METADATA,
-    SIGNING_ALGORITHM, SealedDigest, digest_key, hex, parse_digest_key, sha256, signing_string_of,
-    unhex,
+    DIGEST_PREFIX, Digest, LateObject, ListedObject, MAX_DIGEST_ALTERNATES,
+    SIGNATURE_ALGORITHM_METADATA, SIGNATURE_METADATA, SIGNING_ALGORITHM, SealedDigest,
+    UnattestedObject, digest_key, digest_key_alternate, hex, parse_any_digest_key, sha256,
+    signing_string_of, unhex,
 };
+use aws_lc_rs::signature::{ECDSA_P256_SHA256_ASN1, ParsedPublicKey};
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use futures::{StreamExt, TryStreamExt};
+use tokio::time::Instant;
 
-use crate::bucket::{ArchiveBucket, BucketError, Created, NewObject, VersionEntry};
+use crate::bucket::{ArchiveBucket, BucketError, Created, NewObject, StoredObject, VersionEntry};
 use crate::budget::{Budget, StepError};
+use crate::encode::gzip_lines;
+use crate::marker::{Confirmed, Marker, RunEntry};
+use crate::objects::CONTENT_TYPE;
 use crate::signer::{DigestSigner, SignError};
 
 /// How many periods back the newest digest is looked for with one listing before the whole
@@ -42,8 +66,27 @@ use crate::signer::{DigestSigner, SignError};
 pub const HEAD_WINDOW_PERIODS: i64 = 48;
 /// Time kept in hand to seal one more period (a few listings, HEADs, a signature, a PUT).
 pub const PERIOD_STEP_TIME: Duration = Duration::from_secs(10);
+/// How many sealed periods before the one being sealed are looked at again for objects that
+/// landed after their digest was written (6 hours in AWS): one version listing per prefix of each
+/// (2 to 4 per period: about 24 LIST requests per digest, 600 a day, $0.003 a day at S3's
+/// price). An object can land late only through a write that outlived every time-out of the
+/// write bound (seconds to minutes), so six periods is ample; one later still is not re-archived,
+/// and `auditctl verify` reports it (`object not in digest`).
+pub const LATE_LOOKBACK_PERIODS: usize = 6;
+/// Where the sealer keeps the marker of each late object's events archived again:
+/// `state/late/<late object key>/a<n>.json` (a `Marker` listing the new object with its SHA-256).
+pub const LATE_PREFIX: &str = "state/late/";
+/// The attempt number of the objects the sealer writes for late objects (plus the plan's `n`):
+/// past every attempt number the archiver uses, so that no name of the archiver's is taken.
+pub const LATE_ATTEMPT_BASE: u32 = 1_000_000;
+/// Plans (`a0` to `a<MAX>`) tried for one late object before the sealer gives up on it.
+const MAX_LATE_PLANS: u32 = 9;
+/// What a void marker written by the sealer says in `by`.
+pub const VOIDED_BY_SEAL: &str = "seal";
 /// Requests in flight while reading a period's objects.
 const HEAD_CONCURRENCY: usize = 16;
+/// Keys per listing page.
+const LIST_PAGE: usize = 1000;
 
 /// What one sealing run did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -73,14 +116,28 @@ impl SealReport {
             .unwrap_or_else(|| now.timestamp());
         (now.timestamp() - end).max(0)
     }
+
+    /// Objects listed as unattested by this run's digests.
+    pub fn unattested(&self) -> usize {
+        self.sealed.iter().map(|s| s.unattested).sum()
+    }
+
+    /// Late objects listed by this run's digests.
+    pub fn late(&self) -> usize {
+        self.sealed.iter().map(|s| s.late).sum()
+    }
 }
 
 /// One digest written.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SealedPeriod {
     pub key: String,
     pub objects: usize,
     pub events: u64,
+    /// Entries of its `unattested` list.
+    pub unattested: usize,
+    /// Entries of its `late` list.
+    pub late: usize,
 }
 
 /// Why a run stopped short.
@@ -90,12 +147,12 @@ pub enum SealError {
     Bucket(#[from] BucketError),
     #[error(transparent)]
     Sign(#[from] SignError),
-    /// The newest digest cannot be chained on (unreadable, unsigned): someone has to look.
-    #[error("the digest {key} cannot be chained on: {why}")]
-    BadHead { key: String, why: String },
-    /// An object listed for a digest could not be read back.
-    #[error("{key}: {why}")]
-    BadObject { key: String, why: String },
+    /// The key's public key is not a P-256 key: no digest can be checked with it.
+    #[error("the digest key's public key is not an ECDSA P-256 key")]
+    KeyUnsuitable,
+    /// Every name a period's digest may take is held by something else.
+    #[error("every name of the digest {key} (and its {MAX_DIGEST_ALTERNATES} alternates) is taken")]
+    NamesTaken { key: String },
     #[error("the invocation's deadline (less its margin) came first")]
     Deadline,
 }
@@ -105,8 +162,8 @@ impl SealError {
         match self {
             Self::Bucket(error) => error.code(),
             Self::Sign(error) => error.code(),
-            Self::BadHead { .. } => "bad_head",
-            Self::BadObject { .. } => "bad_object",
+            Self::KeyUnsuitable => "key_unsuitable",
+            Self::NamesTaken { .. } => "names_taken",
             Self::Deadline => "deadline",
         }
     }
@@ -148,7 +205,14 @@ impl<B: ArchiveBucket, S: DigestSigner> Sealer<'_, B, S> {
             due: Some(due),
             ..SealReport::default()
         };
-        if let Err(error) = self.seal_up_to(due, now, budget, &mut report).await {
+        let run = Run {
+            sealer: self,
+            budget,
+            now,
+            started: Instant::now(),
+            key: OnceLock::new(),
+        };
+        if let Err(error) = run.seal_up_to(due, &mut report).await {
             report.failure = Some(error);
         }
         if let Some((_, end)) = &report.head {
@@ -159,183 +223,335 @@ impl<B: ArchiveBucket, S: DigestSigner> Sealer<'_, B, S> {
         }
         report
     }
+}
 
-    async fn seal_up_to(
+/// One run: the sealer, its time, and the key's public key once fetched.
+struct Run<'r, 'a, B, S> {
+    sealer: &'r Sealer<'a, B, S>,
+    budget: Budget,
+    /// When the run started (the schedule's clock) and the instant it did.
+    now: DateTime<Utc>,
+    started: Instant,
+    key: OnceLock<ParsedPublicKey>,
+}
+
+/// What a digest holds besides its link: the period's objects, the rest, and late objects.
+struct Contents {
+    objects: Vec<ListedObject>,
+    unattested: Vec<UnattestedObject>,
+    late: Vec<LateObject>,
+}
+
+/// A digest found or written: its link, its body, and what this run wrote (`None`: found).
+type Chained = (SealedDigest, Digest, Option<SealedPeriod>);
+
+/// One object version found in a period's place, as read.
+struct Examined {
+    key: String,
+    version_id: String,
+    /// Hex; empty when S3 kept none and it could not be read.
+    sha256: String,
+    size: u64,
+    events: u64,
+    /// Its marker's key and the marker, when a marker attests it; else why not.
+    attestation: Result<(String, Marker), String>,
+    /// Whether a void marker names it.
+    voided: bool,
+}
+
+impl Examined {
+    fn unattested(&self, reason: String) -> UnattestedObject {
+        UnattestedObject {
+            key: self.key.clone(),
+            version_id: self.version_id.clone(),
+            sha256: self.sha256.clone(),
+            size: self.size,
+            reason,
+        }
+    }
+}
+
+impl<B: ArchiveBucket, S: DigestSigner> Run<'_, '_, B, S> {
+    fn bucket(&self) -> &B {
+        self.sealer.bucket
+    }
+
+    fn length(&self) -> PeriodLength {
+        self.sealer.period
+    }
+
+    /// The time now, by the schedule's clock.
+    fn clock(&self) -> DateTime<Utc> {
+        self.now + chrono::Duration::from_std(self.started.elapsed()).unwrap_or_default()
+    }
+
+    /// One bucket request under the budget.
+    async fn request<T>(
         &self,
-        due: Period,
-        now: DateTime<Utc>,
-        budget: Budget,
-        report: &mut SealReport,
-    ) -> Result<(), SealError> {
-        let (mut previous, mut next) = match self.newest_digest(due, budget).await? {
-            Some(period) => {
-                let head = self.read_sealed(&digest_key(period), budget).await?;
-                report.head = Some((head.key.clone(), period.end()));
-                (Some(head), period.next())
+        request: impl Future<Output = Result<T, BucketError>>,
+    ) -> Result<T, SealError> {
+        Ok(self.budget.run(OBJECT_WRITE_TIMEOUT, request).await?)
+    }
+
+    async fn seal_up_to(&self, due: Period, report: &mut SealReport) -> Result<(), SealError> {
+        let (mut previous, mut next, mut recent) = match self.newest_valid_digest(due).await? {
+            Some((period, sealed, digest)) => {
+                report.head = Some((sealed.key.clone(), period.end()));
+                let recent = self.recent_digests(period, digest).await?;
+                (Some(sealed), period.next(), recent)
             }
-            None => (None, self.first_period(due, budget).await?),
+            None => (None, self.first_period(due).await?, VecDeque::new()),
         };
         while next.start <= due.start {
-            if !budget.allows(PERIOD_STEP_TIME, Duration::ZERO) {
+            if !self.budget.allows(PERIOD_STEP_TIME, Duration::ZERO) {
                 return Err(SealError::Deadline);
             }
-            // A digest of `next` hidden by a delete marker is still the chain's: go on from it
-            // rather than seal the period a second time.
-            let key = digest_key(next);
-            let (sealed, written) = match self.original_digest(&key, budget).await? {
-                Some(object) => (sealed_from(&key, Some(object))?, None),
-                None => {
-                    self.seal_period(next, previous.as_ref(), now, budget)
-                        .await?
-                }
-            };
+            let (sealed, digest, written) =
+                self.seal_or_find(next, previous.as_ref(), &recent).await?;
             match written {
                 Some(written) => report.sealed.push(written),
                 None => report.found.push(sealed.key.clone()),
             }
             report.head = Some((sealed.key.clone(), next.end()));
+            recent.push_back((next, digest));
+            if recent.len() > LATE_LOOKBACK_PERIODS {
+                recent.pop_front();
+            }
             previous = Some(sealed);
             next = next.next();
         }
         Ok(())
     }
 
-    /// The newest period up to `due` with a digest: one listing of the last
-    /// [`HEAD_WINDOW_PERIODS`], else the whole prefix.
-    async fn newest_digest(
+    /// Every key under `prefix` (after `after`), page by page.
+    async fn all_keys(
+        &self,
+        prefix: &str,
+        after: Option<String>,
+    ) -> Result<Vec<String>, SealError> {
+        let mut all = Vec::new();
+        let mut after = after;
+        loop {
+            let keys = self
+                .request(self.bucket().list_keys(prefix, after.as_deref(), LIST_PAGE))
+                .await?;
+            let full = keys.len() == LIST_PAGE;
+            after = keys.last().cloned();
+            all.extend(keys);
+            if !full {
+                return Ok(all);
+            }
+        }
+    }
+
+    /// The newest digest up to `due` whose signature the key checks: the keys of the last
+    /// [`HEAD_WINDOW_PERIODS`] first, else every key of the prefix; newest first, each checked
+    /// until one holds.
+    async fn newest_valid_digest(
         &self,
         due: Period,
-        budget: Budget,
-    ) -> Result<Option<Period>, SealError> {
-        let step = i64::from(self.period.seconds());
+    ) -> Result<Option<(Period, SealedDigest, Digest)>, SealError> {
+        let step = i64::from(self.length().seconds());
         let window_start = digest_key(Period {
             start: due.start - HEAD_WINDOW_PERIODS * step,
-            length: self.period,
+            length: self.length(),
         });
-        let mut newest = None;
-        let mut after = Some(window_start);
         for whole in [false, true] {
-            if whole {
-                after = None;
-            }
-            loop {
-                let keys = budget
-                    .run(
-                        OBJECT_WRITE_TIMEOUT,
-                        self.bucket.list_keys(DIGEST_PREFIX, after.as_deref(), 1000),
-                    )
-                    .await?;
-                newest = keys
-                    .iter()
-                    .filter_map(|k| parse_digest_key(k, self.period))
-                    .filter(|p| p.start <= due.start)
-                    .map(|p| p.start)
-                    .chain(newest)
-                    .max();
-                match keys.last() {
-                    Some(last) if keys.len() == 1000 => after = Some(last.clone()),
-                    _ => break,
+            let keys = self
+                .all_keys(DIGEST_PREFIX, (!whole).then(|| window_start.clone()))
+                .await?;
+            let mut candidates: Vec<(Period, u32, String)> = keys
+                .into_iter()
+                .filter(|key| !whole || key.as_str() <= window_start.as_str())
+                .filter_map(|key| {
+                    let (period, alternate) = parse_any_digest_key(&key, self.length())?;
+                    (period.start <= due.start).then_some((period, alternate, key))
+                })
+                .collect();
+            candidates.sort_by_key(|c| std::cmp::Reverse((c.0.start, c.1)));
+            for (period, _, key) in candidates {
+                if let Some(object) = self.original(&key).await?
+                    && let Some((sealed, digest)) = self.verified(&key, period, &object).await?
+                {
+                    return Ok(Some((period, sealed, digest)));
                 }
+                tracing::warn!(digest = %key, "not a digest signed by the digest key: not chained on");
             }
-            if newest.is_some() {
+        }
+        Ok(None)
+    }
+
+    /// The head and the digests before it along the chain's links, up to
+    /// [`LATE_LOOKBACK_PERIODS`], oldest first (where late objects are looked for).
+    async fn recent_digests(
+        &self,
+        head: Period,
+        digest: Digest,
+    ) -> Result<VecDeque<(Period, Digest)>, SealError> {
+        let mut link = digest.previous.clone();
+        let mut recent = VecDeque::from([(head, digest)]);
+        while recent.len() < LATE_LOOKBACK_PERIODS
+            && let Some(previous) = link.take()
+        {
+            let Some((period, _)) = parse_any_digest_key(&previous.key, self.length()) else {
+                break;
+            };
+            let Some(object) = self.original(&previous.key).await? else {
+                break;
+            };
+            let Some((sealed, digest)) = self.verified(&previous.key, period, &object).await?
+            else {
+                break;
+            };
+            if hex(&sealed.sha256) != previous.sha256 {
                 break;
             }
+            link = digest.previous.clone();
+            recent.push_front((period, digest));
         }
-        Ok(newest.map(|start| Period {
-            start,
-            length: self.period,
-        }))
+        Ok(recent)
     }
 
-    /// Where a new chain starts: the oldest archive object's period, or `due` when there is none.
-    async fn first_period(&self, due: Period, budget: Budget) -> Result<Period, SealError> {
-        let mut first = due.start;
-        for prefix in [TAMPER_PREFIX, TRAIL_PREFIX] {
-            let keys = budget
-                .run(
-                    OBJECT_WRITE_TIMEOUT,
-                    self.bucket.list_keys(prefix, None, 100),
-                )
-                .await?;
-            if let Some(start) = keys
-                .iter()
-                .filter_map(|k| ObjectKey::parse(k))
-                .filter(|k| k.written_within_its_period(self.period))
-                .map(|k| k.period_start)
-                .min()
-            {
-                first = first.min(start);
-            }
+    /// The key's public key, fetched once per run.
+    async fn public_key(&self) -> Result<&ParsedPublicKey, SealError> {
+        if let Some(key) = self.key.get() {
+            return Ok(key);
         }
-        Ok(Period {
-            start: first,
-            length: self.period,
-        })
+        let der = self.sealer.signer.public_key().await?;
+        let key = ParsedPublicKey::new(&ECDSA_P256_SHA256_ASN1, &der)
+            .map_err(|_| SealError::KeyUnsuitable)?;
+        Ok(self.key.get_or_init(|| key))
     }
 
-    /// A stored digest as the next one links to it: the version the sealer wrote (the key's
-    /// oldest), whatever was put over it or hid it since (`auditctl verify` reports those).
-    async fn read_sealed(&self, key: &str, budget: Budget) -> Result<SealedDigest, SealError> {
-        let object = self.original_digest(key, budget).await?;
-        sealed_from(key, object)
-    }
-
-    /// The first version of the digest at `key`, when it has one (current, overwritten or hidden
-    /// by a delete marker).
-    async fn original_digest(
+    /// The stored digest at `key` as the next one links to it, when it is `period`'s digest of
+    /// this bucket and the key's public key checks its signature over its documented string.
+    async fn verified(
         &self,
         key: &str,
-        budget: Budget,
-    ) -> Result<Option<crate::bucket::StoredObject>, SealError> {
-        let versions = budget
-            .run(OBJECT_WRITE_TIMEOUT, self.bucket.list_versions(key))
-            .await?;
-        let Some(first) = versions
-            .iter()
-            .rev()
-            .find(|v| v.key == key && !v.delete_marker)
-        else {
+        period: Period,
+        object: &StoredObject,
+    ) -> Result<Option<(SealedDigest, Digest)>, SealError> {
+        let Some(signature) = object.metadata(SIGNATURE_METADATA).and_then(unhex) else {
             return Ok(None);
         };
-        Ok(budget
-            .run(
-                OBJECT_WRITE_TIMEOUT,
-                self.bucket.get_version(key, &first.version_id),
-            )
-            .await?)
+        let Ok(digest) = Digest::parse(&object.body) else {
+            return Ok(None);
+        };
+        if digest.period() != Some(period) || digest.bucket != self.sealer.bucket_name {
+            return Ok(None);
+        }
+        let hash = sha256(&object.body);
+        let string = signing_string_of(&digest, key, &hash);
+        if self
+            .public_key()
+            .await?
+            .verify_sig(string.as_bytes(), &signature)
+            .is_err()
+        {
+            return Ok(None);
+        }
+        Ok(Some((
+            SealedDigest {
+                key: key.to_owned(),
+                sha256: hash,
+                signature,
+            },
+            digest,
+        )))
     }
 
-    /// Lists, signs and writes `period`'s digest; `None` when another sealer wrote it first.
-    async fn seal_period(
+    /// The first version of `key`, when it has one (current, overwritten or hidden by a delete
+    /// marker): what the sealer (or the archiver) wrote, whatever was put over it since.
+    async fn original(&self, key: &str) -> Result<Option<StoredObject>, SealError> {
+        let Some(first) = self.original_entry(key).await? else {
+            return Ok(None);
+        };
+        self.request(self.bucket().get_version(key, &first.version_id))
+            .await
+    }
+
+    async fn original_entry(&self, key: &str) -> Result<Option<VersionEntry>, SealError> {
+        let versions = self.request(self.bucket().list_versions(key)).await?;
+        Ok(versions
+            .into_iter()
+            .rev()
+            .find(|v| v.key == key && !v.delete_marker))
+    }
+
+    /// `period`'s digest: found at its name or an alternate (this period's, signed by the key,
+    /// linked to `previous`), or written at the first free name.
+    async fn seal_or_find(
         &self,
         period: Period,
         previous: Option<&SealedDigest>,
-        now: DateTime<Utc>,
-        budget: Budget,
-    ) -> Result<(SealedDigest, Option<SealedPeriod>), SealError> {
-        let objects = self.list_period(period, budget).await?;
-        let digest = Digest::new(
-            self.bucket_name,
+        recent: &VecDeque<(Period, Digest)>,
+    ) -> Result<Chained, SealError> {
+        let mut contents: Option<Contents> = None;
+        let mut alternate = 0;
+        // Each name is looked at again at most once (taken between the look and the write).
+        let mut looks = 0;
+        while alternate <= MAX_DIGEST_ALTERNATES && looks <= 2 * (MAX_DIGEST_ALTERNATES + 1) {
+            looks += 1;
+            let key = digest_key_alternate(period, alternate);
+            if let Some(object) = self.original(&key).await? {
+                if let Some((sealed, digest)) = self.verified(&key, period, &object).await?
+                    && links_to(&digest, previous)
+                {
+                    return Ok((sealed, digest, None));
+                }
+                tracing::warn!(digest = %key, "a digest name is taken by something that is not this period's digest: the next alternate name is used");
+                alternate += 1;
+                continue;
+            }
+            if contents.is_none() {
+                contents = Some(self.contents(period, recent).await?);
+            }
+            let Some(ready) = contents.as_ref() else {
+                continue;
+            };
+            if let Some(chained) = self.write_digest(period, &key, ready, previous).await? {
+                return Ok(chained);
+            }
+        }
+        Err(SealError::NamesTaken {
+            key: digest_key(period),
+        })
+    }
+}
+
+impl<B: ArchiveBucket, S: DigestSigner> Run<'_, '_, B, S> {
+    /// Signs and creates `period`'s digest at `key`; `None` when the name was taken meanwhile.
+    async fn write_digest(
+        &self,
+        period: Period,
+        key: &str,
+        contents: &Contents,
+        previous: Option<&SealedDigest>,
+    ) -> Result<Option<Chained>, SealError> {
+        let mut digest = Digest::new(
+            self.sealer.bucket_name,
             period,
-            now,
-            objects,
+            self.now,
+            contents.objects.clone(),
             previous.map(SealedDigest::as_previous),
-            self.signer.key_arn(),
+            self.sealer.signer.key_arn(),
         );
-        let key = digest_key(period);
+        digest.unattested = contents.unattested.clone();
+        digest.late = contents.late.clone();
         let body = digest.to_bytes();
         let hash = sha256(&body);
         let signature = self
+            .sealer
             .signer
-            .sign(signing_string_of(&digest, &key, &hash).as_bytes())
+            .sign(signing_string_of(&digest, key, &hash).as_bytes())
             .await?;
         let sealed = SealedDigest {
-            key: key.clone(),
+            key: key.to_owned(),
             sha256: hash,
             signature,
         };
         let object = NewObject {
-            key: key.clone(),
+            key: key.to_owned(),
             body: Bytes::from(body),
             content_type: "application/json",
             sha256: hash,
@@ -344,121 +560,496 @@ impl<B: ArchiveBucket, S: DigestSigner> Sealer<'_, B, S> {
                 (SIGNATURE_ALGORITHM_METADATA, SIGNING_ALGORITHM.to_owned()),
             ],
         };
-        match budget
-            .run(OBJECT_WRITE_TIMEOUT, self.bucket.put_if_absent(object))
-            .await?
-        {
-            Created::New { .. } => Ok((
-                sealed,
-                Some(SealedPeriod {
-                    key,
+        match self.request(self.bucket().put_if_absent(object)).await? {
+            Created::New { .. } => {
+                let written = SealedPeriod {
+                    key: key.to_owned(),
                     objects: digest.objects.len(),
                     events: digest.events,
-                }),
-            )),
-            Created::AlreadyExists => Ok((self.read_sealed(&key, budget).await?, None)),
+                    unattested: digest.unattested.len(),
+                    late: digest.late.len(),
+                };
+                Ok(Some((sealed, digest, Some(written))))
+            }
+            Created::AlreadyExists => Ok(None),
         }
     }
 
-    /// The period's objects, each at the version the archiver wrote (its oldest: the archiver
-    /// never writes a key twice, so a newer version or a delete marker is someone else's, and
-    /// `auditctl verify` reports it). Keys that are not the archiver's are left out, so that
-    /// `verify` reports them too.
-    async fn list_period(
+    /// What `period`'s digest lists: its attested objects, the rest of its place, and the objects
+    /// that landed late in the `recent` periods before it.
+    async fn contents(
         &self,
         period: Period,
-        budget: Budget,
-    ) -> Result<Vec<ListedObject>, SealError> {
+        recent: &VecDeque<(Period, Digest)>,
+    ) -> Result<Contents, SealError> {
+        let mut objects = Vec::new();
+        let mut unattested = Vec::new();
+        for found in self.examine_period(period, |_| true).await? {
+            match (&found.attestation, found.voided) {
+                (Err(reason), _) => unattested.push(found.unattested(reason.clone())),
+                (Ok(_), true) => unattested.push(found.unattested(format!(
+                    "voided: {} says its events were archived anew",
+                    void_key(&found.key)
+                ))),
+                (Ok((marker, _)), false) => objects.push(ListedObject {
+                    key: found.key.clone(),
+                    version_id: found.version_id.clone(),
+                    sha256: found.sha256.clone(),
+                    events: found.events,
+                    size: found.size,
+                    marker: marker.clone(),
+                }),
+            }
+        }
+        unattested.sort_by(|a, b| a.key.cmp(&b.key));
+        let late = self.late_objects(recent).await?;
+        Ok(Contents {
+            objects,
+            unattested,
+            late,
+        })
+    }
+
+    /// Every object version in `period`'s place (the original of each key that `wanted` keeps),
+    /// read and checked against its marker and the void markers.
+    async fn examine_period(
+        &self,
+        period: Period,
+        wanted: impl Fn(&str) -> bool,
+    ) -> Result<Vec<Examined>, SealError> {
         let mut originals: Vec<VersionEntry> = Vec::new();
+        let mut voided: HashSet<String> = HashSet::new();
         for prefix in object_prefixes(period) {
-            let entries = budget
-                .run(OBJECT_WRITE_TIMEOUT, self.bucket.list_versions(&prefix))
-                .await?;
+            let entries = self.request(self.bucket().list_versions(&prefix)).await?;
+            let before = originals.len();
             for (key, versions) in by_key(&entries) {
-                let ours = ObjectKey::parse(key).is_some_and(|k| {
-                    k.period_start == period.start && k.written_within_its_period(self.period)
-                });
                 if let Some(original) = versions.iter().rev().find(|v| !v.delete_marker)
-                    && ours
+                    && wanted(key)
                 {
                     originals.push((*original).clone());
                 }
             }
+            if originals.len() == before {
+                continue;
+            }
+            // A void marker counts whatever was put over it or hid it since.
+            let voids = self
+                .request(
+                    self.bucket()
+                        .list_versions(&format!("{VOID_PREFIX}{prefix}")),
+                )
+                .await?;
+            voided.extend(
+                voids
+                    .iter()
+                    .filter(|v| !v.delete_marker)
+                    .filter_map(|v| v.key.strip_prefix(VOID_PREFIX)?.strip_suffix(".json"))
+                    .map(str::to_owned),
+            );
         }
+        let voided = &voided;
         futures::stream::iter(originals)
-            .map(|entry| self.list_object(entry, budget))
+            .map(|entry| self.examine(entry, period, voided))
             .buffered(HEAD_CONCURRENCY)
-            .try_filter_map(|listed| async move { Ok(listed) })
+            .try_filter_map(|found| async move { Ok(found) })
             .try_collect()
             .await
     }
 
-    async fn list_object(
+    /// One object version: its hash, size and events, and whether it is attested. `None` when
+    /// the version vanished while it was read. Only a request that may pass later (throttling,
+    /// 5xx, a time-out) fails the run; a refusal for this object lists it as unreadable.
+    async fn examine(
         &self,
         entry: VersionEntry,
-        budget: Budget,
-    ) -> Result<Option<ListedObject>, SealError> {
-        let Some(info) = budget
-            .run(
-                OBJECT_WRITE_TIMEOUT,
-                self.bucket.head_version(&entry.key, &entry.version_id),
-            )
+        period: Period,
+        voided: &HashSet<String>,
+    ) -> Result<Option<Examined>, SealError> {
+        let VersionEntry {
+            key, version_id, ..
+        } = entry;
+        let mut found = Examined {
+            key,
+            version_id,
+            sha256: String::new(),
+            size: 0,
+            events: 0,
+            attestation: Err(String::new()),
+            voided: false,
+        };
+        let info = match self
+            .request(self.bucket().head_version(&found.key, &found.version_id))
+            .await
+        {
+            Ok(Some(info)) => info,
+            Ok(None) => return Ok(None),
+            Err(SealError::Bucket(BucketError::Refused { code, .. })) => {
+                found.attestation = Err(format!("not readable: {code}"));
+                return Ok(Some(found));
+            }
+            Err(error) => return Err(error),
+        };
+        found.size = info.size;
+        let mut hash = info.sha256;
+        let mut events = info.events;
+        if hash.is_none() || events.is_none() {
+            // Not written with a checksum and an event count: read it.
+            let body = match self
+                .request(self.bucket().get_version(&found.key, &found.version_id))
+                .await
+            {
+                Ok(Some(object)) => object.body,
+                Ok(None) => return Ok(None),
+                Err(SealError::Bucket(BucketError::Refused { code, .. })) => {
+                    found.attestation = Err(format!("not readable: {code}"));
+                    return Ok(Some(found));
+                }
+                Err(error) => return Err(error),
+            };
+            hash = Some(sha256(&body));
+            events = events.or_else(|| count_lines(&body));
+        }
+        found.sha256 = hash.map(|h| hex(&h)).unwrap_or_default();
+        let Some(events) = events else {
+            found.attestation = Err("neither gzip nor carrying an events count".into());
+            return Ok(Some(found));
+        };
+        found.events = events;
+        found.voided = voided.contains(&found.key);
+        let ours = ObjectKey::parse(&found.key).is_some_and(|k| {
+            k.period_start == period.start && k.written_within_its_period(self.length())
+        });
+        found.attestation = if ours {
+            self.attestation(&found.key, &found.sha256, info.marker.as_deref())
+                .await?
+        } else {
+            Err("its key is not an archive object key of this period".into())
+        };
+        Ok(Some(found))
+    }
+
+    /// The marker that attests `key` with `sha256` (its key and body), or why there is none.
+    async fn attestation(
+        &self,
+        key: &str,
+        sha256: &str,
+        marker: Option<&str>,
+    ) -> Result<Result<(String, Marker), String>, SealError> {
+        let Some(marker_key) = marker else {
+            return Ok(Err("no marker names it".into()));
+        };
+        if !marker_key.starts_with(STATE_PREFIX) || marker_key.starts_with(VOID_PREFIX) {
+            return Ok(Err(format!(
+                "its marker {marker_key} is not under {STATE_PREFIX}"
+            )));
+        }
+        let stored = match self.original(marker_key).await {
+            Ok(Some(stored)) => stored,
+            Ok(None) => return Ok(Err(format!("its marker {marker_key} does not exist"))),
+            Err(SealError::Bucket(BucketError::Refused { code, .. })) => {
+                return Ok(Err(format!(
+                    "its marker {marker_key} is not readable: {code}"
+                )));
+            }
+            Err(error) => return Err(error),
+        };
+        let Ok(body) = Marker::from_json(&stored.body) else {
+            return Ok(Err(format!("its marker {marker_key} is not a marker")));
+        };
+        if !body.attests(key, sha256) {
+            return Ok(Err(format!(
+                "its marker {marker_key} does not list it with this SHA-256"
+            )));
+        }
+        Ok(Ok((marker_key.to_owned(), body)))
+    }
+
+    /// Where a new chain starts: the period of the oldest attested archive object (every key of
+    /// `tamper/` and `trail/` read), or `due` when there is none.
+    async fn first_period(&self, due: Period) -> Result<Period, SealError> {
+        let mut by_period: BTreeMap<i64, Vec<String>> = BTreeMap::new();
+        for prefix in [TAMPER_PREFIX, TRAIL_PREFIX] {
+            for key in self.all_keys(prefix, None).await? {
+                if let Some(parsed) = ObjectKey::parse(&key)
+                    && parsed.written_within_its_period(self.length())
+                    && parsed.period_start <= due.start
+                {
+                    by_period.entry(parsed.period_start).or_default().push(key);
+                }
+            }
+        }
+        for (start, keys) in by_period {
+            let period = Period {
+                start,
+                length: self.length(),
+            };
+            let keys: HashSet<String> = keys.into_iter().collect();
+            let found = self.examine_period(period, |k| keys.contains(k)).await?;
+            if found.iter().any(|f| f.attestation.is_ok() && !f.voided) {
+                return Ok(period);
+            }
+            tracing::warn!(
+                period_start = start,
+                "no attested object in the oldest period with objects: not the chain's start"
+            );
+        }
+        Ok(due)
+    }
+
+    /// Objects in the place of the `recent` sealed periods that their digest does not list (nor
+    /// lists as unattested) and no later digest's `late` lists: a voided one is recorded; an
+    /// attested one is voided, its events archived again in the open period, and recorded; the
+    /// rest are left for `verify` (`object not in digest`).
+    async fn late_objects(
+        &self,
+        recent: &VecDeque<(Period, Digest)>,
+    ) -> Result<Vec<LateObject>, SealError> {
+        let explained: HashSet<&str> = recent
+            .iter()
+            .flat_map(|(_, d)| d.late.iter().map(|l| l.key.as_str()))
+            .collect();
+        let mut late = Vec::new();
+        for (period, digest) in recent {
+            let known: HashSet<&str> = digest
+                .objects
+                .iter()
+                .map(|o| o.key.as_str())
+                .chain(digest.unattested.iter().map(|o| o.key.as_str()))
+                .chain(explained.iter().copied())
+                .collect();
+            for found in self.examine_period(*period, |k| !known.contains(k)).await? {
+                if let Some(object) = self.settle_late(found).await? {
+                    late.push(object);
+                }
+            }
+        }
+        late.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok(late)
+    }
+
+    /// What becomes of one late object (`late_objects`).
+    async fn settle_late(&self, found: Examined) -> Result<Option<LateObject>, SealError> {
+        let record = |archived_as: String| LateObject {
+            key: found.key.clone(),
+            version_id: found.version_id.clone(),
+            sha256: found.sha256.clone(),
+            events: found.events,
+            archived_as,
+        };
+        let voided_by_seal = if found.voided {
+            let by = self
+                .original(&void_key(&found.key))
+                .await?
+                .and_then(|v| serde_json::from_slice::<serde_json::Value>(&v.body).ok())
+                .and_then(|v| v.get("by").and_then(|b| b.as_str()).map(str::to_owned));
+            by.as_deref() == Some(VOIDED_BY_SEAL)
+        } else {
+            false
+        };
+        let Ok((_, marker)) = &found.attestation else {
+            if found.voided {
+                return Ok(Some(record(String::new())));
+            }
+            tracing::warn!(key = %found.key, "an unattested object landed in a sealed period's place: left for verify");
+            return Ok(None);
+        };
+        if found.voided && !voided_by_seal {
+            // Whoever voided it archives its events anew.
+            return Ok(Some(record(String::new())));
+        }
+        if !found.voided && !self.void(&found.key).await? {
+            return Ok(Some(record(String::new())));
+        }
+        tracing::warn!(key = %found.key, "an object landed after its period was sealed: its events are archived again");
+        Ok(self.archive_again(&found, marker).await?.map(record))
+    }
+
+    /// Writes the sealer's void marker for `key`: whoever writes it first archives the events
+    /// anew. `false` when another's void marker was there first.
+    async fn void(&self, key: &str) -> Result<bool, SealError> {
+        let body = serde_json::json!({
+            "version": 1,
+            "voidedAt": self.clock().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            "by": VOIDED_BY_SEAL,
+        })
+        .to_string()
+        .into_bytes();
+        let hash = sha256(&body);
+        let void = NewObject {
+            key: void_key(key),
+            body: Bytes::from(body),
+            content_type: "application/json",
+            sha256: hash,
+            metadata: Vec::new(),
+        };
+        match self.request(self.bucket().put_if_absent(void)).await? {
+            Created::New { .. } => Ok(true),
+            Created::AlreadyExists => {
+                let by = self
+                    .original(&void_key(key))
+                    .await?
+                    .and_then(|v| serde_json::from_slice::<serde_json::Value>(&v.body).ok())
+                    .and_then(|v| v.get("by").and_then(|b| b.as_str()).map(str::to_owned));
+                Ok(by.as_deref() == Some(VOIDED_BY_SEAL))
+            }
+        }
+    }
+
+    /// Archives the late object's events again in the open period, through the archiver's own
+    /// encoding, attested by a marker at `state/late/<key>/a<n>.json`; the new object's key.
+    /// Every step can be run again (another sealer, a run after a crash) and comes to the same
+    /// object; a plan whose object was never written and whose period is no longer open gives
+    /// way to the next plan.
+    async fn archive_again(
+        &self,
+        found: &Examined,
+        marker: &Marker,
+    ) -> Result<Option<String>, SealError> {
+        let Some(parsed) = ObjectKey::parse(&found.key) else {
+            return Ok(None);
+        };
+        let Some(body) = self
+            .request(self.bucket().get_version(&found.key, &found.version_id))
             .await?
         else {
             return Ok(None);
         };
-        let (sha256, events) = match (info.sha256, info.events) {
-            (Some(hash), Some(events)) => (hash, events),
-            _ => {
-                // Not written with a checksum and an event count: read it.
-                let body = budget
-                    .run(
-                        OBJECT_WRITE_TIMEOUT,
-                        self.bucket.get_version(&entry.key, &entry.version_id),
-                    )
-                    .await?
-                    .ok_or_else(|| SealError::BadObject {
-                        key: entry.key.clone(),
-                        why: "its version vanished while it was read".into(),
-                    })?
-                    .body;
-                let events = count_lines(&body).ok_or_else(|| SealError::BadObject {
-                    key: entry.key.clone(),
-                    why: "not gzip".into(),
-                })?;
-                (sha256(&body), events)
-            }
+        let Some(lines) = lines_of(&body.body) else {
+            tracing::error!(key = %found.key, "a late object's lines cannot be read: not archived again");
+            return Ok(None);
         };
-        Ok(Some(ListedObject {
-            key: entry.key,
-            version_id: entry.version_id,
-            sha256: hex(&sha256),
-            events,
-            size: info.size,
-            marker: String::new(),
-        }))
+        let Some(listed) = marker.objects.iter().find(|o| o.key == found.key) else {
+            return Ok(None);
+        };
+        let run: Vec<RunEntry> = listed
+            .events
+            .iter()
+            .filter_map(|&i| marker.run.get(i as usize).cloned())
+            .collect();
+        let event_ids: Vec<String> = run.iter().map(|e| e.event_id().to_owned()).collect();
+        let encoded = gzip_lines(lines.iter().map(String::as_str))
+            .map_err(|e| BucketError::Unavailable(e.to_string()))?;
+        let encoded_hash = sha256(&encoded);
+        let mut n = 0;
+        let mut looks = 0;
+        while n <= MAX_LATE_PLANS && looks <= 2 * (MAX_LATE_PLANS + 1) {
+            looks += 1;
+            let plan_key = format!("{LATE_PREFIX}{}/a{n}.json", found.key);
+            let (object_key, chosen_at) = match self.original(&plan_key).await? {
+                Some(stored) => {
+                    let planned = Marker::from_json(&stored.body)
+                        .ok()
+                        .and_then(|p| p.objects.first().cloned());
+                    let Some(planned) = planned.filter(|p| p.sha256 == hex(&encoded_hash)) else {
+                        n += 1;
+                        continue;
+                    };
+                    (planned.key, None)
+                }
+                None => {
+                    let at = self.clock();
+                    let Some(key) = ObjectKey::new(
+                        parsed.kind,
+                        at,
+                        self.length(),
+                        &parsed.first_sequence,
+                        LATE_ATTEMPT_BASE + n,
+                    ) else {
+                        return Ok(None);
+                    };
+                    let key = key.to_string();
+                    let write_by = at
+                        + chrono::Duration::from_std(
+                            WRITE_START_SLACK + OBJECT_WRITE_TIMEOUT + LAND_GRACE,
+                        )
+                        .unwrap_or_default();
+                    let plan = Marker::new(
+                        run.clone(),
+                        &[Confirmed {
+                            key: key.clone(),
+                            event_ids: event_ids.clone(),
+                            sha256: hex(&encoded_hash),
+                        }],
+                        write_by.timestamp_millis(),
+                    );
+                    let plan_body = plan.to_json();
+                    let request = NewObject {
+                        key: plan_key.clone(),
+                        sha256: sha256(&plan_body),
+                        body: Bytes::from(plan_body),
+                        content_type: "application/json",
+                        metadata: Vec::new(),
+                    };
+                    match self.request(self.bucket().put_if_absent(request)).await? {
+                        Created::New { .. } => (key, Some(at)),
+                        // Another sealer's plan: look at it.
+                        Created::AlreadyExists => continue,
+                    }
+                }
+            };
+            if let Some(entry) = self.original_entry(&object_key).await? {
+                let info = self
+                    .request(self.bucket().head_version(&object_key, &entry.version_id))
+                    .await?;
+                if info.and_then(|i| i.sha256) == Some(encoded_hash) {
+                    return Ok(Some(object_key));
+                }
+                // Someone else's bytes under the planned name: the next plan.
+                n += 1;
+                continue;
+            }
+            // A write of a period starts only before its end + WRITE_START_SLACK, and only within
+            // WRITE_START_SLACK of choosing the key.
+            let open = ObjectKey::parse(&object_key).is_some_and(|k| {
+                self.clock().timestamp()
+                    < k.period_start
+                        + i64::from(self.length().seconds())
+                        + WRITE_START_SLACK.as_secs() as i64
+            }) && chosen_at.is_none_or(|at| {
+                self.clock()
+                    < at + chrono::Duration::from_std(WRITE_START_SLACK).unwrap_or_default()
+            });
+            if !open {
+                n += 1;
+                continue;
+            }
+            let object = NewObject {
+                key: object_key.clone(),
+                body: Bytes::from(encoded.clone()),
+                content_type: CONTENT_TYPE,
+                sha256: encoded_hash,
+                metadata: vec![
+                    ("events", lines.len().to_string()),
+                    (
+                        "first-sequence-number",
+                        run.first().map_or(parsed.first_sequence.clone(), |e| {
+                            e.sequence_number().to_owned()
+                        }),
+                    ),
+                    (
+                        "last-sequence-number",
+                        run.last().map_or(parsed.first_sequence.clone(), |e| {
+                            e.sequence_number().to_owned()
+                        }),
+                    ),
+                    (MARKER_METADATA, plan_key.clone()),
+                ],
+            };
+            // Created, or taken meanwhile: the next look compares its bytes.
+            self.request(self.bucket().put_if_absent(object)).await?;
+        }
+        tracing::error!(key = %found.key, "a late object's events could not be archived again");
+        Ok(None)
     }
 }
 
-/// The link to a stored digest, from its bytes and its signature metadata.
-fn sealed_from(
-    key: &str,
-    object: Option<crate::bucket::StoredObject>,
-) -> Result<SealedDigest, SealError> {
-    let bad = |why: &str| SealError::BadHead {
-        key: key.to_owned(),
-        why: why.to_owned(),
-    };
-    let object = object.ok_or_else(|| bad("it is gone"))?;
-    let signature = object
-        .metadata(SIGNATURE_METADATA)
-        .and_then(unhex)
-        .ok_or_else(|| bad("it has no signature"))?;
-    Ok(SealedDigest {
-        key: key.to_owned(),
-        sha256: sha256(&object.body),
-        signature,
-    })
+/// Whether `digest` chains on `previous` (any link when this run has no head yet).
+fn links_to(digest: &Digest, previous: Option<&SealedDigest>) -> bool {
+    match (previous, &digest.previous) {
+        (None, _) => true,
+        (Some(previous), Some(link)) => *link == previous.as_previous(),
+        (Some(_), None) => false,
+    }
 }
 
 /// A listing's entries grouped by key, in order.
@@ -471,6 +1062,15 @@ fn by_key(entries: &[VersionEntry]) -> Vec<(&str, Vec<&VersionEntry>)> {
         }
     }
     groups
+}
+
+/// The lines of a gzip object (each without its newline); `None` when it is not gzip or not text.
+fn lines_of(gzip: &[u8]) -> Option<Vec<String>> {
+    let mut text = String::new();
+    flate2::read::MultiGzDecoder::new(gzip)
+        .read_to_string(&mut text)
+        .ok()?;
+    Some(text.lines().map(str::to_owned).collect())
 }
 
 /// Lines (events) of a gzip object; `None` when it is not gzip.

@@ -1,6 +1,6 @@
 //! Owns the digest signing key port: sign a short message with the key (KMS `Sign`,
 //! `ECDSA_SHA_256`, `MessageType` `RAW`: the key hashes the message with SHA-256 and signs the
-//! hash; the signature is DER) and its errors. Must not know digests or the SDK (adapters: `kms`,
+//! hash; the signature is DER), give its public key (KMS `GetPublicKey`) and its errors. Must not know digests or the SDK (adapters: `kms`,
 //! and the in-memory twin `memory`, a P-256 key of its own that signs exactly as KMS does).
 
 pub mod kms;
@@ -37,6 +37,10 @@ pub trait DigestSigner: Send + Sync {
 
     /// The DER-encoded ECDSA P-256 signature of SHA-256(`message`).
     fn sign(&self, message: &[u8]) -> impl Future<Output = Result<Vec<u8>, SignError>> + Send;
+
+    /// The key's public key as KMS's GetPublicKey gives it (DER SubjectPublicKeyInfo): what the
+    /// sealer checks the signature of a digest it chains on with.
+    fn public_key(&self) -> impl Future<Output = Result<Vec<u8>, SignError>> + Send;
 }
 
 impl<S: DigestSigner> DigestSigner for &S {
@@ -46,5 +50,9 @@ impl<S: DigestSigner> DigestSigner for &S {
 
     fn sign(&self, message: &[u8]) -> impl Future<Output = Result<Vec<u8>, SignError>> + Send {
         (**self).sign(message)
+    }
+
+    fn public_key(&self) -> impl Future<Output = Result<Vec<u8>, SignError>> + Send {
+        (**self).public_key()
     }
 }

@@ -101,7 +101,10 @@ pub fn publish_seal(
     function_name: Option<&str>,
 ) {
     for sealed in &report.sealed {
-        tracing::info!(digest = %sealed.key, objects = sealed.objects, events = sealed.events, "period sealed");
+        tracing::info!(digest = %sealed.key, objects = sealed.objects, events = sealed.events, unattested = sealed.unattested, late = sealed.late, "period sealed");
+        if sealed.late > 0 {
+            tracing::error!(digest = %sealed.key, late = sealed.late, "objects landed after their period was sealed");
+        }
     }
     if let Some(failure) = &report.failure {
         tracing::error!(reason = failure.code(), error = %failure, left = report.left, "sealing stopped short");
@@ -120,7 +123,8 @@ pub fn publish_seal(
 
 /// The sealing run's EMF document: DigestsSealed, SealLagSeconds (now − the end of the newest
 /// sealed period: what the alarm watches), SealFailed (1 when due periods were left unsealed by a
-/// failure) and DurationMs.
+/// failure), LateObject (objects found after their period was sealed, listed in `late`),
+/// Unattested (objects listed as unattested) and DurationMs.
 pub fn seal_metrics_document(
     report: &SealReport,
     duration: Duration,
@@ -140,6 +144,8 @@ pub fn seal_metrics_document(
                 .is_some_and(|f| !matches!(f, SealError::Deadline)),
         ),
     );
+    metrics.count("LateObject", report.late());
+    metrics.count("Unattested", report.unattested());
     metrics.millis("DurationMs", whole_millis(duration));
     metrics.document(NAMESPACE, now.timestamp_millis(), function_name)
 }
@@ -217,6 +223,8 @@ mod tests {
                 key: "digest/dt=2026-11-22/hour=10/p1795341600.json".into(),
                 objects: 2,
                 events: 9,
+                unattested: 3,
+                late: 1,
             }],
             head: Some((
                 "digest/dt=2026-11-22/hour=10/p1795341600.json".into(),
@@ -228,6 +236,8 @@ mod tests {
         assert_eq!(doc["DigestsSealed"], 1);
         assert_eq!(doc["SealLagSeconds"], 90);
         assert_eq!(doc["SealFailed"], 0);
+        assert_eq!(doc["LateObject"], 1);
+        assert_eq!(doc["Unattested"], 3);
         report.failure = Some(SealError::Deadline);
         let doc = seal_metrics_document(&report, Duration::from_millis(3), now, Some("f"));
         assert_eq!(doc["SealFailed"], 0);

@@ -3,15 +3,15 @@
 //! a pause, a second sealer, an overwrite before sealing, a refused key and the deadline all leave
 //! one chain with no gap.
 
+mod planted;
 mod support;
 
 use std::time::Duration;
 
-use audit_archiver::batch::{Ports, Settings, archive_batch};
+use audit_archiver::batch::Settings;
 use audit_archiver::bucket::memory::MemoryBucket;
 use audit_archiver::budget::Budget;
 use audit_archiver::clock::{Clock, ManualClock};
-use audit_archiver::event::{StreamEvent, read_records};
 use audit_archiver::seal::{SealError, Sealer, newest_sealable};
 use audit_archiver::signer::memory::MemorySigner;
 use audit_archiver::{Handler, handler::HandlerError};
@@ -23,8 +23,8 @@ use audit_model::digest::{
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use lambda_runtime::{Context, LambdaEvent};
+use planted::plant_attested;
 use serde_json::json;
-use support::*;
 
 const KEY_ARN: &str = "arn:aws:kms:us-east-1:123456789012:key/0b1c2d3e-aaaa-bbbb-cccc-1234567890ab";
 const BUCKET: &str = "audit-archive";
@@ -43,22 +43,12 @@ fn period(start: DateTime<Utc>) -> Period {
     minute().period_of(start)
 }
 
-async fn archive(bucket: &MemoryBucket, clock: &ManualClock, first: u64, count: u64) {
-    let reads = read_records(StreamEvent {
-        records: (first..first + count).map(insert).collect(),
-    });
-    let settings = Settings {
-        period: minute(),
-        ..Settings::default()
-    };
-    let report = archive_batch(
-        Ports { bucket, clock },
-        &settings,
-        &reads,
-        Budget::unlimited(),
-    )
-    .await;
-    assert_eq!(report.failed_from, None, "{:?}", report.failure);
+/// What the archiver writes for records `first..first + count` at the clock's time: its marker
+/// (version 2, naming the object with its SHA-256), then the trail object naming the marker in its
+/// metadata `marker` (written here as the archiver writes them, so that sealing is tested on its
+/// own). The object's key.
+async fn archive(bucket: &MemoryBucket, clock: &ManualClock, first: u64, count: u64) -> String {
+    plant_attested(bucket, clock.now(), minute(), first, count)
 }
 
 async fn seal(
@@ -214,11 +204,11 @@ async fn a_pause_of_the_schedule_is_caught_up_in_order() {
 #[tokio::test]
 async fn a_second_sealer_does_not_fork_the_chain() {
     let bucket = MemoryBucket::new();
+    // Two invocations at once, both with the digest key.
     let one = MemorySigner::new(KEY_ARN);
-    let two = MemorySigner::new(KEY_ARN);
     seal(&bucket, &one, at("2026-11-22T10:00:40Z")).await;
     let now = at("2026-11-22T10:03:40Z");
-    let (a, b) = tokio::join!(seal(&bucket, &one, now), seal(&bucket, &two, now));
+    let (a, b) = tokio::join!(seal(&bucket, &one, now), seal(&bucket, &one, now));
     assert_eq!(a.failure, None);
     assert_eq!(b.failure, None);
     assert_eq!(bucket.keys("digest/").len(), 4);
@@ -254,6 +244,18 @@ async fn a_digest_lists_the_version_the_archiver_wrote_not_a_later_overwrite() {
     assert_eq!(chain[0].objects.len(), 1);
     assert_eq!(chain[0].objects[0].version_id, original.version_id);
     assert_eq!(chain[0].events, 3);
+    // The key that is not the archiver's is on record, never part of the trail.
+    assert_eq!(
+        chain[0]
+            .unattested
+            .iter()
+            .map(|u| (u.key.as_str(), u.reason.as_str()))
+            .collect::<Vec<_>>(),
+        [(
+            "trail/dt=2026-11-22/hour=10/p1795342500-x-a0.jsonl.gz",
+            "neither gzip nor carrying an events count"
+        )]
+    );
 }
 
 #[tokio::test]

@@ -6,7 +6,7 @@ use audit_aws::error::AwsError;
 
 use super::{DigestSigner, SignError};
 
-/// The digest key in KMS (`Sign`, `ECDSA_SHA_256`, `RAW`), named by its ARN.
+/// The digest key in KMS (`Sign`, `ECDSA_SHA_256`, `RAW`; `GetPublicKey`), named by its ARN.
 pub use audit_aws::kms::KmsKey as KmsSigner;
 
 /// A KMS error as the port's: what may pass (throttling, KMS's own failures, the network, a
@@ -33,6 +33,13 @@ impl DigestSigner for KmsSigner {
 
     async fn sign(&self, message: &[u8]) -> Result<Vec<u8>, SignError> {
         KmsSigner::sign(self, message).await.map_err(sign_error)
+    }
+
+    async fn public_key(&self) -> Result<Vec<u8>, SignError> {
+        KmsSigner::public_key(self)
+            .await
+            .map(|info| info.der)
+            .map_err(sign_error)
     }
 }
 

@@ -16,4 +16,8 @@ impl DigestSigner for MemorySigner {
     async fn sign(&self, message: &[u8]) -> Result<Vec<u8>, SignError> {
         MemorySigner::sign(self, message).map_err(sign_error)
     }
+
+    async fn public_key(&self) -> Result<Vec<u8>, SignError> {
+        Ok(MemorySigner::public_key(self).der)
+    }
 }

@@ -247,6 +247,11 @@ impl Bucket for S3Bucket {
                     .and_then(|m| m.get("events"))
                     .and_then(|e| e.parse().ok()),
                 size: size(output.content_length),
+                marker: output
+                    .metadata
+                    .as_ref()
+                    .and_then(|m| m.get("marker"))
+                    .cloned(),
             })),
             // No such key or version, a version id that is not one, a delete marker's.
             Err(SdkError::ServiceError(service))

@@ -431,6 +431,11 @@ impl Bucket for MemoryBucket {
                     .find(|(n, _)| *n == "events")
                     .and_then(|(_, e)| e.parse().ok()),
                 size: v.body.len() as u64,
+                marker: v
+                    .metadata
+                    .iter()
+                    .find(|(n, _)| *n == "marker")
+                    .map(|(_, m)| m.clone()),
             })
         })
         .await

@@ -85,12 +85,14 @@ pub struct VersionEntry {
 }
 
 /// What a HEAD of one version says: the SHA-256 S3 kept for it (when it was written with one),
-/// its user metadata `events`, its size.
+/// its user metadata `events` and `marker`, its size.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VersionInfo {
     pub sha256: Option<[u8; 32]>,
     pub events: Option<u64>,
     pub size: u64,
+    /// The user metadata `marker`: the run marker that names this object (archive objects).
+    pub marker: Option<String>,
 }
 
 /// Where a version listing goes on: S3's key and version-id markers.

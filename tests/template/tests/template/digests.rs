@@ -255,6 +255,33 @@ fn an_alarm_fires_on_the_first_failed_seal() {
     assert!(number(at(alarm, &["Period"])) >= seal_interval(&t));
 }
 
+#[test]
+fn an_alarm_fires_on_the_first_object_found_after_its_period_was_sealed() {
+    let t = template();
+    let late = alarm_metrics_named(&t, "LateObject");
+    assert_eq!(late.len(), 1, "one alarm on LateObject");
+    let alarm = late[0];
+    assert_eq!(at(alarm, &["Statistic"]).as_str(), Some("Sum"));
+    assert_eq!(number(at(alarm, &["Threshold"])), 1);
+    assert_eq!(
+        at(alarm, &["ComparisonOperator"]).as_str(),
+        Some("GreaterThanOrEqualToThreshold")
+    );
+    assert_eq!(number(at(alarm, &["EvaluationPeriods"])), 1);
+    assert_eq!(
+        at(alarm, &["TreatMissingData"]).as_str(),
+        Some("notBreaching")
+    );
+    assert!(number(at(alarm, &["Period"])) >= seal_interval(&t));
+    assert_eq!(
+        at(alarm, &["Dimensions"]),
+        &serde_yaml::from_str::<Value>(
+            "[{Name: FunctionName, Value: {Ref: AuditArchiverFunction}}]"
+        )
+        .unwrap()
+    );
+}
+
 /// The alarms whose own metric (not metric math) is the archiver's `name`.
 fn alarm_metrics_named<'a>(t: &'a Value, name: &str) -> Vec<&'a Value> {
     alarms(t)

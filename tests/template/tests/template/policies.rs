@@ -528,14 +528,16 @@ fn archiver_may_only_read_the_stream_write_and_read_its_prefixes_seal_send_give_
             ("s3:ListBucket", one(ARCHIVE_BUCKET)),
             // Sealing a period: its versions listed, the head of each listed version (a HEAD
             // with a versionId is authorised as GetObjectVersion) of the archive's objects, and
-            // the previous digest read as it was sealed (its first version, by versionId); the
-            // digest signed with the digest key and nothing else.
+            // the previous digest and each object's marker read as first written (their first
+            // version, by versionId); the digest signed with the digest key and nothing else,
+            // the digest chained on checked with its public key.
             ("s3:ListBucketVersions", one(ARCHIVE_BUCKET)),
-            ("s3:GetObjectVersion", verified_prefixes()),
+            ("s3:GetObjectVersion", archiver_prefixes()),
             ("kms:Sign", one(DIGEST_KEY)),
             // A repair (auditctl archive repair) reads the items to archive from the table
             // itself, by key (BatchGetItem, ConsistentRead): a read only.
             ("dynamodb:BatchGetItem", one(TABLE)),
+            ("kms:GetPublicKey", one(DIGEST_KEY)),
             // The on-failure destination is sent with the function's role.
             ("sqs:SendMessage", one("${AuditArchiveFailureQueue.Arn}")),
             ("logs:CreateLogStream", one("${AuditArchiverLogGroup.Arn}")),
@@ -643,7 +645,11 @@ fn only_the_archiver_may_sign_and_the_readers_fetch_the_public_key() {
         BTreeMap::from([
             (
                 "kms:GetPublicKey".to_string(),
-                BTreeSet::from(["AuditOperatorPolicy".into(), "AuditReaderPolicy".into()])
+                BTreeSet::from([
+                    "AuditArchiverSigningPolicy".into(),
+                    "AuditOperatorPolicy".into(),
+                    "AuditReaderPolicy".into()
+                ])
             ),
             (
                 "kms:Sign".to_string(),

@@ -345,6 +345,8 @@ pub const ARCHIVER_EMITTED: &[&str] = &[
     "DigestsSealed",
     "SealLagSeconds",
     "SealFailed",
+    "LateObject",
+    "Unattested",
 ];
 
 pub fn archiver(t: &Value) -> &Value {
