@@ -24,6 +24,14 @@ pub enum Action {
     DlqList,
     DlqRedrive,
     Verify,
+    /// `auditctl ui`: a search (and each further page of it).
+    UiSearch,
+    /// `auditctl ui`: an event's page.
+    UiView,
+    /// `auditctl ui`: an export of a search.
+    UiExport,
+    /// `auditctl ui`: a redrive of the dead-letter queue.
+    UiRedrive,
 }
 
 impl Action {
@@ -34,6 +42,10 @@ impl Action {
             Self::DlqList => "auditctl.dlq.list",
             Self::DlqRedrive => "auditctl.dlq.redrive",
             Self::Verify => "auditctl.verify",
+            Self::UiSearch => "auditctl.ui.search",
+            Self::UiView => "auditctl.ui.view",
+            Self::UiExport => "auditctl.ui.export",
+            Self::UiRedrive => "auditctl.ui.redrive",
         }
     }
 }
@@ -272,6 +284,18 @@ impl<L: AccessLog> Recorder<L> {
         resource: &str,
         table: &str,
     ) -> Result<Recorded, AccessError> {
+        self.record_with(action, resource, table, None).await
+    }
+
+    /// As `record`, with `arguments` in place of the command's own when given: what one request
+    /// of `auditctl ui` asked for (its search, the event it shows).
+    pub async fn record_with(
+        &self,
+        action: Action,
+        resource: &str,
+        table: &str,
+        arguments: Option<&Map<String, Value>>,
+    ) -> Result<Recorded, AccessError> {
         match self {
             Self::Skipped => {
                 eprintln!("{SKIPPED}");
@@ -281,13 +305,16 @@ impl<L: AccessLog> Recorder<L> {
                 eprintln!("{NOT_CONFIGURED}");
                 Ok(Recorded::NotConfigured)
             }
-            Self::Send { log, arguments } => {
+            Self::Send {
+                log,
+                arguments: given,
+            } => {
                 check_queue(log, table).await?;
                 let caller = log.caller().await?;
                 let event = event(
                     action,
                     resource,
-                    arguments,
+                    arguments.unwrap_or(given),
                     &caller,
                     new_message_id(),
                     Utc::now(),

@@ -14,6 +14,7 @@ pub mod output;
 pub mod query;
 pub mod range;
 pub mod stack;
+pub mod ui;
 pub mod verify;
 
 /// What went wrong, each with the fix in words. `auditctl` exits 1 on these.

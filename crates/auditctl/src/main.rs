@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use auditctl::TrailError;
 use auditctl::access::{self, Recorder, SdkAccessLog};
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
-use commands::{AuditArgs, AwsArgs, Context, Failure, dlq, get, query, verify};
+use commands::{AuditArgs, AwsArgs, Context, Failure, dlq, get, query, ui, verify};
 
 const AFTER_HELP: &str = "\
 Environment (a flag wins over its variable):
@@ -34,6 +34,7 @@ Examples:
   auditctl dlq list
   auditctl dlq redrive --reason throttled --rate 50
   auditctl verify --from 2026-11-22T00:00:00Z --to 2026-11-22T23:59:59.999Z --table
+  auditctl ui
 
 Access to the trail is itself recorded: query, get, dlq list, dlq redrive and verify first send an
 audit event of their own (actor = the caller's ARN and callerUserId = its user id, from
@@ -66,6 +67,7 @@ enum Command {
     Get(get::GetArgs),
     Dlq(dlq::DlqArgs),
     Verify(verify::VerifyArgs),
+    Ui(ui::UiArgs),
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -121,5 +123,6 @@ async fn run(
         Command::Get(args) => get::run(args, &context).await,
         Command::Dlq(args) => dlq::run(args, &context).await,
         Command::Verify(args) => verify::run(args, &context).await,
+        Command::Ui(args) => ui::run(args, context).await,
     }
 }

@@ -5,6 +5,7 @@
 pub mod dlq;
 pub mod get;
 pub mod query;
+pub mod ui;
 pub mod verify;
 
 use std::io::{BufWriter, IsTerminal, Write};

@@ -18,5 +18,6 @@ mod lookup_requests;
 mod lookups;
 mod query;
 mod sender;
+mod ui;
 /// `auditctl verify` (verify/mod.rs, with the same harness).
 mod verify;

@@ -1,0 +1,68 @@
+//! Owns `auditctl ui`: its flags and help, the loopback listener, the printed URL, and stopping
+//! on Ctrl-C. Must not know the pages or how the trail is read (`auditctl::ui`).
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+
+use auditctl::TrailError;
+use auditctl::ui::session::Session;
+use auditctl::ui::{Viewer, serve};
+use clap::Args;
+use tokio::signal::unix::{SignalKind, signal};
+
+use super::{Context, Failure, TableArgs};
+
+/// A web page over the trail on 127.0.0.1: search by time and by actor, action, resource,
+/// outcome, source IP or sender (the same queries as auditctl query), an event's every field,
+/// and exports as CSV or JSON lines; with your own AWS credentials.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+It listens on 127.0.0.1 only (a random free port unless --port) and prints a URL with a one-time
+token: the first load moves the token to a cookie of that browser and drops it from the address.
+A request without the token or the cookie is refused (401/403). Ctrl-C stops it.
+
+Every search (and each further page of it), event view and export first sends its access event
+(auditctl.ui.search, auditctl.ui.view, auditctl.ui.export) to the access queue, as every command
+does; if it cannot be sent the page shows why and no data.
+
+Examples:
+  auditctl ui
+  auditctl ui --port 8700
+
+Environment: TABLE_NAME, ACCESS_QUEUE_URL, AWS_ENDPOINT_URL, AWS_PROFILE, AWS_REGION.")]
+pub struct UiArgs {
+    /// The port on 127.0.0.1 (default: a free one).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    port: u16,
+    #[command(flatten)]
+    table: TableArgs,
+}
+
+/// `auditctl ui`: listen, print the URL, serve until Ctrl-C.
+pub async fn run(args: UiArgs, context: Context) -> Result<(), Failure> {
+    let address = SocketAddr::from((Ipv4Addr::LOCALHOST, args.port));
+    let listener = tokio::net::TcpListener::bind(address).await.map_err(|e| {
+        TrailError::Aws(format!(
+            "cannot listen on {address}: {e}; choose another --port, or leave it out for a free one"
+        ))
+    })?;
+    let bound = listener.local_addr()?;
+    let session = Session::new(bound).map_err(|e| TrailError::Aws(e.to_string()))?;
+    let table = args.table.table;
+    let reader = context.reader(&table);
+    let viewer = Arc::new(Viewer::new(reader, table, context.access, session));
+    // Watched before the URL is printed, so that a Ctrl-C at any time after it stops the server.
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut terminate = signal(SignalKind::terminate())?;
+    println!("auditctl ui: open {}", viewer.url());
+    println!("(listening on {bound} only; Ctrl-C stops it)");
+    serve(listener, viewer, async move {
+        tokio::select! {
+            _ = interrupt.recv() => {}
+            _ = terminate.recv() => {}
+        }
+    })
+    .await;
+    println!("auditctl ui: stopped");
+    Ok(())
+}
