@@ -55,6 +55,11 @@ pub enum TrailError {
         env: &'static str,
         flag: &'static str,
     },
+    /// The dead-letter queue refused the caller: it is the operator's.
+    #[error(
+        "not allowed to work the dead-letter queue {url}: {detail}; listing and redriving it need AuditOperatorPolicy (AuditReaderPolicy reads the trail only)"
+    )]
+    QueueDenied { url: String, detail: String },
     /// A setting `verify` needs, absent.
     #[error(
         "{var} is not set: export it from the stack's outputs ({output}) or .local/stack.env, or pass {flag}"

@@ -4,7 +4,10 @@
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
+use audit_aws::config::ClientOptions;
 use auditctl::TrailError;
+use auditctl::dlq::DeadLetterQueue;
+use auditctl::ui::dead_letters::DeadLetters;
 use auditctl::ui::session::Session;
 use auditctl::ui::{Viewer, serve};
 use clap::Args;
@@ -21,19 +24,31 @@ It listens on 127.0.0.1 only (a random free port unless --port) and prints a URL
 token: the first load moves the token to a cookie of that browser and drops it from the address.
 A request without the token or the cookie is refused (401/403). Ctrl-C stops it.
 
-Every search (and each further page of it), event view and export first sends its access event
-(auditctl.ui.search, auditctl.ui.view, auditctl.ui.export) to the access queue, as every command
-does; if it cannot be sent the page shows why and no data.
+Every search (and each further page of it), event view, dead-letter listing, export and redrive
+first sends its access event (auditctl.ui.search, auditctl.ui.view, auditctl.ui.export,
+auditctl.ui.redrive) to the access queue, as every command does; if it cannot be sent the page
+shows why and no data.
+
+With DEAD_LETTER_QUEUE_URL, a page lists the dead-letter queue by reason (bodies only on request);
+with AUDIT_QUEUE_URL too, each reason can be redriven after a confirmation that states how many
+messages will move (the operator's permissions: AuditOperatorPolicy).
 
 Examples:
   auditctl ui
   auditctl ui --port 8700
 
-Environment: TABLE_NAME, ACCESS_QUEUE_URL, AWS_ENDPOINT_URL, AWS_PROFILE, AWS_REGION.")]
+Environment: TABLE_NAME, ACCESS_QUEUE_URL, DEAD_LETTER_QUEUE_URL, AUDIT_QUEUE_URL, AWS_ENDPOINT_URL,
+AWS_PROFILE, AWS_REGION.")]
 pub struct UiArgs {
     /// The port on 127.0.0.1 (default: a free one).
     #[arg(long, value_name = "N", default_value_t = 0)]
     port: u16,
+    /// The dead-letter queue (stack output AuditDeadLetterQueueUrl): its page lists it by reason.
+    #[arg(long, env = "DEAD_LETTER_QUEUE_URL")]
+    dlq_url: Option<String>,
+    /// The audit queue a redrive sends messages back to (stack output AuditQueueUrl).
+    #[arg(long, env = "AUDIT_QUEUE_URL")]
+    queue_url: Option<String>,
     #[command(flatten)]
     table: TableArgs,
 }
@@ -50,7 +65,22 @@ pub async fn run(args: UiArgs, context: Context) -> Result<(), Failure> {
     let session = Session::new(bound).map_err(|e| TrailError::Aws(e.to_string()))?;
     let table = args.table.table;
     let reader = context.reader(&table);
-    let viewer = Arc::new(Viewer::new(reader, table, context.access, session));
+    let mut viewer = Viewer::new(
+        reader,
+        table,
+        context.location.clone(),
+        context.access,
+        session,
+    );
+    if let Some(url) = args.dlq_url {
+        let client = audit_aws::config::sqs(&context.config, ClientOptions::AS_CONFIGURED);
+        viewer = viewer.with_dead_letters(DeadLetters {
+            queue: DeadLetterQueue::new(client, url.clone()),
+            url,
+            target: args.queue_url,
+        });
+    }
+    let viewer = Arc::new(viewer);
     // Watched before the URL is printed, so that a Ctrl-C at any time after it stops the server.
     let mut interrupt = signal(SignalKind::interrupt())?;
     let mut terminate = signal(SignalKind::terminate())?;

@@ -3,6 +3,7 @@
 //! (the same reader and recorder as every command), and serving them on a loopback listener until
 //! told to stop. Must not know the command line (commands/ui.rs) or how the table is read.
 
+pub mod dead_letters;
 pub mod page;
 pub mod search;
 pub mod session;
@@ -53,8 +54,11 @@ const JS: &str = include_str!("assets/viewer.js");
 pub struct Viewer<L> {
     reader: Reader,
     table: String,
+    /// Where requests go (endpoint or region), for error messages.
+    location: String,
     access: Recorder<L>,
     session: Session,
+    dead_letters: Option<dead_letters::DeadLetters>,
 }
 
 /// What a request failed on, with its status.
@@ -99,13 +103,28 @@ struct Rows {
 }
 
 impl<L: AccessLog + 'static> Viewer<L> {
-    pub fn new(reader: Reader, table: String, access: Recorder<L>, session: Session) -> Self {
+    /// The viewer of `table` through `reader`; `location` is where requests go (for errors).
+    pub fn new(
+        reader: Reader,
+        table: String,
+        location: String,
+        access: Recorder<L>,
+        session: Session,
+    ) -> Self {
         Self {
             reader,
             table,
+            location,
             access,
             session,
+            dead_letters: None,
         }
+    }
+
+    /// With the dead-letter pages, over `dead_letters`.
+    pub fn with_dead_letters(mut self, dead_letters: dead_letters::DeadLetters) -> Self {
+        self.dead_letters = Some(dead_letters);
+        self
     }
 
     /// The URL to open (with the one-time token).
@@ -135,12 +154,19 @@ impl<L: AccessLog + 'static> Viewer<L> {
                 );
             }
         }
+        if request.method() == Method::POST && path == "/dlq/redrive" {
+            return self.redrive(request.headers(), request.body()).await;
+        }
         if request.method() != Method::GET {
             return html(
                 StatusCode::METHOD_NOT_ALLOWED,
                 page::layout(
                     "Not allowed",
-                    &page::problem(405, "this address is read with GET only", None),
+                    &page::problem(
+                        405,
+                        "this address is read with GET only (a redrive is a POST to /dlq/redrive)",
+                        None,
+                    ),
                 ),
             );
         }
@@ -150,6 +176,8 @@ impl<L: AccessLog + 'static> Viewer<L> {
             "/event" => self.event_page(&query).await,
             "/export.csv" => self.export(&query, Format::Csv).await,
             "/export.jsonl" => self.export(&query, Format::Jsonl).await,
+            "/dlq" => self.dead_letter_page(&query).await,
+            "/dlq/confirm" => self.confirm_page(&query).await,
             "/assets/viewer.css" => text(StatusCode::OK, "text/css; charset=utf-8", CSS),
             "/assets/viewer.js" => text(StatusCode::OK, "text/javascript; charset=utf-8", JS),
             _ => html(

@@ -45,6 +45,7 @@ pub fn layout(title: &str, main: &str) -> String {
 <header><nav aria-label="Viewer">
 <a href="/" class="brand">auditctl ui</a>
 <a href="/">Search</a>
+<a href="/dlq">Dead letters</a>
 </nav></header>
 <main id="main" tabindex="-1">
 {main}

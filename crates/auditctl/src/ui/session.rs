@@ -138,6 +138,19 @@ impl Session {
     }
 }
 
+impl Session {
+    /// Whether a request that changes something comes from this viewer's own pages: its
+    /// `Origin` is this viewer's (a browser sends it with every POST). With the cookie's
+    /// SameSite=Strict, a page of another site cannot make the browser redrive.
+    pub fn same_origin(&self, headers: &HeaderMap) -> bool {
+        headers
+            .get(http::header::ORIGIN)
+            .and_then(|o| o.to_str().ok())
+            .and_then(|o| o.strip_prefix("http://"))
+            .is_some_and(|o| self.hosts.iter().any(|ours| ours.eq_ignore_ascii_case(o)))
+    }
+}
+
 /// A secret from the system's random generator (aws-lc-rs), as hex.
 fn secret() -> Result<String, NoRandom> {
     let mut bytes = [0u8; SECRET_BYTES];

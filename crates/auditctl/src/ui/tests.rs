@@ -76,6 +76,7 @@ fn viewer(refuse: bool) -> (Viewer<Twin>, Arc<Mutex<Vec<AccessEvent>>>) {
     let viewer = Viewer::new(
         reader(),
         "AuditMessages".into(),
+        "nowhere".into(),
         Recorder::new(Some(twin), false, Map::new()),
         session,
     );

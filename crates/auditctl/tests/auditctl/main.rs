@@ -19,5 +19,6 @@ mod lookups;
 mod query;
 mod sender;
 mod ui;
+mod ui_dead_letters;
 /// `auditctl verify` (verify/mod.rs, with the same harness).
 mod verify;

@@ -18,16 +18,21 @@ use crate::support::*;
 const RANGE: &str = "from=2026-11-22T00:00:00Z&to=2026-11-24T23:59:59.999Z";
 
 /// A running `auditctl ui`, killed on drop.
-struct Ui {
+pub(crate) struct Ui {
     child: Child,
-    address: String,
+    pub(crate) address: String,
     token_path: String,
     stdout: BufReader<std::process::ChildStdout>,
 }
 
 impl Ui {
     /// Starts `auditctl ui` against moto with `env`, on a free port, and reads the URL it prints.
-    fn start(moto: &Moto, env: &[(&str, &str)]) -> Self {
+    pub(crate) fn start(moto: &Moto, env: &[(&str, &str)]) -> Self {
+        Self::start_at(&moto.endpoint, env)
+    }
+
+    /// As `start`, with requests to `endpoint`.
+    pub(crate) fn start_at(endpoint: &str, env: &[(&str, &str)]) -> Self {
         let mut command = Command::new(env!("CARGO_BIN_EXE_auditctl"));
         for name in [
             "AWS_PROFILE",
@@ -43,7 +48,7 @@ impl Ui {
             .env("AWS_ACCESS_KEY_ID", "test")
             .env("AWS_SECRET_ACCESS_KEY", "test")
             .env("AWS_EC2_METADATA_DISABLED", "true")
-            .env("AWS_ENDPOINT_URL", &moto.endpoint)
+            .env("AWS_ENDPOINT_URL", endpoint)
             .arg("ui")
             .stdout(Stdio::piped())
             .stderr(Stdio::null());
@@ -70,7 +75,7 @@ impl Ui {
     }
 
     /// Opens the printed URL: the cookie the viewer sets.
-    async fn open(&self) -> String {
+    pub(crate) async fn open(&self) -> String {
         let answer = self.get(&self.token_path, None).await;
         assert_eq!(answer.status, 303, "{}", answer.text());
         assert_eq!(answer.header("location"), Some("/"), "the token is dropped");
@@ -80,16 +85,46 @@ impl Ui {
     }
 
     /// One GET on a connection of its own.
-    async fn get(&self, path: &str, cookie: Option<&str>) -> Answer {
+    pub(crate) async fn get(&self, path: &str, cookie: Option<&str>) -> Answer {
+        self.send("GET", path, cookie, None, "").await
+    }
+
+    /// One POST of a form, from `origin`.
+    pub(crate) async fn post(
+        &self,
+        path: &str,
+        cookie: &str,
+        origin: Option<&str>,
+        form: &str,
+    ) -> Answer {
+        self.send("POST", path, Some(cookie), origin, form).await
+    }
+
+    async fn send(
+        &self,
+        method: &str,
+        path: &str,
+        cookie: Option<&str>,
+        origin: Option<&str>,
+        body: &str,
+    ) -> Answer {
         let mut stream = tokio::net::TcpStream::connect(&self.address).await.unwrap();
         let mut head = format!(
-            "GET {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n",
-            self.address
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Length: {}\r\n",
+            self.address,
+            body.len()
         );
+        if method == "POST" {
+            head.push_str("Content-Type: application/x-www-form-urlencoded\r\n");
+        }
         if let Some(cookie) = cookie {
             head.push_str(&format!("Cookie: {cookie}\r\n"));
         }
+        if let Some(origin) = origin {
+            head.push_str(&format!("Origin: {origin}\r\n"));
+        }
         head.push_str("\r\n");
+        head.push_str(body);
         stream.write_all(head.as_bytes()).await.unwrap();
         let mut response = Vec::new();
         stream.read_to_end(&mut response).await.unwrap();
@@ -105,8 +140,8 @@ impl Drop for Ui {
 }
 
 /// An HTTP answer: status, headers, body (chunks joined).
-struct Answer {
-    status: u16,
+pub(crate) struct Answer {
+    pub(crate) status: u16,
     headers: Vec<(String, String)>,
     body: Vec<u8>,
 }
@@ -159,7 +194,7 @@ impl Answer {
             .map(|(_, v)| v.as_str())
     }
 
-    fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         String::from_utf8_lossy(&self.body).into_owned()
     }
 }
@@ -463,7 +498,7 @@ async fn ctrl_c_stops_the_viewer() {
 
 impl Queues {
     /// Every message of the access queue, received and deleted, as JSON bodies.
-    async fn access_events(&self) -> Vec<Value> {
+    pub(crate) async fn access_events(&self) -> Vec<Value> {
         let mut taken = Vec::new();
         loop {
             let batch = self
