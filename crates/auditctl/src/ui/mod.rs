@@ -3,6 +3,7 @@
 //! (the same reader and recorder as every command), and serving them on a loopback listener until
 //! told to stop. Must not know the command line (commands/ui.rs) or how the table is read.
 
+pub mod chart;
 pub mod dead_letters;
 pub mod page;
 pub mod search;
@@ -42,6 +43,8 @@ pub const PAGE_ROWS: usize = 50;
 const CONCURRENCY: usize = 8;
 /// Items per Query request of an export (as `auditctl query`'s default).
 const EXPORT_PAGE_SIZE: i32 = 500;
+/// Rows a chart counts at most (the newest of its range).
+const CHART_MAX: usize = 100_000;
 /// Bytes of an export sent at once.
 const EXPORT_CHUNK: usize = 64 * 1024;
 /// How long connections still open may finish after Ctrl-C.
@@ -176,6 +179,7 @@ impl<L: AccessLog + 'static> Viewer<L> {
             "/event" => self.event_page(&query).await,
             "/export.csv" => self.export(&query, Format::Csv).await,
             "/export.jsonl" => self.export(&query, Format::Jsonl).await,
+            "/chart" => self.chart(&query).await,
             "/dlq" => self.dead_letter_page(&query).await,
             "/dlq/confirm" => self.confirm_page(&query).await,
             "/assets/viewer.css" => text(StatusCode::OK, "text/css; charset=utf-8", CSS),
@@ -302,6 +306,50 @@ impl<L: AccessLog + 'static> Viewer<L> {
             next,
             recorded,
         })
+    }
+
+    /// The chart of a search (a fragment the page's script shows): its rows counted by hour and
+    /// outcome, after its access event (`auditctl.ui.search` with `chart`).
+    async fn chart(&self, query: &str) -> Response<Body> {
+        let result = async {
+            let search = Search::parse(query, Utc::now(), false)?;
+            let mut arguments = search.arguments();
+            arguments.insert("chart".into(), Value::Bool(true));
+            self.access
+                .record_with(Action::UiSearch, &self.table, &self.table, Some(&arguments))
+                .await?;
+            self.reader.check_index(&search.plan).await?;
+            let options = QueryOptions {
+                order: Order::Descending,
+                page_size: EXPORT_PAGE_SIZE,
+                concurrency: CONCURRENCY,
+                limit: Some(CHART_MAX as u64),
+            };
+            let mut counts = chart::Hours::default();
+            let mut rows = std::pin::pin!(
+                self.reader
+                    .read(&search.plan, search.range.clone(), options)
+                    .take(CHART_MAX)
+            );
+            while let Some(row) = rows.next().await {
+                let row = row?;
+                counts.add(&row.audit_time, &row.text("outcome"));
+            }
+            let note = if counts.total >= CHART_MAX as u64 {
+                format!("The chart counts the newest {CHART_MAX} events of the range only.")
+            } else {
+                String::new()
+            };
+            let (from, to) = search.range.bounds().unwrap_or((Utc::now(), Utc::now()));
+            Ok::<_, Failed>(chart::render(&counts, from, to, &note))
+        };
+        match result.await {
+            Ok(fragment) => html(StatusCode::OK, fragment),
+            Err(failed) => html(
+                failed.status,
+                page::problem(failed.status.as_u16(), &failed.message, None),
+            ),
+        }
     }
 
     /// An event's page: every item of one messageId (`auditctl get`), after its access event.

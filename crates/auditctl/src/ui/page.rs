@@ -231,6 +231,11 @@ pub fn results(search: &Search, rows: &[TrailItem], next: Option<&Cursor>) -> St
         escape(&search.command("csv")),
         q = escape(&fixed),
     );
+    let _ = writeln!(
+        out,
+        r#"<div id="chart" data-src="/chart?{q}"><p><a href="/chart?{q}">Events per hour (chart)</a></p></div>"#,
+        q = escape(&fixed)
+    );
     if rows.is_empty() {
         out.push_str(r#"<p class="empty">No events in this range match.</p>"#);
     }

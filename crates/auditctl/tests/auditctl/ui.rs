@@ -527,3 +527,47 @@ impl Queues {
         }
     }
 }
+
+#[tokio::test]
+async fn the_chart_counts_the_searchs_events_per_hour_by_outcome_in_words_too() {
+    let moto = Moto::start();
+    let (events, q) = stack(&moto).await;
+    let ui = Ui::start(&moto, &q.env());
+    let cookie = ui.open().await;
+    let page = ui
+        .get(&format!("/?{RANGE}&actor=alice"), Some(&cookie))
+        .await
+        .text();
+    let src = "/chart?from=2026-11-22T00%3A00%3A00.000Z&amp;to=2026-11-24T23%3A59%3A59.999Z&amp;actor=alice";
+    assert!(page.contains(&format!("data-src=\"{src}\"")), "{page}");
+    q.access_events().await;
+    let chart = ui.get(&src.replace("&amp;", "&"), Some(&cookie)).await;
+    assert_eq!(chart.status, 200, "{}", chart.text());
+    let html = chart.text();
+    let alice: Vec<&Event> = events.iter().filter(|e| is(&e.actor, "alice")).collect();
+    let of = |o: Option<&str>| alice.iter().filter(|e| e.outcome == o).count();
+    assert!(
+        html.contains(&format!("({} events)", alice.len())),
+        "{html}"
+    );
+    for (name, n) in [
+        ("success", of(Some("success"))),
+        ("failure", of(Some("failure"))),
+        ("none", of(None)),
+    ] {
+        assert!(
+            html.contains(&format!("{name}: {n}</li>")),
+            "{name} {n}: {html}"
+        );
+    }
+    // The four equal-time deletes of 2026-11-23 12:00 and a success at 12:15 are one bar,
+    // said in words.
+    assert!(
+        html.contains("<title>2026-11-23T12:00 UTC: 1 success, 4 failure</title>"),
+        "{html}"
+    );
+    let bodies = q.access_events().await;
+    assert_eq!(bodies.len(), 1);
+    let arguments = crate::access::assert_access_event(&bodies[0], "auditctl.ui.search", TABLE);
+    assert_eq!(arguments["chart"], true);
+}

@@ -100,8 +100,20 @@ function rowKeys() {
   });
 }
 
+async function loadChart() {
+  const slot = document.getElementById("chart");
+  if (!slot || !slot.dataset.src) return;
+  try {
+    const response = await fetch(slot.dataset.src, { credentials: "same-origin" });
+    slot.innerHTML = await response.text();
+  } catch (error) {
+    slot.textContent = "The chart could not be loaded: " + error;
+  }
+}
+
 document.addEventListener("DOMContentLoaded", () => {
   localTitles(document);
+  loadChart();
   observe();
   rowKeys();
 });
