@@ -5,9 +5,12 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
 use audit_aws::config::ClientOptions;
+use audit_aws::s3::S3Bucket;
+use audit_model::archive::PeriodLength;
 use auditctl::TrailError;
 use auditctl::dlq::DeadLetterQueue;
 use auditctl::ui::dead_letters::DeadLetters;
+use auditctl::ui::health::Archive;
 use auditctl::ui::session::Session;
 use auditctl::ui::{Viewer, serve};
 use clap::Args;
@@ -33,12 +36,15 @@ With DEAD_LETTER_QUEUE_URL, a page lists the dead-letter queue by reason (bodies
 with AUDIT_QUEUE_URL too, each reason can be redriven after a confirmation that states how many
 messages will move (the operator's permissions: AuditOperatorPolicy).
 
+With ARCHIVE_BUCKET, a health page names the newest sealed period and its age, and each event's
+page says whether its period has its digest (auditctl verify checks it).
+
 Examples:
   auditctl ui
   auditctl ui --port 8700
 
-Environment: TABLE_NAME, ACCESS_QUEUE_URL, DEAD_LETTER_QUEUE_URL, AUDIT_QUEUE_URL, AWS_ENDPOINT_URL,
-AWS_PROFILE, AWS_REGION.")]
+Environment: TABLE_NAME, ACCESS_QUEUE_URL, DEAD_LETTER_QUEUE_URL, AUDIT_QUEUE_URL, ARCHIVE_BUCKET,
+DIGEST_PERIOD_SECONDS, AWS_ENDPOINT_URL, AWS_PROFILE, AWS_REGION.")]
 pub struct UiArgs {
     /// The port on 127.0.0.1 (default: a free one).
     #[arg(long, value_name = "N", default_value_t = 0)]
@@ -49,8 +55,26 @@ pub struct UiArgs {
     /// The audit queue a redrive sends messages back to (stack output AuditQueueUrl).
     #[arg(long, env = "AUDIT_QUEUE_URL")]
     queue_url: Option<String>,
+    /// The archive bucket (stack output AuditArchiveBucketName): the health page and each
+    /// event's period seal, from its digests.
+    #[arg(long, env = "ARCHIVE_BUCKET")]
+    bucket: Option<String>,
+    /// The digest period, as the archiver's DIGEST_PERIOD_SECONDS (3600 in AWS).
+    #[arg(long, env = "DIGEST_PERIOD_SECONDS", value_name = "SECONDS", default_value = "3600", value_parser = parse_period)]
+    period_seconds: PeriodLength,
     #[command(flatten)]
     table: TableArgs,
+}
+
+/// A digest period: from 10 seconds to a day, dividing a day (as `auditctl verify` takes it).
+fn parse_period(text: &str) -> Result<PeriodLength, String> {
+    text.trim()
+        .parse::<u32>()
+        .ok()
+        .and_then(PeriodLength::new)
+        .ok_or_else(|| {
+            format!("'{text}' is not a digest period: seconds from 10 to 86400 that divide a day (3600 in AWS); use the archiver's DIGEST_PERIOD_SECONDS")
+        })
 }
 
 /// `auditctl ui`: listen, print the URL, serve until Ctrl-C.
@@ -78,6 +102,14 @@ pub async fn run(args: UiArgs, context: Context) -> Result<(), Failure> {
             queue: DeadLetterQueue::new(client, url.clone()),
             url,
             target: args.queue_url,
+        });
+    }
+    if let Some(name) = args.bucket.filter(|b| !b.trim().is_empty()) {
+        let client = audit_aws::config::s3(&context.config, ClientOptions::AS_CONFIGURED);
+        viewer = viewer.with_archive(Archive {
+            bucket: S3Bucket::new(client, name.clone()),
+            name,
+            length: args.period_seconds,
         });
     }
     let viewer = Arc::new(viewer);

@@ -5,6 +5,7 @@
 
 pub mod chart;
 pub mod dead_letters;
+pub mod health;
 pub mod page;
 pub mod search;
 pub mod session;
@@ -62,6 +63,7 @@ pub struct Viewer<L> {
     access: Recorder<L>,
     session: Session,
     dead_letters: Option<dead_letters::DeadLetters>,
+    archive: Option<health::Archive<audit_aws::s3::S3Bucket>>,
 }
 
 /// What a request failed on, with its status.
@@ -121,7 +123,14 @@ impl<L: AccessLog + 'static> Viewer<L> {
             access,
             session,
             dead_letters: None,
+            archive: None,
         }
+    }
+
+    /// With the archive's health and each event's period seal, from `archive`'s digests.
+    pub fn with_archive(mut self, archive: health::Archive<audit_aws::s3::S3Bucket>) -> Self {
+        self.archive = Some(archive);
+        self
     }
 
     /// With the dead-letter pages, over `dead_letters`.
@@ -180,6 +189,7 @@ impl<L: AccessLog + 'static> Viewer<L> {
             "/export.csv" => self.export(&query, Format::Csv).await,
             "/export.jsonl" => self.export(&query, Format::Jsonl).await,
             "/chart" => self.chart(&query).await,
+            "/health" => self.health_page(&query).await,
             "/dlq" => self.dead_letter_page(&query).await,
             "/dlq/confirm" => self.confirm_page(&query).await,
             "/assets/viewer.css" => text(StatusCode::OK, "text/css; charset=utf-8", CSS),
@@ -386,17 +396,21 @@ impl<L: AccessLog + 'static> Viewer<L> {
                 .record_with(Action::UiView, &self.table, &self.table, Some(&arguments))
                 .await?;
             let items: Vec<TrailItem> = self.reader.get(&id).try_collect().await?;
-            Ok::<_, Failed>((recorded, items))
+            let mut proofs = Vec::with_capacity(items.len());
+            for item in &items {
+                proofs.push(self.proof(item).await);
+            }
+            Ok::<_, Failed>((recorded, items, proofs))
         };
         match read.await {
-            Ok((recorded, items)) => html(
+            Ok((recorded, items, proofs)) => html(
                 StatusCode::OK,
                 page::layout(
                     "Event",
                     &format!(
                         "{}{}",
                         page::recorded_note(&recorded),
-                        page::event(&id, &items)
+                        page::event(&id, &items, &proofs)
                     ),
                 ),
             ),
@@ -410,6 +424,108 @@ impl<L: AccessLog + 'static> Viewer<L> {
                     ),
                 )
             }
+        }
+    }
+
+    /// What the page says of an event's proof: its period's digest status, until the
+    /// transparency log exists; and how to check it.
+    async fn proof(&self, item: &TrailItem) -> String {
+        let Some(archive) = &self.archive else {
+            return "Not known here: start auditctl ui with ARCHIVE_BUCKET (stack output AuditArchiveBucketName) to see the period's digest.".to_owned();
+        };
+        let Ok(at) = chrono::DateTime::parse_from_rfc3339(&item.audit_time) else {
+            return "Not known: the item's auditTime is not a time.".to_owned();
+        };
+        let now = Utc::now();
+        let verify = |period: audit_model::archive::Period| {
+            let (from, to) = health::bounds(period);
+            format!(
+                "auditctl verify --from {from} --to {}",
+                chrono::DateTime::from_timestamp(period.end() - 1, 999_000_000)
+                    .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+                    .unwrap_or(to)
+            )
+        };
+        match archive.status(at.to_utc(), now).await {
+            Ok(health::PeriodStatus::Sealed(sealed)) => format!(
+                "Sealed: its period {} – {} has its signed digest {} in bucket {}. The page does not check it; {} does.",
+                health::bounds(sealed.period).0,
+                health::bounds(sealed.period).1,
+                sealed.key,
+                archive.name,
+                verify(sealed.period)
+            ),
+            Ok(health::PeriodStatus::Open { period }) => format!(
+                "Not sealed yet: its period ends at {}, and the archiver seals it about {} after.",
+                health::bounds(period).1,
+                health::age(period.sealable_at() - period.end())
+            ),
+            Ok(health::PeriodStatus::Missing { period }) => format!(
+                "No digest: its period {} – {} could have been sealed {} ago and was not; {} says why.",
+                health::bounds(period).0,
+                health::bounds(period).1,
+                health::age(now.timestamp() - period.sealable_at()),
+                verify(period)
+            ),
+            Err(error) => format!("Not known: the archive could not be read: {error}"),
+        }
+    }
+
+    /// The health page: the newest sealed period and its age, after its access event.
+    async fn health_page(&self, query: &str) -> Response<Body> {
+        if !query.is_empty() {
+            return html(
+                StatusCode::BAD_REQUEST,
+                page::layout(
+                    "Health",
+                    &page::problem(400, "the health page takes no parameter", None),
+                ),
+            );
+        }
+        let Some(archive) = &self.archive else {
+            return html(
+                StatusCode::NOT_FOUND,
+                page::layout(
+                    "Health",
+                    &page::problem(
+                        404,
+                        "no archive: start auditctl ui with ARCHIVE_BUCKET or --bucket (stack output AuditArchiveBucketName)",
+                        None,
+                    ),
+                ),
+            );
+        };
+        let result = async {
+            let mut arguments = Map::new();
+            arguments.insert("page".into(), Value::String("health".into()));
+            let recorded = self
+                .access
+                .record_with(Action::UiView, &archive.name, &self.table, Some(&arguments))
+                .await?;
+            let now = Utc::now();
+            let newest = archive.newest_sealed(now).await.map_err(|e| {
+                TrailError::Aws(format!(
+                    "listing the digests of bucket {}: {e}",
+                    archive.name
+                ))
+            })?;
+            Ok::<_, Failed>(page::health(
+                &recorded,
+                &archive.name,
+                newest.as_ref(),
+                now,
+                archive.length,
+            ))
+        };
+        match result.await {
+            Ok(main) => html(StatusCode::OK, page::layout("Health", &main)),
+            Err(failed) => html(
+                failed.status,
+                page::layout(
+                    "Health",
+                    &page::problem(failed.status.as_u16(), &failed.message, Some("/health")),
+                ),
+            ),
         }
     }
 

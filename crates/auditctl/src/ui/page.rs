@@ -46,6 +46,7 @@ pub fn layout(title: &str, main: &str) -> String {
 <a href="/" class="brand">auditctl ui</a>
 <a href="/">Search</a>
 <a href="/dlq">Dead letters</a>
+<a href="/health">Health</a>
 </nav></header>
 <main id="main" tabindex="-1">
 {main}
@@ -311,7 +312,7 @@ fn row_lines(search: &Search, rows: &[TrailItem]) -> String {
 
 /// An event's page: every item of one `messageId` (one, unless the producer reused it), each
 /// field in full.
-pub fn event(message_id: &str, items: &[TrailItem]) -> String {
+pub fn event(message_id: &str, items: &[TrailItem], proofs: &[String]) -> String {
     let mut out = format!(
         "<h1>Event <code class=\"wrap\">{}</code></h1>\n",
         escape(message_id)
@@ -321,9 +322,63 @@ pub fn event(message_id: &str, items: &[TrailItem]) -> String {
             r#"<p class="empty">The table holds no event with this messageId (expired by TTL, or never written).</p>"#,
         );
     }
-    for item in items {
+    for (i, item) in items.iter().enumerate() {
         out.push_str(&fields(item));
+        if let Some(proof) = proofs.get(i) {
+            let _ = writeln!(
+                out,
+                r#"<section class="proof" aria-label="Proof"><h2>Proof</h2><p>{}</p></section>"#,
+                escape(proof)
+            );
+        }
     }
+    out
+}
+
+/// The health page: the newest sealed period, its age, and what that means.
+pub fn health(
+    recorded: &Recorded,
+    bucket: &str,
+    newest: Option<&super::health::Sealed>,
+    now: chrono::DateTime<chrono::Utc>,
+    length: audit_model::archive::PeriodLength,
+) -> String {
+    use super::health::{LOOK_BACK_DAYS, age, bounds};
+    let mut out = format!(
+        "<h1>Health</h1>{}<p>Archive bucket <code>{}</code>, digest period {} s.</p>",
+        recorded_note(recorded),
+        escape(bucket),
+        length.seconds()
+    );
+    match newest {
+        Some(sealed) => {
+            let (from, to) = bounds(sealed.period);
+            let behind = now.timestamp() - sealed.period.end();
+            let late = behind
+                > 2 * i64::from(length.seconds())
+                    + (sealed.period.sealable_at() - sealed.period.end());
+            let _ = write!(
+                out,
+                r#"<dl class="event"><dt>Newest sealed period</dt><dd>{} – {}</dd><dt>Its age</dt><dd>ended {} ago{}</dd><dt>Its digest</dt><dd><code class="wrap">{}</code></dd></dl>"#,
+                time(&from),
+                time(&to),
+                age(behind),
+                if late {
+                    " — <strong>behind</strong>: more than two periods without a seal (the archiver's ArchiveStalledAlarm watches this)"
+                } else {
+                    " — on time"
+                },
+                escape(&sealed.key)
+            );
+        }
+        None => {
+            let _ = write!(
+                out,
+                r#"<p class="problem" role="alert"><strong>No sealed period</strong> in the last {LOOK_BACK_DAYS} days: the archiver has written no digest (see docs/operations.md).</p>"#
+            );
+        }
+    }
+    out.push_str("<p>The page reads the digests' names only. <code>auditctl verify --from T1 --to T2</code> checks their signatures, the chain and every object and item of the periods.</p>");
     out
 }
 

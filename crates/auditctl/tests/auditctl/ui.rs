@@ -571,3 +571,61 @@ async fn the_chart_counts_the_searchs_events_per_hour_by_outcome_in_words_too() 
     let arguments = crate::access::assert_access_event(&bodies[0], "auditctl.ui.search", TABLE);
     assert_eq!(arguments["chart"], true);
 }
+
+#[tokio::test]
+async fn health_names_the_newest_sealed_period_and_an_events_page_its_periods_digest() {
+    let moto = Moto::start();
+    let (_, q) = stack(&moto).await;
+    let s3 = aws_sdk_s3::Client::from_conf(
+        aws_sdk_s3::config::Builder::from(&audit_testkit::endpoint::sdk_config(&moto.endpoint))
+            .force_path_style(true)
+            .build(),
+    );
+    s3.create_bucket().bucket("archive").send().await.unwrap();
+    // The period of e-23-05 (2026-11-23T10:15:00.500Z) is sealed; the next hour's is the newest.
+    for key in [
+        "digest/dt=2026-11-23/hour=10/p1795428000.json",
+        "digest/dt=2026-11-23/hour=11/p1795431600.json",
+    ] {
+        s3.put_object()
+            .bucket("archive")
+            .key(key)
+            .body(b"{}".to_vec().into())
+            .send()
+            .await
+            .unwrap();
+    }
+    let mut env = q.env().to_vec();
+    env.push(("ARCHIVE_BUCKET", "archive"));
+    let ui = Ui::start(&moto, &env);
+    let cookie = ui.open().await;
+    let health = ui.get("/health", Some(&cookie)).await;
+    assert_eq!(health.status, 200, "{}", health.text());
+    let html = health.text();
+    assert!(
+        html.contains("<dt>Newest sealed period</dt><dd><time datetime=\"2026-11-23T11:00:00Z\""),
+        "{html}"
+    );
+    assert!(
+        html.contains("<strong>behind</strong>"),
+        "a day without a seal: {html}"
+    );
+    let bodies = q.access_events().await;
+    let arguments = crate::access::assert_access_event(&bodies[0], "auditctl.ui.view", "archive");
+    assert_eq!(arguments["page"], "health");
+    let sealed = ui.get("/event?id=e-23-05", Some(&cookie)).await.text();
+    assert!(
+        sealed.contains("Sealed: its period 2026-11-23T10:00:00Z – 2026-11-23T11:00:00Z has its signed digest digest/dt=2026-11-23/hour=10/p1795428000.json"),
+        "{sealed}"
+    );
+    assert!(
+        sealed
+            .contains("auditctl verify --from 2026-11-23T10:00:00Z --to 2026-11-23T10:59:59.999Z"),
+        "{sealed}"
+    );
+    let missing = ui.get("/event?id=e-22-05", Some(&cookie)).await.text();
+    assert!(
+        missing.contains("No digest: its period 2026-11-22T10:00:00Z"),
+        "{missing}"
+    );
+}
