@@ -16,9 +16,12 @@ export MOTO_SERVER := $(VENV_BIN)/moto_server
 
 EVENT ?= events/clean-batch.json
 WATCH_PORT ?= 9000
+# Debian's Chromium for the viewer's browser tests (tests/e2e/test_ui_browser.py), pinned as the
+# Python tools are: `apt-cache policy chromium` lists the versions the package registry holds.
+CHROMIUM_VERSION ?= 148.0.7778.167-1~deb12u1
 TABLE_NAME ?= AuditMessages
 
-.PHONY: help venv venv-bench peers fmt-check lint test test-suites unit build build-zip bench bench-quick bench-verify watch invoke clean
+.PHONY: chromium help venv venv-bench peers fmt-check lint test test-suites unit build build-zip bench bench-quick bench-verify watch invoke clean
 
 help: ## list the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 16
@@ -34,6 +37,10 @@ $(VENV_STAMP): requirements.txt
 	touch $@
 
 venv: $(VENV_STAMP) ## install the pinned Python tools (moto, cargo-lambda) into .venv
+
+chromium: ## Debian's chromium, pinned (CHROMIUM_VERSION), for the viewer's browser tests
+	@if [ "$$(dpkg-query -W -f='$${Version}' chromium 2>/dev/null)" != "$(CHROMIUM_VERSION)" ]; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium=$(CHROMIUM_VERSION); fi
 
 # Installing requirements.txt again removes every stamp, this one included.
 $(BENCH_STAMP): $(VENV_STAMP) requirements-bench.txt

@@ -71,7 +71,7 @@ pub fn render(counts: &Hours, from: DateTime<Utc>, to: DateTime<Utc>, note: &str
         .max(1);
     let bar = plot_w / hours.len().max(1) as f64;
     let mut svg = format!(
-        r#"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" role="img" aria-labelledby="chart-title" class="chart" preserveAspectRatio="none"><title id="chart-title">Events per hour, stacked by outcome: {} events, at most {peak} in one hour</title>"#,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" role="img" aria-labelledby="chart-title" class="chart"><title id="chart-title">Events per hour, stacked by outcome: {} events, at most {peak} in one hour</title>"#,
         counts.total
     );
     let _ = write!(

@@ -104,6 +104,7 @@ pub fn age(seconds: i64) -> String {
         seconds % 3600 / 60,
     );
     match (days, hours) {
+        (0, 0) if minutes == 0 => format!("{seconds} s"),
         (0, 0) => format!("{minutes} min"),
         (0, h) => format!("{h} h {minutes} min"),
         (d, h) => format!("{d} day{} {h} h", if d == 1 { "" } else { "s" }),
@@ -202,9 +203,10 @@ mod tests {
 
     #[test]
     fn ages_are_words() {
-        assert_eq!(age(59), "0 min");
+        assert_eq!(age(59), "59 s");
+        assert_eq!(age(61), "1 min");
         assert_eq!(age(3 * 3600 + 120), "3 h 2 min");
         assert_eq!(age(86_400 + 3600), "1 day 1 h");
-        assert_eq!(age(-5), "0 min");
+        assert_eq!(age(-5), "0 s");
     }
 }

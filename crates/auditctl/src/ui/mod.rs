@@ -85,11 +85,18 @@ impl From<SearchError> for Failed {
 }
 
 impl From<TrailError> for Failed {
+    /// A caller AWS denies is refused (403, no retry helps); any other failed call is the
+    /// upstream's (502, worth a retry).
     fn from(error: TrailError) -> Self {
+        let denied = matches!(error, TrailError::QueueDenied { .. });
         Self {
-            status: StatusCode::BAD_GATEWAY,
+            status: if denied {
+                StatusCode::FORBIDDEN
+            } else {
+                StatusCode::BAD_GATEWAY
+            },
             message: error.to_string(),
-            retry: true,
+            retry: !denied,
         }
     }
 }
@@ -658,7 +665,7 @@ fn set<B>(response: &mut Response<B>, name: http::header::HeaderName, value: &st
 }
 
 /// A complete body of `content_type`, with the headers every answer carries: no caching, no
-/// sniffing, no referrer (a URL may hold the token), and nothing loaded from elsewhere.
+/// sniffing, no referrer beyond the viewer, and nothing loaded from elsewhere.
 fn text(status: StatusCode, content_type: &str, body: impl Into<Bytes>) -> Response<Body> {
     let mut response = Response::new(
         Full::new(body.into())
@@ -673,7 +680,9 @@ fn text(status: StatusCode, content_type: &str, body: impl Into<Bytes>) -> Respo
         http::header::HeaderName::from_static("x-content-type-options"),
         "nosniff",
     );
-    set(&mut response, http::header::REFERRER_POLICY, "no-referrer");
+    // same-origin, not no-referrer: with no-referrer a browser sends `Origin: null` on a form's
+    // POST, which the redrive's origin check must refuse. No URL of the viewer leaves it either way.
+    set(&mut response, http::header::REFERRER_POLICY, "same-origin");
     set(
         &mut response,
         http::header::CONTENT_SECURITY_POLICY,

@@ -244,4 +244,28 @@ mod tests {
             Admission::Enter { .. }
         ));
     }
+
+    #[test]
+    fn only_a_post_from_the_viewers_own_origin_changes_anything() {
+        let s = session();
+        let with = |origin: &str| {
+            let mut h = headers("127.0.0.1:4321", None);
+            h.insert(http::header::ORIGIN, HeaderValue::from_str(origin).unwrap());
+            s.same_origin(&h)
+        };
+        assert!(with("http://127.0.0.1:4321"));
+        assert!(with("http://localhost:4321"));
+        for other in [
+            "null",
+            "http://127.0.0.1:4322",
+            "https://127.0.0.1:4321",
+            "http://evil.example",
+        ] {
+            assert!(!with(other), "{other}");
+        }
+        assert!(
+            !s.same_origin(&headers("127.0.0.1:4321", None)),
+            "no Origin"
+        );
+    }
 }

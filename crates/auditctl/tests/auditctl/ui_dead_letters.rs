@@ -196,7 +196,7 @@ async fn a_reader_is_refused_the_dead_letter_queue_with_the_reason() {
         ui.get("/dlq", Some(&cookie)).await,
         ui.get("/dlq/confirm?reason=throttled", Some(&cookie)).await,
     ] {
-        assert_eq!(answer.status, 502, "{}", answer.text());
+        assert_eq!(answer.status, 403, "{}", answer.text());
         let html = answer.text();
         assert!(
             html.contains("not allowed to work the dead-letter queue")
@@ -214,7 +214,7 @@ async fn a_reader_is_refused_the_dead_letter_queue_with_the_reason() {
             "reason=throttled&count=1",
         )
         .await;
-    assert_eq!(refused.status, 502, "{}", refused.text());
+    assert_eq!(refused.status, 403, "{}", refused.text());
     assert!(
         refused.text().contains("need AuditOperatorPolicy"),
         "{}",
