@@ -364,7 +364,7 @@ pub fn health(
                 time(&to),
                 age(behind),
                 if late {
-                    " — <strong>behind</strong>: more than two periods without a seal (the archiver's ArchiveStalledAlarm watches this)"
+                    " — <strong>behind</strong>: more than two periods without a seal; see the archiver's log and docs/operations.md"
                 } else {
                     " — on time"
                 },
