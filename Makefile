@@ -21,7 +21,7 @@ WATCH_PORT ?= 9000
 CHROMIUM_VERSION ?= 148.0.7778.167-1~deb12u1
 TABLE_NAME ?= AuditMessages
 
-.PHONY: chromium help venv venv-bench peers fmt-check lint test test-suites unit build build-zip bench bench-quick bench-verify watch invoke clean
+.PHONY: bench-ui chromium help venv venv-bench peers fmt-check lint test test-suites unit build build-zip bench bench-quick bench-verify watch invoke clean
 
 help: ## list the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 16
@@ -107,6 +107,10 @@ bench-quick: peers ## a shorter benchmark run (smaller sizes, no package build);
 bench-verify: venv ## auditctl verify over 100,000 and 1,000,000 archived events on moto, next to sha256sum of the same bytes (BENCHMARKS.md "Proving the trail"; run by hand, about 5 minutes)
 	cargo build --release --bin auditctl
 	cargo bench -p audit-bench --bench verify -- --events 100000,1000000
+
+bench-ui: ## the viewer's page times at 100,000 events on the stand-in (BENCHMARKS.md "The viewer's pages")
+	cargo build --bin auditctl
+	python3 bench/ui.py
 
 watch: venv ## run the function locally (cargo lambda watch) against AWS_ENDPOINT_URL
 	TABLE_NAME=$(TABLE_NAME) cargo lambda watch --invoke-address 127.0.0.1 --invoke-port $(WATCH_PORT)

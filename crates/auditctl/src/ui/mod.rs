@@ -44,6 +44,23 @@ pub const PAGE_ROWS: usize = 50;
 const CONCURRENCY: usize = 8;
 /// Items per Query request of an export (as `auditctl query`'s default).
 const EXPORT_PAGE_SIZE: i32 = 500;
+/// Query requests in flight at most for one page of rows: one per shard of a day.
+const PAGE_CONCURRENCY: usize = 32;
+/// The Query `Limit` per shard for a page of a time search without filters: messageIds spread a
+/// day's events evenly over its 32 shards (FNV-1a), so 50 rows take about 2 from each, and a
+/// shard that holds more of them is read on (each shard keeps a page ahead of the merge).
+const TIME_PAGE_SIZE: i32 = 8;
+
+/// The Query `Limit` of a page of `search`: small on the time index without filters, where every
+/// item read is a row; a page's worth where a filter may leave most of what is read, and on a
+/// lookup's 4 shards.
+fn page_size(search: &Search) -> i32 {
+    match (&search.plan.source, search.plan.filters.is_empty()) {
+        (crate::filter::Source::Time, true) => TIME_PAGE_SIZE,
+        _ => i32::try_from(PAGE_ROWS + 1).unwrap_or(i32::MAX),
+    }
+}
+
 /// Rows a chart counts at most (the newest of its range).
 const CHART_MAX: usize = 100_000;
 /// Bytes of an export sent at once.
@@ -291,13 +308,17 @@ impl<L: AccessLog + 'static> Viewer<L> {
         self.reader.check_index(&search.plan).await?;
         let options = QueryOptions {
             order: Order::Descending,
-            page_size: i32::try_from(PAGE_ROWS + 1).unwrap_or(i32::MAX),
-            concurrency: CONCURRENCY,
+            page_size: page_size(search),
+            concurrency: PAGE_CONCURRENCY,
             limit: None,
         };
         let cursor = search.cursor.clone();
+        // A person reads a page at a time: each shard reads on only when its rows are needed
+        // (exports and charts read whole ranges, each shard a page ahead).
         let mut rows: Vec<TrailItem> = self
             .reader
+            .clone()
+            .on_demand()
             .read(&search.plan, search.page_range(), options)
             .try_filter(move |row| {
                 futures::future::ready(

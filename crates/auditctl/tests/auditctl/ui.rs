@@ -629,3 +629,29 @@ async fn health_names_the_newest_sealed_period_and_an_events_page_its_periods_di
         "{missing}"
     );
 }
+
+#[tokio::test]
+async fn pages_of_a_busy_hour_read_each_shard_on_demand_and_lose_no_event() {
+    let moto = Moto::start();
+    // 400 events in one hour, three at each instant: about 12 in each of the 32 shards, more than
+    // a shard's first page (8) on a time search, so shards are read on as pages go.
+    let events: Vec<Event> = (0..400u32)
+        .map(|i| Event {
+            id: format!("busy-{i:03}"),
+            time: format!("2026-11-22T10:{:02}:{:02}.000Z", (i / 3) / 60, (i / 3) % 60),
+            ..Event::default()
+        })
+        .collect();
+    write_events(&moto, &events).await;
+    let q = queues(&moto).await;
+    let ui = Ui::start(&moto, &q.env());
+    let cookie = ui.open().await;
+    let (ids, pages) = all_rows(
+        &ui,
+        &cookie,
+        "from=2026-11-22T10:00:00Z&to=2026-11-22T10:59:59.999Z",
+    )
+    .await;
+    assert_eq!(pages, 8, "400 rows in pages of 50");
+    assert_eq!(ids, newest_first(expected(&events, |_| true)));
+}
