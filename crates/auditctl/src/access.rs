@@ -255,6 +255,9 @@ pub enum Recorder<L> {
     Send {
         log: L,
         arguments: Map<String, Value>,
+        /// The table whose tag named this access queue, and the caller, once checked: a run
+        /// that records many accesses (`auditctl ui`) checks them once and then only sends.
+        checked: tokio::sync::OnceCell<(String, Caller)>,
     },
     /// `--no-audit-event`: skipped on purpose.
     Skipped,
@@ -267,7 +270,11 @@ impl<L: AccessLog> Recorder<L> {
     pub fn new(log: Option<L>, skip: bool, arguments: Map<String, Value>) -> Self {
         match (skip, log) {
             (true, _) => Self::Skipped,
-            (false, Some(log)) => Self::Send { log, arguments },
+            (false, Some(log)) => Self::Send {
+                log,
+                arguments,
+                checked: tokio::sync::OnceCell::new(),
+            },
             (false, None) => Self::NotConfigured,
         }
     }
@@ -308,9 +315,18 @@ impl<L: AccessLog> Recorder<L> {
             Self::Send {
                 log,
                 arguments: given,
+                checked,
             } => {
-                check_queue(log, table).await?;
-                let caller = log.caller().await?;
+                let caller = match checked.get() {
+                    Some((checked_table, caller)) if checked_table == table => caller.clone(),
+                    _ => {
+                        check_queue(log, table).await?;
+                        let caller = log.caller().await?;
+                        // Kept for the first table checked (the only one a run uses).
+                        let _ = checked.set((table.to_owned(), caller.clone()));
+                        caller
+                    }
+                };
                 let event = event(
                     action,
                     resource,

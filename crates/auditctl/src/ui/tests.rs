@@ -18,6 +18,8 @@ const QUEUE_ARN: &str = "arn:aws:sqs:us-east-1:123456789012:AuditAccessQueue";
 struct Twin {
     sent: Arc<Mutex<Vec<AccessEvent>>>,
     refuse: bool,
+    /// Times the table's tags were read (the access queue checked).
+    checks: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl AccessLog for Twin {
@@ -34,6 +36,8 @@ impl AccessLog for Twin {
         Ok(QUEUE_ARN.into())
     }
     async fn stack_tags(&self, _table: &str) -> Result<StackTags, AccessError> {
+        self.checks
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         Ok(StackTags {
             access_queue_arn: Some(QUEUE_ARN.into()),
             receiver_role_id: None,
@@ -71,6 +75,7 @@ fn viewer(refuse: bool) -> (Viewer<Twin>, Arc<Mutex<Vec<AccessEvent>>>) {
     let twin = Twin {
         sent: sent.clone(),
         refuse,
+        checks: Arc::default(),
     };
     let session = Session::new(HOST_PORT.parse().unwrap()).unwrap();
     let viewer = Viewer::new(
@@ -246,6 +251,14 @@ async fn each_read_records_its_access_event_first_with_what_it_asked_for() {
             Some(&cookie),
         ))
         .await;
+    let Recorder::Send { log, .. } = &viewer.access else {
+        panic!("a recorder that sends");
+    };
+    assert_eq!(
+        log.checks.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "the access queue is checked once, each access sent"
+    );
     let sent = sent.lock().unwrap();
     let bodies: Vec<Value> = sent
         .iter()
