@@ -5,7 +5,7 @@
 
 use audit_aws::AwsError;
 use audit_aws::s3::Bucket;
-use audit_model::archive::{Period, PeriodLength};
+use audit_model::archive::{Period, PeriodLength, TAMPER_PREFIX};
 use audit_model::digest::{DIGEST_PREFIX, DIGEST_SUFFIX, digest_key, parse_any_digest_key};
 use chrono::{DateTime, Duration, Utc};
 
@@ -62,6 +62,29 @@ impl<B: Bucket> Archive<B> {
             }
         }
         Ok(None)
+    }
+
+    /// The tamper records (archive objects under `tamper/`: changes and deletions of stored
+    /// items the archiver saw on the table's stream) of the last `LOOK_BACK_DAYS` UTC days,
+    /// newest first, at most `max`.
+    pub async fn tamper_objects(
+        &self,
+        now: DateTime<Utc>,
+        max: usize,
+    ) -> Result<Vec<String>, AwsError> {
+        let mut found = Vec::new();
+        for back in 0..=LOOK_BACK_DAYS {
+            let day = (now - Duration::days(back)).format("%Y-%m-%d");
+            let prefix = format!("{TAMPER_PREFIX}dt={day}/");
+            let mut keys = self.bucket.list_keys(&prefix, None, max).await?;
+            keys.reverse();
+            found.extend(keys);
+            if found.len() >= max {
+                found.truncate(max);
+                break;
+            }
+        }
+        Ok(found)
     }
 
     /// The seal of the period holding `at`, at `now`.
@@ -199,6 +222,30 @@ mod tests {
             archive.status(event, at("2026-11-24T13:00:00Z")).await.unwrap(),
             PeriodStatus::Sealed(s) if s.key == digest_key(period)
         ));
+    }
+
+    #[tokio::test]
+    async fn tamper_records_of_the_last_days_are_listed_newest_first() {
+        let archive = archive();
+        let now = at("2026-11-24T12:00:00Z");
+        assert!(archive.tamper_objects(now, 20).await.unwrap().is_empty());
+        for key in [
+            "tamper/dt=2026-11-23/hour=10/p1-a0.jsonl.gz",
+            "tamper/dt=2026-11-24/hour=09/p2-a0.jsonl.gz",
+            "tamper/dt=2026-11-10/hour=09/p0-a0.jsonl.gz",
+            "trail/dt=2026-11-24/hour=09/p2-a0.jsonl.gz",
+        ] {
+            put(&archive.bucket, key).await;
+        }
+        assert_eq!(
+            archive.tamper_objects(now, 20).await.unwrap(),
+            [
+                "tamper/dt=2026-11-24/hour=09/p2-a0.jsonl.gz",
+                "tamper/dt=2026-11-23/hour=10/p1-a0.jsonl.gz"
+            ],
+            "the last 7 days only, tamper/ only"
+        );
+        assert_eq!(archive.tamper_objects(now, 1).await.unwrap().len(), 1);
     }
 
     #[test]

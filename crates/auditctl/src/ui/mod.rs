@@ -61,6 +61,8 @@ fn page_size(search: &Search) -> i32 {
     }
 }
 
+/// Tamper records the health page names at most.
+const TAMPER_SHOWN: usize = 50;
 /// Rows a chart counts at most (the newest of its range).
 const CHART_MAX: usize = 100_000;
 /// Bytes of an export sent at once.
@@ -537,10 +539,20 @@ impl<L: AccessLog + 'static> Viewer<L> {
                     archive.name
                 ))
             })?;
+            let tamper = archive
+                .tamper_objects(now, TAMPER_SHOWN)
+                .await
+                .map_err(|e| {
+                    TrailError::Aws(format!(
+                        "listing the tamper records of bucket {}: {e}",
+                        archive.name
+                    ))
+                })?;
             Ok::<_, Failed>(page::health(
                 &recorded,
                 &archive.name,
                 newest.as_ref(),
+                &tamper,
                 now,
                 archive.length,
             ))

@@ -340,6 +340,7 @@ pub fn health(
     recorded: &Recorded,
     bucket: &str,
     newest: Option<&super::health::Sealed>,
+    tamper: &[String],
     now: chrono::DateTime<chrono::Utc>,
     length: audit_model::archive::PeriodLength,
 ) -> String {
@@ -377,6 +378,22 @@ pub fn health(
                 r#"<p class="problem" role="alert"><strong>No sealed period</strong> in the last {LOOK_BACK_DAYS} days: the archiver has written no digest (see docs/operations.md).</p>"#
             );
         }
+    }
+    if tamper.is_empty() {
+        let _ = write!(
+            out,
+            "<h2>Tamper records</h2><p>None in the last {LOOK_BACK_DAYS} days: no stored item was changed or deleted behind the function's back.</p>"
+        );
+    } else {
+        let _ = write!(
+            out,
+            r#"<h2>Tamper records</h2><p class="problem" role="alert"><strong>{} tamper record object(s)</strong> in the last {LOOK_BACK_DAYS} days (newest first, at most 50): stored items were changed or deleted behind the function's back. Each holds the old and new images (docs/archive.md).</p><ul>"#,
+            tamper.len()
+        );
+        for key in tamper {
+            let _ = write!(out, r#"<li><code class="wrap">{}</code></li>"#, escape(key));
+        }
+        out.push_str("</ul>");
     }
     out.push_str("<p>The page reads the digests' names only. <code>auditctl verify --from T1 --to T2</code> checks their signatures, the chain and every object and item of the periods.</p>");
     out

@@ -573,7 +573,8 @@ async fn the_chart_counts_the_searchs_events_per_hour_by_outcome_in_words_too() 
 }
 
 #[tokio::test]
-async fn health_names_the_newest_sealed_period_and_an_events_page_its_periods_digest() {
+async fn health_names_the_newest_sealed_period_and_tamper_records_and_an_events_page_its_periods_digest()
+ {
     let moto = Moto::start();
     let (_, q) = stack(&moto).await;
     let s3 = aws_sdk_s3::Client::from_conf(
@@ -583,9 +584,12 @@ async fn health_names_the_newest_sealed_period_and_an_events_page_its_periods_di
     );
     s3.create_bucket().bucket("archive").send().await.unwrap();
     // The period of e-23-05 (2026-11-23T10:15:00.500Z) is sealed; the next hour's is the newest.
+    let today = chrono::Utc::now().format("%Y-%m-%d");
+    let tamper = format!("tamper/dt={today}/hour=09/p1-a0.jsonl.gz");
     for key in [
         "digest/dt=2026-11-23/hour=10/p1795428000.json",
         "digest/dt=2026-11-23/hour=11/p1795431600.json",
+        tamper.as_str(),
     ] {
         s3.put_object()
             .bucket("archive")
@@ -609,6 +613,10 @@ async fn health_names_the_newest_sealed_period_and_an_events_page_its_periods_di
     assert!(
         html.contains("<strong>behind</strong>"),
         "a day without a seal: {html}"
+    );
+    assert!(
+        html.contains("<strong>1 tamper record object(s)</strong>") && html.contains(&tamper),
+        "{html}"
     );
     let bodies = q.access_events().await;
     let arguments = crate::access::assert_access_event(&bodies[0], "auditctl.ui.view", "archive");
