@@ -449,6 +449,9 @@ fn fields(item: &TrailItem) -> String {
         };
         let _ = writeln!(out, "<dt>{}</dt><dd>{shown}</dd>", escape(name));
     }
+    if !plain.contains_key("senderId") {
+        out.push_str("<dt>senderId</dt><dd>not recorded: the item was written before senderId was kept, or delivered without a SenderId</dd>\n");
+    }
     out.push_str("</dl>\n");
     out
 }
@@ -463,6 +466,16 @@ mod tests {
             escape(r#"<a href="x">'&'</a>"#),
             "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;"
         );
+    }
+
+    #[test]
+    fn an_event_without_a_sender_says_so() {
+        let item = TrailItem::from(std::collections::HashMap::from([(
+            "messageId".to_owned(),
+            aws_sdk_dynamodb::types::AttributeValue::S("m".into()),
+        )]));
+        let html = event("m", &[item], &[]);
+        assert!(html.contains("<dt>senderId</dt><dd>not recorded"), "{html}");
     }
 
     #[test]
