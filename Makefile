@@ -16,9 +16,12 @@ export MOTO_SERVER := $(VENV_BIN)/moto_server
 
 EVENT ?= events/clean-batch.json
 WATCH_PORT ?= 9000
+# Debian's Chromium for the viewer's browser tests (tests/e2e/test_ui_browser.py), pinned as the
+# Python tools are: `apt-cache policy chromium` lists the versions the package registry holds.
+CHROMIUM_VERSION ?= 148.0.7778.167-1~deb12u1
 TABLE_NAME ?= AuditMessages
 
-.PHONY: help venv venv-bench peers fmt-check lint test test-suites unit build build-zip bench bench-quick bench-verify watch invoke clean
+.PHONY: bench-ui chromium help venv venv-bench peers fmt-check lint test test-suites unit build build-zip bench bench-quick bench-verify watch invoke clean
 
 help: ## list the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 16
@@ -34,6 +37,10 @@ $(VENV_STAMP): requirements.txt
 	touch $@
 
 venv: $(VENV_STAMP) ## install the pinned Python tools (moto, cargo-lambda) into .venv
+
+chromium: ## Debian's chromium, pinned (CHROMIUM_VERSION), for the viewer's browser tests
+	@if [ "$$(dpkg-query -W -f='$${Version}' chromium 2>/dev/null)" != "$(CHROMIUM_VERSION)" ]; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium=$(CHROMIUM_VERSION); fi
 
 # Installing requirements.txt again removes every stamp, this one included.
 $(BENCH_STAMP): $(VENV_STAMP) requirements-bench.txt
@@ -100,6 +107,10 @@ bench-quick: peers ## a shorter benchmark run (smaller sizes, no package build);
 bench-verify: venv ## auditctl verify over 100,000 and 1,000,000 archived events on moto, next to sha256sum of the same bytes (BENCHMARKS.md "Proving the trail"; run by hand, about 5 minutes)
 	cargo build --release --bin auditctl
 	cargo bench -p audit-bench --bench verify -- --events 100000,1000000
+
+bench-ui: ## the viewer's page times at 100,000 events on the stand-in (BENCHMARKS.md "The viewer's pages")
+	cargo build --bin auditctl
+	python3 bench/ui.py
 
 watch: venv ## run the function locally (cargo lambda watch) against AWS_ENDPOINT_URL
 	TABLE_NAME=$(TABLE_NAME) cargo lambda watch --invoke-address 127.0.0.1 --invoke-port $(WATCH_PORT)

@@ -16,7 +16,10 @@ verify` as `item changed` (exit 1). Stops everything it started, also on Ctrl-C.
 The valid messages are structured events (actor, action, resource, outcome, some with a
 sourceIp) that also carry auditText and extra fields.
 
-    python -m local.demo [--messages N] [--faults] [--serve]
+    python -m local.demo [--messages N] [--faults] [--serve] [--ui]
+
+With --ui the stack stays up after the demo: it writes .local/stack.env and prints the command
+that opens the viewer (`auditctl ui`) on the demo's data, until Ctrl-C.
 """
 
 from __future__ import annotations
@@ -148,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="put the fault proxy to work (HTTP 500, throttling, latency, dropped connections)")
     ap.add_argument("--serve", action="store_true",
                     help="start the stack and the function, print how to reach them, and wait for Ctrl-C")
+    ap.add_argument("--ui", action="store_true",
+                    help="after the demo keep the stack up and print the command that opens the viewer on its data")
     ap.add_argument("--work-dir", default=str(ROOT / ".local" / "demo"), help="logs go here")
     args = ap.parse_args(argv)
     signal.signal(signal.SIGTERM, _sigterm)
@@ -187,7 +192,8 @@ def main(argv: list[str] | None = None) -> int:
         out("")
         if args.serve:
             return serve(system)
-        return run_demo(system, args.messages, faults is not None)
+        code = run_demo(system, args.messages, faults is not None)
+        return browse(system, code) if args.ui else code
     except KeyboardInterrupt:
         out("\nInterrupted: stopping everything that was started.")
         return 130
@@ -206,6 +212,24 @@ def serve(system: LocalSystem) -> int:
     out(f"Table {system.stack.table_name} and the queues are on {system.endpoint}. Ctrl-C stops everything.")
     while True:
         time.sleep(3600)
+
+
+# The viewer on the demo's data: the command `--ui` prints (docs/ui.md).
+VIEWER_COMMAND = "set -a; . .local/stack.env; set +a; target/debug/auditctl ui"
+
+
+def browse(system: LocalSystem, code: int) -> int:
+    """Keeps the stack up after the demo for the viewer, until Ctrl-C; returns the demo's code."""
+    system.write_stack_env(ROOT / ".local" / "stack.env")
+    out("")
+    out("The viewer on this trail (the stack stays up until Ctrl-C), in another shell:")
+    out(f"  {VIEWER_COMMAND}")
+    out("It prints a URL with a one-time token: open it in a browser.")
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        return code
 
 
 def run_demo(system: LocalSystem, n_valid: int, with_faults: bool) -> int:
@@ -313,6 +337,9 @@ def run_demo(system: LocalSystem, n_valid: int, with_faults: bool) -> int:
     if not ok:
         out(json.dumps(verdict.summary()))
     ok = archive_demo(system, auditctl) and ok  # the archive part, below
+    out("")
+    out("To look at this trail in a browser: make demo DEMO_ARGS=--ui keeps the stack up after the demo and "
+        f"prints the command that opens the viewer ({VIEWER_COMMAND}).")
     return 0 if ok else 1
 
 

@@ -16,7 +16,7 @@ ACTOR         ?=
 FROM          ?=
 TO            ?=
 
-.PHONY: demo e2e soak local-up sql
+.PHONY: demo e2e soak local-up sql ui-browser
 
 # `make test` runs these after the cargo tests.
 TEST_EXTRA += e2e
@@ -30,8 +30,11 @@ local-up: venv ## start the local stack and both functions, write .local/stack.e
 sql: venv ## the Athena named queries on the local archive with DuckDB: make sql QUERY=actor ACTOR=alice [FROM=.. TO=..]
 	$(PYTHON) -m local.sql $(QUERY) $(if $(ACTOR),--actor '$(ACTOR)') $(if $(FROM),--from '$(FROM)') $(if $(TO),--to '$(TO)')
 
-e2e: venv ## end-to-end: >=1,000 messages through trigger and function with injected faults, and a crash
+e2e: venv chromium ## end-to-end: >=1,000 messages through trigger and function with injected faults, and a crash
 	E2E_MESSAGES=$(E2E_MESSAGES) $(PYTEST_E2E) --timeout 900 tests/e2e
+
+ui-browser: venv chromium ## the viewer (auditctl ui) in headless Chromium; screenshots in .local/e2e/<test>/screens
+	$(PYTEST_E2E) --timeout 900 tests/e2e/test_ui_browser.py
 
 soak: venv ## the long end-to-end run: 100,000 messages, 3x the faults (SOAK_MESSAGES, SOAK_FAULTS)
 	E2E_MESSAGES=$(SOAK_MESSAGES) E2E_FAULT_SCALE=$(SOAK_FAULTS) E2E_DRAIN_TIMEOUT=7200 E2E_VISIBILITY_TIMEOUT=10 E2E_POLLERS=8 \

@@ -6,5 +6,5 @@ import importlib
 
 def test_the_demo_module_loads_with_every_part_it_runs():
     demo = importlib.import_module("local.demo")
-    for part in ("run_demo", "archive_demo", "check_access_events", "build_auditctl", "main"):
+    for part in ("run_demo", "archive_demo", "check_access_events", "build_auditctl", "browse", "main"):
         assert callable(getattr(demo, part)), part

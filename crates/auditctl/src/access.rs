@@ -25,6 +25,14 @@ pub enum Action {
     DlqRedrive,
     Verify,
     ArchiveRepair,
+    /// `auditctl ui`: a search (and each further page of it).
+    UiSearch,
+    /// `auditctl ui`: an event's page.
+    UiView,
+    /// `auditctl ui`: an export of a search.
+    UiExport,
+    /// `auditctl ui`: a redrive of the dead-letter queue.
+    UiRedrive,
 }
 
 impl Action {
@@ -36,6 +44,10 @@ impl Action {
             Self::DlqRedrive => "auditctl.dlq.redrive",
             Self::Verify => "auditctl.verify",
             Self::ArchiveRepair => "auditctl.archive.repair",
+            Self::UiSearch => "auditctl.ui.search",
+            Self::UiView => "auditctl.ui.view",
+            Self::UiExport => "auditctl.ui.export",
+            Self::UiRedrive => "auditctl.ui.redrive",
         }
     }
 }
@@ -245,6 +257,9 @@ pub enum Recorder<L> {
     Send {
         log: L,
         arguments: Map<String, Value>,
+        /// The table whose tag named this access queue, and the caller, once checked: a run
+        /// that records many accesses (`auditctl ui`) checks them once and then only sends.
+        checked: tokio::sync::OnceCell<(String, Caller)>,
     },
     /// `--no-audit-event`: skipped on purpose.
     Skipped,
@@ -257,7 +272,11 @@ impl<L: AccessLog> Recorder<L> {
     pub fn new(log: Option<L>, skip: bool, arguments: Map<String, Value>) -> Self {
         match (skip, log) {
             (true, _) => Self::Skipped,
-            (false, Some(log)) => Self::Send { log, arguments },
+            (false, Some(log)) => Self::Send {
+                log,
+                arguments,
+                checked: tokio::sync::OnceCell::new(),
+            },
             (false, None) => Self::NotConfigured,
         }
     }
@@ -274,6 +293,18 @@ impl<L: AccessLog> Recorder<L> {
         resource: &str,
         table: &str,
     ) -> Result<Recorded, AccessError> {
+        self.record_with(action, resource, table, None).await
+    }
+
+    /// As `record`, with `arguments` in place of the command's own when given: what one request
+    /// of `auditctl ui` asked for (its search, the event it shows).
+    pub async fn record_with(
+        &self,
+        action: Action,
+        resource: &str,
+        table: &str,
+        arguments: Option<&Map<String, Value>>,
+    ) -> Result<Recorded, AccessError> {
         match self {
             Self::Skipped => {
                 eprintln!("{SKIPPED}");
@@ -283,13 +314,25 @@ impl<L: AccessLog> Recorder<L> {
                 eprintln!("{NOT_CONFIGURED}");
                 Ok(Recorded::NotConfigured)
             }
-            Self::Send { log, arguments } => {
-                check_queue(log, table).await?;
-                let caller = log.caller().await?;
+            Self::Send {
+                log,
+                arguments: given,
+                checked,
+            } => {
+                let caller = match checked.get() {
+                    Some((checked_table, caller)) if checked_table == table => caller.clone(),
+                    _ => {
+                        check_queue(log, table).await?;
+                        let caller = log.caller().await?;
+                        // Kept for the first table checked (the only one a run uses).
+                        let _ = checked.set((table.to_owned(), caller.clone()));
+                        caller
+                    }
+                };
                 let event = event(
                     action,
                     resource,
-                    arguments,
+                    arguments.unwrap_or(given),
                     &caller,
                     new_message_id(),
                     Utc::now(),

@@ -851,6 +851,10 @@ impl DeadLetterQueue {
                 env: "DEAD_LETTER_QUEUE_URL",
                 flag: "--dlq-url",
             },
+            ErrorKind::Denied => TrailError::QueueDenied {
+                url: self.url.clone(),
+                detail: error.text,
+            },
             _ => TrailError::Aws(error.text),
         }
     }

@@ -15,6 +15,7 @@ pub mod query;
 pub mod range;
 pub mod repair;
 pub mod stack;
+pub mod ui;
 pub mod verify;
 
 /// What went wrong, each with the fix in words. `auditctl` exits 1 on these.
@@ -55,6 +56,11 @@ pub enum TrailError {
         env: &'static str,
         flag: &'static str,
     },
+    /// The dead-letter queue refused the caller: it is the operator's.
+    #[error(
+        "not allowed to work the dead-letter queue {url}: {detail}; listing and redriving it need AuditOperatorPolicy (AuditReaderPolicy reads the trail only)"
+    )]
+    QueueDenied { url: String, detail: String },
     /// A setting `verify` needs, absent.
     #[error(
         "{var} is not set: export it from the stack's outputs ({output}) or .local/stack.env, or pass {flag}"

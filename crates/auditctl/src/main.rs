@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use auditctl::TrailError;
 use auditctl::access::{self, Recorder, SdkAccessLog};
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
-use commands::{AuditArgs, AwsArgs, Context, Failure, archive, dlq, get, query, verify};
+use commands::{AuditArgs, AwsArgs, Context, Failure, archive, dlq, get, query, ui, verify};
 
 const AFTER_HELP: &str = "\
 Environment (a flag wins over its variable):
@@ -37,6 +37,7 @@ Examples:
   auditctl dlq redrive --reason throttled --rate 50
   auditctl verify --from 2026-11-22T00:00:00Z --to 2026-11-22T23:59:59.999Z --table
   auditctl archive repair --from 2026-11-22T10:00:00Z --to 2026-11-22T10:59:59.999Z
+  auditctl ui
 
 Access to the trail is itself recorded: query, get, dlq list, dlq redrive, verify and archive
 repair first send an audit event of their own (actor = the caller's ARN and callerUserId = its user
@@ -70,6 +71,7 @@ enum Command {
     Dlq(dlq::DlqArgs),
     Verify(verify::VerifyArgs),
     Archive(archive::ArchiveArgs),
+    Ui(ui::UiArgs),
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -126,5 +128,6 @@ async fn run(
         Command::Dlq(args) => dlq::run(args, &context).await,
         Command::Verify(args) => verify::run(args, &context).await,
         Command::Archive(args) => archive::run(args, &context).await,
+        Command::Ui(args) => ui::run(args, context).await,
     }
 }

@@ -113,6 +113,10 @@ pub struct Reader {
     /// Where the table was looked for (endpoint or region), for error messages.
     location: String,
     pub stats: Arc<Stats>,
+    /// Whether each shard reads its next page before the merge asks for it (throughput: a whole
+    /// range), or only when asked (a page of rows for a person: one Query per shard when its
+    /// first page holds enough).
+    read_ahead: bool,
 }
 
 type Page = Result<Vec<TrailItem>, TrailError>;
@@ -145,7 +149,15 @@ impl Reader {
             table: table.into(),
             location: location.into(),
             stats: Arc::default(),
+            read_ahead: true,
         }
+    }
+
+    /// The same reader, each shard reading a further page only when the merge needs its rows
+    /// (its first page is read at once, all shards concurrently).
+    pub fn on_demand(mut self) -> Self {
+        self.read_ahead = false;
+        self
     }
 
     /// A failed DynamoDB read, classified once (`audit_aws::error`): a table that is not there
@@ -387,10 +399,16 @@ impl Reader {
         permits: Arc<Semaphore>,
     ) -> std::pin::Pin<Box<dyn Stream<Item = Page> + Send>> {
         let (sender, receiver) = mpsc::channel::<Page>(1);
+        // On demand: the stream asks for each page after the first, and the task waits for it.
+        let (ask, mut asked) = mpsc::channel::<()>(1);
+        let read_ahead = self.read_ahead;
         let reader = self.clone();
         tokio::spawn(async move {
             let mut start: Option<HashMap<String, AttributeValue>> = None;
             loop {
+                if !read_ahead && start.is_some() && asked.recv().await.is_none() {
+                    return; // the merge is gone
+                }
                 let Ok(permit) = permits.acquire().await else {
                     return;
                 };
@@ -458,8 +476,17 @@ impl Reader {
             }
         });
         Box::pin(futures::stream::unfold(
-            receiver,
-            |mut receiver| async move { receiver.recv().await.map(|page| (page, receiver)) },
+            (receiver, ask, true),
+            move |(mut receiver, ask, first)| async move {
+                if !read_ahead && !first {
+                    // The task may have ended (the shard's last page): nothing to ask then.
+                    let _ = ask.send(()).await;
+                }
+                receiver
+                    .recv()
+                    .await
+                    .map(|page| (page, (receiver, ask, false)))
+            },
         ))
     }
 

@@ -6,6 +6,7 @@ pub mod archive;
 pub mod dlq;
 pub mod get;
 pub mod query;
+pub mod ui;
 pub mod verify;
 
 use std::io::{BufWriter, IsTerminal, Write};

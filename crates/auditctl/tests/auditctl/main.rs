@@ -18,5 +18,7 @@ mod lookup_requests;
 mod lookups;
 mod query;
 mod sender;
+mod ui;
+mod ui_dead_letters;
 /// `auditctl verify` (verify/mod.rs, with the same harness).
 mod verify;

@@ -1,0 +1,130 @@
+//! Owns `auditctl ui`: its flags and help, the loopback listener, the printed URL, and stopping
+//! on Ctrl-C. Must not know the pages or how the trail is read (`auditctl::ui`).
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+
+use audit_aws::config::ClientOptions;
+use audit_aws::s3::S3Bucket;
+use audit_model::archive::PeriodLength;
+use auditctl::TrailError;
+use auditctl::dlq::DeadLetterQueue;
+use auditctl::ui::dead_letters::DeadLetters;
+use auditctl::ui::health::Archive;
+use auditctl::ui::session::Session;
+use auditctl::ui::{Viewer, serve};
+use clap::Args;
+use tokio::signal::unix::{SignalKind, signal};
+
+use super::{Context, Failure, TableArgs};
+
+/// A web page over the trail on 127.0.0.1: search by time and by actor, action, resource,
+/// outcome, source IP or sender (the same queries as auditctl query), an event's every field,
+/// and exports as CSV or JSON lines; with your own AWS credentials.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+It listens on 127.0.0.1 only (a random free port unless --port) and prints a URL with a one-time
+token: the first load moves the token to a cookie of that browser and drops it from the address.
+A request without the token or the cookie is refused (401/403). Ctrl-C stops it.
+
+Every search (and each further page of it), event view, dead-letter listing, export and redrive
+first sends its access event (auditctl.ui.search, auditctl.ui.view, auditctl.ui.export,
+auditctl.ui.redrive) to the access queue, as every command does; if it cannot be sent the page
+shows why and no data.
+
+With DEAD_LETTER_QUEUE_URL, a page lists the dead-letter queue by reason (bodies only on request);
+with AUDIT_QUEUE_URL too, each reason can be redriven after a confirmation that states how many
+messages will move (the operator's permissions: AuditOperatorPolicy).
+
+With ARCHIVE_BUCKET, a health page names the newest sealed period and its age, and each event's
+page says whether its period has its digest (auditctl verify checks it).
+
+Examples:
+  auditctl ui
+  auditctl ui --port 8700
+
+Environment: TABLE_NAME, ACCESS_QUEUE_URL, DEAD_LETTER_QUEUE_URL, AUDIT_QUEUE_URL, ARCHIVE_BUCKET,
+DIGEST_PERIOD_SECONDS, AWS_ENDPOINT_URL, AWS_PROFILE, AWS_REGION.")]
+pub struct UiArgs {
+    /// The port on 127.0.0.1 (default: a free one).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    port: u16,
+    /// The dead-letter queue (stack output AuditDeadLetterQueueUrl): its page lists it by reason.
+    #[arg(long, env = "DEAD_LETTER_QUEUE_URL")]
+    dlq_url: Option<String>,
+    /// The audit queue a redrive sends messages back to (stack output AuditQueueUrl).
+    #[arg(long, env = "AUDIT_QUEUE_URL")]
+    queue_url: Option<String>,
+    /// The archive bucket (stack output AuditArchiveBucketName): the health page and each
+    /// event's period seal, from its digests.
+    #[arg(long, env = "ARCHIVE_BUCKET")]
+    bucket: Option<String>,
+    /// The digest period, as the archiver's DIGEST_PERIOD_SECONDS (3600 in AWS).
+    #[arg(long, env = "DIGEST_PERIOD_SECONDS", value_name = "SECONDS", default_value = "3600", value_parser = parse_period)]
+    period_seconds: PeriodLength,
+    #[command(flatten)]
+    table: TableArgs,
+}
+
+/// A digest period: from 10 seconds to a day, dividing a day (as `auditctl verify` takes it).
+fn parse_period(text: &str) -> Result<PeriodLength, String> {
+    text.trim()
+        .parse::<u32>()
+        .ok()
+        .and_then(PeriodLength::new)
+        .ok_or_else(|| {
+            format!("'{text}' is not a digest period: seconds from 10 to 86400 that divide a day (3600 in AWS); use the archiver's DIGEST_PERIOD_SECONDS")
+        })
+}
+
+/// `auditctl ui`: listen, print the URL, serve until Ctrl-C.
+pub async fn run(args: UiArgs, context: Context) -> Result<(), Failure> {
+    let address = SocketAddr::from((Ipv4Addr::LOCALHOST, args.port));
+    let listener = tokio::net::TcpListener::bind(address).await.map_err(|e| {
+        TrailError::Aws(format!(
+            "cannot listen on {address}: {e}; choose another --port, or leave it out for a free one"
+        ))
+    })?;
+    let bound = listener.local_addr()?;
+    let session = Session::new(bound).map_err(|e| TrailError::Aws(e.to_string()))?;
+    let table = args.table.table;
+    let reader = context.reader(&table);
+    let mut viewer = Viewer::new(
+        reader,
+        table,
+        context.location.clone(),
+        context.access,
+        session,
+    );
+    if let Some(url) = args.dlq_url {
+        let client = audit_aws::config::sqs(&context.config, ClientOptions::AS_CONFIGURED);
+        viewer = viewer.with_dead_letters(DeadLetters {
+            queue: DeadLetterQueue::new(client, url.clone()),
+            url,
+            target: args.queue_url,
+        });
+    }
+    if let Some(name) = args.bucket.filter(|b| !b.trim().is_empty()) {
+        let client = audit_aws::config::s3(&context.config, ClientOptions::AS_CONFIGURED);
+        viewer = viewer.with_archive(Archive {
+            bucket: S3Bucket::new(client, name.clone()),
+            name,
+            length: args.period_seconds,
+        });
+    }
+    let viewer = Arc::new(viewer);
+    // Watched before the URL is printed, so that a Ctrl-C at any time after it stops the server.
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut terminate = signal(SignalKind::terminate())?;
+    println!("auditctl ui: open {}", viewer.url());
+    println!("(listening on {bound} only; Ctrl-C stops it)");
+    serve(listener, viewer, async move {
+        tokio::select! {
+            _ = interrupt.recv() => {}
+            _ = terminate.recv() => {}
+        }
+    })
+    .await;
+    println!("auditctl ui: stopped");
+    Ok(())
+}

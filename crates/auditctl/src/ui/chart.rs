@@ -1,0 +1,215 @@
+//! Owns the chart of events per hour, stacked by outcome: the counts of a search's rows by UTC
+//! hour and outcome, drawn as SVG on the server (nothing to load), with the same counts as a
+//! table and in each bar's title, so that it reads without colour. Pure: must not know HTTP or
+//! how rows are read.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use chrono::{DateTime, Duration, DurationRound, Utc};
+
+use super::page::escape;
+
+/// The outcomes, bottom to top, with their fill; an event without one is `none`.
+const STACK: [(&str, &str); 4] = [
+    ("success", "#2da44e"),
+    ("failure", "#cf222e"),
+    ("unknown", "#bf8700"),
+    ("none", "#8c959f"),
+];
+
+/// Events per hour (`YYYY-MM-DDTHH`, UTC) and outcome.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Hours {
+    counts: BTreeMap<String, [u64; 4]>,
+    pub total: u64,
+}
+
+impl Hours {
+    /// Counts one event at `audit_time` with `outcome` ("" when it has none).
+    pub fn add(&mut self, audit_time: &str, outcome: &str) {
+        let hour = audit_time.get(..13).unwrap_or(audit_time).to_owned();
+        let slot = match outcome {
+            "success" => 0,
+            "failure" => 1,
+            "unknown" => 2,
+            _ => 3,
+        };
+        self.counts.entry(hour).or_default()[slot] += 1;
+        self.total += 1;
+    }
+}
+
+/// Every UTC hour from `from`'s to `to`'s (`YYYY-MM-DDTHH`), at most `max`.
+fn hours(from: DateTime<Utc>, to: DateTime<Utc>, max: usize) -> Vec<String> {
+    let Ok(mut hour) = from.duration_trunc(Duration::hours(1)) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    while hour <= to && out.len() < max {
+        out.push(hour.format("%Y-%m-%dT%H").to_string());
+        hour += Duration::hours(1);
+    }
+    out
+}
+
+/// The most hours drawn (30 days).
+const MAX_HOURS: usize = 24 * 31;
+
+/// The chart over `from`..`to`, with `note` under it (e.g. that it counts only the newest rows).
+pub fn render(counts: &Hours, from: DateTime<Utc>, to: DateTime<Utc>, note: &str) -> String {
+    let hours = hours(from, to, MAX_HOURS);
+    let (width, height, left, bottom) = (960.0_f64, 220.0_f64, 48.0_f64, 28.0_f64);
+    let plot_w = width - left - 8.0;
+    let plot_h = height - bottom - 8.0;
+    let peak = hours
+        .iter()
+        .filter_map(|h| counts.counts.get(h))
+        .map(|c| c.iter().sum::<u64>())
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    let bar = plot_w / hours.len().max(1) as f64;
+    let mut svg = format!(
+        r#"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" role="img" aria-labelledby="chart-title" class="chart"><title id="chart-title">Events per hour, stacked by outcome: {} events, at most {peak} in one hour</title>"#,
+        counts.total
+    );
+    let _ = write!(
+        svg,
+        r##"<line x1="{left}" y1="8" x2="{left}" y2="{y}" stroke="#57606a"/><line x1="{left}" y1="{y}" x2="{x}" y2="{y}" stroke="#57606a"/><text x="{tx}" y="16" text-anchor="end" font-size="12">{peak}</text><text x="{tx}" y="{y}" text-anchor="end" font-size="12">0</text>"##,
+        y = 8.0 + plot_h,
+        x = left + plot_w,
+        tx = left - 4.0,
+    );
+    for (i, hour) in hours.iter().enumerate() {
+        let Some(c) = counts.counts.get(hour) else {
+            continue;
+        };
+        let x = left + i as f64 * bar;
+        let mut y = 8.0 + plot_h;
+        let words: Vec<String> = STACK
+            .iter()
+            .zip(c)
+            .filter(|(_, n)| **n > 0)
+            .map(|((name, _), n)| format!("{n} {name}"))
+            .collect();
+        let _ = write!(svg, "<g><title>{hour}:00 UTC: {}</title>", words.join(", "));
+        for ((_, fill), n) in STACK.iter().zip(c) {
+            if *n == 0 {
+                continue;
+            }
+            let h = plot_h * *n as f64 / peak as f64;
+            y -= h;
+            let _ = write!(
+                svg,
+                r#"<rect x="{x:.2}" y="{y:.2}" width="{w:.2}" height="{h:.2}" fill="{fill}"/>"#,
+                w = (bar - 0.5).max(0.5)
+            );
+        }
+        svg.push_str("</g>");
+    }
+    if let (Some(first), Some(last)) = (hours.first(), hours.last()) {
+        let _ = write!(
+            svg,
+            r#"<text x="{left}" y="{y}" font-size="12">{first}:00</text><text x="{x}" y="{y}" font-size="12" text-anchor="end">{last}:00 UTC</text>"#,
+            y = height - 6.0,
+            x = left + plot_w,
+        );
+    }
+    svg.push_str("</svg>");
+    let mut totals = [0u64; 4];
+    for c in counts.counts.values() {
+        for (t, n) in totals.iter_mut().zip(c) {
+            *t += n;
+        }
+    }
+    let mut legend = String::from(r#"<ul class="legend">"#);
+    for ((name, fill), n) in STACK.iter().zip(totals) {
+        let _ = write!(
+            legend,
+            r#"<li><svg width="12" height="12" aria-hidden="true"><rect width="12" height="12" fill="{fill}"/></svg> {name}: {n}</li>"#
+        );
+    }
+    legend.push_str("</ul>");
+    let mut table = String::from(
+        r#"<details><summary>Counts per hour</summary><div class="table-wrap"><table class="rows"><thead><tr><th scope="col">Hour (UTC)</th><th scope="col">success</th><th scope="col">failure</th><th scope="col">unknown</th><th scope="col">none</th></tr></thead><tbody>"#,
+    );
+    for (hour, c) in &counts.counts {
+        let _ = write!(
+            table,
+            "<tr><td>{}:00</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            escape(hour),
+            c[0],
+            c[1],
+            c[2],
+            c[3]
+        );
+    }
+    table.push_str("</tbody></table></div></details>");
+    let note = if note.is_empty() {
+        String::new()
+    } else {
+        format!(r#"<p class="note">{}</p>"#, escape(note))
+    };
+    format!(
+        r#"<figure class="chart-box"><figcaption>Events per hour, stacked by outcome ({} events)</figcaption>{svg}{legend}{note}{table}</figure>"#,
+        counts.total
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(text: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(text).unwrap().to_utc()
+    }
+
+    #[test]
+    fn hours_are_counted_by_outcome_and_said_in_words_too() {
+        let mut counts = Hours::default();
+        counts.add("2026-11-24T10:15:00.000Z", "success");
+        counts.add("2026-11-24T10:59:59.999Z", "failure");
+        counts.add("2026-11-24T10:00:00.000Z", "failure");
+        counts.add("2026-11-24T12:00:00.000Z", "");
+        let html = render(
+            &counts,
+            at("2026-11-24T09:30:00Z"),
+            at("2026-11-24T12:30:00Z"),
+            "",
+        );
+        assert!(
+            html.contains("<title>2026-11-24T10:00 UTC: 1 success, 2 failure</title>"),
+            "{html}"
+        );
+        assert!(
+            html.contains("<title>2026-11-24T12:00 UTC: 1 none</title>"),
+            "{html}"
+        );
+        assert!(html.contains("failure: 2</li>"), "{html}");
+        assert!(html.contains("<td>2026-11-24T10:00</td><td>1</td><td>2</td><td>0</td><td>0</td>"));
+        assert!(
+            html.contains("2026-11-24T09:00</text>"),
+            "from the first hour: {html}"
+        );
+        assert!(html.contains("(4 events)"));
+        assert_eq!(
+            html.matches("<rect x=").count(),
+            3,
+            "three segments in two bars"
+        );
+    }
+
+    #[test]
+    fn thirty_days_are_at_most_a_bar_per_hour() {
+        assert_eq!(
+            hours(
+                at("2026-10-25T12:00:00Z"),
+                at("2026-11-24T12:00:00Z"),
+                MAX_HOURS
+            )
+            .len(),
+            30 * 24 + 1
+        );
+    }
+}
