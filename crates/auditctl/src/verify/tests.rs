@@ -4,7 +4,10 @@
 //! concerns, and nothing on a trail as sealed.
 
 use audit_model::archive::{ObjectKind, Period, PeriodLength};
-use audit_model::digest::{Digest, ProblemKind, SealedDigest, digest_key};
+use audit_model::digest::{
+    Digest, LateObject, ProblemKind, SealedDigest, UnattestedObject, digest_key,
+    digest_key_alternate, hex, sha256,
+};
 use audit_model::line::item_line;
 use audit_model::message::canonical_time;
 use chrono::{DateTime, Duration, Utc};
@@ -12,7 +15,9 @@ use serde_json::{Map, Value, json};
 
 use super::Settings;
 use super::key::TrustedKey;
-use super::memory::{MemoryArchive, MemoryTable, TestKey, put_digest, seal, write_object};
+use super::memory::{
+    MemoryArchive, MemoryTable, TestKey, digest_of, put_digest, put_digest_at, seal, write_object,
+};
 use super::ports::TableItem;
 use super::report::{Problem, Summary};
 use super::walk::verify;
@@ -101,17 +106,45 @@ impl World {
         )
     }
 
-    /// A tamper object at `at`; its key.
-    fn tamper(&mut self, at: DateTime<Utc>) -> String {
+    /// A tamper object at `at` with one stream record of `event` (MODIFY or REMOVE) on the
+    /// item `id`; its key.
+    fn tamper(&mut self, at: DateTime<Utc>, id: &str, event: &str) -> String {
         self.sequence += 10;
+        let line = json!({
+            "approximateCreationDateTime": canonical_time(at),
+            "eventID": format!("event-{}", self.sequence),
+            "eventName": event,
+            "keys": {"auditTime": canonical_time(at), "messageId": id},
+            "newImage": null,
+            "oldImage": {"messageId": id},
+            "sequenceNumber": self.sequence.to_string(),
+            "userIdentity": null
+        })
+        .to_string();
         write_object(
             &self.archive,
             ObjectKind::Tamper,
             at,
             length(),
             self.sequence,
-            &[r#"{"eventName":"MODIFY","keys":{"messageId":"m"}}"#.to_owned()],
+            &[line],
         )
+    }
+
+    /// Seals the next period (after the last sealed) with its digest edited by `edit` before it
+    /// is signed; the digest.
+    fn seal_next_with(&mut self, edit: impl FnOnce(&mut Digest)) -> Digest {
+        let next = match &self.sealed {
+            Some((p, _)) => p.next(),
+            None => period(at(START)),
+        };
+        let previous = self.sealed.as_ref().map(|(_, d)| d.clone());
+        let mut digest = digest_of(&self.archive, BUCKET, next, previous.as_ref(), &self.key);
+        edit(&mut digest);
+        digest.events = digest.objects.iter().map(|o| o.events).sum();
+        let sealed = put_digest(&self.archive, next, &digest, &self.key);
+        self.sealed = Some((next, sealed));
+        digest
     }
 
     /// Seals every period from the one after the last sealed (or `START`'s) to `until`'s.
@@ -181,7 +214,6 @@ fn trail() -> (World, Vec<String>) {
         let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
         keys.push(world.events(&ids, when, when + Duration::seconds(2)));
     }
-    keys.push(world.tamper(base + Duration::minutes(10) + Duration::seconds(40)));
     world.seal_through(base + Duration::minutes(19));
     (world, keys)
 }
@@ -223,8 +255,15 @@ async fn a_trail_as_sealed_holds_over_many_periods_empty_ones_included() {
     assert_eq!(summary.periods, 20);
     assert_eq!(summary.sealed, 20);
     assert_eq!(summary.empty, 11);
-    assert_eq!((summary.trail_objects, summary.tamper_objects), (9, 1));
-    assert_eq!((summary.trail_events, summary.tamper_events), (27, 1));
+    assert_eq!((summary.trail_objects, summary.tamper_objects), (9, 0));
+    assert_eq!((summary.trail_events, summary.tamper_events), (27, 0));
+    assert_eq!(
+        summary.chain,
+        format!(
+            "trusted from {}: the chain's first digest (previous null)",
+            digest_key(period(at(START)))
+        )
+    );
     let table = summary.table.clone().unwrap();
     assert_eq!(table.archived_compared, 27);
     assert_eq!((table.items, table.items_archived), (27, 27));
@@ -499,11 +538,12 @@ async fn an_object_slipped_into_a_sealed_period_is_not_in_its_digest_whatever_it
         .table
         .remove("forged", &canonical_time(at("2026-11-22T10:03:10Z")));
     let problems = world.problems("2026-11-22T10:59:59Z", false).await;
-    let not_in_digest: Vec<_> = problems
+    let mut not_in_digest: Vec<_> = problems
         .iter()
         .filter(|(kind, _)| *kind == ProblemKind::ObjectNotInDigest)
         .map(|(_, key)| key.as_str())
         .collect();
+    not_in_digest.sort();
     assert_eq!(
         not_in_digest,
         [
@@ -615,32 +655,65 @@ async fn a_deleted_first_digest_still_starts_the_chain() {
 }
 
 #[tokio::test]
-async fn digests_removed_for_good_from_the_chains_start_leave_a_link_to_nothing() {
+async fn digests_removed_for_good_from_the_chains_start_break_it_unless_the_retention_let_them_expire()
+ {
     let (world, _) = trail();
     for minute in 0..2 {
         let key = digest_key(period(at(START) + Duration::minutes(minute)));
         let (version, _) = current(&world.archive, &key);
         world.archive.remove_version(&key, &version);
     }
-    let settings = world.settings(START, END, at(END) + Duration::hours(1));
+    let first = digest_key(period(at("2026-11-22T10:02:00Z")));
+    let gone = digest_key(period(at("2026-11-22T10:01:00Z")));
+    // Within the retention (or with none): the chain is broken, and the objects of the periods
+    // left without a digest are not sealed.
+    world.archive.set_default_retention(Some(1));
+    for retention in [Some(1), None] {
+        world.archive.set_default_retention(retention);
+        let settings = world.settings(START, END, at(END) + Duration::hours(1));
+        let (problems, summary) = world.verify(&settings, false).await;
+        assert_eq!(summary.before_trail, 2);
+        assert_eq!(
+            problems
+                .iter()
+                .map(|p| (p.kind, p.subject.clone()))
+                .collect::<Vec<_>>(),
+            [
+                (ProblemKind::ChainBroken, first.clone()),
+                (ProblemKind::TrailNotSealed, digest_key(period(at(START)))),
+                (ProblemKind::TrailNotSealed, gone.clone()),
+            ]
+        );
+        let expected = match retention {
+            Some(_) => "retention of 1 days keeps it until",
+            None => "no default Object Lock retention",
+        };
+        assert!(problems[0].detail.contains(&gone), "{}", problems[0].detail);
+        assert!(
+            problems[0].detail.contains(expected),
+            "{}",
+            problems[0].detail
+        );
+        assert!(
+            problems[1]
+                .detail
+                .contains("before the chain's first digest"),
+            "{}",
+            problems[1].detail
+        );
+        assert!(summary.chain.contains("chain broken"), "{}", summary.chain);
+    }
+    // Past the retention, their expiry is lawful: the chain is trusted from the first digest
+    // left, and a range from it holds.
+    world.archive.set_default_retention(Some(1));
+    let settings = world.settings("2026-11-22T10:02:00Z", END, at(END) + Duration::days(2));
     let (problems, summary) = world.verify(&settings, false).await;
-    assert_eq!(summary.before_trail, 2);
+    assert_eq!(problems, []);
     assert_eq!(
-        problems
-            .iter()
-            .map(|p| (p.kind, p.subject.clone()))
-            .collect::<Vec<_>>(),
-        [(
-            ProblemKind::ChainBroken,
-            digest_key(period(at("2026-11-22T10:02:00Z")))
-        )]
-    );
-    assert!(
-        problems[0]
-            .detail
-            .contains("the digests before it are gone"),
-        "{}",
-        problems[0].detail
+        summary.chain,
+        format!(
+            "trusted from {first}: its predecessor {gone} is older than the bucket's Object Lock retention of 1 days and may have expired lawfully"
+        )
     );
 }
 
@@ -735,7 +808,7 @@ async fn an_item_in_the_table_is_looked_for_where_it_can_have_been_archived() {
         base + Duration::minutes(4),
         now - Duration::seconds(30),
     ));
-    // Written before the chain started: never archived, not a problem.
+    // Written before the chain started: never archived, so the trail is not sealed there.
     world.table.put(world.item(
         "old",
         base + Duration::minutes(1),
@@ -751,9 +824,18 @@ async fn an_item_in_the_table_is_looked_for_where_it_can_have_been_archived() {
             .map(|p| (p.kind, p.subject.as_str()))
             .collect::<Vec<_>>(),
         [
+            (
+                ProblemKind::TrailNotSealed,
+                digest_key(period(base - Duration::hours(1))).as_str()
+            ),
             (ProblemKind::ItemNotArchived, "lost"),
             (ProblemKind::ItemNotArchived, "lost-backfill"),
         ]
+    );
+    assert!(
+        problems[0].detail.contains("messageId old"),
+        "{}",
+        problems[0].detail
     );
     let table = summary.table.unwrap();
     assert_eq!(table.items, 6);
