@@ -289,6 +289,33 @@ mod tests {
     }
 
     #[test]
+    fn each_line_gives_the_key_of_its_record_and_a_line_that_is_none_gives_none() {
+        let trail = gzip(
+            "{\"auditText\":\"x\",\"auditTime\":\"2026-11-22T10:00:00.000Z\",\"messageId\":\"m-1\"}\nnot json\n",
+        );
+        let mut reader = ContentReader::new(false, Some(ObjectKind::Trail));
+        reader.update(&trail);
+        let content = reader.finish();
+        assert_eq!(content.lines, 2);
+        assert_eq!(
+            content.keys,
+            [LineKey {
+                key: key_hash("m-1", "2026-11-22T10:00:00.000Z"),
+                message_id: "m-1".into()
+            }]
+        );
+        let tamper =
+            br#"{"eventID":"e-1","eventName":"MODIFY","keys":{"auditTime":"t","messageId":"m-1"}}"#;
+        let key = line_key(ObjectKind::Tamper, tamper).unwrap();
+        assert_eq!(&*key.message_id, "m-1");
+        // A stream record is never taken for a trail event, nor one record for another.
+        assert_ne!(key.key, key_hash("m-1", "t"));
+        let other = br#"{"eventID":"e-2","keys":{"messageId":"m-1"}}"#;
+        assert_ne!(line_key(ObjectKind::Tamper, other).unwrap().key, key.key);
+        assert_eq!(line_key(ObjectKind::Tamper, br#"{"keys":{}}"#), None);
+    }
+
+    #[test]
     fn bytes_that_are_not_gzip_are_hashed_and_said_unreadable() {
         let content = read_in_chunks(b"plain text\nnot gzip\n", 4, true);
         assert_eq!(content.sha256, sha256(b"plain text\nnot gzip\n"));

@@ -180,6 +180,18 @@ pub async fn chain_start<A: Archive>(
             && let Some(loaded) = loaded_from(archive, &first.key, alternate, &done).await?
         {
             let judged = judge(&loaded, period, bucket, key);
+            // Signed, but of another length: the digests are the archiver's, the flag is not.
+            if let Some(digest) = &judged.digest
+                && judged.signed
+                && digest.period_seconds != length.seconds()
+                && digest.bucket == bucket
+            {
+                return Err(TrailError::PeriodMismatch {
+                    key: loaded.key,
+                    found: digest.period_seconds,
+                    given: length.seconds(),
+                });
+            }
             match judged.digest {
                 Some(digest) if judged.problems.is_empty() => {
                     start.first = Some((period, loaded, digest));
