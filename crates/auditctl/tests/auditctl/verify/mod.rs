@@ -689,7 +689,8 @@ async fn verify_never_passes_a_trail_with_data_and_no_digest() {
         assert!(periods.contains(key.as_str()), "{key}\n{out}");
     }
     assert!(
-        summary_line(&out, "chain ").contains(&format!("none: the bucket {BUCKET} holds no digest")),
+        summary_line(&out, "chain ")
+            .contains(&format!("none: the bucket {BUCKET} holds no digest")),
         "{out}"
     );
     assert!(
@@ -724,14 +725,7 @@ async fn verify_reports_a_planted_earlier_digest_and_every_tamper_record_and_tru
     // digest key.
     let other = create_key(&stack.kms).await;
     let planted = stack.period(-5);
-    let digest = Digest::new(
-        BUCKET,
-        planted,
-        Utc::now(),
-        vec![],
-        None,
-        &stack.key,
-    );
+    let digest = Digest::new(BUCKET, planted, Utc::now(), vec![], None, &stack.key);
     stack.put_digest(planted, &digest, &other, true).await;
 
     let env = stack.env();
@@ -778,7 +772,8 @@ async fn verify_takes_a_predecessor_older_than_the_buckets_retention_as_expired_
     let mut old = Stack::started_ago(2 * 86_400).await;
     for n in 0..4 {
         let at = DateTime::from_timestamp(old.period(n).start + 3, 0).unwrap();
-        old.put_object(ObjectKind::Trail, at, &["{}".to_owned()]).await;
+        old.put_object(ObjectKind::Trail, at, &["{}".to_owned()])
+            .await;
     }
     old.seal_from(2, Some(gone(&old)), &[]).await;
     let from = old.period(2).start;
