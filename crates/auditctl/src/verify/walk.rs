@@ -444,12 +444,16 @@ impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
         }
         if let Some((p, linked)) = self.first_in_range.take() {
             if p == period {
-                self.summary.chain = match linked {
-                    Some(before) => format!(
+                self.summary.chain = match (judged[chosen].signed, linked) {
+                    (false, _) => format!(
+                        "not trusted: the range's first period's digest {} is not validly signed",
+                        loaded.key
+                    ),
+                    (true, Some(before)) => format!(
                         "trusted from {}: the range's first period; its link to {before} checked",
                         loaded.key
                     ),
-                    None => format!(
+                    (true, None) => format!(
                         "trusted from {}: the range's first period; the period before it has no digest signed by the digest key to check its link against",
                         loaded.key
                     ),
@@ -484,12 +488,13 @@ impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
         let newer = digests::check_newer(self.archive, loaded, self.key).await?;
         self.report_all(newer)?;
         let digest_key = loaded.key.clone();
-        self.previous = Some(Before::of(
-            &candidates,
-            period,
-            &self.settings.bucket,
-            self.key,
-        ));
+        self.previous = Some(Before {
+            digests: candidates
+                .iter()
+                .zip(&judged)
+                .map(|(l, j)| (l.sealed(), j.signed))
+                .collect(),
+        });
         match checked.digest {
             Some(digest) => {
                 self.summary.sealed += 1;
