@@ -46,6 +46,7 @@ pub async fn verify<A: Archive, T: Table, O: Observer>(
         summary: Summary::default(),
         table: table.map(|t| TableCheck::new(t, settings.now.timestamp())),
         genesis: None,
+        retention: None,
         reported_at_start: HashSet::new(),
         previous: None,
         first_in_range: None,
@@ -69,6 +70,8 @@ struct Walk<'a, A, T, O> {
     table: Option<TableCheck<'a, T>>,
     /// The period of the chain's first digest.
     genesis: Option<Period>,
+    /// The bucket's default Object Lock retention in days.
+    retention: Option<u32>,
     /// Digest keys reported while looking for the chain's start (not reported again).
     reported_at_start: HashSet<String>,
     /// The previous period's digests, when it has any.
@@ -179,6 +182,9 @@ impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
     /// the range's first period, linked to the digest before the range.
     async fn chain_start(&mut self, first: Period, last: Period) -> Result<(), TrailError> {
         let length = self.settings.length;
+        // Read first, once: a reader that may not read it learns so at once, not only on the
+        // day the chain's start has expired.
+        self.retention = self.archive.default_retention_days().await?;
         let start =
             digests::chain_start(self.archive, self.key, &self.settings.bucket, length).await?;
         for problem in start.problems {
@@ -250,7 +256,7 @@ impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
                 first.key
             ));
         };
-        let retention = self.archive.default_retention_days().await?;
+        let retention = self.retention;
         let now = self.settings.now.timestamp();
         // Written no earlier than its period could be sealed; kept at least the retention after.
         let kept_until = retention.map(|days| gone.sealable_at() + i64::from(days) * 86_400);
