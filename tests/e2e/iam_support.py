@@ -267,6 +267,14 @@ def _patch_moto(aws_errors: bool) -> None:
         if query in key_actions[method]:
             raise RuntimeError(f"this moto maps {method} ?{query} itself: drop the patch in tests/e2e/iam_support.py")
         key_actions[method][query] = action
+    # A bucket's: IAM authorizes GET ?object-lock (GetObjectLockConfiguration, which auditctl
+    # verify calls for the default retention) as s3:GetBucketObjectLockConfiguration, where moto
+    # falls back to the method's default, s3:ListBucket.
+    bucket_actions = s3_responses.ACTION_MAP["BUCKET"]
+    for method, query, action in [("GET", "object-lock", "GetBucketObjectLockConfiguration")]:
+        if query in bucket_actions[method]:
+            raise RuntimeError(f"this moto maps {method} ?{query} itself: drop the patch in tests/e2e/iam_support.py")
+        bucket_actions[method][query] = action
 
     original_permitted = access_control.IAMRequestBase.check_action_permitted
 

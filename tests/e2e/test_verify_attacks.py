@@ -22,7 +22,15 @@ its kind and key, and nothing else reported:
   `signature invalid`);
 - a period's digest missing from the chain as the stack can leave it: the schedule stops, so a
   due period is never sealed. Within `--grace` it is "not sealed yet" (counted, not a problem);
-  past it, `digest missing`.
+  past it, `digest missing`;
+- the table's attacks are tampering too: the archiver archived the update and the delete as
+  tamper records, each an `item modified`.
+
+Then the insider's attacks of issue 24 (SPEC "Against an insider"), each on a stack of its own:
+tampering that is undone (an item changed and changed back: `item modified`, not a pass), a
+digest key planted before the chain's first (reported, never the chain's start), an item the
+stream delivered late (archived late, counted, not a problem), and a trail whose sealing never
+worked (`trail not sealed`, exit 1).
 
 Every verdict comes from what `verify` prints after the waits on the stack's own states
 (`wait_drained`, `wait_archived`, `wait_sealed`, a digest listed or absent); the only waits on
@@ -46,7 +54,8 @@ from local.harness import LocalSystem, _client, digest_key
 ROOT = Path(__file__).resolve().parents[2]
 
 KINDS = ("digest missing", "chain broken", "signature invalid", "object changed", "object missing",
-         "object not in digest", "item changed", "item missing", "item not archived")
+         "object not in digest", "object not attested", "event duplicated", "trail not sealed",
+         "item changed", "item modified", "item missing", "item not archived")
 
 # Events per burst: each burst lands in its own period(s).
 BURSTS = (6, 6, 8)
@@ -301,6 +310,8 @@ def test_verify_passes_on_the_stacks_trail_then_reports_each_attack_with_its_kin
     expected = sorted([
         ("item changed", changed_id),
         ("item missing", deleted_id),
+        ("item modified", changed_id),
+        ("item modified", deleted_id),
         ("object changed", overwritten["Key"]),
         ("object missing", hidden["Key"]),
         ("object not in digest", slipped),
@@ -329,5 +340,135 @@ def test_verify_passes_on_the_stacks_trail_then_reports_each_attack_with_its_kin
     assert f"events    {events + tamper_events} checked ({events} trail, {tamper_events} tamper)" in out, out
     assert f"items     {events} archived events looked up in the table (0 expired by TTL); {events - 1} items in " \
            f"the range compared with the archive: {events - 1} archived, 0 not archived yet" in out, out
-    assert "problems  10 (2 digest missing, 3 signature invalid, 1 object changed, 1 object missing, " \
-           "1 object not in digest, 1 item changed, 1 item missing)" in out, out
+    assert "problems  12 (2 digest missing, 3 signature invalid, 1 object changed, 1 object missing, " \
+           "1 object not in digest, 1 item changed, 2 item modified, 1 item missing)" in out, out
+
+
+def _fnv1a_32(text: str) -> int:
+    h = 2166136261
+    for byte in text.encode():
+        h = ((h ^ byte) * 16777619) & 0xFFFFFFFF
+    return h
+
+
+def audit_bucket(message_id: str, audit_time: str) -> str:
+    """SPEC "The item written": the UTC day and FNV-1a 32 of the messageId, modulo 32."""
+    return f"{audit_time[:10]}#{_fnv1a_32(message_id) % 32:02d}"
+
+
+def summary_line(output: str, name: str) -> str:
+    return next((line for line in output.splitlines() if line.startswith(name)), "")
+
+
+def wait_genesis(s3, bucket: str) -> int:
+    """The chain's first digest, sealed by the schedule's first run."""
+    end = time.monotonic() + 60
+    while not digest_periods(s3, bucket):
+        assert time.monotonic() < end, "the schedule sealed no first digest"
+        time.sleep(0.5)
+    return digest_periods(s3, bucket)[0]
+
+
+def test_verify_reports_undone_tampering_and_a_planted_first_digest_and_counts_a_late_item(system, auditctl):
+    s3 = _client("s3", system.endpoint)
+    kms = _client("kms", system.endpoint)
+    ddb = system.ddb
+    bucket = system.stack.archive_bucket.name
+    table = system.stack.table_name
+    P = system.digest_period
+    genesis = wait_genesis(s3, bucket)
+    wait_until(genesis + 3 * P)
+    send_burst(system, 3, "u")
+
+    # Undone tampering: an item changed behind the function's back, then changed back. The table
+    # holds what was archived again; the two MODIFY records are archived as tamper records.
+    [victim] = [i for i in system.scan_table() if i["auditText"] == "verified event u0"]
+    key = {"messageId": {"S": victim["messageId"]}, "auditTime": {"S": victim["auditTime"]}}
+    for actor in ("mallory", victim["actor"]):
+        ddb.update_item(TableName=table, Key=key, UpdateExpression="SET actor = :a",
+                        ExpressionAttributeValues={":a": {"S": actor}})
+    assert system.wait_archived(120), "the tamper records were not archived"
+
+    # An item the stream delivered late: written (receivedAt) just after the chain began, before
+    # the burst, and archived only now.
+    received = genesis + P + 1
+    assert time.time() - received > 25
+    late_id, late_time = "late-1", iso(received)
+    ddb.put_item(TableName=table, Item={
+        "messageId": {"S": late_id}, "auditTime": {"S": late_time},
+        "auditBucket": {"S": audit_bucket(late_id, late_time)}, "auditText": {"S": "delivered late"},
+        "receivedAt": {"S": late_time}})
+    assert system.wait_archived(120), "the late item was not archived"
+    done = time.time()
+    assert system.wait_sealed(done, 120), "the last archive write's period was not sealed"
+
+    # The late item alone: not where --archive-lag looks (10 s), found later, counted.
+    run = verify(auditctl, system, "--from", iso(received - 1), "--to", iso(received + 1), "--table",
+                 "--archive-lag", "10")
+    out = run.stdout
+    assert run.returncode == 0, out + run.stderr
+    assert problems(out) == [], out
+    assert "1 items in the range compared with the archive: 1 archived" in out, out
+    assert summary_line(out, "items ").endswith("; 1 archived late"), out
+
+
+    # A digest key planted three periods before the chain's first, signed by another key in the
+    # name of the digest key (the attacker removes the bucket policy first).
+    s3.delete_bucket_policy(Bucket=bucket)
+    planted_period = genesis - 3 * P
+    planted = digest_key(planted_period)
+    body = {"format": "audit-receiver-digest/1", "bucket": bucket,
+            "periodStart": datetime.fromtimestamp(planted_period, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "periodEnd": datetime.fromtimestamp(planted_period + P, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "periodSeconds": P, "sealedAt": iso(time.time()), "objects": [], "events": 0, "previous": None,
+            "keyId": system.stack_env()["DIGEST_KEY_ID"], "signingAlgorithm": "ECDSA_SHA_256"}
+    data = json.dumps(body, separators=(",", ":")).encode()
+    message = "\n".join(["audit-receiver-digest/1", body["periodEnd"], f"{bucket}/{planted}",
+                         hashlib.sha256(data).hexdigest(), "null"]).encode()
+    other = kms.create_key(KeySpec="ECC_NIST_P256", KeyUsage="SIGN_VERIFY")["KeyMetadata"]["Arn"]
+    signature = kms.sign(KeyId=other, Message=message, MessageType="RAW",
+                         SigningAlgorithm="ECDSA_SHA_256")["Signature"]
+    s3.put_object(Bucket=bucket, Key=planted, Body=data, ChecksumAlgorithm="SHA256",
+                  Metadata={"signature": signature.hex(), "signature-algorithm": "ECDSA_SHA_256"})
+    assert digest_periods(s3, bucket)[0] == planted_period
+
+    # One run from the planted period to the last write: the tampering, the planted key, and
+    # nothing else (no digest missing between the planted key and the chain's first digest).
+    last = int(done) // P * P
+    run = verify(auditctl, system, "--from", iso(planted_period), "--to", iso(last + P - 0.001), "--table")
+    out = run.stdout
+    assert run.returncode == 1, out + run.stderr
+    assert sorted(problems(out)) == sorted([
+        ("item modified", victim["messageId"]),
+        ("item modified", victim["messageId"]),
+        ("signature invalid", planted),
+    ]), out
+    assert "not the chain's start" in line_of(out, "signature invalid", planted), out
+    assert "whether or not it was restored" in line_of(out, "item modified", victim["messageId"]), out
+    assert summary_line(out, "chain ") == \
+        f"chain     trusted from {digest_key(genesis)}: the chain's first digest (previous null)", out
+    assert ", 3 before the trail, 0 without a usable digest" in out, out
+
+
+def test_verify_never_passes_a_trail_whose_sealing_never_worked(work_dir, auditctl):
+    system = LocalSystem(work_dir, visibility_timeout=2, archiver=True, archive_batching_window=2)
+    system.stack.schedule.enabled = False  # the digest schedule never runs
+    with system:
+        s3 = _client("s3", system.endpoint)
+        bucket = system.stack.archive_bucket.name
+        t0 = time.time()
+        t = send_burst(system, 4, "n")
+        assert system.archive_objects("trail/"), "nothing was archived"
+        assert digest_periods(s3, bucket) == []
+        P = system.digest_period
+        run = verify(auditctl, system, "--from", iso(t0 - P), "--to", iso(t + 1), "--table")
+        out = run.stdout
+        assert run.returncode == 1, out + run.stderr
+        found = problems(out)
+        assert found and all(kind == "trail not sealed" for kind, _ in found), out
+        periods = {period_of_key(o["Key"]) for o in system.archive_objects("trail/")}
+        assert {digest_key(p) for p in periods} <= {subject for _, subject in found}, out
+        assert "holds no digest chain" in out, out
+        assert summary_line(out, "chain ") == \
+            f"chain     none: the bucket {bucket} holds no digest (never sealed, or not the archive: check --bucket)", out
+        assert "problems  none" not in out, out

@@ -82,6 +82,11 @@ pub enum TrailError {
         "digest key {key} cannot check the digests: {detail}; DIGEST_KEY_ID or --key-id must name the stack's AuditDigestKey (stack output AuditDigestKeyArn)"
     )]
     KeyUnsuitable { key: String, detail: String },
+    /// `verify` was given another digest period than the archiver's (its digests say theirs).
+    #[error(
+        "the digest {key}, signed by the digest key, is of {found} s periods, not {given}: set DIGEST_PERIOD_SECONDS or --period-seconds to the archiver's ({found})"
+    )]
+    PeriodMismatch { key: String, found: u32, given: u32 },
     #[error("{0}")]
     Aws(String),
     /// A listing that could not get every message: printed what it got, then this.

@@ -23,23 +23,33 @@ use super::{Context, Failure};
 const VERIFY_HELP: &str = "\
 Walks the digests of every period from the one holding --from to the one holding --to (both
 included; times as for query) and checks:
-  - the chain: every period's digest present (from the chain's first digest on), each linked to
-    the previous period's (the one before the range too), none written over or deleted;
+  - the chain: every period's digest present (from the chain's first digest on: the first digest
+    in the bucket the digest key signed; a key planted before it is reported, never the start),
+    each linked to the previous period's (the one before the range too), none written over or
+    deleted; a digest at an alternate name (p<start>-<n>.json) is followed where the next digest
+    links to it;
   - each digest's signature, with the public key of DIGEST_KEY_ID fetched from KMS (never taken
     from next to the digest), and its fields (period, bucket, events);
-  - each object it lists: that version's SHA-256, size and events (lines after gunzip);
+  - each object it lists: that version's SHA-256, size and events (lines after gunzip), and no
+    record (event, or tamper record) in two listed objects of the range;
   - that no listed object was overwritten (a newer version) or deleted (a delete marker), and that
-    no other object sits in a sealed period's place or in the range's partitions.
+    no other object sits in a sealed period's place or in the range's partitions (unless a later
+    digest lists it as late: counted); each object a digest lists as unattested is reported;
+  - every tamper record (a MODIFY, or a REMOVE not by TTL) of the range: the item was tampered
+    with, even if it was restored since.
 With --table it also compares the table with the archive: every archived event of the range's
 periods is still in the table unchanged (unless expired by TTL), and every item with auditTime in
 the range is among the archived events (looked for in the periods after its receivedAt, up to
---archive-lag later).
+--archive-lag later, then up to 24 hours and 15 minutes later: archived late, counted).
 
 Each problem is printed as it is found, one line each: KIND  KEY-OR-MESSAGE-ID  DETAIL, with KIND
 one of: digest missing, chain broken, signature invalid, object changed, object missing, object
-not in digest, item changed, item missing, item not archived. A summary of what was checked
-follows. A period whose digest is absent less than --grace after it could be sealed is \"not sealed
-yet\" (counted, not a problem); periods before the chain's first digest are \"before the trail\".
+not in digest, object not attested, event duplicated, trail not sealed, item changed, item
+modified, item missing, item not archived. A summary follows: the digest the chain is trusted
+from and why, then what was checked. A period whose digest is absent less than --grace after it
+could be sealed is \"not sealed yet\" (counted, not a problem); periods before the chain's first
+digest are \"before the trail\": a problem (trail not sealed) when they hold objects or items, so
+that a trail never sealed, or a wrong --bucket or --period-seconds, never passes.
 
 Memory: one period's objects at a time (without --table); with --table also about 40 bytes per
 archived event of the range (a 16-byte key in a set).

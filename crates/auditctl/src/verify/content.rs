@@ -1,15 +1,73 @@
 //! Owns reading one archive object's bytes as `verify` checks them, chunk by chunk as they arrive:
 //! the SHA-256 and size of the bytes as stored, and the JSON lines after gunzip (counted, and kept
-//! when the table is compared). Must not know digests, S3 or the table.
+//! when the table is compared), and the key of each line's record (to find a record archived
+//! twice). Must not know digests or S3.
 
+use std::borrow::Cow;
 use std::io::Write;
+
+use audit_model::archive::ObjectKind;
+use serde::Deserialize;
 
 use aws_lc_rs::digest::{Context, SHA256};
 use flate2::write::MultiGzDecoder;
 use futures::StreamExt;
 
 use super::ports::Fetched;
+use super::table::key_hash;
 use crate::TrailError;
+
+/// The record a line holds, for finding one archived twice: a trail line's event (`messageId`
+/// and `auditTime`, [`key_hash`]) or a tamper line's stream record (its `eventID`), and the
+/// `messageId` it concerns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LineKey {
+    pub key: u128,
+    pub message_id: Box<str>,
+}
+
+#[derive(Deserialize)]
+struct TrailFields<'a> {
+    #[serde(rename = "messageId", borrow)]
+    message_id: Cow<'a, str>,
+    #[serde(rename = "auditTime", borrow)]
+    audit_time: Cow<'a, str>,
+}
+
+#[derive(Deserialize)]
+struct TamperKeys<'a> {
+    #[serde(rename = "messageId", borrow)]
+    message_id: Cow<'a, str>,
+}
+
+#[derive(Deserialize)]
+struct TamperFields<'a> {
+    #[serde(rename = "eventID", borrow)]
+    event_id: Cow<'a, str>,
+    #[serde(borrow)]
+    keys: TamperKeys<'a>,
+}
+
+/// The key of one line of an object of `kind`; `None` for a line that is not such a record.
+pub fn line_key(kind: ObjectKind, line: &[u8]) -> Option<LineKey> {
+    match kind {
+        ObjectKind::Trail => {
+            let fields: TrailFields = serde_json::from_slice(line).ok()?;
+            Some(LineKey {
+                key: key_hash(&fields.message_id, &fields.audit_time),
+                message_id: fields.message_id.into(),
+            })
+        }
+        ObjectKind::Tamper => {
+            let fields: TamperFields = serde_json::from_slice(line).ok()?;
+            // Apart from every trail key: a newline never starts an auditTime.
+            Some(LineKey {
+                key: key_hash(&fields.event_id, "\ntamper"),
+                message_id: fields.keys.message_id.into(),
+            })
+        }
+    }
+}
 
 /// The longest line kept: an item is at most 400 KB, and its JSON line not much more. A longer
 /// "line" is not an archived event; the object is then unreadable (its bytes are still hashed).
@@ -24,6 +82,8 @@ pub struct Content {
     pub lines: u64,
     /// The lines themselves, when asked for.
     pub kept: Vec<String>,
+    /// Each line's record, when asked for (lines that are no record left out).
+    pub keys: Vec<LineKey>,
     /// Why the bytes are not gzip-compressed lines, when they are not (`lines` then counts those
     /// read before).
     pub unreadable: Option<String>,
@@ -44,20 +104,28 @@ struct Lines {
     count: u64,
     keep: bool,
     kept: Vec<String>,
+    /// The kind of records whose keys are taken, when they are.
+    keyed: Option<ObjectKind>,
+    keys: Vec<LineKey>,
 }
 
 impl Lines {
-    fn new(keep: bool) -> Self {
+    fn new(keep: bool, keyed: Option<ObjectKind>) -> Self {
         Self {
             partial: Vec::new(),
             count: 0,
             keep,
             kept: Vec::new(),
+            keyed,
+            keys: Vec::new(),
         }
     }
 
     fn line(&mut self, line: &[u8]) {
         self.count += 1;
+        if let Some(key) = self.keyed.and_then(|kind| line_key(kind, line)) {
+            self.keys.push(key);
+        }
         if self.keep {
             self.kept.push(String::from_utf8_lossy(line).into_owned());
         }
@@ -100,12 +168,13 @@ impl Write for Lines {
 }
 
 impl ContentReader {
-    /// `keep`: keep the lines (for the table), not only count them.
-    pub fn new(keep: bool) -> Self {
+    /// `keep`: keep the lines (for the table), not only count them; `keyed`: take each line's
+    /// record key, reading the lines as records of that kind.
+    pub fn new(keep: bool, keyed: Option<ObjectKind>) -> Self {
         Self {
             hash: Context::new(&SHA256),
             size: 0,
-            decoder: Some(MultiGzDecoder::new(Lines::new(keep))),
+            decoder: Some(MultiGzDecoder::new(Lines::new(keep, keyed))),
             failed: None,
         }
     }
@@ -124,7 +193,7 @@ impl ContentReader {
         if let Some(mut decoder) = self.decoder.take() {
             // The lines counted so far stay with the object: taken from the failed decoder's
             // writer, which is not flushed again.
-            let lines = std::mem::replace(decoder.get_mut(), Lines::new(false));
+            let lines = std::mem::replace(decoder.get_mut(), Lines::new(false, None));
             self.failed = Some((lines, why));
         }
     }
@@ -133,17 +202,17 @@ impl ContentReader {
         let (lines, unreadable) = match self.decoder.take() {
             Some(mut decoder) => match decoder.try_finish() {
                 Ok(()) => (
-                    std::mem::replace(decoder.get_mut(), Lines::new(false)).end(),
+                    std::mem::replace(decoder.get_mut(), Lines::new(false, None)).end(),
                     None,
                 ),
                 Err(error) => (
-                    std::mem::replace(decoder.get_mut(), Lines::new(false)),
+                    std::mem::replace(decoder.get_mut(), Lines::new(false, None)),
                     Some(error.to_string()),
                 ),
             },
             None => match self.failed.take() {
                 Some((lines, why)) => (lines, Some(why)),
-                None => (Lines::new(false), Some("not read".to_owned())),
+                None => (Lines::new(false, None), Some("not read".to_owned())),
             },
         };
         let mut sha256 = [0u8; 32];
@@ -153,14 +222,19 @@ impl ContentReader {
             size: self.size,
             lines: lines.count,
             kept: lines.kept,
+            keys: lines.keys,
             unreadable: unreadable.map(|why| format!("not gzip-compressed JSON lines: {why}")),
         }
     }
 }
 
-/// Reads a fetched version to its end.
-pub async fn read(fetched: Fetched, keep: bool) -> Result<Content, TrailError> {
-    let mut reader = ContentReader::new(keep);
+/// Reads a fetched version to its end (`keep`, `keyed`: as [`ContentReader::new`]).
+pub async fn read(
+    fetched: Fetched,
+    keep: bool,
+    keyed: Option<ObjectKind>,
+) -> Result<Content, TrailError> {
+    let mut reader = ContentReader::new(keep, keyed);
     let mut body = fetched.body;
     while let Some(chunk) = body.next().await {
         reader.update(&chunk?);
@@ -182,7 +256,7 @@ mod tests {
     }
 
     fn read_in_chunks(bytes: &[u8], chunk: usize, keep: bool) -> Content {
-        let mut reader = ContentReader::new(keep);
+        let mut reader = ContentReader::new(keep, None);
         for piece in bytes.chunks(chunk) {
             reader.update(piece);
         }
@@ -212,6 +286,33 @@ mod tests {
         let content = read_in_chunks(&bytes, 3, true);
         assert_eq!(content.lines, 2);
         assert_eq!(content.kept, ["{\"a\":1}", "{\"b\":2}"]);
+    }
+
+    #[test]
+    fn each_line_gives_the_key_of_its_record_and_a_line_that_is_none_gives_none() {
+        let trail = gzip(
+            "{\"auditText\":\"x\",\"auditTime\":\"2026-11-22T10:00:00.000Z\",\"messageId\":\"m-1\"}\nnot json\n",
+        );
+        let mut reader = ContentReader::new(false, Some(ObjectKind::Trail));
+        reader.update(&trail);
+        let content = reader.finish();
+        assert_eq!(content.lines, 2);
+        assert_eq!(
+            content.keys,
+            [LineKey {
+                key: key_hash("m-1", "2026-11-22T10:00:00.000Z"),
+                message_id: "m-1".into()
+            }]
+        );
+        let tamper =
+            br#"{"eventID":"e-1","eventName":"MODIFY","keys":{"auditTime":"t","messageId":"m-1"}}"#;
+        let key = line_key(ObjectKind::Tamper, tamper).unwrap();
+        assert_eq!(&*key.message_id, "m-1");
+        // A stream record is never taken for a trail event, nor one record for another.
+        assert_ne!(key.key, key_hash("m-1", "t"));
+        let other = br#"{"eventID":"e-2","keys":{"messageId":"m-1"}}"#;
+        assert_ne!(line_key(ObjectKind::Tamper, other).unwrap().key, key.key);
+        assert_eq!(line_key(ObjectKind::Tamper, br#"{"keys":{}}"#), None);
     }
 
     #[test]

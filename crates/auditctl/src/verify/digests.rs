@@ -10,17 +10,28 @@
 //! identical copy is not a change. A delete marker on top hides the digest from every reader:
 //! `digest missing`, and the sealed version under it is still checked, so that one deletion is
 //! one problem and not a break of the chain too.
+//!
+//! A period's digest may sit at an alternate name (`…/p<start>-<n>.json`, `digest_key_alternate`)
+//! when its name was taken before the sealer got there: every name of the period is read, the one
+//! validly signed is the period's digest, and every other is reported. The next period's link
+//! names the key it follows.
+//!
+//! The chain starts at the first digest in key order whose signature verifies with the key's
+//! public key (and whose fields are its period's and this bucket's): a key planted before it is
+//! reported, never taken as the start.
+
+use std::collections::BTreeMap;
 
 use audit_model::archive::{Period, PeriodLength, object_prefixes};
 use audit_model::digest::ProblemKind;
 use audit_model::digest::{
-    DIGEST_FORMAT, DIGEST_PREFIX, Digest, SIGNATURE_METADATA, SIGNING_ALGORITHM, SealedDigest,
-    chain_break, hex, parse_digest_key, sha256, signing_string_of, unhex,
+    DIGEST_FORMAT, DIGEST_PREFIX, DIGEST_SUFFIX, Digest, SIGNATURE_METADATA, SIGNING_ALGORITHM,
+    SealedDigest, digest_key, hex, parse_any_digest_key, sha256, signing_string_of, unhex,
 };
 use futures::TryStreamExt;
 
 use super::key::TrustedKey;
-use super::ports::Archive;
+use super::ports::{Archive, Entry};
 use super::report::Problem;
 use crate::TrailError;
 
@@ -28,6 +39,8 @@ use crate::TrailError;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Loaded {
     pub key: String,
+    /// Which of its period's names it is at (0: `digest_key`).
+    pub alternate: u32,
     /// The sealed (oldest) version.
     pub version_id: String,
     pub bytes: Vec<u8>,
@@ -52,14 +65,15 @@ impl Loaded {
     }
 }
 
-/// The digest at `key`: its versions listed, its sealed version read. `None` when the key has no
-/// version (none was written, or it was removed for good).
-pub async fn load<A: Archive>(archive: &A, key: &str) -> Result<Option<Loaded>, TrailError> {
-    let entries: Vec<_> = archive
-        .versions(key.to_owned())
-        .try_filter(|entry| std::future::ready(entry.key == key))
-        .try_collect()
-        .await?;
+/// The digest at `key` from its listed entries (versions and delete markers, newest first): its
+/// sealed version read. `None` when the key has no version (none was written, or it was removed
+/// for good).
+async fn loaded_from<A: Archive>(
+    archive: &A,
+    key: &str,
+    alternate: u32,
+    entries: &[Entry],
+) -> Result<Option<Loaded>, TrailError> {
     let versions: Vec<&str> = entries
         .iter()
         .filter(|e| !e.delete_marker)
@@ -74,6 +88,7 @@ pub async fn load<A: Archive>(archive: &A, key: &str) -> Result<Option<Loaded>, 
     let signature = fetched.metadata.get(SIGNATURE_METADATA).cloned();
     Ok(Some(Loaded {
         key: key.to_owned(),
+        alternate,
         version_id: (*sealed).to_owned(),
         bytes: fetched.bytes().await?,
         signature,
@@ -82,41 +97,134 @@ pub async fn load<A: Archive>(archive: &A, key: &str) -> Result<Option<Loaded>, 
     }))
 }
 
-/// The period of the chain's first digest: the first key under `digest/` that is a digest key of
-/// `length`, whether a version or only a delete marker is left of it (a deleted first digest
-/// still starts the chain). `None` when the bucket holds no digest.
-pub async fn first_digest<A: Archive>(
+/// The digest at `key`, when it has a version.
+pub async fn load<A: Archive>(archive: &A, key: &str) -> Result<Option<Loaded>, TrailError> {
+    let entries: Vec<_> = archive
+        .versions(key.to_owned())
+        .try_filter(|entry| std::future::ready(entry.key == key))
+        .try_collect()
+        .await?;
+    loaded_from(archive, key, 0, &entries).await
+}
+
+/// Every digest of `period` the bucket holds, at its name and its alternate names (one listing),
+/// in alternate order: the name first.
+pub async fn load_period<A: Archive>(
     archive: &A,
-    length: PeriodLength,
-) -> Result<Option<Period>, TrailError> {
-    let mut entries = archive.versions(format!("{DIGEST_PREFIX}dt="));
+    period: Period,
+) -> Result<Vec<Loaded>, TrailError> {
+    let key = digest_key(period);
+    let stem = key.strip_suffix(DIGEST_SUFFIX).unwrap_or(&key).to_owned();
+    let mut by_key: BTreeMap<u32, (String, Vec<Entry>)> = BTreeMap::new();
+    let mut entries = archive.versions(stem);
     while let Some(entry) = entries.try_next().await? {
-        if let Some(period) = parse_digest_key(&entry.key, length) {
-            return Ok(Some(period));
+        if let Some((p, alternate)) = parse_any_digest_key(&entry.key, period.length)
+            && p == period
+        {
+            by_key
+                .entry(alternate)
+                .or_insert_with(|| (entry.key.clone(), Vec::new()))
+                .1
+                .push(entry);
         }
     }
-    Ok(None)
+    drop(entries);
+    let mut loaded = Vec::new();
+    for (alternate, (key, entries)) in by_key {
+        if let Some(digest) = loaded_from(archive, &key, alternate, &entries).await? {
+            loaded.push(digest);
+        }
+    }
+    Ok(loaded)
 }
 
-/// A digest checked: what is wrong with it, and its body when it is one.
+/// Where the chain starts: the first digest in key order that is validly signed by the digest
+/// key and is its period's digest of this bucket, with the problems of every digest key before it
+/// (planted, or not a digest: each `signature invalid` or `chain broken`, none the start).
 #[derive(Debug)]
-pub struct Checked {
+pub struct Start {
+    pub first: Option<(Period, Loaded, Digest)>,
     pub problems: Vec<Problem>,
-    pub digest: Option<Digest>,
+    /// Whether `digest/` holds any key at all (to tell a chain of another period length, or of
+    /// another bucket, from none).
+    pub any_key: bool,
 }
 
-/// Checks the sealed version of `loaded`, the digest of `period`: a digest at all, signed by the
-/// digest key, its fields those of its key, linked to `before` (the previous period's sealed
-/// digest, `None` when it has none). `first`: it is the first digest the bucket holds, which must
-/// start the chain (a link from it names digests that were removed for good, markers and all).
-pub fn check(
-    loaded: &Loaded,
-    period: Period,
-    bucket: &str,
+/// Finds where the chain starts (`Start`), reading `digest/` in key order until a digest stands.
+pub async fn chain_start<A: Archive>(
+    archive: &A,
     key: &TrustedKey,
-    before: Option<&SealedDigest>,
-    first: bool,
-) -> Checked {
+    bucket: &str,
+    length: PeriodLength,
+) -> Result<Start, TrailError> {
+    let mut start = Start {
+        first: None,
+        problems: Vec::new(),
+        any_key: false,
+    };
+    let mut entries = archive.versions(format!("{DIGEST_PREFIX}dt="));
+    let mut group: Vec<Entry> = Vec::new();
+    loop {
+        let next = entries.try_next().await?;
+        if let Some(entry) = &next {
+            start.any_key = true;
+            if group.first().is_none_or(|g| g.key == entry.key) {
+                group.push(entry.clone());
+                continue;
+            }
+        }
+        // A key's entries are all read: judge it.
+        let done = std::mem::take(&mut group);
+        if let Some(first) = done.first()
+            && let Some((period, alternate)) = parse_any_digest_key(&first.key, length)
+            && let Some(loaded) = loaded_from(archive, &first.key, alternate, &done).await?
+        {
+            let judged = judge(&loaded, period, bucket, key);
+            // Signed, but of another length: the digests are the archiver's, the flag is not.
+            if let Some(digest) = &judged.digest
+                && judged.signed
+                && digest.period_seconds != length.seconds()
+                && digest.bucket == bucket
+            {
+                return Err(TrailError::PeriodMismatch {
+                    key: loaded.key,
+                    found: digest.period_seconds,
+                    given: length.seconds(),
+                });
+            }
+            match judged.digest {
+                Some(digest) if judged.problems.is_empty() => {
+                    start.first = Some((period, loaded, digest));
+                    return Ok(start);
+                }
+                _ => start
+                    .problems
+                    .extend(judged.problems.into_iter().map(|mut p| {
+                        p.detail.push_str(
+                            "; not the chain's start (only a digest the digest key signed is)",
+                        );
+                        p
+                    })),
+            }
+        }
+        match next {
+            Some(entry) => group.push(entry),
+            None => return Ok(start),
+        }
+    }
+}
+
+/// One digest's own standing: a digest at all, signed by the digest key, its fields those of its
+/// key's period and this bucket.
+pub struct Judged {
+    pub digest: Option<Digest>,
+    /// Its signature verifies (and names the digest key and algorithm).
+    pub signed: bool,
+    pub problems: Vec<Problem>,
+}
+
+/// Judges the sealed version of `loaded`, a digest of `period`, without its link.
+pub fn judge(loaded: &Loaded, period: Period, bucket: &str, key: &TrustedKey) -> Judged {
     let mut problems = Vec::new();
     let digest = match Digest::parse(&loaded.bytes) {
         Ok(digest) => digest,
@@ -126,13 +234,15 @@ pub fn check(
                 &loaded.key,
                 format!("version {}: {why}", loaded.version_id),
             ));
-            return Checked {
-                problems,
+            return Judged {
                 digest: None,
+                signed: false,
+                problems,
             };
         }
     };
-    if let Some(why) = signature_problem(&digest, loaded, key) {
+    let unsigned = signature_problem(&digest, loaded, key);
+    if let Some(why) = &unsigned {
         problems.push(Problem::new(
             ProblemKind::SignatureInvalid,
             &loaded.key,
@@ -142,21 +252,122 @@ pub fn check(
     if let Some(why) = field_problem(&digest, period, bucket) {
         problems.push(Problem::new(ProblemKind::ChainBroken, &loaded.key, why));
     }
-    if let Some(why) = chain_break(&digest, &loaded.key, before) {
-        problems.push(Problem::new(ProblemKind::ChainBroken, &loaded.key, why));
-    } else if let (true, Some(link), None) = (first, &digest.previous, before) {
-        problems.push(Problem::new(
-            ProblemKind::ChainBroken,
-            &loaded.key,
+    Judged {
+        digest: Some(digest),
+        signed: unsigned.is_none(),
+        problems,
+    }
+}
+
+/// The previous period's digests as the next link is checked against them: each name of the
+/// period the bucket holds, and whether it is validly signed.
+#[derive(Debug, Clone, Default)]
+pub struct Before {
+    pub digests: Vec<(SealedDigest, bool)>,
+}
+
+impl Before {
+    /// The previous period's digests as loaded and judged.
+    pub fn of(loaded: &[Loaded], period: Period, bucket: &str, key: &TrustedKey) -> Self {
+        Self {
+            digests: loaded
+                .iter()
+                .map(|l| (l.sealed(), judge(l, period, bucket, key).signed))
+                .collect(),
+        }
+    }
+
+    fn signed(&self) -> Option<&SealedDigest> {
+        self.digests.iter().find(|(_, s)| *s).map(|(d, _)| d)
+    }
+}
+
+/// Why `digest` (at `key`) does not follow the previous period's digests, if it does not.
+/// `before`: `None` when the previous period has no digest at all (missing, or before the
+/// chain's start: reported on their own).
+pub fn link_problem(digest: &Digest, key: &str, before: Option<&Before>) -> Option<String> {
+    let period = digest.period()?;
+    let previous = Period {
+        start: period.start - i64::from(period.length.seconds()),
+        length: period.length,
+    };
+    let before = before.filter(|b| !b.digests.is_empty());
+    match (&digest.previous, before) {
+        (None, None) => None,
+        (None, Some(before)) => before.signed().map(|signed| {
             format!(
-                "the first digest in the bucket, but it links to {}: the digests before it are gone (not even a delete marker is left of them)",
-                link.key
-            ),
-        ));
+                "{key} starts a new chain, but the previous period's digest {} exists",
+                signed.key
+            )
+        }),
+        (Some(link), _)
+            if parse_any_digest_key(&link.key, period.length).map(|(p, _)| p) != Some(previous) =>
+        {
+            Some(format!(
+                "{key} links to {}, not to a digest of the previous period ({})",
+                link.key,
+                digest_key(previous)
+            ))
+        }
+        (Some(_), None) => None,
+        (Some(link), Some(before)) => {
+            let Some((linked, _)) = before.digests.iter().find(|(d, _)| d.key == link.key) else {
+                let there: Vec<&str> = before.digests.iter().map(|(d, _)| d.key.as_str()).collect();
+                return Some(format!(
+                    "{key} links to {}, which the bucket does not hold (the previous period's digests: {})",
+                    link.key,
+                    there.join(", ")
+                ));
+            };
+            if link.sha256 != hex(&linked.sha256) {
+                Some(format!(
+                    "{key} names a previous digest hash that is not {}'s",
+                    linked.key
+                ))
+            } else if link.signature != hex(&linked.signature) {
+                Some(format!(
+                    "{key} names a previous signature that is not {}'s",
+                    linked.key
+                ))
+            } else {
+                None
+            }
+        }
+    }
+}
+
+/// A digest checked: what is wrong with it, its body when it is one, and whether it is signed.
+#[derive(Debug)]
+pub struct Checked {
+    pub problems: Vec<Problem>,
+    pub digest: Option<Digest>,
+    pub signed: bool,
+}
+
+/// Checks the sealed version of `loaded`, the digest of `period`: a digest at all, signed by the
+/// digest key, its fields those of its key, linked to `before` (the previous period's digests,
+/// `None` when it has none).
+pub fn check(
+    loaded: &Loaded,
+    period: Period,
+    bucket: &str,
+    key: &TrustedKey,
+    before: Option<&Before>,
+) -> Checked {
+    let Judged {
+        digest,
+        signed,
+        mut problems,
+    } = judge(loaded, period, bucket, key);
+    if let Some(digest) = &digest
+        && let Some(why) = link_problem(digest, &loaded.key, before)
+    {
+        problems.push(Problem::new(ProblemKind::ChainBroken, &loaded.key, why));
     }
     Checked {
         problems,
-        digest: Some(digest),
+        digest,
+        signed,
     }
 }
 

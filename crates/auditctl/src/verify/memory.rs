@@ -139,6 +139,19 @@ pub fn seal(
     previous: Option<&SealedDigest>,
     key: &TestKey,
 ) -> SealedDigest {
+    let digest = digest_of(archive, bucket, period, previous, key);
+    put_digest(archive, period, &digest, key)
+}
+
+/// The digest the archiver would seal for `period` (not stored): every current object in its
+/// place listed, linked to `previous`, naming `key`.
+pub fn digest_of(
+    archive: &MemoryArchive,
+    bucket: &str,
+    period: Period,
+    previous: Option<&SealedDigest>,
+    key: &TestKey,
+) -> Digest {
     let mut objects = Vec::new();
     for prefix in object_prefixes(period) {
         for object in archive.keys(&prefix) {
@@ -161,15 +174,14 @@ pub fn seal(
             });
         }
     }
-    let digest = Digest::new(
+    Digest::new(
         bucket,
         period,
         DateTime::from_timestamp(period.sealable_at(), 0).unwrap(),
         objects,
         previous.map(SealedDigest::as_previous),
         key.arn(),
-    );
-    put_digest(archive, period, &digest, key)
+    )
 }
 
 /// Stores `digest` as the digest of `period`, signed by `key`.
@@ -179,7 +191,17 @@ pub fn put_digest(
     digest: &Digest,
     key: &TestKey,
 ) -> SealedDigest {
-    let digest_key = digest_key(period);
+    put_digest_at(archive, &digest_key(period), digest, key)
+}
+
+/// Stores `digest` at `digest_key` (a name or an alternate name of its period), signed by `key`.
+pub fn put_digest_at(
+    archive: &MemoryArchive,
+    digest_key: &str,
+    digest: &Digest,
+    key: &TestKey,
+) -> SealedDigest {
+    let digest_key = digest_key.to_owned();
     let bytes = digest.to_bytes();
     let body_sha256 = sha256(&bytes);
     let signature = key

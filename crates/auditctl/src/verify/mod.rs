@@ -39,6 +39,18 @@ pub const SEAL_GRACE_SECONDS: i64 = 600;
 /// function wrote it (its `receivedAt`): the stream and the archiver's batching and retries.
 pub const ARCHIVE_LAG_SECONDS: i64 = 900;
 
+/// How long DynamoDB Streams keeps a record: 24 hours.
+pub const STREAM_RETENTION_SECONDS: i64 = 24 * 3600;
+
+/// How long after its `receivedAt` an item can still be archived, however late: the template's
+/// mapping (`AuditArchiverFunction`'s stream event) has `MaximumRecordAgeInSeconds: -1`, so a
+/// failing batch is retried (`ArchiveRetryAttempts` times, bisected) for as long as the stream
+/// holds its records, 24 hours after they were written; the last attempt then archives within
+/// the usual lag (`ARCHIVE_LAG_SECONDS`: the invocation, its writes, clock skew). An item found
+/// in a period after `--archive-lag` but within this bound is counted as archived late, not a
+/// problem. A template test keeps the mapping's settings to what this assumes.
+pub const LATE_ARCHIVE_SECONDS: i64 = STREAM_RETENTION_SECONDS + ARCHIVE_LAG_SECONDS;
+
 /// How far the archiver's clock may be behind the function's: an event may be archived in a
 /// period that starts up to this much before its `receivedAt`.
 pub const CLOCK_SKEW_SECONDS: i64 = 60;

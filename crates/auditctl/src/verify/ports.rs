@@ -40,6 +40,12 @@ pub trait Archive: Send + Sync {
     /// order, each key's versions and delete markers newest first), page by page.
     fn versions(&self, prefix: String) -> BoxStream<'_, Result<Entry, TrailError>>;
 
+    /// The bucket's default Object Lock retention in days (a year counted as 366), `None`
+    /// when it has none: how long a digest is kept for certain.
+    fn default_retention_days(
+        &self,
+    ) -> impl Future<Output = Result<Option<u32>, TrailError>> + Send;
+
     /// One version, or `None` when the key has no such version.
     fn get(
         &self,

@@ -137,6 +137,8 @@ impl<W: Write> Observer for Console<W> {
 /// What was checked, and what was found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Summary {
+    /// From which digest the range's chain is trusted, and why (or why there is none).
+    pub chain: String,
     /// Periods of the range.
     pub periods: u64,
     /// With a digest.
@@ -159,6 +161,13 @@ pub struct Summary {
     /// Objects in the range's periods that no digest covers (not sealed yet, before the trail, or
     /// their digest missing).
     pub unsealed_objects: u64,
+    /// Objects in sealed periods' places that their digest does not list, but a later digest
+    /// lists as late (found after their period was sealed).
+    pub late_objects: u64,
+    /// Entries of the digests' unattested lists (each an `object not attested`).
+    pub unattested: u64,
+    /// Records read a second time in the range's sealed objects (each an `event duplicated`).
+    pub duplicated: u64,
     /// With `--table`.
     pub table: Option<TableSummary>,
     pub problems: BTreeMap<ProblemKind, u64>,
@@ -183,6 +192,9 @@ pub struct TableSummary {
     pub before_trail: u64,
     /// Periods read beyond the range to find where items were archived.
     pub extra_periods: u64,
+    /// Of the items archived, those found only after `--archive-lag` (up to the stream's 24
+    /// hours and the last retry's lag: `LATE_ARCHIVE_SECONDS`).
+    pub archived_late: u64,
 }
 
 impl Summary {
@@ -199,10 +211,18 @@ impl Summary {
         *self.problems.entry(kind).or_default() += 1;
     }
 
-    /// The summary printed after the problems, a line each: periods, objects, events, items
-    /// (with `--table`), problems.
+    /// The summary printed after the problems, a line each: the chain's start, periods,
+    /// objects, events, items (with `--table`), problems.
     pub fn lines(&self) -> Vec<String> {
         let mut lines = vec![
+            format!(
+                "chain     {}",
+                if self.chain.is_empty() {
+                    "nothing to check"
+                } else {
+                    &self.chain
+                }
+            ),
             format!(
                 "periods   {} checked: {} sealed ({} empty), {} not sealed yet, {} before the trail, {} without a usable digest",
                 self.periods,
@@ -213,29 +233,33 @@ impl Summary {
                 self.missing
             ),
             format!(
-                "objects   {} checked ({} trail, {} tamper); {} not covered by a digest",
+                "objects   {} checked ({} trail, {} tamper); {} not covered by a digest; {} not attested; late objects: {}",
                 self.trail_objects + self.tamper_objects,
                 self.trail_objects,
                 self.tamper_objects,
-                self.unsealed_objects
+                self.unsealed_objects,
+                self.unattested,
+                self.late_objects
             ),
             format!(
-                "events    {} checked ({} trail, {} tamper)",
+                "events    {} checked ({} trail, {} tamper); {} archived twice",
                 self.trail_events + self.tamper_events,
                 self.trail_events,
-                self.tamper_events
+                self.tamper_events,
+                self.duplicated
             ),
         ];
         if let Some(table) = &self.table {
             lines.push(format!(
-                "items     {} archived events looked up in the table ({} expired by TTL); {} items in the range compared with the archive: {} archived, {} not archived yet, {} from before the trail; {} periods read beyond the range",
+                "items     {} archived events looked up in the table ({} expired by TTL); {} items in the range compared with the archive: {} archived, {} not archived yet, {} from before the trail; {} periods read beyond the range; {} archived late",
                 table.archived_compared,
                 table.expired,
                 table.items,
                 table.items_archived,
                 table.not_archived_yet,
                 table.before_trail,
-                table.extra_periods
+                table.extra_periods,
+                table.archived_late
             ));
             if table.items_repaired > 0 {
                 lines.push(format!(
@@ -296,7 +320,8 @@ mod tests {
         let text = String::from_utf8(console.out).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[0], "item missing  m-1  gone");
-        assert!(lines[1].starts_with("periods   0 checked"));
+        assert!(lines[1].starts_with("chain     nothing to check"));
+        assert!(lines[2].starts_with("periods   0 checked"));
         assert_eq!(lines.last().unwrap(), &"problems  1 (1 item missing)");
         assert_eq!(console.printed, 1);
     }
@@ -318,8 +343,8 @@ mod tests {
             summary.lines().last().unwrap(),
             "problems  3 (1 digest missing, 2 item changed)"
         );
-        assert_eq!(summary.lines().len(), 4);
-        summary.table = Some(TableSummary::default());
         assert_eq!(summary.lines().len(), 5);
+        summary.table = Some(TableSummary::default());
+        assert_eq!(summary.lines().len(), 6);
     }
 }

@@ -3,6 +3,7 @@
 //! their errors to ones that name the fix. Must not know the archive's layout or what is checked.
 
 use std::ops::Deref;
+use std::sync::{Arc, Mutex};
 
 use audit_aws::error::{AwsError, ErrorKind};
 use audit_aws::s3::Bucket;
@@ -19,6 +20,16 @@ pub struct S3Archive<B = audit_aws::s3::S3Bucket> {
     name: String,
     /// Where the bucket was looked for (endpoint or region), for error messages.
     location: String,
+    /// Where the bucket's default Object Lock retention is read.
+    lock: Lock,
+}
+
+/// Where the default retention comes from: S3's GetObjectLockConfiguration, or (the twin) a
+/// value the test sets, as a bucket created with it would answer.
+#[derive(Debug, Clone)]
+enum Lock {
+    S3(aws_sdk_s3::Client),
+    Fixed(Arc<Mutex<Option<u32>>>),
 }
 
 impl S3Archive {
@@ -30,11 +41,13 @@ impl S3Archive {
     ) -> Self {
         let name = bucket.into();
         let client = audit_aws::config::s3(sdk, audit_aws::config::ClientOptions::AS_CONFIGURED);
-        Self::over(
-            audit_aws::s3::S3Bucket::new(client, name.clone()),
+        let mut archive = Self::over(
+            audit_aws::s3::S3Bucket::new(client.clone(), name.clone()),
             name,
             location,
-        )
+        );
+        archive.lock = Lock::S3(client);
+        archive
     }
 }
 
@@ -45,6 +58,15 @@ impl<B> S3Archive<B> {
             bucket,
             name: name.into(),
             location: location.into(),
+            lock: Lock::Fixed(Arc::default()),
+        }
+    }
+
+    /// The twin's default retention in days (`None`: no Object Lock rule), as
+    /// GetObjectLockConfiguration would answer for a bucket created with it.
+    pub fn set_default_retention(&self, days: Option<u32>) {
+        if let Lock::Fixed(fixed) = &self.lock {
+            *fixed.lock().unwrap_or_else(|e| e.into_inner()) = days;
         }
     }
 
@@ -80,6 +102,44 @@ impl<B: Bucket> Archive for S3Archive<B> {
             .versions(prefix)
             .map_err(|e| self.error(&e))
             .boxed()
+    }
+
+    async fn default_retention_days(&self) -> Result<Option<u32>, TrailError> {
+        let client = match &self.lock {
+            Lock::Fixed(fixed) => return Ok(*fixed.lock().unwrap_or_else(|e| e.into_inner())),
+            Lock::S3(client) => client,
+        };
+        let answer = client
+            .get_object_lock_configuration()
+            .bucket(&self.name)
+            .send()
+            .await;
+        let output = match answer {
+            Ok(output) => output,
+            Err(error) => {
+                let error = AwsError::from_sdk(&error);
+                // A bucket without Object Lock has no configuration to read: no retention.
+                if error.is(&["ObjectLockConfigurationNotFoundError"]) {
+                    return Ok(None);
+                }
+                return Err(match error.kind {
+                    ErrorKind::Denied => TrailError::Aws(format!(
+                        "not allowed to read the Object Lock configuration of the archive bucket {}: {error}; attach AuditReaderPolicy (s3:GetBucketObjectLockConfiguration on the archive)",
+                        self.name
+                    )),
+                    _ => self.error(&error),
+                });
+            }
+        };
+        let retention = output
+            .object_lock_configuration()
+            .and_then(|c| c.rule())
+            .and_then(|r| r.default_retention());
+        Ok(retention.and_then(|r| match (r.days(), r.years()) {
+            (Some(days), _) => u32::try_from(days).ok(),
+            (None, Some(years)) => u32::try_from(years).ok().map(|y| y.saturating_mul(366)),
+            (None, None) => None,
+        }))
     }
 
     async fn get(&self, key: &str, version_id: &str) -> Result<Option<Fetched>, TrailError> {

@@ -9,11 +9,11 @@
 //! (BatchGetItem); items not found where they should be are kept (their key and period span)
 //! until the periods they could be in are read.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use audit_model::archive::{Period, PeriodLength};
-use audit_model::digest::{ProblemKind, sha256};
+use audit_model::digest::{ProblemKind, digest_key, sha256};
 use audit_model::keys::{PARTITION_KEY, SORT_KEY};
 use audit_model::repair::is_repair_object;
 use chrono::DateTime;
@@ -85,9 +85,11 @@ pub struct Pending {
     pub message_id: String,
     pub audit_time: String,
     pub received_at: String,
-    /// The first and last period starts it can be archived in.
+    /// The first and last period starts it is archived in, as a rule (`--archive-lag`).
     pub first: i64,
     pub last: i64,
+    /// The last period start it can be archived in at all (`LATE_ARCHIVE_SECONDS`).
+    pub late_last: i64,
 }
 
 impl Pending {
@@ -95,16 +97,17 @@ impl Pending {
         key_hash(&self.message_id, &self.audit_time)
     }
 
-    fn problem(&self) -> Problem {
+    /// It was found in none of the periods it can be in.
+    pub fn problem(&self) -> Problem {
         Problem::new(
             ProblemKind::ItemNotArchived,
             &self.message_id,
             format!(
-                "auditTime {}: written at {}, but in no archive object of the periods it can have been archived in ({} to {})",
+                "auditTime {}: written at {}, but in no archive object of the periods it can have been archived in, however late ({} to {})",
                 self.audit_time,
                 self.received_at,
                 time(self.first),
-                time(self.last)
+                time(self.late_last)
             ),
         )
     }
@@ -114,6 +117,43 @@ fn time(seconds: i64) -> String {
     DateTime::from_timestamp(seconds, 0)
         .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
         .unwrap_or_else(|| seconds.to_string())
+}
+
+/// Items of the table written where no digest chain proves the archive (before the chain's
+/// first digest, or with no chain at all), by the period they would be archived in: each such
+/// period is `trail not sealed`.
+#[derive(Debug, Default)]
+pub struct Unsealed {
+    /// Period start: the items, and the first one's `messageId` and `auditTime`.
+    periods: BTreeMap<i64, (u64, String, String)>,
+    length: Option<PeriodLength>,
+}
+
+impl Unsealed {
+    /// One `trail not sealed` per period, saying `why` no chain proves it.
+    pub fn problems(&self, why: &str) -> Vec<Problem> {
+        let Some(length) = self.length else {
+            return Vec::new();
+        };
+        self.periods
+            .iter()
+            .map(|(start, (n, id, audit_time))| {
+                let period = Period {
+                    start: *start,
+                    length,
+                };
+                Problem::new(
+                    ProblemKind::TrailNotSealed,
+                    digest_key(period),
+                    format!(
+                        "{n} item(s) of the table in the range were written in the period {} to {} (the first: messageId {id}, auditTime {audit_time}), but {why}",
+                        time(period.start),
+                        time(period.end())
+                    ),
+                )
+            })
+            .collect()
+    }
 }
 
 /// Where the archive was read: the range's periods and the look-ahead (period starts, both
@@ -181,7 +221,7 @@ impl<'a, T: Table> TableCheck<'a, T> {
 
     /// An item found among the archived events: counted, and as repaired when a repair's object
     /// holds it.
-    fn found(&mut self, key: u128) {
+    fn count_found(&mut self, key: u128) {
         self.summary.items_archived += 1;
         if self.repaired.contains(&key) {
             self.summary.items_repaired += 1;
@@ -241,24 +281,29 @@ impl<'a, T: Table> TableCheck<'a, T> {
     }
 
     /// Every item of the table in `range`, looked up among the events read (`window`): found;
-    /// written before the trail or within `lag` seconds of now (not archived yet); reported to
-    /// `report` when the periods it can be in were all read; else returned, to be looked for in
-    /// the periods not read yet.
+    /// written within `lag` seconds of now (not archived yet); written before the trail (kept by
+    /// period, each a `trail not sealed`); else returned, to be looked for in the periods it can
+    /// be archived in (`lag` after its `receivedAt` as a rule, `late` at most).
     pub async fn items(
         &mut self,
         range: &TimeRange,
         window: Window,
         lag: i64,
-        report: &mut dyn FnMut(Problem) -> Result<(), TrailError>,
-    ) -> Result<Vec<Pending>, TrailError> {
+        late: i64,
+    ) -> Result<(Vec<Pending>, Unsealed), TrailError> {
         let mut pending = Vec::new();
+        let mut unsealed = Unsealed {
+            periods: BTreeMap::new(),
+            length: Some(window.length),
+        };
         let mut items = self.table.items(range);
         let length = i64::from(window.length.seconds());
+        let start_of = |t: i64| t.div_euclid(length) * length;
         while let Some(item) = items.try_next().await? {
             self.summary.items += 1;
             let key = key_hash(&item.message_id, &item.audit_time);
             if self.archived.contains(&key) {
-                self.found(key);
+                self.count_found(key);
                 continue;
             }
             let received_at = item.received_at.clone().unwrap_or_default();
@@ -269,14 +314,18 @@ impl<'a, T: Table> TableCheck<'a, T> {
                 .unwrap_or(i64::MIN);
             let Some(genesis) = window.genesis.filter(|g| anchor >= g.start) else {
                 self.summary.before_trail += 1;
+                let entry = unsealed
+                    .periods
+                    .entry(start_of(anchor.max(0)))
+                    .or_insert_with(|| (0, item.message_id.clone(), item.audit_time.clone()));
+                entry.0 += 1;
                 continue;
             };
             if (self.now - lag..=self.now + CLOCK_SKEW_SECONDS).contains(&anchor) {
                 self.summary.not_archived_yet += 1;
                 continue;
             }
-            let start_of = |t: i64| t.div_euclid(length) * length;
-            let candidate = Pending {
+            pending.push(Pending {
                 message_id: item.message_id,
                 audit_time: item.audit_time,
                 received_at: if received_at.is_empty() {
@@ -286,27 +335,27 @@ impl<'a, T: Table> TableCheck<'a, T> {
                 },
                 first: start_of(anchor.saturating_sub(CLOCK_SKEW_SECONDS)).max(genesis.start),
                 last: start_of(anchor.saturating_add(lag)),
-            };
-            if candidate.first >= window.first && candidate.last <= window.last {
-                report(candidate.problem())?;
-            } else {
-                pending.push(candidate);
-            }
+                late_last: start_of(anchor.saturating_add(lag.max(late))),
+            });
         }
-        Ok(pending)
+        Ok((pending, unsealed))
     }
 
-    /// The pending items after the periods they can be in were read: found, or not archived.
-    pub fn settle(&mut self, pending: Vec<Pending>) -> Vec<Problem> {
-        let mut problems = Vec::new();
+    /// The pending items after more periods were read: those found are archived (`late`: found
+    /// only beyond `--archive-lag`, archived late); the rest are returned.
+    pub fn found(&mut self, pending: Vec<Pending>, late: bool) -> Vec<Pending> {
+        let mut rest = Vec::new();
         for item in pending {
             if self.archived.contains(&item.key()) {
-                self.found(item.key());
+                self.count_found(item.key());
+                if late {
+                    self.summary.archived_late += 1;
+                }
             } else {
-                problems.push(item.problem());
+                rest.push(item);
             }
         }
-        problems
+        rest
     }
 }
 

@@ -4,7 +4,10 @@
 //! concerns, and nothing on a trail as sealed.
 
 use audit_model::archive::{ObjectKind, Period, PeriodLength};
-use audit_model::digest::{Digest, ProblemKind, SealedDigest, digest_key};
+use audit_model::digest::{
+    Digest, LateObject, ProblemKind, SealedDigest, UnattestedObject, digest_key,
+    digest_key_alternate, hex, sha256,
+};
 use audit_model::line::item_line;
 use audit_model::message::canonical_time;
 use chrono::{DateTime, Duration, Utc};
@@ -12,7 +15,9 @@ use serde_json::{Map, Value, json};
 
 use super::Settings;
 use super::key::TrustedKey;
-use super::memory::{MemoryArchive, MemoryTable, TestKey, put_digest, seal, write_object};
+use super::memory::{
+    MemoryArchive, MemoryTable, TestKey, digest_of, put_digest, put_digest_at, seal, write_object,
+};
 use super::ports::TableItem;
 use super::report::{Problem, Summary};
 use super::walk::verify;
@@ -101,17 +106,57 @@ impl World {
         )
     }
 
-    /// A tamper object at `at`; its key.
-    fn tamper(&mut self, at: DateTime<Utc>) -> String {
+    /// One trail object at `at` that no item of the table matches; its key.
+    fn events_at_no_table(&self, at: DateTime<Utc>) -> String {
+        write_object(
+            &self.archive,
+            ObjectKind::Trail,
+            at,
+            length(),
+            5,
+            &[r#"{"auditTime":"x","messageId":"y"}"#.to_owned()],
+        )
+    }
+
+    /// A tamper object at `at` with one stream record of `event` (MODIFY or REMOVE) on the
+    /// item `id`; its key.
+    fn tamper(&mut self, at: DateTime<Utc>, id: &str, event: &str) -> String {
         self.sequence += 10;
+        let line = json!({
+            "approximateCreationDateTime": canonical_time(at),
+            "eventID": format!("event-{}", self.sequence),
+            "eventName": event,
+            "keys": {"auditTime": canonical_time(at), "messageId": id},
+            "newImage": null,
+            "oldImage": {"messageId": id},
+            "sequenceNumber": self.sequence.to_string(),
+            "userIdentity": null
+        })
+        .to_string();
         write_object(
             &self.archive,
             ObjectKind::Tamper,
             at,
             length(),
             self.sequence,
-            &[r#"{"eventName":"MODIFY","keys":{"messageId":"m"}}"#.to_owned()],
+            &[line],
         )
+    }
+
+    /// Seals the next period (after the last sealed) with its digest edited by `edit` before it
+    /// is signed; the digest.
+    fn seal_next_with(&mut self, edit: impl FnOnce(&mut Digest)) -> Digest {
+        let next = match &self.sealed {
+            Some((p, _)) => p.next(),
+            None => period(at(START)),
+        };
+        let previous = self.sealed.as_ref().map(|(_, d)| d.clone());
+        let mut digest = digest_of(&self.archive, BUCKET, next, previous.as_ref(), &self.key);
+        edit(&mut digest);
+        digest.events = digest.objects.iter().map(|o| o.events).sum();
+        let sealed = put_digest(&self.archive, next, &digest, &self.key);
+        self.sealed = Some((next, sealed));
+        digest
     }
 
     /// Seals every period from the one after the last sealed (or `START`'s) to `until`'s.
@@ -181,7 +226,6 @@ fn trail() -> (World, Vec<String>) {
         let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
         keys.push(world.events(&ids, when, when + Duration::seconds(2)));
     }
-    keys.push(world.tamper(base + Duration::minutes(10) + Duration::seconds(40)));
     world.seal_through(base + Duration::minutes(19));
     (world, keys)
 }
@@ -223,8 +267,15 @@ async fn a_trail_as_sealed_holds_over_many_periods_empty_ones_included() {
     assert_eq!(summary.periods, 20);
     assert_eq!(summary.sealed, 20);
     assert_eq!(summary.empty, 11);
-    assert_eq!((summary.trail_objects, summary.tamper_objects), (9, 1));
-    assert_eq!((summary.trail_events, summary.tamper_events), (27, 1));
+    assert_eq!((summary.trail_objects, summary.tamper_objects), (9, 0));
+    assert_eq!((summary.trail_events, summary.tamper_events), (27, 0));
+    assert_eq!(
+        summary.chain,
+        format!(
+            "trusted from {}: the chain's first digest (previous null)",
+            digest_key(period(at(START)))
+        )
+    );
     let table = summary.table.clone().unwrap();
     assert_eq!(table.archived_compared, 27);
     assert_eq!((table.items, table.items_archived), (27, 27));
@@ -499,11 +550,12 @@ async fn an_object_slipped_into_a_sealed_period_is_not_in_its_digest_whatever_it
         .table
         .remove("forged", &canonical_time(at("2026-11-22T10:03:10Z")));
     let problems = world.problems("2026-11-22T10:59:59Z", false).await;
-    let not_in_digest: Vec<_> = problems
+    let mut not_in_digest: Vec<_> = problems
         .iter()
         .filter(|(kind, _)| *kind == ProblemKind::ObjectNotInDigest)
         .map(|(_, key)| key.as_str())
         .collect();
+    not_in_digest.sort();
     assert_eq!(
         not_in_digest,
         [
@@ -615,32 +667,65 @@ async fn a_deleted_first_digest_still_starts_the_chain() {
 }
 
 #[tokio::test]
-async fn digests_removed_for_good_from_the_chains_start_leave_a_link_to_nothing() {
+async fn digests_removed_for_good_from_the_chains_start_break_it_unless_the_retention_let_them_expire()
+ {
     let (world, _) = trail();
     for minute in 0..2 {
         let key = digest_key(period(at(START) + Duration::minutes(minute)));
         let (version, _) = current(&world.archive, &key);
         world.archive.remove_version(&key, &version);
     }
-    let settings = world.settings(START, END, at(END) + Duration::hours(1));
+    let first = digest_key(period(at("2026-11-22T10:02:00Z")));
+    let gone = digest_key(period(at("2026-11-22T10:01:00Z")));
+    // Within the retention (or with none): the chain is broken, and the objects of the periods
+    // left without a digest are not sealed.
+    world.archive.set_default_retention(Some(1));
+    for retention in [Some(1), None] {
+        world.archive.set_default_retention(retention);
+        let settings = world.settings(START, END, at(END) + Duration::hours(1));
+        let (problems, summary) = world.verify(&settings, false).await;
+        assert_eq!(summary.before_trail, 2);
+        assert_eq!(
+            problems
+                .iter()
+                .map(|p| (p.kind, p.subject.clone()))
+                .collect::<Vec<_>>(),
+            [
+                (ProblemKind::ChainBroken, first.clone()),
+                (ProblemKind::TrailNotSealed, digest_key(period(at(START)))),
+                (ProblemKind::TrailNotSealed, gone.clone()),
+            ]
+        );
+        let expected = match retention {
+            Some(_) => "retention of 1 days keeps it until",
+            None => "no default Object Lock retention",
+        };
+        assert!(problems[0].detail.contains(&gone), "{}", problems[0].detail);
+        assert!(
+            problems[0].detail.contains(expected),
+            "{}",
+            problems[0].detail
+        );
+        assert!(
+            problems[1]
+                .detail
+                .contains("before the chain's first digest"),
+            "{}",
+            problems[1].detail
+        );
+        assert!(summary.chain.contains("chain broken"), "{}", summary.chain);
+    }
+    // Past the retention, their expiry is lawful: the chain is trusted from the first digest
+    // left, and a range from it holds.
+    world.archive.set_default_retention(Some(1));
+    let settings = world.settings("2026-11-22T10:02:00Z", END, at(END) + Duration::days(2));
     let (problems, summary) = world.verify(&settings, false).await;
-    assert_eq!(summary.before_trail, 2);
+    assert_eq!(problems, []);
     assert_eq!(
-        problems
-            .iter()
-            .map(|p| (p.kind, p.subject.clone()))
-            .collect::<Vec<_>>(),
-        [(
-            ProblemKind::ChainBroken,
-            digest_key(period(at("2026-11-22T10:02:00Z")))
-        )]
-    );
-    assert!(
-        problems[0]
-            .detail
-            .contains("the digests before it are gone"),
-        "{}",
-        problems[0].detail
+        summary.chain,
+        format!(
+            "trusted from {first}: its predecessor {gone} is older than the bucket's Object Lock retention of 1 days and may have expired lawfully"
+        )
     );
 }
 
@@ -735,7 +820,7 @@ async fn an_item_in_the_table_is_looked_for_where_it_can_have_been_archived() {
         base + Duration::minutes(4),
         now - Duration::seconds(30),
     ));
-    // Written before the chain started: never archived, not a problem.
+    // Written before the chain started: never archived, so the trail is not sealed there.
     world.table.put(world.item(
         "old",
         base + Duration::minutes(1),
@@ -751,9 +836,18 @@ async fn an_item_in_the_table_is_looked_for_where_it_can_have_been_archived() {
             .map(|p| (p.kind, p.subject.as_str()))
             .collect::<Vec<_>>(),
         [
+            (
+                ProblemKind::TrailNotSealed,
+                digest_key(period(base - Duration::hours(1))).as_str()
+            ),
             (ProblemKind::ItemNotArchived, "lost"),
             (ProblemKind::ItemNotArchived, "lost-backfill"),
         ]
+    );
+    assert!(
+        problems[0].detail.contains("messageId old"),
+        "{}",
+        problems[0].detail
     );
     let table = summary.table.unwrap();
     assert_eq!(table.items, 6);
@@ -786,4 +880,523 @@ async fn an_empty_range_or_a_bucket_without_digests_checks_nothing_and_says_so()
 fn problems_are_printed_one_line_each() {
     let problem = Problem::new(ProblemKind::DigestMissing, "digest/x", "no digest");
     assert_eq!(problem.to_string(), "digest missing  digest/x  no digest");
+}
+
+/// The (kind, subject) of each problem, sorted.
+fn sorted(problems: &[Problem]) -> Vec<(ProblemKind, String)> {
+    let mut found: Vec<_> = problems
+        .iter()
+        .map(|p| (p.kind, p.subject.clone()))
+        .collect();
+    found.sort();
+    found
+}
+
+#[tokio::test]
+async fn every_tamper_record_is_an_item_modified_even_when_the_item_was_restored() {
+    let mut world = World::new();
+    let base = at(START);
+    world.events(&["a", "b"], base, base);
+    // The item a changed and changed back (two MODIFY records), b deleted and put back (a
+    // REMOVE): the table holds what was archived, so only the tamper records tell.
+    world.tamper(base + Duration::minutes(1), "a", "MODIFY");
+    world.tamper(
+        base + Duration::minutes(1) + Duration::seconds(5),
+        "a",
+        "MODIFY",
+    );
+    world.tamper(base + Duration::minutes(2), "b", "REMOVE");
+    world.seal_through(base + Duration::minutes(2));
+    // And one in a period not sealed yet.
+    world.tamper(base + Duration::minutes(3), "b", "MODIFY");
+    let now = base + Duration::minutes(4);
+    let settings = world.settings(START, "2026-11-22T10:03:59Z", now);
+    for with_table in [false, true] {
+        let (problems, summary) = world.verify(&settings, with_table).await;
+        assert_eq!(
+            sorted(&problems),
+            [
+                (ProblemKind::ItemModified, "a".to_owned()),
+                (ProblemKind::ItemModified, "a".to_owned()),
+                (ProblemKind::ItemModified, "b".to_owned()),
+                (ProblemKind::ItemModified, "b".to_owned()),
+            ]
+        );
+        assert_eq!(summary.not_sealed_yet, 1);
+        assert_eq!((summary.tamper_objects, summary.tamper_events), (3, 3));
+        let removed = problems
+            .iter()
+            .find(|p| p.detail.contains("REMOVE"))
+            .unwrap();
+        assert!(
+            removed.detail.contains("whether or not it was restored"),
+            "{}",
+            removed.detail
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_trail_with_data_and_no_digest_is_not_sealed_and_an_empty_one_says_so() {
+    let mut world = World::new();
+    let base = at(START);
+    let first = world.events(&["a"], base, base);
+    world.events(
+        &["b"],
+        base + Duration::minutes(2),
+        base + Duration::minutes(2),
+    );
+    assert!(first.starts_with("trail/"));
+    let settings = world.settings(START, "2026-11-22T10:03:59Z", base + Duration::hours(1));
+    let (problems, summary) = world.verify(&settings, false).await;
+    assert_eq!(
+        sorted(&problems),
+        [
+            (ProblemKind::TrailNotSealed, digest_key(period(base))),
+            (
+                ProblemKind::TrailNotSealed,
+                digest_key(period(base + Duration::minutes(2)))
+            ),
+        ]
+    );
+    assert!(!summary.holds());
+    assert!(
+        problems[0]
+            .detail
+            .contains("holds no digest chain of 60 s periods"),
+        "{}",
+        problems[0].detail
+    );
+    assert!(
+        summary.chain.starts_with("none: the bucket"),
+        "{}",
+        summary.chain
+    );
+    // With --table, the table's items too (a period of their own when they have no object).
+    world.table.put(world.item(
+        "c",
+        base + Duration::minutes(3),
+        base + Duration::minutes(3),
+    ));
+    let (problems, _) = world.verify(&settings, true).await;
+    assert_eq!(
+        sorted(&problems)
+            .into_iter()
+            .filter(|(k, _)| *k == ProblemKind::TrailNotSealed)
+            .count(),
+        5,
+        "{problems:?}"
+    );
+
+    // A range before the trail with no data holds.
+    let empty = world.settings(
+        "2026-11-22T09:00:00Z",
+        "2026-11-22T09:04:59Z",
+        base + Duration::hours(1),
+    );
+    let (problems, summary) = world.verify(&empty, true).await;
+    assert_eq!(problems, []);
+    assert_eq!(summary.before_trail, 5);
+
+    // Digests the key signed, of another period length: the flag is wrong, and verify says so.
+    let hour = PeriodLength::new(3600).unwrap();
+    let other = Digest::new(BUCKET, hour.period_of(base), base, vec![], None, ARN);
+    put_digest(&world.archive, hour.period_of(base), &other, &world.key);
+    let key = TrustedKey::new(world.key.public_key()).unwrap();
+    let error = verify(
+        &world.archive,
+        &key,
+        None::<&MemoryTable>,
+        &settings,
+        &mut Vec::new(),
+    )
+    .await
+    .unwrap_err()
+    .to_string();
+    assert!(
+        error.contains("of 3600 s periods, not 60: set DIGEST_PERIOD_SECONDS or --period-seconds"),
+        "{error}"
+    );
+
+    // Keys under digest/ that are no digest of this length: the summary names the flag.
+    let world = World::new();
+    world.events_at_no_table(base);
+    put(
+        &world.archive,
+        "digest/dt=2026-11-22/hour=10/p1795341601.json",
+        b"{}".to_vec(),
+        &[],
+    );
+    let (problems, summary) = world.verify(&settings, false).await;
+    assert!(
+        summary.chain.contains("--period-seconds"),
+        "{}",
+        summary.chain
+    );
+    assert_eq!(problems.len(), 1, "{problems:?}");
+}
+
+#[tokio::test]
+async fn objects_a_digest_lists_as_unattested_are_each_reported_once() {
+    let mut world = World::new();
+    let base = at(START);
+    world.events(&["a"], base, base);
+    let planted = world.events(&["forged"], base, base + Duration::seconds(3));
+    world.table.remove("forged", &canonical_time(base));
+    let version = current(&world.archive, &planted).0;
+    let bytes = current(&world.archive, &planted).1;
+    world.seal_next_with(|digest| {
+        digest.objects.retain(|o| o.key != planted);
+        digest.unattested.push(UnattestedObject {
+            key: planted.clone(),
+            version_id: version.clone(),
+            sha256: hex(&sha256(&bytes)),
+            size: bytes.len() as u64,
+            reason: "no marker names it".into(),
+        });
+    });
+    let settings = world.settings(START, "2026-11-22T10:00:59Z", base + Duration::hours(1));
+    let (problems, summary) = world.verify(&settings, true).await;
+    assert_eq!(
+        sorted(&problems),
+        [(ProblemKind::ObjectNotAttested, planted.clone())]
+    );
+    assert!(
+        problems[0].detail.contains("no marker names it"),
+        "{}",
+        problems[0].detail
+    );
+    assert_eq!(summary.unattested, 1);
+    assert_eq!(summary.trail_objects, 1);
+}
+
+#[tokio::test]
+async fn an_object_that_landed_after_its_period_was_sealed_is_explained_by_a_later_digests_late_list()
+ {
+    let mut world = World::new();
+    let base = at(START);
+    world.events(&["a"], base, base);
+    world.seal_through(base + Duration::minutes(1));
+    // A write of 10:01 that landed after 10:01 was sealed; its events archived again at 10:03.
+    let late = world.events(
+        &["late"],
+        base + Duration::minutes(1),
+        base + Duration::minutes(1),
+    );
+    let late_version = current(&world.archive, &late).0;
+    let again = world.events(
+        &["late-again"],
+        base + Duration::minutes(3),
+        base + Duration::minutes(3),
+    );
+    world
+        .table
+        .remove("late", &canonical_time(base + Duration::minutes(1)));
+    world.seal_through(base + Duration::minutes(2));
+    let listed = LateObject {
+        key: late.clone(),
+        version_id: late_version,
+        sha256: String::new(),
+        events: 1,
+        archived_as: again,
+    };
+    world.seal_next_with(|digest| digest.late.push(listed.clone()));
+    world.seal_through(base + Duration::minutes(5));
+
+    // The later digest in the range, or after it (read on until it is found).
+    for to in ["2026-11-22T10:05:59Z", "2026-11-22T10:01:59Z"] {
+        let settings = world.settings(START, to, base + Duration::hours(1));
+        let (problems, summary) = world.verify(&settings, false).await;
+        assert_eq!(problems, [], "{to}");
+        assert_eq!(summary.late_objects, 1, "{to}");
+        assert!(
+            summary.lines()[2].contains("late objects: 1"),
+            "{:?}",
+            summary.lines()
+        );
+    }
+
+    // No digest lists it: not in digest.
+    let mut world = World::new();
+    world.events(&["a"], base, base);
+    world.seal_through(base + Duration::minutes(1));
+    let slipped = world.events(
+        &["x"],
+        base + Duration::minutes(1),
+        base + Duration::minutes(1),
+    );
+    world.seal_through(base + Duration::minutes(5));
+    let settings = world.settings(START, "2026-11-22T10:01:59Z", base + Duration::hours(1));
+    let (problems, summary) = world.verify(&settings, false).await;
+    assert_eq!(
+        sorted(&problems),
+        [(ProblemKind::ObjectNotInDigest, slipped)]
+    );
+    assert_eq!(summary.late_objects, 0);
+}
+
+#[tokio::test]
+async fn an_event_archived_twice_is_duplicated_across_periods_and_within_an_object() {
+    let mut world = World::new();
+    let base = at(START);
+    world.events(&["a", "b"], base, base);
+    // The line of a again, two periods later (a retry that wrote it a second time), in an
+    // object that holds c's line twice.
+    let line = world
+        .table
+        .get_item("a", &canonical_time(base))
+        .unwrap()
+        .line;
+    let c = world.item(
+        "c",
+        base + Duration::minutes(2),
+        base + Duration::minutes(2),
+    );
+    world.table.put(c.clone());
+    let again = write_object(
+        &world.archive,
+        ObjectKind::Trail,
+        base + Duration::minutes(2),
+        length(),
+        900,
+        &[line, c.line.clone(), c.line],
+    );
+    world.seal_through(base + Duration::minutes(3));
+    let settings = world.settings(START, "2026-11-22T10:03:59Z", base + Duration::hours(1));
+    for with_table in [false, true] {
+        let (problems, summary) = world.verify(&settings, with_table).await;
+        assert_eq!(
+            sorted(&problems),
+            [
+                (ProblemKind::EventDuplicated, "a".to_owned()),
+                (ProblemKind::EventDuplicated, "c".to_owned()),
+            ]
+        );
+        assert!(
+            problems[0].detail.contains(&again) && problems[0].detail.contains("already in"),
+            "{}",
+            problems[0].detail
+        );
+        assert_eq!(problems[1].detail, format!("archived twice in {again}"));
+        assert_eq!(summary.duplicated, 2);
+    }
+}
+
+#[tokio::test]
+async fn an_item_archived_hours_late_is_counted_and_one_later_than_the_stream_keeps_it_is_not_archived()
+ {
+    let mut world = World::new();
+    let base = at(START);
+    world.events(&["on-time"], base, base);
+    // Received at 10:01, archived at 15:01 after an outage (the stream kept it).
+    let late = world.item(
+        "late",
+        base + Duration::minutes(1),
+        base + Duration::minutes(1),
+    );
+    world.table.put(late.clone());
+    write_object(
+        &world.archive,
+        ObjectKind::Trail,
+        base + Duration::hours(5) + Duration::minutes(1),
+        length(),
+        900,
+        &[late.line],
+    );
+    // Received at 10:02, "archived" 26 hours later: no stream holds a record that long.
+    let too_late = world.item(
+        "too-late",
+        base + Duration::minutes(2),
+        base + Duration::minutes(2),
+    );
+    world.table.put(too_late.clone());
+    write_object(
+        &world.archive,
+        ObjectKind::Trail,
+        base + Duration::hours(26),
+        length(),
+        901,
+        &[too_late.line],
+    );
+    let now = base + Duration::hours(30);
+    world.seal_through(now - Duration::hours(1));
+    let settings = world.settings(START, "2026-11-22T10:02:59Z", now);
+    let (problems, summary) = world.verify(&settings, true).await;
+    assert_eq!(
+        sorted(&problems),
+        [(ProblemKind::ItemNotArchived, "too-late".to_owned())]
+    );
+    let table = summary.table.clone().unwrap();
+    assert_eq!((table.items, table.items_archived), (3, 2));
+    assert_eq!(table.archived_late, 1);
+    assert!(
+        summary.lines()[4].ends_with("1 archived late"),
+        "{:?}",
+        summary.lines()
+    );
+}
+
+#[tokio::test]
+async fn a_planted_earlier_digest_key_is_reported_and_never_starts_the_chain() {
+    let (world, _) = trail();
+    // A digest of 09:50, earlier than the chain's first, signed by another key, and one that is
+    // no digest at all at 09:55.
+    let other = TestKey::new("arn:aws:kms:us-east-1:111122223333:key/other");
+    let planted = period(at("2026-11-22T09:50:00Z"));
+    let digest = Digest::new(BUCKET, planted, at(START), vec![], None, ARN);
+    put_digest(&world.archive, planted, &digest, &other);
+    let junk = digest_key(period(at("2026-11-22T09:55:00Z")));
+    put(&world.archive, &junk, b"{}".to_vec(), &[]);
+    let settings = world.settings("2026-11-22T09:50:00Z", END, at(END) + Duration::hours(1));
+    let (problems, summary) = world.verify(&settings, false).await;
+    assert_eq!(
+        sorted(&problems),
+        [
+            (ProblemKind::SignatureInvalid, digest_key(planted)),
+            (ProblemKind::SignatureInvalid, junk.clone()),
+        ]
+    );
+    assert!(
+        problems[0].detail.contains("not the chain's start"),
+        "{}",
+        problems[0].detail
+    );
+    assert_eq!(summary.before_trail, 10);
+    assert_eq!(
+        summary.chain,
+        format!(
+            "trusted from {}: the chain's first digest (previous null)",
+            digest_key(period(at(START)))
+        )
+    );
+    // A range inside the trail trusts its first period, linked to the digest before it.
+    let settings = world.settings(
+        "2026-11-22T10:05:00Z",
+        "2026-11-22T10:06:59Z",
+        at(END) + Duration::hours(1),
+    );
+    let (_, summary) = world.verify(&settings, false).await;
+    assert_eq!(
+        summary.chain,
+        format!(
+            "trusted from {}: the range's first period; its link to {} checked",
+            digest_key(period(at("2026-11-22T10:05:00Z"))),
+            digest_key(period(at("2026-11-22T10:04:00Z")))
+        )
+    );
+}
+
+#[tokio::test]
+async fn a_digest_at_an_alternate_name_is_followed_and_names_not_validly_signed_are_reported() {
+    let mut world = World::new();
+    let base = at(START);
+    world.events(&["a"], base, base);
+    world.seal_through(base);
+    // 10:01's name taken before the sealer got there; its digest at the first alternate name.
+    let squatted = period(base + Duration::minutes(1));
+    let name = digest_key(squatted);
+    put(&world.archive, &name, b"squatted".to_vec(), &[]);
+    world.events(
+        &["b"],
+        base + Duration::minutes(1),
+        base + Duration::minutes(1),
+    );
+    let previous = world.sealed.as_ref().map(|(_, d)| d.clone());
+    let digest = digest_of(
+        &world.archive,
+        BUCKET,
+        squatted,
+        previous.as_ref(),
+        &world.key,
+    );
+    let alternate = digest_key_alternate(squatted, 1);
+    let sealed = put_digest_at(&world.archive, &alternate, &digest, &world.key);
+    world.sealed = Some((squatted, sealed));
+    // And a second alternate signed by another key.
+    let other = TestKey::new("arn:aws:kms:us-east-1:111122223333:key/other");
+    put_digest_at(
+        &world.archive,
+        &digest_key_alternate(squatted, 2),
+        &digest,
+        &other,
+    );
+    world.seal_through(base + Duration::minutes(3));
+    let next = Digest::parse(&current(&world.archive, &digest_key(squatted.next())).1).unwrap();
+    assert_eq!(next.previous.unwrap().key, alternate);
+
+    let (problems, summary) = world
+        .verify(
+            &world.settings(START, "2026-11-22T10:03:59Z", base + Duration::hours(1)),
+            true,
+        )
+        .await;
+    assert_eq!(
+        sorted(&problems),
+        [
+            (
+                ProblemKind::SignatureInvalid,
+                digest_key_alternate(squatted, 2)
+            ),
+            (ProblemKind::SignatureInvalid, name.clone()),
+        ]
+    );
+    let on_name = problems.iter().find(|p| p.subject == name).unwrap();
+    assert!(on_name.detail.contains(&alternate), "{}", on_name.detail);
+    assert_eq!(summary.sealed, 4);
+    assert_eq!(summary.trail_objects, 2);
+
+    // A next digest that links to a name the bucket does not hold breaks the chain.
+    let mut world2 = World::new();
+    world2.events(&["a"], base, base);
+    world2.seal_through(base);
+    let mut digest = digest_of(
+        &world2.archive,
+        BUCKET,
+        squatted,
+        world2.sealed.as_ref().map(|(_, d)| d),
+        &world2.key,
+    );
+    if let Some(link) = digest.previous.as_mut() {
+        link.key = digest_key_alternate(period(base), 3);
+    }
+    put_digest(&world2.archive, squatted, &digest, &world2.key);
+    let (problems, _) = world2
+        .verify(
+            &world2.settings(START, "2026-11-22T10:01:59Z", base + Duration::hours(1)),
+            false,
+        )
+        .await;
+    assert_eq!(sorted(&problems), [(ProblemKind::ChainBroken, name)]);
+    assert!(
+        problems[0]
+            .detail
+            .contains("which the bucket does not hold"),
+        "{}",
+        problems[0].detail
+    );
+}
+
+#[test]
+fn the_late_bound_covers_what_the_templates_mapping_retries() {
+    // The archiver's stream event retries a failing batch for as long as the stream holds its
+    // records (no age limit of its own), so a record can be archived up to the stream's 24 hours
+    // after it was written: LATE_ARCHIVE_SECONDS must reach that far, and the template must keep
+    // the mapping's age limit off (or LATE_ARCHIVE_SECONDS must follow it).
+    let template = include_str!("../../../../template.yaml");
+    let mapping = template
+        .split("MaximumRetryAttempts: {Ref: ArchiveRetryAttempts}")
+        .nth(1)
+        .expect("the archiver's stream event retries ArchiveRetryAttempts times");
+    let age = mapping
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("MaximumRecordAgeInSeconds:"))
+        .map(str::trim);
+    assert_eq!(age, Some("-1"), "the mapping's MaximumRecordAgeInSeconds");
+    const {
+        assert!(
+            super::LATE_ARCHIVE_SECONDS
+                >= super::STREAM_RETENTION_SECONDS + super::ARCHIVE_LAG_SECONDS
+        );
+        assert!(super::STREAM_RETENTION_SECONDS == 86_400);
+    }
 }

@@ -6,23 +6,27 @@
 //!
 //! Memory is bounded by one period's objects (their listing, the digest's list, `concurrency`
 //! objects being read), not by the range: periods are checked as soon as every partition they can
-//! be written in has been listed, and then dropped.
+//! be written in has been listed, and then dropped. Beside them, the walk keeps a 16-byte key and
+//! an object index per record of the range's sealed objects (to find one archived twice), and the
+//! few objects of sealed periods that their digest does not list until a later digest's `late`
+//! list explains them.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use audit_model::archive::{ObjectKey, ObjectKind, Period, object_prefixes};
-use audit_model::digest::{Digest, ProblemKind, SealedDigest, digest_key, hex};
+use audit_model::digest::{Digest, ProblemKind, digest_key, hex};
 use chrono::{DateTime, Datelike, Timelike, Utc};
 use futures::{StreamExt, TryStreamExt};
+use serde_json::Value;
 
-use super::Settings;
 use super::content::{self, Content};
-use super::digests;
+use super::digests::{self, Before, Loaded};
 use super::key::TrustedKey;
 use super::ports::{Archive, Entry, Table};
 use super::report::{Observer, Problem, Summary};
 use super::table::{ArchivedEvent, TableCheck, Window};
+use super::{LATE_ARCHIVE_SECONDS, Settings};
 use crate::TrailError;
 
 /// Checks the archive (and with `table` the table) over `settings.range`, telling `observer` of
@@ -42,7 +46,14 @@ pub async fn verify<A: Archive, T: Table, O: Observer>(
         summary: Summary::default(),
         table: table.map(|t| TableCheck::new(t, settings.now.timestamp())),
         genesis: None,
+        retention: None,
+        reported_at_start: HashSet::new(),
         previous: None,
+        first_in_range: None,
+        seen: HashMap::new(),
+        seen_objects: Vec::new(),
+        late: HashSet::new(),
+        unlisted: Vec::new(),
     };
     walk.run().await?;
     let mut summary = walk.summary;
@@ -59,8 +70,31 @@ struct Walk<'a, A, T, O> {
     table: Option<TableCheck<'a, T>>,
     /// The period of the chain's first digest.
     genesis: Option<Period>,
-    /// The previous period's sealed digest, when it has one.
-    previous: Option<SealedDigest>,
+    /// The bucket's default Object Lock retention in days.
+    retention: Option<u32>,
+    /// Digest keys reported while looking for the chain's start (not reported again).
+    reported_at_start: HashSet<String>,
+    /// The previous period's digests, when it has any.
+    previous: Option<Before>,
+    /// The range's first period, while its digest is not seen yet, and the digest it links to
+    /// before the range (for the chain's line).
+    first_in_range: Option<(Period, Option<String>)>,
+    /// Every record of the range's sealed objects: its key and the object it was first read in.
+    seen: HashMap<u128, u32>,
+    seen_objects: Vec<Arc<str>>,
+    /// The `late` entries of the digests read: (key, version id).
+    late: HashSet<(String, String)>,
+    /// Objects in sealed periods' places that their digest does not list, until a later digest's
+    /// `late` list explains them.
+    unlisted: Vec<Unlisted>,
+}
+
+/// An object in a sealed period's place that its digest does not list.
+struct Unlisted {
+    key: String,
+    /// Its versions (none that the digest lists as unattested).
+    versions: Vec<String>,
+    digest_key: String,
 }
 
 /// The entries of one period's place, by key (each key's versions newest first, then its delete
@@ -94,19 +128,7 @@ impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
         let last = length.period_of(to);
         let total = u64::try_from((last.start - first.start) / i64::from(length.seconds()) + 1)
             .unwrap_or(0);
-        self.genesis = digests::first_digest(self.archive, length).await?;
-        // The link into the range: the digest of the period before it, when the chain has one.
-        if let Some(genesis) = self.genesis
-            && first.start > genesis.start
-        {
-            let before = Period {
-                start: first.start - i64::from(length.seconds()),
-                length,
-            };
-            self.previous = digests::load(self.archive, &digest_key(before))
-                .await?
-                .map(|loaded| loaded.sealed());
-        }
+        self.chain_start(first, last).await?;
 
         // Every UTC hour partition a write of the range's periods can be keyed in, listed once;
         // a period is checked once all of its partitions are listed.
@@ -148,10 +170,182 @@ impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
                 next = next.next();
             }
         }
+        self.settle_unlisted(last).await?;
         if self.table.is_some() {
             self.table_items(first, last, to).await?;
         }
         Ok(())
+    }
+
+    /// Where the chain starts, and from which digest the range's chain is trusted, and why (the
+    /// summary's `chain` line): the chain's first digest when the range reaches back to it, else
+    /// the range's first period, linked to the digest before the range.
+    async fn chain_start(&mut self, first: Period, last: Period) -> Result<(), TrailError> {
+        let length = self.settings.length;
+        // Read first, once: a reader that may not read it learns so at once, not only on the
+        // day the chain's start has expired.
+        self.retention = self.archive.default_retention_days().await?;
+        let start =
+            digests::chain_start(self.archive, self.key, &self.settings.bucket, length).await?;
+        for problem in start.problems {
+            self.reported_at_start.insert(problem.subject.clone());
+            self.report(problem)?;
+        }
+        let Some((genesis, loaded, digest)) = start.first else {
+            self.summary.chain = if start.any_key {
+                format!(
+                    "none: no key under digest/ is a digest of {} s periods signed by the digest key (is --period-seconds the archiver's DIGEST_PERIOD_SECONDS?)",
+                    length.seconds()
+                )
+            } else {
+                format!(
+                    "none: the bucket {} holds no digest (never sealed, or not the archive: check --bucket)",
+                    self.settings.bucket
+                )
+            };
+            return Ok(());
+        };
+        self.genesis = Some(genesis);
+        if genesis.start > last.start {
+            self.summary.chain = format!(
+                "none in the range: the chain starts after it, at {}",
+                loaded.key
+            );
+            return Ok(());
+        }
+        if first.start <= genesis.start {
+            self.summary.chain = match &digest.previous {
+                None => format!(
+                    "trusted from {}: the chain's first digest (previous null)",
+                    loaded.key
+                ),
+                Some(link) => self.expired_predecessor(&loaded, &link.key).await?,
+            };
+            return Ok(());
+        }
+        // The link into the range: the digests of the period before it.
+        let before = Period {
+            start: first.start - i64::from(length.seconds()),
+            length,
+        };
+        let loaded = digests::load_period(self.archive, before).await?;
+        let previous = Before::of(&loaded, before, &self.settings.bucket, self.key);
+        let linked = previous
+            .digests
+            .iter()
+            .find(|(_, signed)| *signed)
+            .map(|(d, _)| d.key.clone());
+        self.previous = (!previous.digests.is_empty()).then_some(previous);
+        self.first_in_range = Some((first, linked));
+        Ok(())
+    }
+
+    /// The chain's first validly signed digest links to `predecessor`, which is not there: lawful
+    /// when the bucket's default retention may have let it expire, else `chain broken`. The
+    /// chain's line.
+    async fn expired_predecessor(
+        &mut self,
+        first: &Loaded,
+        predecessor: &str,
+    ) -> Result<String, TrailError> {
+        let length = self.settings.length;
+        let Some((gone, _)) = audit_model::digest::parse_any_digest_key(predecessor, length) else {
+            // Its link names no digest of the period before: the walk reports the link.
+            return Ok(format!(
+                "trusted from {}: the first digest the digest key signed",
+                first.key
+            ));
+        };
+        let retention = self.retention;
+        let now = self.settings.now.timestamp();
+        // Written no earlier than its period could be sealed; kept at least the retention after.
+        let kept_until = retention.map(|days| gone.sealable_at() + i64::from(days) * 86_400);
+        match (retention, kept_until) {
+            (Some(days), Some(until)) if now >= until => Ok(format!(
+                "trusted from {}: its predecessor {predecessor} is older than the bucket's Object Lock retention of {days} days and may have expired lawfully",
+                first.key
+            )),
+            _ => {
+                let why = match (retention, kept_until) {
+                    (Some(days), Some(until)) => format!(
+                        "the bucket's Object Lock retention of {days} days keeps it until {}",
+                        time(until)
+                    ),
+                    _ => "the bucket has no default Object Lock retention to have let it expire"
+                        .to_owned(),
+                };
+                self.report(Problem::new(
+                    ProblemKind::ChainBroken,
+                    &first.key,
+                    format!(
+                        "the first digest the digest key signed, but it links to {predecessor}, which is gone (not even a delete marker is left of it), though {why}"
+                    ),
+                ))?;
+                Ok(format!(
+                    "trusted from {}: the first digest the digest key signed; its predecessor {predecessor} is gone before its time (chain broken)",
+                    first.key
+                ))
+            }
+        }
+    }
+
+    /// The objects of sealed periods that their digest does not list: explained by a `late` list
+    /// of a digest read, or of a later digest (read on after the range, until every one is
+    /// explained or the newest period); the rest are `object not in digest`.
+    async fn settle_unlisted(&mut self, last: Period) -> Result<(), TrailError> {
+        let now = self.settings.now.timestamp();
+        let mut period = last.next();
+        loop {
+            self.explain();
+            if self.unlisted.is_empty() || period.sealable_at() > now {
+                break;
+            }
+            for loaded in digests::load_period(self.archive, period).await? {
+                let judged = digests::judge(&loaded, period, &self.settings.bucket, self.key);
+                if let (true, Some(digest)) = (judged.signed, judged.digest) {
+                    self.remember_late(&digest);
+                }
+            }
+            period = period.next();
+        }
+        for unlisted in std::mem::take(&mut self.unlisted) {
+            let version = unlisted
+                .versions
+                .iter()
+                .find(|v| !self.late.contains(&(unlisted.key.clone(), (*v).clone())))
+                .cloned()
+                .unwrap_or_default();
+            self.report(Problem::new(
+                ProblemKind::ObjectNotInDigest,
+                &unlisted.key,
+                format!(
+                    "version {version} is in the place of a sealed period, but its digest {} does not list it, nor does a later digest's list of late objects",
+                    unlisted.digest_key
+                ),
+            ))?;
+        }
+        Ok(())
+    }
+
+    /// A digest's `late` entries, remembered.
+    fn remember_late(&mut self, digest: &Digest) {
+        for late in &digest.late {
+            self.late
+                .insert((late.key.clone(), late.version_id.clone()));
+        }
+        self.explain();
+    }
+
+    /// The unlisted objects whose every version a `late` list names: explained, counted.
+    fn explain(&mut self) {
+        let late = &self.late;
+        let before = self.unlisted.len();
+        self.unlisted.retain(|u| {
+            !u.versions
+                .iter()
+                .all(|v| late.contains(&(u.key.clone(), v.clone())))
+        });
+        self.summary.late_objects += (before - self.unlisted.len()) as u64;
     }
 
     /// One period: its digest, then its objects.
@@ -169,10 +363,31 @@ impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
             self.summary.before_trail += 1;
             self.summary.unsealed_objects += live;
             self.previous = None;
+            if live > 0 {
+                let why = self.no_chain_here();
+                self.report(Problem::new(
+                    ProblemKind::TrailNotSealed,
+                    digest_key(period),
+                    format!(
+                        "{live} object(s) in the place of the period {} to {}, but {why}",
+                        time(period.start),
+                        time(period.end())
+                    ),
+                ))?;
+            }
             return Ok(());
         }
         let key = digest_key(period);
-        let Some(loaded) = digests::load(self.archive, &key).await? else {
+        let candidates = digests::load_period(self.archive, period).await?;
+        if candidates.is_empty() {
+            if let Some((p, _)) = &self.first_in_range
+                && *p == period
+            {
+                self.summary.chain = format!(
+                    "not trusted: the range's first period has no digest ({key} is missing)"
+                );
+                self.first_in_range = None;
+            }
             let due =
                 self.settings.now.timestamp() >= period.sealable_at() + self.settings.grace_seconds;
             if due {
@@ -197,10 +412,66 @@ impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
             self.previous = None;
             return self.current_events(&groups).await;
         };
+        // The period's digest: the first of its names validly signed, else the first that is a
+        // digest at all (its problems reported).
+        let judged: Vec<digests::Judged> = candidates
+            .iter()
+            .map(|l| digests::judge(l, period, &self.settings.bucket, self.key))
+            .collect();
+        let chosen = judged
+            .iter()
+            .position(|j| j.signed && j.digest.is_some())
+            .or_else(|| judged.iter().position(|j| j.digest.is_some()))
+            .unwrap_or(0);
+        let loaded = &candidates[chosen];
+        for (i, (other, verdict)) in candidates.iter().zip(&judged).enumerate() {
+            if i == chosen || self.reported_at_start.contains(&other.key) {
+                continue;
+            }
+            if verdict.signed && judged[chosen].signed {
+                self.report(Problem::new(
+                    ProblemKind::ChainBroken,
+                    &other.key,
+                    format!(
+                        "a second digest of the period signed by the digest key, beside {}: two different digests for one period",
+                        loaded.key
+                    ),
+                ))?;
+            }
+            for mut problem in verdict.problems.clone() {
+                problem.detail.push_str(&format!(
+                    "; another name of the period's digest, which is {}",
+                    loaded.key
+                ));
+                self.report(problem)?;
+            }
+            let newer = digests::check_newer(self.archive, other, self.key).await?;
+            self.report_all(newer)?;
+        }
+        if let Some((p, linked)) = self.first_in_range.take() {
+            if p == period {
+                self.summary.chain = match (judged[chosen].signed, linked) {
+                    (false, _) => format!(
+                        "not trusted: the range's first period's digest {} is not validly signed",
+                        loaded.key
+                    ),
+                    (true, Some(before)) => format!(
+                        "trusted from {}: the range's first period; its link to {before} checked",
+                        loaded.key
+                    ),
+                    (true, None) => format!(
+                        "trusted from {}: the range's first period; the period before it has no digest signed by the digest key to check its link against",
+                        loaded.key
+                    ),
+                };
+            } else {
+                self.first_in_range = Some((p, linked));
+            }
+        }
         if loaded.hidden {
             self.report(Problem::new(
                 ProblemKind::DigestMissing,
-                &key,
+                &loaded.key,
                 format!(
                     "deleted: a delete marker hides it; its sealed version {} is still in the bucket and is checked",
                     loaded.version_id
@@ -208,24 +479,38 @@ impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
             ))?;
         }
         let checked = digests::check(
-            &loaded,
+            loaded,
             period,
             &self.settings.bucket,
             self.key,
             self.previous.as_ref(),
-            self.genesis == Some(period),
         );
-        self.report_all(checked.problems)?;
-        let newer = digests::check_newer(self.archive, &loaded, self.key).await?;
+        let problems: Vec<Problem> = checked
+            .problems
+            .into_iter()
+            .filter(|p| !self.reported_at_start.contains(&p.subject))
+            .collect();
+        self.report_all(problems)?;
+        let newer = digests::check_newer(self.archive, loaded, self.key).await?;
         self.report_all(newer)?;
-        self.previous = Some(loaded.sealed());
+        let digest_key = loaded.key.clone();
+        self.previous = Some(Before {
+            digests: candidates
+                .iter()
+                .zip(&judged)
+                .map(|(l, j)| (l.sealed(), j.signed))
+                .collect(),
+        });
         match checked.digest {
             Some(digest) => {
                 self.summary.sealed += 1;
                 if digest.objects.is_empty() {
                     self.summary.empty += 1;
                 }
-                self.objects(&digest, &key, groups).await
+                if checked.signed {
+                    self.remember_late(&digest);
+                }
+                self.objects(&digest, &digest_key, groups).await
             }
             None => {
                 // Not a digest: nothing to check its objects against.
@@ -233,6 +518,20 @@ impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
                 self.summary.unsealed_objects += live;
                 self.current_events(&groups).await
             }
+        }
+    }
+
+    /// Why a period before the chain's start cannot be proven (for `trail not sealed`).
+    fn no_chain_here(&self) -> String {
+        match self.genesis {
+            Some(genesis) => format!(
+                "it is before the chain's first digest {}: no digest proves it",
+                digest_key(genesis)
+            ),
+            None => format!(
+                "the bucket holds no digest chain of {} s periods (never sealed, or not the archiver's --bucket or --period-seconds)",
+                self.settings.length.seconds()
+            ),
         }
     }
 
@@ -245,25 +544,63 @@ impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
     ) -> Result<(), TrailError> {
         let listed: BTreeMap<&str, _> =
             digest.objects.iter().map(|o| (o.key.as_str(), o)).collect();
+        let unattested: HashSet<(&str, &str)> = digest
+            .unattested
+            .iter()
+            .map(|u| (u.key.as_str(), u.version_id.as_str()))
+            .collect();
+        for object in &digest.unattested {
+            self.summary.unattested += 1;
+            let sha256 = if object.sha256.is_empty() {
+                "unknown SHA-256".to_owned()
+            } else {
+                format!("SHA-256 {}", object.sha256)
+            };
+            self.report(Problem::new(
+                ProblemKind::ObjectNotAttested,
+                &object.key,
+                format!(
+                    "version {} ({sha256}, {} bytes) was in the period's place when it was sealed, but no marker attests it: {}; its digest {digest_key} lists it apart from the trail",
+                    object.version_id, object.size, object.reason
+                ),
+            ))?;
+        }
         for (key, group) in &groups {
             let Some(object) = listed.get(key.as_str()) else {
-                let detail = match group.iter().find(|e| !e.delete_marker) {
-                    Some(version) => format!(
-                        "version {} is in the place of a sealed period, but its digest {digest_key} does not list it",
-                        version.version_id
-                    ),
-                    None => format!(
-                        "a delete marker of a key that its period's digest {digest_key} does not list"
-                    ),
-                };
-                self.report(Problem::new(ProblemKind::ObjectNotInDigest, key, detail))?;
+                let versions: Vec<String> = group
+                    .iter()
+                    .filter(|e| !e.delete_marker)
+                    .filter(|e| !unattested.contains(&(key.as_str(), e.version_id.as_str())))
+                    .map(|e| e.version_id.clone())
+                    .collect();
+                let only_markers = group.iter().all(|e| e.delete_marker);
+                if only_markers {
+                    self.report(Problem::new(
+                        ProblemKind::ObjectNotInDigest,
+                        key,
+                        format!(
+                            "a delete marker of a key that its period's digest {digest_key} does not list"
+                        ),
+                    ))?;
+                } else if !versions.is_empty() {
+                    // Explained only by a later digest's list of late objects, if at all.
+                    self.unlisted.push(Unlisted {
+                        key: key.clone(),
+                        versions,
+                        digest_key: digest_key.to_owned(),
+                    });
+                    self.explain();
+                }
                 continue;
             };
             let sealed_at = group
                 .iter()
                 .position(|e| !e.delete_marker && e.version_id == object.version_id);
             for (i, other) in group.iter().enumerate() {
-                if other.delete_marker || other.version_id == object.version_id {
+                if other.delete_marker
+                    || other.version_id == object.version_id
+                    || unattested.contains(&(key.as_str(), other.version_id.as_str()))
+                {
                     continue;
                 }
                 let which = match sealed_at {
@@ -291,17 +628,19 @@ impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
             }
         }
 
-        let keep = self.table.is_some();
+        let keep_trail = self.table.is_some();
         let archive = self.archive;
         let mut reads = futures::stream::iter(digest.objects.iter())
             .map(|object| async move {
-                let keep = keep && kind_of(&object.key) == ObjectKind::Trail;
-                let read = read_version(archive, &object.key, &object.version_id, keep).await;
+                let kind = kind_of(&object.key);
+                let keep = kind == ObjectKind::Tamper || keep_trail;
+                let read =
+                    read_version(archive, &object.key, &object.version_id, keep, Some(kind)).await;
                 (object, read)
             })
             .buffered(self.settings.concurrency.max(1));
         while let Some((object, read)) = reads.next().await {
-            let Some(content) = read? else {
+            let Some(mut content) = read? else {
                 self.report(Problem::new(
                     ProblemKind::ObjectMissing,
                     &object.key,
@@ -350,31 +689,99 @@ impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
                     format!("version {}: {}", object.version_id, why.join("; ")),
                 ))?;
             }
-            if kind == ObjectKind::Trail {
-                self.compare_events(&object.key, content).await?;
+            let twice = self.duplicates(&object.key, std::mem::take(&mut content.keys))?;
+            match kind {
+                ObjectKind::Trail => self.compare_events(&object.key, content).await?,
+                ObjectKind::Tamper => self.tampered(&object.key, &content, &twice)?,
             }
         }
         self.flush_table().await
     }
 
-    /// With `--table`: the events of the current objects of a period no digest covers (not
-    /// sealed yet, or its digest missing): not checked against a digest, but archived events all
-    /// the same.
-    async fn current_events(&mut self, groups: &Groups) -> Result<(), TrailError> {
-        if self.table.is_none() {
-            return Ok(());
+    /// The records of a sealed object: each one already read in another sealed object of the
+    /// range (or earlier in this one) is `event duplicated`. Returns the positions of this
+    /// object's records that were duplicates (among its keyed lines).
+    fn duplicates(
+        &mut self,
+        object: &str,
+        keys: Vec<content::LineKey>,
+    ) -> Result<HashSet<usize>, TrailError> {
+        let index = u32::try_from(self.seen_objects.len()).unwrap_or(u32::MAX);
+        let name: Arc<str> = Arc::from(object);
+        self.seen_objects.push(name);
+        let mut twice = HashSet::new();
+        for (at, line) in keys.into_iter().enumerate() {
+            match self.seen.get(&line.key) {
+                None => {
+                    self.seen.insert(line.key, index);
+                }
+                Some(first) => {
+                    twice.insert(at);
+                    self.summary.duplicated += 1;
+                    let first = self
+                        .seen_objects
+                        .get(*first as usize)
+                        .map(|o| o.to_string())
+                        .unwrap_or_default();
+                    let detail = if first == object {
+                        format!("archived twice in {object}")
+                    } else {
+                        format!("archived in {object}, and already in {first}")
+                    };
+                    self.report(Problem::new(
+                        ProblemKind::EventDuplicated,
+                        &*line.message_id,
+                        detail,
+                    ))?;
+                }
+            }
         }
+        Ok(twice)
+    }
+
+    /// The lines of a tamper object: each record (a MODIFY, or a REMOVE that is not TTL's) is
+    /// `item modified`, whether the item was restored since or not. `twice`: positions of
+    /// records already reported (archived twice).
+    fn tampered(
+        &mut self,
+        object: &str,
+        content: &Content,
+        twice: &HashSet<usize>,
+    ) -> Result<(), TrailError> {
+        let mut keyed = 0usize;
+        for line in &content.kept {
+            let Some(problem) = tamper_problem(object, line) else {
+                continue;
+            };
+            let at = keyed;
+            keyed += 1;
+            if !twice.contains(&at) {
+                self.report(problem)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The current objects of a period no digest covers (not sealed yet, or its digest missing):
+    /// not checked against a digest, but its tamper records are `item modified` all the same, and
+    /// with `--table` its trail events are archived events.
+    async fn current_events(&mut self, groups: &Groups) -> Result<(), TrailError> {
         for (key, group) in groups {
             let Some(current) = group.iter().find(|e| e.latest && !e.delete_marker) else {
                 continue;
             };
-            if kind_of(key) != ObjectKind::Trail {
+            let kind = kind_of(key);
+            if kind == ObjectKind::Trail && self.table.is_none() {
                 continue;
             }
-            if let Some(content) =
-                read_version(self.archive, key, &current.version_id, true).await?
-            {
-                self.compare_events(key, content).await?;
+            let Some(content) =
+                read_version(self.archive, key, &current.version_id, true, None).await?
+            else {
+                continue;
+            };
+            match kind {
+                ObjectKind::Trail => self.compare_events(key, content).await?,
+                ObjectKind::Tamper => self.tampered(key, &content, &HashSet::new())?,
             }
         }
         self.flush_table().await
@@ -421,7 +828,7 @@ impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
                 .await?;
             for entry in current {
                 let Some(content) =
-                    read_version(self.archive, &entry.key, &entry.version_id, true).await?
+                    read_version(self.archive, &entry.key, &entry.version_id, true, None).await?
                 else {
                     continue;
                 };
@@ -441,8 +848,9 @@ impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
     }
 
     /// `--table`, after the walk: the table's items of the range looked up among the archived
-    /// events, the look-ahead periods after the range read first, and the periods of items found
-    /// nowhere near the range read last.
+    /// events, the look-ahead periods after the range read first; then the periods of items
+    /// found nowhere near the range, up to `--archive-lag` after their `receivedAt`; then, for
+    /// those still not found, the periods up to `LATE_ARCHIVE_SECONDS` after it (archived late).
     async fn table_items(
         &mut self,
         first: Period,
@@ -473,37 +881,49 @@ impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
             length,
         };
         let range = self.settings.range.clone();
+        let why = self.no_chain_here();
         let Some(table) = self.table.as_mut() else {
             return Ok(());
         };
-        let summary = &mut self.summary;
-        let observer = &mut *self.observer;
-        let pending = table
-            .items(&range, window, lag, &mut |problem| {
-                report(summary, observer, problem)
-            })
+        let (pending, unsealed) = table
+            .items(&range, window, lag, LATE_ARCHIVE_SECONDS)
             .await?;
-
-        // Items found nowhere near: the periods they can be in, each read once.
-        let mut periods = BTreeSet::new();
-        for item in &pending {
-            let mut start = item.first;
-            while start <= item.last.min(now) {
-                if !(window.first..=window.last).contains(&start) && sealed_or_after(start) {
-                    periods.insert(start);
-                }
-                start += step;
-            }
+        for problem in unsealed.problems(&why) {
+            self.report(problem)?;
         }
-        let wanted: HashSet<u128> = pending.iter().map(|p| p.key()).collect();
-        for start in periods {
-            self.remember_period(Period { start, length }, Some(&wanted))
-                .await?;
-            extra += 1;
+
+        // The periods they can be in, each read once: first as far as `--archive-lag`, then as
+        // far as a record can be late.
+        let mut read: BTreeSet<i64> = (window.first..=window.last)
+            .step_by(usize::try_from(step).unwrap_or(1))
+            .collect();
+        let mut pending = pending;
+        for late in [false, true] {
+            let mut periods = BTreeSet::new();
+            for item in &pending {
+                let end = if late { item.late_last } else { item.last };
+                let mut start = item.first;
+                while start <= end.min(now) {
+                    if !read.contains(&start) && sealed_or_after(start) {
+                        periods.insert(start);
+                    }
+                    start += step;
+                }
+            }
+            let wanted: HashSet<u128> = pending.iter().map(|p| p.key()).collect();
+            for start in periods {
+                self.remember_period(Period { start, length }, Some(&wanted))
+                    .await?;
+                read.insert(start);
+                extra += 1;
+            }
+            if let Some(table) = self.table.as_mut() {
+                pending = table.found(pending, late);
+            }
         }
         if let Some(table) = self.table.as_mut() {
             table.summary.extra_periods = extra;
-            let problems = table.settle(pending);
+            let problems: Vec<Problem> = pending.iter().map(|p| p.problem()).collect();
             self.report_all(problems)?;
         }
         Ok(())
@@ -516,11 +936,41 @@ async fn read_version<A: Archive>(
     key: &str,
     version_id: &str,
     keep: bool,
+    keyed: Option<ObjectKind>,
 ) -> Result<Option<Content>, TrailError> {
     match archive.get(key, version_id).await? {
-        Some(fetched) => content::read(fetched, keep).await.map(Some),
+        Some(fetched) => content::read(fetched, keep, keyed).await.map(Some),
         None => Ok(None),
     }
+}
+
+/// The `item modified` of one tamper line; `None` for a line that is not a tamper record.
+fn tamper_problem(object: &str, line: &str) -> Option<Problem> {
+    let record: Value = serde_json::from_str(line).ok()?;
+    let text = |v: &Value| v.as_str().map(str::to_owned);
+    let keys = record.get("keys")?;
+    let message_id = keys.get("messageId").and_then(text)?;
+    let audit_time = keys
+        .get("auditTime")
+        .and_then(text)
+        .unwrap_or_else(|| "unknown".to_owned());
+    let event = record.get("eventName").and_then(text).unwrap_or_default();
+    let when = record
+        .get("approximateCreationDateTime")
+        .and_then(text)
+        .unwrap_or_else(|| "an unknown time".to_owned());
+    let what = match event.as_str() {
+        "REMOVE" => "deleted (a REMOVE that is not TTL's)",
+        _ => "changed (a MODIFY)",
+    };
+    let event_id = record.get("eventID").and_then(text)?;
+    Some(Problem::new(
+        ProblemKind::ItemModified,
+        message_id,
+        format!(
+            "auditTime {audit_time}: {what} at {when}, stream record {event_id}, archived in {object}; the function only inserts, so the item was tampered with, whether or not it was restored since"
+        ),
+    ))
 }
 
 /// trail/ or tamper/ (the walk only sees keys under one of them).

@@ -238,6 +238,8 @@ fn reader_policy_reads_the_table_and_its_indexes_and_records_its_own_access_only
             ("s3:GetObjectVersion", verified_prefixes()),
             ("s3:ListBucket", one(ARCHIVE_BUCKET)),
             ("s3:ListBucketVersions", one(ARCHIVE_BUCKET)),
+            // verify: the default retention, to tell a digest expired lawfully from one removed.
+            ("s3:GetBucketObjectLockConfiguration", one(ARCHIVE_BUCKET)),
             ("kms:GetPublicKey", one(DIGEST_KEY)),
         ]),
         "auditctl query and get: DescribeTable, Query (table and indexes), BatchGetItem (a \

@@ -74,16 +74,21 @@ impl Stack {
     /// A table, a bucket as the template defines it (versioning, Object Lock in COMPLIANCE
     /// mode), and a digest key (ECC_NIST_P256, SIGN_VERIFY).
     async fn new() -> Self {
+        Self::started_ago(1800).await
+    }
+
+    /// The same, its first period `seconds` before now.
+    async fn started_ago(seconds: i64) -> Self {
         let moto = Moto::start();
         create_table(&moto.client(), TABLE).await;
         let s3 = s3(&moto);
         create_locked_bucket(&s3, BUCKET).await;
         let kms = kms(&moto);
         let key = create_key(&kms).await;
-        // Half an hour ago: every period is long due.
+        // Half an hour ago (by default): every period is long due.
         let now = Utc::now().timestamp();
         let t0 = DateTime::from_timestamp(
-            (now - 1800).div_euclid(i64::from(SECONDS)) * i64::from(SECONDS),
+            (now - seconds).div_euclid(i64::from(SECONDS)) * i64::from(SECONDS),
             0,
         )
         .unwrap();
@@ -181,19 +186,28 @@ impl Stack {
     /// Seals the trail's periods in order as the archiver does; `skip`: periods left without a
     /// digest (the chain goes on from the last one sealed).
     async fn seal_all(&self, skip: &[i64]) {
+        self.seal_from(0, None, skip).await;
+    }
+
+    /// Seals the periods from the `first`-th on, its digest linked to `link` (a digest the
+    /// bucket may not hold).
+    async fn seal_from(&self, first: i64, link: Option<PreviousDigest>, skip: &[i64]) {
         let mut previous: Option<SealedDigest> = None;
-        for n in 0..PERIODS {
+        let mut link = link;
+        for n in first..PERIODS {
             if skip.contains(&n) {
                 continue;
             }
             let period = self.period(n);
             let objects = self.listed(period).await;
-            let link = previous.as_ref().map(|p| PreviousDigest {
-                key: digest_key(Period {
-                    start: period.start - i64::from(SECONDS),
-                    length: length(),
-                }),
-                ..p.as_previous()
+            let link = link.take().or_else(|| {
+                previous.as_ref().map(|p| PreviousDigest {
+                    key: digest_key(Period {
+                        start: period.start - i64::from(SECONDS),
+                        length: length(),
+                    }),
+                    ..p.as_previous()
+                })
             });
             let digest = Digest::new(
                 BUCKET,
@@ -345,14 +359,18 @@ fn gzip(lines: &[String]) -> Vec<u8> {
 
 /// The (kind, subject) of each problem line of verify's output.
 fn problems(output: &str) -> Vec<(String, String)> {
-    const KINDS: [&str; 9] = [
+    const KINDS: [&str; 13] = [
         "digest missing",
         "chain broken",
         "signature invalid",
         "object changed",
         "object missing",
         "object not in digest",
+        "object not attested",
+        "event duplicated",
+        "trail not sealed",
         "item changed",
+        "item modified",
         "item missing",
         "item not archived",
     ];
@@ -638,4 +656,166 @@ async fn verify_names_the_fix_when_it_cannot_start() {
     );
     let bad_period = run(&[("DIGEST_PERIOD_SECONDS", "7")]);
     assert_eq!(bad_period.status.code(), Some(2), "{}", stderr(&bad_period));
+}
+
+/// The line of verify's summary that starts with `name`.
+fn summary_line<'a>(out: &'a str, name: &str) -> &'a str {
+    out.lines()
+        .find(|line| line.starts_with(name))
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn verify_never_passes_a_trail_with_data_and_no_digest() {
+    let mut stack = Stack::new().await;
+    stack.write_trail(12).await;
+    let output = stack.verify(&["--table", "--no-audit-event"]);
+    let out = stdout(&output);
+    assert_eq!(output.status.code(), Some(1), "{out}\n{}", stderr(&output));
+    let found = problems(&out);
+    // Every period that holds an object, and the table's items in their periods.
+    assert!(!found.is_empty(), "{out}");
+    assert!(
+        found.iter().all(|(kind, _)| kind == "trail not sealed"),
+        "{out}"
+    );
+    let periods: std::collections::BTreeSet<&str> =
+        found.iter().map(|(_, key)| key.as_str()).collect();
+    for start in stack.objects.keys() {
+        let key = digest_key(Period {
+            start: *start,
+            length: length(),
+        });
+        assert!(periods.contains(key.as_str()), "{key}\n{out}");
+    }
+    assert!(
+        summary_line(&out, "chain ")
+            .contains(&format!("none: the bucket {BUCKET} holds no digest")),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!(
+            "periods   {PERIODS} checked: 0 sealed (0 empty), 0 not sealed yet, {PERIODS} before the trail"
+        )),
+        "{out}"
+    );
+}
+
+#[tokio::test]
+async fn verify_reports_a_planted_earlier_digest_and_every_tamper_record_and_trusts_the_first_signed_digest()
+ {
+    let mut stack = Stack::new().await;
+    stack.write_trail(10).await;
+    // A tamper record archived before the period was sealed (an item changed, then restored).
+    let line = serde_json::json!({
+        "approximateCreationDateTime": stack.t0.to_rfc3339(),
+        "eventID": "e-1",
+        "eventName": "MODIFY",
+        "keys": {"auditTime": stack.items[0].1, "messageId": stack.items[0].0},
+        "newImage": {},
+        "oldImage": {},
+        "sequenceNumber": "1",
+        "userIdentity": null
+    })
+    .to_string();
+    let at = DateTime::from_timestamp(stack.period(3).start + 4, 0).unwrap();
+    stack.put_object(ObjectKind::Tamper, at, &[line]).await;
+    stack.seal_all(&[]).await;
+    // A digest five periods before the chain's first, signed by another key in the name of the
+    // digest key.
+    let other = create_key(&stack.kms).await;
+    let planted = stack.period(-5);
+    let digest = Digest::new(BUCKET, planted, Utc::now(), vec![], None, &stack.key);
+    stack.put_digest(planted, &digest, &other, true).await;
+
+    let env = stack.env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let from = (stack.t0 - Duration::seconds(5 * i64::from(SECONDS))).to_rfc3339();
+    let to = stack.range()[3].clone();
+    let output = auditctl(
+        &stack.moto.endpoint,
+        &["verify", "--from", &from, "--to", &to, "--no-audit-event"],
+        &env,
+    );
+    let out = stdout(&output);
+    assert_eq!(output.status.code(), Some(1), "{out}\n{}", stderr(&output));
+    let mut found = problems(&out);
+    found.sort();
+    assert_eq!(
+        found,
+        [
+            ("item modified".to_owned(), stack.items[0].0.clone()),
+            ("signature invalid".to_owned(), digest_key(planted)),
+        ],
+        "{out}"
+    );
+    assert_eq!(
+        summary_line(&out, "chain "),
+        format!(
+            "chain     trusted from {}: the chain's first digest (previous null)",
+            digest_key(stack.period(0))
+        ),
+        "{out}"
+    );
+    assert!(out.contains("5 before the trail"), "{out}");
+}
+
+#[tokio::test]
+async fn verify_takes_a_predecessor_older_than_the_buckets_retention_as_expired_lawfully() {
+    // The bucket's default retention is one day (create_locked_bucket): a trail two days old
+    // whose first digest links to one that is not there.
+    let gone = |stack: &Stack| PreviousDigest {
+        key: digest_key(stack.period(1)),
+        sha256: "00".repeat(32),
+        signature: "3045".to_owned(),
+    };
+    let mut old = Stack::started_ago(2 * 86_400).await;
+    for n in 0..4 {
+        let at = DateTime::from_timestamp(old.period(n).start + 3, 0).unwrap();
+        old.put_object(ObjectKind::Trail, at, &["{}".to_owned()])
+            .await;
+    }
+    old.seal_from(2, Some(gone(&old)), &[]).await;
+    let from = old.period(2).start;
+    let from = DateTime::from_timestamp(from, 0).unwrap().to_rfc3339();
+    let to = old.range()[3].clone();
+    let env = old.env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let out = ok(auditctl(
+        &old.moto.endpoint,
+        &["verify", "--from", &from, "--to", &to, "--no-audit-event"],
+        &env,
+    ));
+    assert_eq!(
+        summary_line(&out, "chain "),
+        format!(
+            "chain     trusted from {}: its predecessor {} is older than the bucket's Object Lock retention of 1 days and may have expired lawfully",
+            digest_key(old.period(2)),
+            digest_key(old.period(1))
+        ),
+        "{out}"
+    );
+
+    // The same within the retention: removed before its time, the chain is broken.
+    let young = Stack::new().await;
+    young.seal_from(2, Some(gone(&young)), &[]).await;
+    let from = DateTime::from_timestamp(young.period(2).start, 0)
+        .unwrap()
+        .to_rfc3339();
+    let to = young.range()[3].clone();
+    let env = young.env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let output = auditctl(
+        &young.moto.endpoint,
+        &["verify", "--from", &from, "--to", &to, "--no-audit-event"],
+        &env,
+    );
+    let out = stdout(&output);
+    assert_eq!(output.status.code(), Some(1), "{out}\n{}", stderr(&output));
+    assert_eq!(
+        problems(&out),
+        [("chain broken".to_owned(), digest_key(young.period(2)))],
+        "{out}"
+    );
+    assert!(out.contains("retention of 1 days keeps it until"), "{out}");
 }
