@@ -40,7 +40,9 @@ venv: $(VENV_STAMP) ## install the pinned Python tools (moto, cargo-lambda) into
 
 chromium: ## Debian's chromium, pinned (CHROMIUM_VERSION), for the viewer's browser tests
 	@if [ "$$(dpkg-query -W -f='$${Version}' chromium 2>/dev/null)" != "$(CHROMIUM_VERSION)" ]; then \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium=$(CHROMIUM_VERSION); fi
+	  apt-get update -qq && { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium=$(CHROMIUM_VERSION) || { \
+	    echo "chromium $(CHROMIUM_VERSION) is no longer in the package registry (Debian keeps only its newest security update): installing $$(apt-cache policy chromium | awk '/Candidate/ {print $$2}') instead; set CHROMIUM_VERSION to it" >&2; \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }; }; fi
 
 # Installing requirements.txt again removes every stamp, this one included.
 $(BENCH_STAMP): $(VENV_STAMP) requirements-bench.txt
