@@ -379,6 +379,61 @@ async fn an_object_that_lands_after_its_writeby_is_void_and_its_events_are_archi
 }
 
 #[tokio::test]
+async fn an_object_the_sealer_voided_as_late_counts_for_a_retry_which_writes_no_third_copy() {
+    let bucket = MemoryBucket::new();
+    let clock = ManualClock::new(at(TEN));
+    // The first attempt's object write times out and is given up on by the function...
+    bucket.inject(Fault {
+        operation: Operation::Put,
+        prefix: "trail/".into(),
+        times: Some(1),
+        effect: Effect::Fail(AwsError::without_answer(ErrorKind::TimedOut, "timed out")),
+    });
+    let first = archive(&bucket, &clock, inserts(1..6)).await;
+    assert_eq!(first.failed_from, Some(0));
+    // ...S3 lands it after its period was sealed, and the sealer, finding it late, voids it and
+    // archives its lines again in an open period (seal.rs) before the stream's retry comes.
+    let late_key = trail_key(TEN, 1, 0);
+    let reads = read_records(StreamEvent {
+        records: inserts(1..6),
+    });
+    let records: Vec<&StreamRecord> = reads
+        .iter()
+        .filter_map(|r| r.record.as_ref().ok())
+        .collect();
+    let encoded = encode(&records).unwrap();
+    let request = encoded[0].request(late_key.clone(), &marker_key(&run_entry(1), 0).unwrap());
+    assert!(matches!(
+        bucket.put_if_absent(request).await,
+        Ok(Created::New { .. })
+    ));
+    let void = br#"{"version":1,"voidedAt":"2026-11-22T11:00:40.000Z","by":"seal"}"#.to_vec();
+    assert!(matches!(
+        bucket
+            .put_if_absent(NewObject {
+                key: void_key(&late_key),
+                sha256: sha256(&void),
+                body: Bytes::from(void),
+                content_type: "application/json",
+                metadata: Vec::new(),
+            })
+            .await,
+        Ok(Created::New { .. })
+    ));
+
+    clock.advance(Duration::from_secs(3600));
+    let retry = archive(&bucket, &clock, inserts(1..6)).await;
+    assert_eq!(retry.failed_from, None, "{:?}", retry.failure);
+    assert_eq!(
+        (retry.archived, retry.already_archived),
+        (0, 5),
+        "the sealer's copy holds them: a retry writing them again would make a third"
+    );
+    assert!(retry.voided.is_empty());
+    assert_eq!(bucket.keys("trail/"), vec![late_key]);
+}
+
+#[tokio::test]
 async fn a_bisected_first_half_given_up_leaves_the_second_half_what_the_first_attempt_wrote() {
     let bucket = MemoryBucket::new();
     let clock = ManualClock::new(at(TEN));
