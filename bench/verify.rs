@@ -885,8 +885,9 @@ fn main() {
     }
     if !options.moto_as_is {
         let launcher = moto_launcher(&root, &work);
-        // SAFETY: no other thread runs yet (the runtime is built below); Moto::start reads it.
-        unsafe { std::env::set_var("MOTO_SERVER", launcher) };
+        // SAFETY: no other thread runs yet (the runtime is built below); MotoServer::start reads
+        // it.
+        unsafe { std::env::set_var("MOTO_LAUNCHER", launcher) };
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

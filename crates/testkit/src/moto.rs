@@ -34,26 +34,36 @@ impl MotoServer {
     /// the Python beside `$MOTO_SERVER`, set by the Makefile, or the repository's `.venv`), and
     /// waits until it listens. The launcher is what the local stack runs: SQS attests each
     /// message's real sender (`SenderId`) and conditional writes are atomic, as in AWS.
+    ///
+    /// `$MOTO_LAUNCHER`, when set, names another executable taking moto_server's `-H` and `-p`
+    /// (the verify benchmark's bench/moto_server.py, which lists versions without moto's copies).
     pub fn start() -> Self {
-        let binary = std::env::var_os("MOTO_SERVER")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| project_root().join(".venv/bin/moto_server"));
-        let python = binary.with_file_name("python");
-        assert!(
-            python.exists(),
-            "no Python beside moto_server at {}: run the tests with `make test` (it installs .venv)",
-            binary.display()
-        );
+        let (program, mut args): (PathBuf, Vec<String>) = if let Some(launcher) =
+            std::env::var_os("MOTO_LAUNCHER")
+        {
+            (PathBuf::from(launcher), Vec::new())
+        } else {
+            let binary = std::env::var_os("MOTO_SERVER")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| project_root().join(".venv/bin/moto_server"));
+            let python = binary.with_file_name("python");
+            assert!(
+                python.exists(),
+                "no Python beside moto_server at {}: run the tests with `make test` (it installs .venv)",
+                binary.display()
+            );
+            (python, vec!["-m".into(), "local.motoserver".into()])
+        };
+        let binary = program.clone();
         let port = free_port();
-        let child = Command::new(&python)
-            .args([
-                "-m",
-                "local.motoserver",
-                "-H",
-                "127.0.0.1",
-                "-p",
-                &port.to_string(),
-            ])
+        args.extend([
+            "-H".into(),
+            "127.0.0.1".into(),
+            "-p".into(),
+            port.to_string(),
+        ]);
+        let child = Command::new(&program)
+            .args(&args)
             .current_dir(project_root())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
