@@ -520,21 +520,9 @@ impl<B: ArchiveBucket, C: Clock> Archiver<'_, B, C> {
     ) -> Result<Vec<Confirmed>, Failure> {
         let objects = listings(markers);
         let mut done = Vec::new();
-        let checks = join_all(
-            objects
-                .iter()
-                .map(|(key, listed)| self.check(key, listed, markers, lookup)),
-        )
-        .await;
-        let mut missing = Vec::new();
-        for ((key, listed), checked) in objects.iter().zip(checks) {
-            match checked? {
-                Checked::Holds(confirmed) => done.push(confirmed),
-                Checked::Missing => missing.push((key, listed)),
-                Checked::Void => tracing::debug!(key, "a listed object is void"),
-                Checked::Conflict(reason) => self.conflict(key, reason),
-            }
-        }
+        let mut missing = self
+            .check_all(objects.iter().collect(), markers, lookup, &mut done)
+            .await?;
         if missing.is_empty() {
             return Ok(done);
         }
@@ -555,27 +543,40 @@ impl<B: ArchiveBucket, C: Clock> Archiver<'_, B, C> {
                 "waiting for a previous attempt's write to land or expire"
             );
             self.clock.sleep(wait).await;
-            let checks = join_all(
-                missing
-                    .iter()
-                    .map(|(key, listed)| self.check(key, listed, markers, lookup)),
-            )
-            .await;
-            let mut still = Vec::new();
-            for ((key, listed), checked) in missing.into_iter().zip(checks) {
-                match checked? {
-                    Checked::Holds(confirmed) => done.push(confirmed),
-                    Checked::Missing => still.push((key, listed)),
-                    Checked::Void => {}
-                    Checked::Conflict(reason) => self.conflict(key, reason),
-                }
-            }
-            missing = still;
+            missing = self.check_all(missing, markers, lookup, &mut done).await?;
         }
         for (key, _) in missing {
             self.void(key, by).await?;
         }
         Ok(done)
+    }
+
+    /// Checks each of `objects` (`check`): those that hold their events go to `done`, conflicts
+    /// are counted, void ones dropped; those that do not exist are returned.
+    async fn check_all<'o>(
+        &self,
+        objects: Vec<&'o (String, Vec<Listing>)>,
+        markers: &[(String, Marker)],
+        lookup: &Delivered<'_>,
+        done: &mut Vec<Confirmed>,
+    ) -> Result<Vec<&'o (String, Vec<Listing>)>, Failure> {
+        let checks = join_all(
+            objects
+                .iter()
+                .map(|(key, listed)| self.check(key, listed, markers, lookup)),
+        )
+        .await;
+        let mut missing = Vec::new();
+        for (object, checked) in objects.into_iter().zip(checks) {
+            let key = object.0.as_str();
+            match checked? {
+                Checked::Holds(confirmed) => done.push(confirmed),
+                Checked::Missing => missing.push(object),
+                Checked::Void => tracing::debug!(key, "a listed object is void"),
+                Checked::Conflict(reason) => self.conflict(key, reason),
+            }
+        }
+        Ok(missing)
     }
 
     /// Whether `key` holds what `listed` (the markers' listings of it) says: it exists; its
