@@ -152,6 +152,16 @@ pub struct LateObject {
     pub archived_as: String,
 }
 
+/// The transparency log's tree after a period: its size (leaves) and root hash (hex), and the
+/// key of the period's checkpoint.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TreeHead {
+    pub size: u64,
+    pub root: String,
+    pub checkpoint: String,
+}
+
 /// The link to the previous period's digest.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -185,6 +195,10 @@ pub struct Digest {
     /// Objects of earlier, sealed periods found since their digest was written (by key).
     #[serde(default)]
     pub late: Vec<LateObject>,
+    /// The transparency log after this period's leaves (docs/archive.md "The transparency
+    /// log"): absent in digests sealed before the log began.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tree: Option<TreeHead>,
     /// `None` for the chain's first digest.
     pub previous: Option<PreviousDigest>,
     /// The KMS key that signed it (its ARN).
@@ -214,6 +228,7 @@ impl Digest {
             objects,
             unattested: Vec::new(),
             late: Vec::new(),
+            tree: None,
             previous,
             key_id: key_id.to_owned(),
             signing_algorithm: SIGNING_ALGORITHM.to_owned(),
@@ -372,10 +387,13 @@ pub enum ProblemKind {
     ItemModified,
     ItemMissing,
     ItemNotArchived,
+    CheckpointInconsistent,
+    LeafMissing,
+    CosignatureMissing,
 }
 
 impl ProblemKind {
-    pub const ALL: [Self; 13] = [
+    pub const ALL: [Self; 16] = [
         Self::DigestMissing,
         Self::ChainBroken,
         Self::SignatureInvalid,
@@ -389,6 +407,9 @@ impl ProblemKind {
         Self::ItemModified,
         Self::ItemMissing,
         Self::ItemNotArchived,
+        Self::CheckpointInconsistent,
+        Self::LeafMissing,
+        Self::CosignatureMissing,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -406,6 +427,9 @@ impl ProblemKind {
             Self::ItemModified => "item modified",
             Self::ItemMissing => "item missing",
             Self::ItemNotArchived => "item not archived",
+            Self::CheckpointInconsistent => "checkpoint inconsistent",
+            Self::LeafMissing => "leaf missing",
+            Self::CosignatureMissing => "cosignature missing",
         }
     }
 }
@@ -637,7 +661,10 @@ mod tests {
                 "item changed",
                 "item modified",
                 "item missing",
-                "item not archived"
+                "item not archived",
+                "checkpoint inconsistent",
+                "leaf missing",
+                "cosignature missing"
             ]
         );
     }

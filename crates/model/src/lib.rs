@@ -11,8 +11,10 @@ pub mod envelope;
 pub mod keys;
 pub mod line;
 pub mod message;
+pub mod note;
 pub mod payload;
 pub mod reason;
 pub mod repair;
+pub mod tlog;
 
 pub use reason::{Disposition, Reason};
