@@ -11,14 +11,14 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
 use crate::archive::Period;
-use crate::tlog::{Hash, LOG_PREFIX};
+use crate::tlog::Hash;
 
-/// The log's checkpoint for each sealed period: `log/checkpoints/p<periodStart>`.
+/// The log's checkpoints: `log/checkpoints/<tree size, 20 digits>` (keys sort by size; the
+/// newest is the last key). A checkpoint is a statement about a tree size: a period that adds no
+/// leaf names the checkpoint of the size before it.
 pub const CHECKPOINTS_PREFIX: &str = "log/checkpoints/";
-/// The newest checkpoint (c2sp.org/tlog-tiles' `<prefix>/checkpoint`), a new version per period.
-pub const NEWEST_CHECKPOINT: &str = "log/checkpoint";
-/// Where witnesses store cosignatures: `log/cosignatures/<key id hex>/<tree size, 20 digits>`
-/// and `…/<key id hex>/latest` (the newest, a new version each time).
+/// Where witnesses store cosignatures: `log/cosignatures/<tree size, 20 digits>/<key id hex>`,
+/// one signature line each (the checkpoint's note text is the checkpoint's).
 pub const COSIGNATURES_PREFIX: &str = "log/cosignatures/";
 /// Each period's locator: `log/index/p<periodStart>.tsv.gz`, one line per trail event of the
 /// period: `messageId TAB auditTime TAB leafIndex TAB objectKey TAB lineNumber`.
@@ -35,9 +35,17 @@ pub fn origin(bucket: &str) -> String {
     format!("audit-receiver/{bucket}")
 }
 
-/// The key of `period`'s checkpoint.
-pub fn checkpoint_key(period: Period) -> String {
-    format!("{CHECKPOINTS_PREFIX}p{}", period.start)
+/// The key of the checkpoint of the tree of `size` leaves.
+pub fn checkpoint_key(size: u64) -> String {
+    format!("{CHECKPOINTS_PREFIX}{size:020}")
+}
+
+/// The tree size a checkpoint key names.
+pub fn parse_checkpoint_key(key: &str) -> Option<u64> {
+    let digits = key.strip_prefix(CHECKPOINTS_PREFIX)?;
+    (digits.len() == 20 && digits.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| digits.parse().ok())
+        .flatten()
 }
 
 /// The key of `period`'s index.
@@ -45,20 +53,23 @@ pub fn index_key(period: Period) -> String {
     format!("{INDEX_PREFIX}p{}.tsv.gz", period.start)
 }
 
-/// The key of a witness's cosignature of the checkpoint of `size`.
-pub fn cosignature_key(key_id: [u8; 4], size: u64) -> String {
-    format!(
-        "{COSIGNATURES_PREFIX}{}/{size:020}",
-        crate::digest::hex(&key_id)
-    )
+/// Where the cosignatures of the checkpoint of `size` are.
+pub fn cosignatures_of(size: u64) -> String {
+    format!("{COSIGNATURES_PREFIX}{size:020}/")
 }
 
-/// The key of a witness's newest cosignature.
-pub fn latest_cosignature_key(key_id: [u8; 4]) -> String {
-    format!(
-        "{COSIGNATURES_PREFIX}{}/latest",
-        crate::digest::hex(&key_id)
-    )
+/// The key of a witness's cosignature of the checkpoint of `size`.
+pub fn cosignature_key(size: u64, key_id: [u8; 4]) -> String {
+    format!("{}{}", cosignatures_of(size), crate::digest::hex(&key_id))
+}
+
+/// The tree size a cosignature key names.
+pub fn parse_cosignature_key(key: &str) -> Option<u64> {
+    let rest = key.strip_prefix(COSIGNATURES_PREFIX)?;
+    let (digits, _) = rest.split_once('/')?;
+    (digits.len() == 20 && digits.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| digits.parse().ok())
+        .flatten()
 }
 
 /// Why a text is not what it should be.
@@ -371,11 +382,6 @@ impl IndexRow {
     }
 }
 
-/// Where `auditctl` and the witness look for tiles of the log (the same prefix).
-pub fn log_prefix() -> &'static str {
-    LOG_PREFIX
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -470,6 +476,17 @@ mod tests {
         let wrong = format!("{name}+00000000+{}", vkey.rsplit_once('+').unwrap().1);
         assert!(WitnessKey::parse(&wrong).is_err());
         assert!(WitnessKey::parse("nonsense").is_err());
+    }
+
+    #[test]
+    fn keys_sort_by_tree_size_and_read_back() {
+        assert_eq!(checkpoint_key(42), "log/checkpoints/00000000000000000042");
+        assert!(checkpoint_key(9) < checkpoint_key(10));
+        assert_eq!(parse_checkpoint_key(&checkpoint_key(1234)), Some(1234));
+        assert_eq!(parse_checkpoint_key("log/checkpoints/12"), None);
+        let key = cosignature_key(7, [0xab, 0, 1, 2]);
+        assert_eq!(key, "log/cosignatures/00000000000000000007/ab000102");
+        assert_eq!(parse_cosignature_key(&key), Some(7));
     }
 
     #[test]
