@@ -15,6 +15,7 @@ pub mod query;
 pub mod range;
 pub mod repair;
 pub mod stack;
+pub mod tlog;
 pub mod ui;
 pub mod verify;
 

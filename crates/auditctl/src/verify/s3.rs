@@ -72,7 +72,7 @@ impl<B> S3Archive<B> {
 
     /// A failed read in words that name the fix, by the one classification (a missing key or
     /// version never gets here: the adapter answers those as no object).
-    fn error(&self, error: &AwsError) -> TrailError {
+    pub(crate) fn error(&self, error: &AwsError) -> TrailError {
         match error.kind {
             ErrorKind::NotFound => TrailError::BucketNotFound {
                 bucket: self.name.clone(),
