@@ -306,8 +306,9 @@ impl WitnessKey {
             ))
         };
         let vkey = vkey.trim();
-        let mut parts = vkey.rsplitn(3, '+');
-        let (Some(key), Some(id), Some(name)) = (parts.next(), parts.next(), parts.next()) else {
+        // A key name has no `+` (c2sp.org/signed-note); the base64 key may have some.
+        let mut parts = vkey.splitn(3, '+');
+        let (Some(name), Some(id), Some(key)) = (parts.next(), parts.next(), parts.next()) else {
             return Err(bad("it does not have three parts"));
         };
         let bytes = STANDARD
@@ -476,6 +477,15 @@ mod tests {
         let wrong = format!("{name}+00000000+{}", vkey.rsplit_once('+').unwrap().1);
         assert!(WitnessKey::parse(&wrong).is_err());
         assert!(WitnessKey::parse("nonsense").is_err());
+        // A key whose base64 has a `+` (most do) reads back.
+        let plus = (0u8..=255)
+            .map(|b| WitnessKey {
+                name: "witness.example/w1".to_owned(),
+                public: [b; 32],
+            })
+            .find(|k| k.vkey().split('+').count() > 3)
+            .unwrap();
+        assert_eq!(WitnessKey::parse(&plus.vkey()).unwrap(), plus);
     }
 
     #[test]

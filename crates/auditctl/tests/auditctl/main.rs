@@ -11,6 +11,8 @@ mod support;
 mod harness;
 
 mod access;
+/// `auditctl check-proof` offline, and docs/operations.md's Python check.
+mod check_proof;
 mod dlq;
 mod dlq_paging;
 mod lookup_output;
