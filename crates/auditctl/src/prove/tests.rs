@@ -664,3 +664,18 @@ async fn a_checkpoint_that_disagrees_with_the_tiles_is_inconsistent() {
     );
     assert!(matches!(error, ProveError::Inconsistent(_)), "{error}");
 }
+
+#[test]
+fn a_proof_in_a_tree_of_ten_million_reads_at_most_six_tiles() {
+    // docs/auditctl.md's bound: at most two tiles per level, three levels to 16.7 million.
+    let size = 10_000_000u64;
+    let most = [
+        0, 1, 255, 256, 65_535, 65_536, 5_000_000, 9_999_743, 9_999_744, 9_999_999,
+    ]
+    .into_iter()
+    .chain((0..size).step_by(99_991))
+    .map(|index| inclusion_tiles(index, size).unwrap().len())
+    .max()
+    .unwrap();
+    assert!(most <= 6, "{most}");
+}
