@@ -15,7 +15,7 @@ use audit_aws::s3::{
     VersionMarker, VersionPage,
 };
 use audit_model::archive::Period;
-use audit_model::digest::{DIGEST_SUFFIX, Digest, digest_key, parse_any_digest_key};
+use audit_model::digest::{DIGEST_PREFIX, DIGEST_SUFFIX, Digest, digest_key, parse_any_digest_key};
 use audit_model::note::{
     Checkpoint, IndexRow, PROOF_FORMAT, Proof, SignedNote, checkpoint_key, index_key,
 };
@@ -86,7 +86,7 @@ pub enum ProveError {
         audit_time: String,
         first: String,
         last: String,
-        /// Said when some of those periods were sealed before the log began.
+        /// Said when some of those periods were sealed before the log began, or have no digest.
         before: String,
     },
     #[error(
@@ -266,6 +266,9 @@ enum Unindexed {
     Empty,
     /// Sealed before the log began: its events are not leaves.
     BeforeLog,
+    /// No digest, and a later period has one: before the trail began (or its digest is
+    /// missing).
+    NoDigest,
 }
 
 fn time(seconds: i64) -> String {
@@ -370,6 +373,18 @@ impl<B: Bucket> LogReader<'_, B> {
             }
         }
         if digests.is_empty() {
+            // Sealed in order: a digest of a later period means the sealer went past this one
+            // (before the trail began, or its digest is missing: `verify`'s to say).
+            let later = self
+                .archive
+                .list_keys(DIGEST_PREFIX, Some(&name), 10)
+                .await
+                .map_err(|e| self.archive.error(&e))?;
+            if later.iter().any(|k| {
+                parse_any_digest_key(k, period.length).is_some_and(|(p, _)| p.start > period.start)
+            }) {
+                return Ok(Unindexed::NoDigest);
+            }
             let sealable = period.sealable_at();
             let retry = sealable + SEAL_GRACE_SECONDS;
             return Err(if now > retry + i64::from(period.length.seconds()) {
@@ -417,6 +432,7 @@ impl<B: Bucket> LogReader<'_, B> {
         let mut period = wanted.first;
         let mut searched = 0u32;
         let mut before_log = 0u32;
+        let mut no_digest = 0u32;
         while period.start <= wanted.last.start {
             match self.index(period).await? {
                 Some(rows) => {
@@ -435,21 +451,31 @@ impl<B: Bucket> LogReader<'_, B> {
                 None => match self.unindexed(period, &wanted.message_id, now).await? {
                     Unindexed::Empty => {}
                     Unindexed::BeforeLog => before_log += 1,
+                    Unindexed::NoDigest => no_digest += 1,
                 },
             }
             period = period.next();
+        }
+        let mut notes = Vec::new();
+        if before_log > 0 {
+            notes.push(format!(
+                "{before_log} of them sealed before the transparency log began: their events are not leaves; `auditctl verify` proves them whole"
+            ));
+        }
+        if no_digest > 0 {
+            notes.push(format!(
+                "{no_digest} of them without a digest although a later period has one: before the trail began, or their digest is missing"
+            ));
         }
         Err(ProveError::NotFound {
             message_id: wanted.message_id.clone(),
             audit_time: wanted.audit_time.clone(),
             first: time(wanted.first.start),
             last: time(wanted.last.end()),
-            before: if before_log > 0 {
-                format!(
-                    " ({before_log} of them sealed before the transparency log began: their events are not leaves; `auditctl verify` proves them whole)"
-                )
-            } else {
+            before: if notes.is_empty() {
                 String::new()
+            } else {
+                format!(" ({})", notes.join("; "))
             },
         }
         .into())

@@ -679,3 +679,29 @@ fn a_proof_in_a_tree_of_ten_million_reads_at_most_six_tiles() {
     .unwrap();
     assert!(most <= 6, "{most}");
 }
+
+#[tokio::test]
+async fn periods_before_the_trail_began_are_passed_over() {
+    // The trail's first period is 2: periods 0 and 1 (within the clock skew of the first event's
+    // receivedAt) have no digest, and a later period has one.
+    let mut log = Log::new();
+    let events = log.events(2, 4);
+    let (id, time) = &events[1];
+    let reader = log.reader();
+    let now = log.period(2).sealable_at() + 1;
+    let found = reader
+        .locate(&log.wanted(id, time, 0, 4), now)
+        .await
+        .unwrap();
+    assert_eq!((found.period, found.searched), (log.period(2), 1));
+    let error = prove_error(reader.locate(&log.wanted("nowhere", time, 0, 2), now).await);
+    assert!(
+        error
+            .to_string()
+            .contains("2 of them without a digest although a later period has one"),
+        "{error}"
+    );
+    // Period 3 comes next, not sealed yet: the search stops there.
+    let error = prove_error(reader.locate(&log.wanted("nowhere", time, 0, 4), now).await);
+    assert!(matches!(error, ProveError::NotSealed { .. }), "{error}");
+}
