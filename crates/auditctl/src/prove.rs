@@ -15,7 +15,9 @@ use audit_aws::s3::{
     VersionMarker, VersionPage,
 };
 use audit_model::archive::Period;
-use audit_model::digest::{DIGEST_PREFIX, DIGEST_SUFFIX, Digest, digest_key, parse_any_digest_key};
+use audit_model::digest::{
+    DIGEST_PREFIX, DIGEST_SUFFIX, Digest, MAX_DIGEST_ALTERNATES, digest_key, parse_any_digest_key,
+};
 use audit_model::note::{
     Checkpoint, IndexRow, PROOF_FORMAT, Proof, SignedNote, checkpoint_key, index_key,
 };
@@ -355,16 +357,20 @@ impl<B: Bucket> LogReader<'_, B> {
     ) -> Result<Unindexed, TrailError> {
         let name = digest_key(period);
         let stem = name.strip_suffix(DIGEST_SUFFIX).unwrap_or(&name);
+        // One listing: the period's digest (at its name or an alternate: they sort right after
+        // the stem) and the digest keys after it.
         let keys = self
             .archive
-            .list_keys(stem, None, 100)
+            .list_keys(
+                DIGEST_PREFIX,
+                Some(stem),
+                1 + 1 + MAX_DIGEST_ALTERNATES as usize,
+            )
             .await
             .map_err(|e| self.archive.error(&e))?;
+        let of = |k: &String| parse_any_digest_key(k, period.length).map(|(p, _)| p);
         let mut digests = Vec::new();
-        for key in keys
-            .iter()
-            .filter(|k| parse_any_digest_key(k, period.length).map(|(p, _)| p) == Some(period))
-        {
+        for key in keys.iter().filter(|k| of(k) == Some(period)) {
             if let Some(bytes) = self.read(key).await?
                 && let Ok(digest) = Digest::parse(&bytes)
                 && digest.period() == Some(period)
@@ -375,14 +381,10 @@ impl<B: Bucket> LogReader<'_, B> {
         if digests.is_empty() {
             // Sealed in order: a digest of a later period means the sealer went past this one
             // (before the trail began, or its digest is missing: `verify`'s to say).
-            let later = self
-                .archive
-                .list_keys(DIGEST_PREFIX, Some(&name), 10)
-                .await
-                .map_err(|e| self.archive.error(&e))?;
-            if later.iter().any(|k| {
-                parse_any_digest_key(k, period.length).is_some_and(|(p, _)| p.start > period.start)
-            }) {
+            if keys
+                .iter()
+                .any(|k| of(k).is_some_and(|p| p.start > period.start))
+            {
                 return Ok(Unindexed::NoDigest);
             }
             let sealable = period.sealable_at();

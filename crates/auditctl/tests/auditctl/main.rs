@@ -18,6 +18,8 @@ mod dlq_paging;
 mod lookup_output;
 mod lookup_requests;
 mod lookups;
+/// `auditctl prove` and `consistency` (prove.rs) on moto.
+mod prove;
 mod query;
 mod sender;
 mod ui;
