@@ -225,6 +225,7 @@ mod tests {
                 events: 9,
                 unattested: 3,
                 late: 1,
+                ..SealedPeriod::default()
             }],
             head: Some((
                 "digest/dt=2026-11-22/hour=10/p1795341600.json".into(),
