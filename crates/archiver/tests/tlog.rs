@@ -497,3 +497,43 @@ async fn an_empty_chain_start_names_the_empty_trees_checkpoint() {
     assert_checkpoint(&bucket, &signer, 0, &EMPTY_ROOT);
     assert_eq!(report.sealed[0].log_puts, 1);
 }
+
+#[tokio::test]
+async fn the_seal_summary_gives_the_heads_tree_size() {
+    use audit_archiver::Handler;
+    use audit_archiver::batch::Settings;
+    use audit_archiver::clock::ManualClock;
+    use lambda_runtime::{Context, LambdaEvent};
+    use serde_json::json;
+
+    let bucket = MemoryBucket::new();
+    let signer = MemorySigner::new(KEY_ARN);
+    plant(
+        &bucket,
+        at("2026-11-22T10:15:10Z"),
+        minute(),
+        1,
+        7,
+        Marking::Attested,
+    );
+    let clock = ManualClock::new(at("2026-11-22T10:16:40Z"));
+    let settings = Settings {
+        period: minute(),
+        ..Settings::default()
+    };
+    let handler = Handler::new(&bucket, settings)
+        .with_clock(&clock)
+        .with_digests(BUCKET, &signer);
+    let scheduled = json!({
+        "version": "0", "id": "53dc4d37-cffa-4f76-80c9-8b7d4a4d2eaa",
+        "detail-type": "Scheduled Event", "source": "aws.events",
+        "account": "123456789012", "time": "2026-11-22T10:16:40Z", "region": "us-east-1",
+        "resources": ["arn:aws:events:us-east-1:123456789012:rule/seal"], "detail": {}
+    });
+    let answer = handler
+        .handle_any(LambdaEvent::new(scheduled, Context::default()))
+        .await
+        .unwrap();
+    assert_eq!(answer["failure"], json!(null));
+    assert_eq!(answer["treeSize"], 7);
+}
