@@ -357,10 +357,9 @@ impl<B: ArchiveBucket, S: DigestSigner> Run<'_, '_, B, S> {
                     }
                     let before = recent.back().map(|(_, d)| d);
                     let before_tree = before.is_some_and(|d| d.tree.is_some());
-                    let (after, _) = self
+                    edge = self
                         .ensure_logged(next, &digest, before_tree.then_some(&edge), before)
                         .await?;
-                    edge = after;
                 }
             }
             recent.push_back((next, digest));

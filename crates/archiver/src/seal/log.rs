@@ -21,7 +21,7 @@ use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 
 use super::{HEAD_CONCURRENCY, Run, SealError};
-use crate::bucket::{ArchiveBucket, Created, NewObject};
+use crate::bucket::{ArchiveBucket, BucketError, Created, NewObject};
 use crate::objects::CONTENT_TYPE;
 use crate::signer::DigestSigner;
 
@@ -299,10 +299,9 @@ impl<B: ArchiveBucket, S: DigestSigner> Run<'_, '_, B, S> {
             .await?;
         results.into_iter().for_each(&mut count);
         if !appended.rows.is_empty() {
-            let body = index_body(&appended.rows).map_err(|e| SealError::ObjectUnreadable {
-                key: index_key(period),
-                reason: format!("its index could not be compressed: {e}"),
-            })?;
+            // Compressing into memory fails only without memory.
+            let body = index_body(&appended.rows)
+                .map_err(|e| BucketError::Unavailable(format!("the index: {e}")))?;
             count(self.put_same(index_key(period), body, CONTENT_TYPE).await?);
         }
         count(
@@ -348,21 +347,20 @@ impl<B: ArchiveBucket, S: DigestSigner> Run<'_, '_, B, S> {
     /// back from the tiles when its checkpoint exists; else its leaves appended again to the tree
     /// before it (`before` when this run holds it, else read from the tiles of the previous size,
     /// checked against `previous`'s tree) and its log written. The empty tree when the digest has
-    /// no tree (sealed before the log). What this run wrote, when it wrote.
+    /// no tree (sealed before the log).
     pub(super) async fn ensure_logged(
         &self,
         period: Period,
         digest: &Digest,
         before: Option<&TreeEdge>,
         previous: Option<&Digest>,
-    ) -> Result<(TreeEdge, Option<(u64, Written)>), SealError> {
+    ) -> Result<TreeEdge, SealError> {
         let Some(tree) = &digest.tree else {
-            return Ok((TreeEdge::default(), None));
+            return Ok(TreeEdge::default());
         };
         if self.original_entry(&tree.checkpoint).await?.is_some() {
-            return Ok((self.load_edge(tree.size, Some(&tree.root)).await?, None));
+            return self.load_edge(tree.size, Some(&tree.root)).await;
         }
-        tracing::warn!(checkpoint = %tree.checkpoint, "a digest's checkpoint is missing: its log is written again");
         let conflict = || SealError::LogConflict {
             key: tree.checkpoint.clone(),
         };
@@ -389,7 +387,14 @@ impl<B: ArchiveBucket, S: DigestSigner> Run<'_, '_, B, S> {
             return Err(conflict());
         }
         let written = self.write_log(period, &appended).await?;
-        Ok((appended.edge, Some((appended.leaves, written))))
+        tracing::warn!(
+            checkpoint = %tree.checkpoint,
+            leaves = appended.leaves,
+            log_puts = written.puts,
+            log_bytes = written.bytes,
+            "a digest's log is written again"
+        );
+        Ok(appended.edge)
     }
 
     /// The tree at the start of a run: after the head (the last of `recent`), its log made sure
@@ -402,10 +407,8 @@ impl<B: ArchiveBucket, S: DigestSigner> Run<'_, '_, B, S> {
             return Ok(TreeEdge::default());
         };
         let previous = recent.len().checked_sub(2).and_then(|i| recent.get(i));
-        let (edge, _) = self
-            .ensure_logged(*period, head, None, previous.map(|(_, d)| d))
-            .await?;
-        Ok(edge)
+        self.ensure_logged(*period, head, None, previous.map(|(_, d)| d))
+            .await
     }
 }
 
