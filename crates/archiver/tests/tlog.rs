@@ -537,3 +537,35 @@ async fn the_seal_summary_gives_the_heads_tree_size() {
     assert_eq!(answer["failure"], json!(null));
     assert_eq!(answer["treeSize"], 7);
 }
+
+#[tokio::test]
+async fn a_listed_object_that_cannot_be_read_again_stops_the_logs_repair_with_its_key() {
+    let bucket = MemoryBucket::new();
+    let signer = MemorySigner::new(KEY_ARN);
+    let periods = plant_three(&bucket);
+    bucket.inject(Fault {
+        operation: Operation::Put,
+        prefix: "log/checkpoints/".into(),
+        times: Some(1),
+        effect: Effect::Fail(AwsError::without_answer(ErrorKind::TimedOut, "timed out")),
+    });
+    let stopped = seal(&bucket, &signer, "2026-11-22T10:18:00Z").await;
+    assert_eq!(stopped.sealed.len(), 1);
+    // The listed version is removed for good (possible only without Object Lock).
+    let object = &periods[0][0];
+    bucket.remove_version(&object.key, &object.version_id);
+    let next = seal(&bucket, &signer, "2026-11-22T10:18:00Z").await;
+    match next.failure {
+        Some(SealError::ObjectUnreadable {
+            ref key,
+            ref reason,
+        }) => {
+            assert_eq!(key, &object.key);
+            assert!(reason.contains(&object.version_id), "{reason}");
+        }
+        ref other => panic!("{other:?}"),
+    }
+    assert_eq!(next.failure.as_ref().unwrap().code(), "object_unreadable");
+    assert_eq!(next.sealed, [], "nothing sealed on an unfinished log");
+    assert_eq!(bucket.keys("log/checkpoints/"), Vec::<String>::new());
+}
