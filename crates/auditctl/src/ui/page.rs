@@ -222,6 +222,7 @@ pub fn results(search: &Search, rows: &[TrailItem], next: Option<&Cursor>) -> St
 <p class="summary">Events from {} to {}, newest first{}.</p>
 <p class="export">Export this search: <a href="/export.csv?{q}" download>CSV</a> · <a href="/export.jsonl?{q}" download>JSON lines</a>
 <span class="command">the same bytes as <code>{}</code></span></p>
+<p class="export"><a href="/health?{periods}">Health and verify of these periods</a></p>
 "#,
         time(&search.range.from),
         time(&search.range.to),
@@ -231,6 +232,12 @@ pub fn results(search: &Search, rows: &[TrailItem], next: Option<&Cursor>) -> St
         },
         escape(&search.command("csv")),
         q = escape(&fixed),
+        periods = escape(
+            &form_urlencoded::Serializer::new(String::new())
+                .append_pair("from", &search.range.from)
+                .append_pair("to", &search.range.to)
+                .finish()
+        ),
     );
     let _ = writeln!(
         out,
@@ -411,7 +418,10 @@ pub fn verify_form(values: &[(String, String)], no_key: Option<&str>) -> String 
     };
     let chosen = value("range");
     let custom = !value("from").is_empty();
-    let mut presets = String::new();
+    let mut presets = format!(
+        r#"<option value=""{}>From and to</option>"#,
+        if custom { " selected" } else { "" }
+    );
     for preset in Preset::ALL {
         let selected = if !custom
             && (chosen == preset.name() || (chosen.is_empty() && preset == Preset::Day))

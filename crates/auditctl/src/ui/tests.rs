@@ -405,6 +405,11 @@ mod health_checks {
             "{html}"
         );
         assert!(html.contains("events    1 checked"), "{html}");
+        assert!(
+            html.contains(r#"<option value="" selected>From and to</option>"#)
+                && html.contains(&format!(r#"name="from" value="{}""#, stamp(period.start))),
+            "the form shows the periods in view: {html}"
+        );
 
         // The object written over after its seal: verify names it, with the kind.
         archive(&viewer).overwrite_with(
