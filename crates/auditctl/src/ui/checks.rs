@@ -172,7 +172,8 @@ impl<B: Bucket> Archive<B> {
     /// The log's newest checkpoint and the cosignatures stored for it (or, when it has none, for
     /// the newest size that has any); `None` before the log's first checkpoint. `newest` is the
     /// newest sealed period's digest: when its tree is the checkpoint's, the checkpoint's period.
-    /// Boxed as `Send`, as `verify`.
+    /// Boxed as `Send` here, where the compiler can prove it for the reads' futures (a server
+    /// task must be `Send`).
     pub fn log_head<'a>(
         &'a self,
         newest: Option<&'a Sealed>,
@@ -184,7 +185,21 @@ impl<B: Bucket> Archive<B> {
         let reader = LogReader {
             archive: &self.bucket,
         };
-        let Some(size) = reader.newest_size(None).await? else {
+        // The newest digest's tree names the newest checkpoint but for one the sealer has not
+        // written yet: listed from there (one request), else every checkpoint key.
+        let tree = match newest {
+            Some(sealed) => self.tree_of(sealed).await?,
+            None => None,
+        };
+        let hinted = match tree.as_ref().and_then(|(_, _, size)| size.checked_sub(1)) {
+            Some(before) => reader.newest_size(Some(before)).await?,
+            None => None,
+        };
+        let newest_size = match hinted {
+            Some(size) => Some(size),
+            None => reader.newest_size(None).await?,
+        };
+        let Some(size) = newest_size else {
             return Ok(None);
         };
         let Some(note) = reader.checkpoint(size).await? else {
@@ -209,10 +224,9 @@ impl<B: Bucket> Archive<B> {
                     .and_then(|t| DateTime::from_timestamp(t, 0)),
             })
             .collect::<Vec<_>>();
-        let sealed = match newest {
-            Some(sealed) => self.tree_period(sealed, size).await?,
-            None => None,
-        };
+        let sealed = tree
+            .filter(|(_, _, tree_size)| *tree_size == size)
+            .map(|(period, sealed_at, _)| (period, sealed_at));
         Ok(Some(LogHead {
             size,
             signature,
@@ -251,13 +265,9 @@ impl<B: Bucket> Archive<B> {
         }
     }
 
-    /// The period and seal time of `sealed`'s digest (its version as sealed, the oldest), when
-    /// its tree is of `size`.
-    async fn tree_period(
-        &self,
-        sealed: &Sealed,
-        size: u64,
-    ) -> Result<Option<(Period, String)>, TrailError> {
+    /// The period, seal time and tree size of `sealed`'s digest (its version as sealed, the
+    /// oldest), when it has a tree.
+    async fn tree_of(&self, sealed: &Sealed) -> Result<Option<(Period, String, u64)>, TrailError> {
         let versions: Vec<_> = self
             .bucket
             .versions(sealed.key.clone())
@@ -275,8 +285,7 @@ impl<B: Bucket> Archive<B> {
         };
         Ok(digest
             .tree
-            .filter(|tree| tree.size == size)
-            .map(|_| (sealed.period, digest.sealed_at)))
+            .map(|tree| (sealed.period, digest.sealed_at, tree.size)))
     }
 }
 
