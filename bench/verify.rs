@@ -52,6 +52,7 @@ use audit_archiver::seal::Sealer;
 use audit_archiver::signer::kms::KmsSigner;
 use audit_model::archive::{ObjectKind, PeriodLength, SEAL_DELAY};
 use audit_model::digest::hex;
+use audit_model::tlog::{TreeEdge, leaf_hash};
 use aws_lc_rs::digest::{SHA256, digest};
 use bytes::Bytes;
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -344,8 +345,18 @@ async fn write_archive(moto: &Moto, plan: &Plan, period: PeriodLength) -> Writte
     }
 }
 
-/// Seals every period with the archiver's sealer and KMS key; the digests written.
-async fn seal(moto: &Moto, key_arn: &str, plan: &Plan, period: PeriodLength) -> usize {
+/// What sealing wrote: digests, and the transparency log's leaves, PUTs and bytes.
+struct Sealed {
+    digests: usize,
+    leaves: u64,
+    log_puts: u64,
+    log_bytes: u64,
+    seconds: f64,
+}
+
+/// Seals every period with the archiver's sealer and KMS key.
+async fn seal(moto: &Moto, key_arn: &str, plan: &Plan, period: PeriodLength) -> Sealed {
+    let started = Instant::now();
     let bucket = moto.archive(BUCKET);
     let signer = KmsSigner::new(moto.kms(), key_arn);
     let now = DateTime::from_timestamp(plan.end(period) + SEAL_DELAY.as_secs() as i64 + 1, 0)
@@ -368,7 +379,13 @@ async fn seal(moto: &Moto, key_arn: &str, plan: &Plan, period: PeriodLength) -> 
         plan.objects.iter().map(|o| o.events).sum::<u64>(),
         "every event in a digest"
     );
-    report.sealed.len()
+    Sealed {
+        digests: report.sealed.len(),
+        leaves: report.sealed.iter().map(|s| s.leaves).sum(),
+        log_puts: report.sealed.iter().map(|s| s.log_puts).sum(),
+        log_bytes: report.sealed.iter().map(|s| s.log_bytes).sum(),
+        seconds: started.elapsed().as_secs_f64(),
+    }
 }
 
 /// A finished child's exit code, CPU (user + sys) and peak RSS (KiB), from `wait4`.
@@ -585,6 +602,10 @@ fn run_verify(
 /// The bounds: every object version's bytes in files, `sha256sum` of them, and SHA-256 + gunzip +
 /// line count of the same bytes on this thread.
 struct Bound {
+    /// The sealer's extra work since the transparency log: gunzip, split lines, leaf hashes and
+    /// tiles (`TreeEdge`), one thread; and SHA-256 of the same lines' bytes, one thread.
+    log_cpu: Duration,
+    lines_sha256_cpu: Duration,
     files: usize,
     bytes: u64,
     sha256sum_wall: f64,
@@ -695,7 +716,10 @@ fn bound(bodies: &[Bytes], dir: &Path, events: u64) -> Bound {
     let in_process_wall = started.elapsed().as_secs_f64();
     let in_process_cpu = thread_cpu().saturating_sub(cpu);
     assert_eq!(lines, events, "the downloaded objects hold every event");
+    let (log_cpu, lines_sha256_cpu) = log_work(bodies, events);
     Bound {
+        log_cpu,
+        lines_sha256_cpu,
         files: files.len(),
         bytes: bodies.iter().map(|b| b.len() as u64).sum(),
         sha256sum_wall: measured.0,
@@ -703,6 +727,51 @@ fn bound(bodies: &[Bytes], dir: &Path, events: u64) -> Bound {
         in_process_cpu,
         in_process_wall,
     }
+}
+
+/// The sealer's extra CPU for the transparency log over `bodies` (what `seal/log.rs` does with
+/// each listed object: gunzip, lines, `leaf_hash`, `TreeEdge::push` with its full tiles), and
+/// SHA-256 of the same lines' bytes on the same thread (the physical bound: every byte hashed once).
+fn log_work(bodies: &[Bytes], events: u64) -> (Duration, Duration) {
+    let cpu = thread_cpu();
+    let mut edge = TreeEdge::default();
+    let mut tiles = 0usize;
+    for body in bodies {
+        let mut raw = Vec::new();
+        GzDecoder::new(&body[..]).read_to_end(&mut raw).expect("gunzip");
+        let mut full = Vec::new();
+        for line in raw.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+            edge.push(leaf_hash(line), &mut full);
+        }
+        tiles += full.len();
+        std::hint::black_box(&full);
+    }
+    std::hint::black_box(edge.root());
+    let log_cpu = thread_cpu().saturating_sub(cpu);
+    assert_eq!(edge.size, events, "a leaf per event");
+    let raws: Vec<Vec<u8>> = bodies
+        .iter()
+        .map(|body| {
+            let mut raw = Vec::new();
+            GzDecoder::new(&body[..]).read_to_end(&mut raw).expect("gunzip");
+            raw
+        })
+        .collect();
+    let cpu = thread_cpu();
+    for raw in &raws {
+        for line in raw.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+            std::hint::black_box(digest(&SHA256, line));
+        }
+    }
+    let sha = thread_cpu().saturating_sub(cpu);
+    eprintln!(
+        "  the log's work (gunzip, leaves, {tiles} full tiles): {:.3} s CPU, {:.2} µs/event; SHA-256 of the same lines: {:.3} s, {:.2} µs/event",
+        log_cpu.as_secs_f64(),
+        log_cpu.as_secs_f64() * 1e6 / events as f64,
+        sha.as_secs_f64(),
+        sha.as_secs_f64() * 1e6 / events as f64
+    );
+    (log_cpu, sha)
 }
 
 fn header() {
@@ -748,13 +817,19 @@ async fn run(options: &Options, events: u64, auditctl: &Path, work: &Path) {
         written.raw_bytes as f64 / events as f64,
         written.bytes as f64 / events as f64
     );
-    let started = Instant::now();
-    let digests = seal(&moto, &key_arn, &plan, period).await;
+    let sealed = seal(&moto, &key_arn, &plan, period).await;
     eprintln!(
-        "  sealed {digests} digests in {:.1} s",
-        started.elapsed().as_secs_f64()
+        "  sealed {} digests in {:.1} s; the log: {} leaves, {} PUTs, {:.1} MB ({:.0} PUTs and {:.1} MB per million events)",
+        sealed.digests,
+        sealed.seconds,
+        sealed.leaves,
+        sealed.log_puts,
+        sealed.log_bytes as f64 / 1e6,
+        sealed.log_puts as f64 * 1e6 / events as f64,
+        sealed.log_bytes as f64 / events as f64
     );
-    assert_eq!(digests as u64, plan.periods, "one digest per period");
+    assert_eq!(sealed.digests as u64, plan.periods, "one digest per period");
+    assert_eq!(sealed.leaves, events, "a leaf per event");
 
     let verified =
         (!options.bound_only).then(|| run_verify(auditctl, &moto, &key_arn, &plan, period, events));
