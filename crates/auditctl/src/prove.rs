@@ -311,19 +311,10 @@ fn gunzip(bytes: &[u8]) -> std::io::Result<Vec<u8>> {
 }
 
 impl<B: Bucket> LogReader<'_, B> {
-    async fn read(&self, key: &str) -> Result<Option<Vec<u8>>, TrailError> {
-        Ok(self
-            .archive
-            .get(key)
-            .await
-            .map_err(|e| self.archive.error(&e))?
-            .map(|o| o.body.to_vec()))
-    }
-
     /// The rows of `period`'s index, or `None` when it has none.
     pub async fn index(&self, period: Period) -> Result<Option<Vec<IndexRow>>, TrailError> {
         let key = index_key(period);
-        let Some(bytes) = self.read(&key).await? else {
+        let Some(bytes) = self.get(&key).await? else {
             return Ok(None);
         };
         let broken = |what: String| ProveError::Broken {
@@ -371,7 +362,7 @@ impl<B: Bucket> LogReader<'_, B> {
         let of = |k: &String| parse_any_digest_key(k, period.length).map(|(p, _)| p);
         let mut digests = Vec::new();
         for key in keys.iter().filter(|k| of(k) == Some(period)) {
-            if let Some(bytes) = self.read(key).await?
+            if let Some(bytes) = self.get(key).await?
                 && let Ok(digest) = Digest::parse(&bytes)
                 && digest.period() == Some(period)
             {
@@ -411,7 +402,7 @@ impl<B: Bucket> LogReader<'_, B> {
                 before_log = true;
                 continue;
             };
-            if self.read(&tree.checkpoint).await?.is_none() {
+            if self.get(&tree.checkpoint).await?.is_none() {
                 return Err(ProveError::LogPending {
                     period: period_text(period),
                     digest: key,
@@ -555,7 +546,7 @@ impl<B: Bucket> LogReader<'_, B> {
             what,
             period: format!(" {}", period_text(found.period)),
         };
-        let Some(bytes) = self.read(&row.object).await? else {
+        let Some(bytes) = self.get(&row.object).await? else {
             return Err(broken(format!(
                 "the archive object {} that the index names is not there",
                 row.object
