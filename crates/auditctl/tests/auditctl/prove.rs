@@ -457,3 +457,150 @@ async fn prove_prints_a_proof_that_check_proof_accepts_for_events_of_two_periods
 fn text(output: &std::process::Output) -> String {
     format!("{}{}", stdout(output), stderr(output))
 }
+
+/// Archives `items` as the archiver writes them (its run marker first, listing the object with
+/// its SHA-256; then the object, `If-None-Match`), written at `at`.
+async fn archive_as_the_archiver(
+    bucket: &audit_aws::s3::S3Bucket,
+    items: &[TrailItem],
+    at: DateTime<Utc>,
+    first: u64,
+) -> String {
+    use audit_archiver::bucket::{ArchiveBucket, Created, NewObject};
+    use audit_archiver::marker::{Confirmed, Marker, RunEntry, marker_key};
+    use audit_archiver::objects::Encoded;
+    use audit_model::digest::{hex, sha256};
+
+    let lines: Vec<String> = items.iter().map(TrailItem::line).collect();
+    let body = audit_archiver::encode::gzip_lines(lines.iter().map(String::as_str)).unwrap();
+    let sequence = |n: u64| (1_000_000 + first + n).to_string();
+    let count = items.len() as u64;
+    let encoded = Encoded {
+        kind: ObjectKind::Trail,
+        first_sequence: sequence(0),
+        last_sequence: sequence(count - 1),
+        event_ids: (0..count).map(|n| format!("event-{first}-{n}")).collect(),
+        sha256: sha256(&body),
+        body: bytes::Bytes::from(body),
+    };
+    let key = encoded.key(at, length(), 0).unwrap();
+    let run: Vec<RunEntry> = (0..count)
+        .zip(&encoded.event_ids)
+        .map(|(n, id)| RunEntry(sequence(n), id.clone()))
+        .collect();
+    let marker_key = marker_key(&run[0], 0).unwrap();
+    let marker = Marker::new(
+        run,
+        &[Confirmed {
+            key: key.clone(),
+            event_ids: encoded.event_ids.clone(),
+            sha256: hex(&encoded.sha256),
+        }],
+        at.timestamp_millis(),
+    )
+    .to_json();
+    let created = bucket
+        .put_if_absent(NewObject {
+            key: marker_key.clone(),
+            sha256: sha256(&marker),
+            body: bytes::Bytes::from(marker),
+            content_type: "application/json",
+            metadata: Vec::new(),
+        })
+        .await
+        .unwrap();
+    assert!(matches!(created, Created::New { .. }));
+    let created = bucket
+        .put_if_absent(encoded.request(key.clone(), &marker_key))
+        .await
+        .unwrap();
+    assert!(matches!(created, Created::New { .. }));
+    key
+}
+
+#[tokio::test]
+async fn prove_proves_events_of_three_periods_sealed_by_the_archivers_sealer() {
+    use audit_archiver::budget::Budget;
+    use audit_archiver::seal::Sealer;
+    use audit_archiver::signer::kms::KmsSigner;
+
+    let stack = Stack::new().await;
+    let items = stack.write_events().await;
+    let received = items
+        .iter()
+        .map(|i| {
+            DateTime::parse_from_rfc3339(&i.text("receivedAt"))
+                .unwrap()
+                .to_utc()
+        })
+        .max()
+        .unwrap();
+    // A third of the events archived in the period of their receivedAt, the others in the two
+    // periods after it (late archive writes), one object each.
+    let bucket = audit_aws::s3::S3Bucket::new(stack.s3.clone(), BUCKET.to_owned());
+    let mut period = length().period_of(received);
+    let mut objects = Vec::new();
+    for (n, chunk) in items.chunks(EVENTS.div_ceil(3)).enumerate() {
+        let at = DateTime::from_timestamp(period.start + 2, 0).unwrap();
+        objects.push(archive_as_the_archiver(&bucket, chunk, at, n as u64 * 1000).await);
+        period = period.next();
+    }
+    let now = DateTime::from_timestamp(
+        period.start + audit_model::archive::SEAL_DELAY.as_secs() as i64 + 1,
+        0,
+    )
+    .unwrap();
+    let signer = KmsSigner::new(stack.kms.clone(), &stack.key);
+    let report = Sealer {
+        bucket: &bucket,
+        signer: &signer,
+        bucket_name: BUCKET,
+        period: length(),
+    }
+    .run(now, Budget::unlimited())
+    .await;
+    assert_eq!(report.failure, None, "{report:?}");
+    assert_eq!(report.tree_size, Some(EVENTS as u64), "{report:?}");
+
+    let key = LogKey::from_der(&stack.der).unwrap();
+    let dir = std::env::temp_dir().join(format!("auditctl-prove-sealed-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("key.pem"), stack.pem()).unwrap();
+    let mut proven_objects = std::collections::BTreeSet::new();
+    for item in [&items[0], &items[EVENTS / 2], &items[EVENTS - 1]] {
+        let output = stack.run(&["prove", &item.message_id, "--no-audit-event"], &[]);
+        let out = ok(output.clone());
+        let err = stderr(&output);
+        assert!(objects_read(&err) <= 20, "{err}");
+        let proof: Proof = serde_json::from_str(&out).unwrap();
+        assert_eq!(proof.message_id, item.message_id);
+        assert_eq!(proof.line, item.line());
+        assert_eq!(proof.tree_size, EVENTS as u64);
+        check_proof(&proof, &key, &[]).unwrap();
+        proven_objects.insert(proof.object.clone());
+        let file = dir.join(format!("{}.json", item.message_id));
+        std::fs::write(&file, &out).unwrap();
+        let checked = std::process::Command::new(env!("CARGO_BIN_EXE_auditctl"))
+            .env_clear()
+            .args(["check-proof", &file.to_string_lossy(), "--public-key"])
+            .arg(dir.join("key.pem"))
+            .output()
+            .unwrap();
+        assert!(checked.status.success(), "{}", text(&checked));
+    }
+    assert_eq!(proven_objects.into_iter().collect::<Vec<_>>(), objects);
+    // Consistency from the first period's tree to the newest, as the sealer wrote them.
+    let first = report
+        .sealed
+        .iter()
+        .map(|s| s.leaves)
+        .find(|leaves| *leaves > 0)
+        .unwrap();
+    let printed: serde_json::Value = serde_json::from_str(&ok(
+        stack.run(&["consistency", "--old-size", &first.to_string()], &[])
+    ))
+    .unwrap();
+    assert_eq!(printed["newSize"], EVENTS as u64);
+    assert!(printed["oldCheckpoint"].is_string(), "{printed}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
