@@ -207,7 +207,7 @@ pub struct LogReader<'a, B> {
 }
 
 impl<B: Bucket> LogReader<'_, B> {
-    async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, TrailError> {
+    pub(crate) async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, TrailError> {
         Ok(self
             .archive
             .get(key)
@@ -526,7 +526,7 @@ mod tests {
         assert_eq!(
             witness
                 .vkey()
-                .split('+')
+                .splitn(3, '+')
                 .nth(2)
                 .map(|k| STANDARD.decode(k).unwrap()[0]),
             Some(COSIGNATURE_TYPE)
