@@ -306,8 +306,9 @@ impl WitnessKey {
             ))
         };
         let vkey = vkey.trim();
-        let mut parts = vkey.rsplitn(3, '+');
-        let (Some(key), Some(id), Some(name)) = (parts.next(), parts.next(), parts.next()) else {
+        // From the left: a name holds no `+`, a base64 key may.
+        let mut parts = vkey.splitn(3, '+');
+        let (Some(name), Some(id), Some(key)) = (parts.next(), parts.next(), parts.next()) else {
             return Err(bad("it does not have three parts"));
         };
         let bytes = STANDARD
@@ -476,6 +477,13 @@ mod tests {
         let wrong = format!("{name}+00000000+{}", vkey.rsplit_once('+').unwrap().1);
         assert!(WitnessKey::parse(&wrong).is_err());
         assert!(WitnessKey::parse("nonsense").is_err());
+        // A key whose base64 holds a `+` (0x04 0xfb 0xfb ... encodes as "BPv7+/v7...").
+        let plus = WitnessKey {
+            name: "w".to_owned(),
+            public: [0xfb; 32],
+        };
+        assert!(plus.vkey().matches('+').count() > 2, "{}", plus.vkey());
+        assert_eq!(WitnessKey::parse(&plus.vkey()).unwrap(), plus);
     }
 
     #[test]
