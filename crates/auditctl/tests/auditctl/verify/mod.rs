@@ -37,6 +37,9 @@ use crate::dlq::queues;
 use crate::harness::*;
 use crate::support::*;
 
+/// Sealed by the archiver's own sealer, with the transparency log.
+mod sealed;
+
 const BUCKET: &str = "audit-archive-verify";
 /// The shortest period: many periods in a few minutes of trail.
 const SECONDS: u32 = 10;
