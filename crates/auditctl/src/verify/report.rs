@@ -198,6 +198,10 @@ pub struct LogSummary {
     /// Cosignatures checked, and of how many witnesses (`--witness-key`).
     pub cosignatures: u64,
     pub witnesses: u64,
+    /// Of digests sealed within the grace: their tiles or checkpoint not written yet (one each),
+    /// and cosignatures not made yet of their checkpoints (counted, not problems).
+    pub pending: u64,
+    pub uncosigned_yet: u64,
 }
 
 impl LogSummary {
@@ -222,12 +226,18 @@ impl LogSummary {
             "cosignatures not asked for (--witness-key)".to_owned()
         } else {
             format!(
-                "{} cosignature(s) of {} witness(es)",
-                self.cosignatures, self.witnesses
+                "{} cosignature(s) of {} witness(es) ({} not made yet)",
+                self.cosignatures, self.witnesses, self.uncosigned_yet
             )
         };
+        let pending = match self.pending {
+            0 => String::new(),
+            n => format!(
+                "; {n} part(s) of the log of digests sealed within the grace not written yet (tiles, checkpoint)"
+            ),
+        };
         Some(format!(
-            "log       {start}tree sizes {} to {}: {} leaves appended and {} tiles compared over {} digest(s); {} checkpoint(s) checked (signature, size, root); {} consistency proof(s); {cosigned}",
+            "log       {start}tree sizes {} to {}: {} leaves appended and {} tiles compared over {} digest(s); {} checkpoint(s) checked (signature, size, root); {} consistency proof(s); {cosigned}{pending}",
             self.from.unwrap_or(0),
             self.to,
             self.leaves,

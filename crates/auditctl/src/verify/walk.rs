@@ -69,7 +69,12 @@ pub async fn verify_with_witnesses<A: Archive, T: Table, O: Observer>(
         seen_objects: Vec::new(),
         late: HashSet::new(),
         unlisted: Vec::new(),
-        log: LogCheck::new(&settings.bucket, witnesses),
+        log: LogCheck::new(
+            &settings.bucket,
+            witnesses,
+            settings.now.timestamp(),
+            settings.grace_seconds,
+        ),
     };
     walk.run().await?;
     let mut summary = walk.summary;

@@ -451,3 +451,55 @@ async fn a_witness_asked_for_must_have_cosigned_every_checkpoint_of_the_range() 
     );
     assert_eq!(problems.len(), 7, "w2 cosigned 650 alone: {problems:?}");
 }
+
+#[tokio::test]
+async fn a_log_not_all_written_within_the_grace_is_counted_and_past_it_is_a_problem() {
+    // The sealer writes tiles and the checkpoint after the digest; a witness cosigns later.
+    let world = logged_trail(0);
+    let tile = "log/tile/0/003.p/142";
+    world.archive.delete(&checkpoint_key(910));
+    world.archive.delete(tile);
+    let to = "2026-11-22T10:17:59.999Z";
+    // Minute 17's digest was sealed at 10:18:30: 10 s ago, within a grace of 60 s.
+    let mut soon = world.settings(START, to, at("2026-11-22T10:18:40Z"));
+    soon.grace_seconds = 60;
+    let (problems, summary) = world.verify(&soon, false).await;
+    assert_eq!(problems, []);
+    assert_eq!(summary.log.pending, 2);
+    assert!(
+        summary
+            .lines()
+            .iter()
+            .any(|l| l.contains("2 part(s) of the log of digests sealed within the grace")),
+        "{:?}",
+        summary.lines()
+    );
+
+    let late = world.settings(START, to, at(END) + Duration::hours(3));
+    let (problems, _) = world.verify(&late, false).await;
+    assert_eq!(
+        kinds(&problems),
+        [
+            (ProblemKind::LeafMissing, tile.to_owned()),
+            (ProblemKind::CheckpointInconsistent, checkpoint_key(910)),
+        ]
+    );
+    assert!(
+        problems[0].detail.contains("from leaf 768"),
+        "{}",
+        problems[0]
+    );
+
+    // A witness has not cosigned the newest checkpoint yet: counted; the older ones: missing.
+    let world = logged_trail(0);
+    let (_, key) = witness("witness.example/w1");
+    let (problems, summary) = world
+        .verify_witnessed(&soon, std::slice::from_ref(&key))
+        .await;
+    let want: Vec<(ProblemKind, String)> = LOGGED_SIZES[..6]
+        .iter()
+        .map(|s| (ProblemKind::CosignatureMissing, checkpoint_key(*s)))
+        .collect();
+    assert_eq!(kinds(&problems), want);
+    assert_eq!(summary.log.uncosigned_yet, 1);
+}
