@@ -1,15 +1,16 @@
 //! Owns the walk of `verify` over a range: where the chain starts, the link into the range, every
 //! UTC hour partition the range's periods write into (listed once, each entry given to its
 //! period), and for each period in order: its digest checked, the objects it lists read and
-//! checked, every version and delete marker in its place compared with that list, and the
-//! archived events handed to the table check. Must not know the SDK or how problems are printed.
+//! checked, every version and delete marker in its place compared with that list, their lines
+//! appended to the transparency log's tree (`log`), and the archived events handed to the table
+//! check. Must not know the SDK or how problems are printed.
 //!
 //! Memory is bounded by one period's objects (their listing, the digest's list, `concurrency`
 //! objects being read), not by the range: periods are checked as soon as every partition they can
 //! be written in has been listed, and then dropped. Beside them, the walk keeps a 16-byte key and
 //! an object index per record of the range's sealed objects (to find one archived twice), and the
 //! few objects of sealed periods that their digest does not list until a later digest's `late`
-//! list explains them.
+//! list explains them. The log's check keeps the tree's edge, never the range's leaves.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
