@@ -69,7 +69,6 @@ async fn put_attested(bucket: &S3Bucket, at: DateTime<Utc>, first: u64, count: u
 }
 
 #[tokio::test]
-#[ignore = "needs the sealer that writes the transparency log (branch wt-seal); passes with it merged"]
 async fn verify_passes_on_a_log_the_sealer_wrote_and_finds_a_hash_changed_in_its_tiles() {
     let stack = Stack::new().await;
     let bucket = S3Bucket::new(stack.s3.clone(), BUCKET);
