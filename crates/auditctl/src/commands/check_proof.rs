@@ -5,8 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
-use audit_model::note::{Proof, WitnessKey};
-use auditctl::tlog::{LogKey, check_proof};
+use audit_model::note::Proof;
+use auditctl::tlog::{LogKey, check_proof, witness_key_arg};
 use chrono::DateTime;
 use clap::Args;
 
@@ -54,17 +54,6 @@ fn read(path: &Path, what: &str) -> Result<String, Failure> {
         .map_err(|e| Failure::usage(format!("cannot read {what} {}: {e}", path.display())))
 }
 
-/// A witness key given as a vkey, or as the path of a file holding one.
-fn witness_key(given: &str) -> Result<WitnessKey, Failure> {
-    let path = Path::new(given);
-    let text = if path.is_file() {
-        read(path, "the witness key file")?
-    } else {
-        given.to_owned()
-    };
-    WitnessKey::parse(&text).map_err(|e| Failure::usage(format!("--witness-key {given:?}: {e}")))
-}
-
 /// `auditctl check-proof`: the files read (exit 2 when they cannot be), then the verdict.
 pub fn run(args: CheckProofArgs) -> Result<(), Failure> {
     let text = if args.proof == "-" {
@@ -79,7 +68,7 @@ pub fn run(args: CheckProofArgs) -> Result<(), Failure> {
     let witnesses = args
         .witness_key
         .iter()
-        .map(|k| witness_key(k))
+        .map(|k| witness_key_arg(k).map_err(Failure::usage))
         .collect::<Result<Vec<_>, _>>()?;
     let verdict = serde_json::from_str::<Proof>(&text)
         .map_err(|e| format!("not a proof from `auditctl prove`: {e}"))
