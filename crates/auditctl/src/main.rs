@@ -9,7 +9,9 @@ use std::process::ExitCode;
 use auditctl::TrailError;
 use auditctl::access::{self, Recorder, SdkAccessLog};
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
-use commands::{AuditArgs, AwsArgs, Context, Failure, archive, dlq, get, query, ui, verify};
+use commands::{
+    AuditArgs, AwsArgs, Context, Failure, archive, dlq, get, query, ui, verify, witness,
+};
 
 const AFTER_HELP: &str = "\
 Environment (a flag wins over its variable):
@@ -38,6 +40,7 @@ Examples:
   auditctl verify --from 2026-11-22T00:00:00Z --to 2026-11-22T23:59:59.999Z --table
   auditctl archive repair --from 2026-11-22T10:00:00Z --to 2026-11-22T10:59:59.999Z
   auditctl ui
+  auditctl witness --state witness.json --key witness.key
 
 Access to the trail is itself recorded: query, get, dlq list, dlq redrive, verify and archive
 repair first send an audit event of their own (actor = the caller's ARN and callerUserId = its user
@@ -72,6 +75,7 @@ enum Command {
     Verify(verify::VerifyArgs),
     Archive(archive::ArchiveArgs),
     Ui(ui::UiArgs),
+    Witness(witness::WitnessArgs),
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -129,5 +133,6 @@ async fn run(
         Command::Verify(args) => verify::run(args, &context).await,
         Command::Archive(args) => archive::run(args, &context).await,
         Command::Ui(args) => ui::run(args, context).await,
+        Command::Witness(args) => witness::run(args, &context).await,
     }
 }

@@ -8,6 +8,7 @@ pub mod get;
 pub mod query;
 pub mod ui;
 pub mod verify;
+pub mod witness;
 
 use std::io::{BufWriter, IsTerminal, Write};
 use std::time::{Duration, Instant};
