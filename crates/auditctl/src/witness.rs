@@ -113,8 +113,9 @@ impl WitnessSigner {
             .trim()
             .strip_prefix(PRIVATE_PREFIX)
             .ok_or_else(|| bad("it does not start with PRIVATE+KEY+"))?;
-        let mut parts = rest.rsplitn(3, '+');
-        let (Some(key), Some(id), Some(name)) = (parts.next(), parts.next(), parts.next()) else {
+        // From the left: a name holds no '+', base64 may (c2sp.org/signed-note).
+        let mut parts = rest.splitn(3, '+');
+        let (Some(name), Some(id), Some(key)) = (parts.next(), parts.next(), parts.next()) else {
             return Err(bad("it does not have three parts after PRIVATE+KEY+"));
         };
         check_name(name).map_err(|e| bad(&e))?;

@@ -56,7 +56,7 @@ Environment: ARCHIVE_BUCKET, DIGEST_KEY_ID, AWS_ENDPOINT_URL, AWS_PROFILE, AWS_R
 #[command(after_help = WITNESS_HELP)]
 pub struct WitnessArgs {
     /// Make a new key at --key (and --key.pub) and print its public key.
-    #[arg(long, conflicts_with_all = ["state", "public_key", "bucket", "key_id"])]
+    #[arg(long, conflicts_with_all = ["state", "public_key"])]
     init: bool,
     /// The witness's private key file (written by --init).
     #[arg(long, value_name = "KEYFILE")]

@@ -153,6 +153,16 @@ fn a_key_file_reads_back_and_signs_what_its_vkey_checks() {
             .unwrap_err()
             .contains("PRIVATE+KEY+")
     );
+    // Base64 holds '+': a key file and a vkey whose key has one read back too.
+    let plus = (0u8..=255)
+        .map(|b| WitnessSigner::from_seed("w", [b; 32]).unwrap())
+        .find(|s| s.key_file().matches('+').count() > 4 && s.key.vkey().matches('+').count() > 2)
+        .unwrap();
+    assert_eq!(
+        WitnessSigner::parse(&plus.key_file()).unwrap().key,
+        plus.key
+    );
+    assert_eq!(WitnessKey::parse(&plus.key.vkey()).unwrap(), plus.key);
     assert!(WitnessSigner::generate("two words").is_err());
     assert!(WitnessSigner::generate("a+b").is_err());
 }
