@@ -265,38 +265,35 @@ pub async fn run<B: Bucket>(
     now: chrono::DateTime<chrono::Utc>,
 ) -> Result<Run, WitnessError> {
     let mut trusted = None;
-    // The last accepted (size, root) and origin.
-    let (mut size, mut root, origin) = match state {
+    // The last accepted (size, root) and origin, and the sizes to check, smallest first.
+    let (mut size, mut root, origin, sizes) = match state {
         Some(state) => {
             let root = state
                 .root_hash()
                 .map_err(|e| TrailError::Aws(format!("the witness's state: {e}")))?;
-            check_accepted(reader, log, state, root).await?;
-            (state.size, root, state.origin.clone())
+            let newer = check_accepted(reader, log, state, root).await?;
+            (state.size, root, state.origin.clone(), newer)
         }
         None => {
-            let Some(&first) = reader.checkpoint_sizes(None).await?.first() else {
+            let all = reader.checkpoint_sizes(None).await?;
+            let Some(&first) = all.first() else {
                 return Ok(Run {
                     trusted: None,
                     cosigned: Vec::new(),
                     state: None,
                 });
             };
+            // The first run cosigns the checkpoint it trusted too.
             let accepted = signed(reader, log, first).await?;
             trusted = Some(first);
             (
                 accepted.checkpoint.size,
                 accepted.checkpoint.root,
                 accepted.checkpoint.origin,
+                all,
             )
         }
     };
-    // The first run cosigns the checkpoint it trusted too.
-    let mut sizes = match trusted {
-        Some(first) => vec![first],
-        None => Vec::new(),
-    };
-    sizes.extend(reader.checkpoint_sizes(Some(size)).await?);
     let mut accepted = Vec::new();
     for (i, &next) in sizes.iter().enumerate() {
         let checkpoint = signed(reader, log, next).await?;
@@ -346,27 +343,31 @@ pub async fn run<B: Bucket>(
     })
 }
 
-/// The accepted checkpoint is still in the bucket, with the accepted root: otherwise a rollback or
-/// a fork.
+/// The accepted checkpoint is still in the bucket, with the accepted root (otherwise a rollback or
+/// a fork); the sizes of the checkpoints after it. Listed from the accepted size on, so that a
+/// missing checkpoint is never a GET (which a witness allowed to list only log/ could not tell
+/// from a refusal).
 async fn check_accepted<B: Bucket>(
     reader: &LogReader<'_, B>,
     log: &LogKey,
     state: &WitnessState,
     root: Hash,
-) -> Result<(), WitnessError> {
-    if reader.checkpoint(state.size).await?.is_none() {
-        return Err(match reader.newest_size(None).await? {
-            Some(newest) if newest < state.size => Refusal::Rollback {
+) -> Result<Vec<u64>, WitnessError> {
+    let mut listed = reader
+        .checkpoint_sizes(state.size.checked_sub(1))
+        .await?
+        .into_iter();
+    if listed.next() != Some(state.size) {
+        let newest = reader.newest_size(None).await?.unwrap_or(0);
+        return Err(if newest < state.size {
+            Refusal::Rollback {
                 accepted: state.size,
                 newest,
-            },
-            None => Refusal::Rollback {
+            }
+        } else {
+            Refusal::Gone {
                 accepted: state.size,
-                newest: 0,
-            },
-            Some(_) => Refusal::Gone {
-                accepted: state.size,
-            },
+            }
         }
         .into());
     }
@@ -387,7 +388,7 @@ async fn check_accepted<B: Bucket>(
         }
         .into());
     }
-    Ok(())
+    Ok(listed.collect())
 }
 
 /// The checkpoint of `size`, its log signature checked.
