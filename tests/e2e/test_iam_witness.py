@@ -1,0 +1,121 @@
+"""A witness needs exactly AuditWitnessPolicy of template.yaml, under moto's access control and the
+archive bucket's policy as S3 evaluates it (local/motoserver.py): a user holding only it runs
+`auditctl witness` over the transparency log (it lists and reads log/, fetches the digest key's
+public key, adds its cosignature under log/cosignatures/), and is refused every write outside
+log/cosignatures/ and a cosignature written without If-None-Match.
+
+The log is written here as the sealer writes it (RFC 9162 leaves, a C2SP partial tile, checkpoints
+signed by the stack's AuditDigestKey with KMS Sign, RAW, ECDSA_SHA_256): small trees, one tile.
+
+moto 5.2.5 evaluates no Condition in an identity policy: the policy's ListBucket statement is
+granted here without its condition (s3:prefix log/*, checked in tests/template), which the witness
+meets by construction (it lists only log/checkpoints/ and log/cosignatures/)."""
+
+import base64
+import hashlib
+import subprocess
+
+import pytest
+
+from iam_support import Account, binary, clean_aws_env, error_code, policy_document, refusals
+from local import motoserver
+
+
+@pytest.fixture
+def account(work_dir):
+    acc = Account(work_dir)
+    yield acc
+    acc.close()
+
+
+def _leaf(line: bytes) -> bytes:
+    return hashlib.sha256(b"\x00" + line).digest()
+
+
+def _root(hashes: list[bytes]) -> bytes:
+    """RFC 9162 MTH."""
+    if len(hashes) == 1:
+        return hashes[0]
+    k = 1 << ((len(hashes) - 1).bit_length() - 1)
+    return hashlib.sha256(b"\x01" + _root(hashes[:k]) + _root(hashes[k:])).digest()
+
+
+def _write_log(account: Account, key_arn: str, sizes: list[int]) -> None:
+    """Tiles and signed checkpoints of the trees of `sizes` leaves (each under 256: one tile)."""
+    s3, kms = account.client("s3"), account.client("kms")
+    bucket = account.stack.archive_bucket.name
+    origin = f"audit-receiver/{bucket}"
+    key_id = hashlib.sha256(kms.get_public_key(KeyId=key_arn)["PublicKey"]).digest()[:4]
+    leaves = [_leaf(f'{{"messageId":"w-{i}"}}'.encode()) for i in range(max(sizes))]
+    with account.bucket_policy_lifted():  # the sealer's writes, arranged by the administrator
+        for n in sizes:
+            s3.put_object(Bucket=bucket, Key=f"log/tile/0/000.p/{n}", Body=b"".join(leaves[:n]),
+                          IfNoneMatch="*", ChecksumAlgorithm="SHA256")
+            body = f"{origin}\n{n}\n{base64.b64encode(_root(leaves[:n])).decode()}\n"
+            signature = kms.sign(KeyId=key_arn, Message=body.encode(), MessageType="RAW",
+                                 SigningAlgorithm="ECDSA_SHA_256")["Signature"]
+            note = f"{body}\n\u2014 {origin} {base64.b64encode(key_id + signature).decode()}\n"
+            s3.put_object(Bucket=bucket, Key=f"log/checkpoints/{n:020}", Body=note.encode(), IfNoneMatch="*",
+                          ChecksumAlgorithm="SHA256")
+
+
+def _witness_policy(account: Account) -> dict:
+    """AuditWitnessPolicy as deployed, its one condition (listing under log/) taken out for moto."""
+    doc = account.template.properties("AuditWitnessPolicy")["PolicyDocument"]
+    [listing] = [st for st in doc["Statement"] if st.get("Sid") == "ListTheLog"]
+    assert listing.pop("Condition") == {"StringLike": {"s3:prefix": ["log/*"]}}
+    return policy_document(doc, "AuditWitnessPolicy.PolicyDocument")
+
+
+def test_the_witness_policy_is_enough_to_cosign_and_writes_nothing_else(account, work_dir):
+    bucket = account.stack.archive_bucket.name
+    key_arn = account.stack.archiver.environment["DIGEST_KEY_ID"]
+    auditctl = binary("auditctl", work_dir)
+    witness = account.user("witness", managed={"AuditWitnessPolicy": _witness_policy(account)})
+    _write_log(account, key_arn, [3])
+    made = subprocess.run([str(auditctl), "witness", "--init", "--key", str(work_dir / "witness" / "key"),
+                           "--name", "witness.test/iam"], capture_output=True, text=True, timeout=60)
+    assert made.returncode == 0, made.stderr
+    key_id = made.stdout.strip().split("+")[1]
+    account.enforce()
+    env = {**clean_aws_env(work_dir, witness, account.endpoint), "ARCHIVE_BUCKET": bucket, "DIGEST_KEY_ID": key_arn}
+
+    def run() -> subprocess.CompletedProcess:
+        return subprocess.run([str(auditctl), "witness", "--state", str(work_dir / "witness" / "state.json"),
+                               "--key", str(work_dir / "witness" / "key")], env=env, capture_output=True, text=True,
+                              timeout=120)
+
+    first = run()
+    assert first.returncode == 0, first.stderr
+    assert "trusting the checkpoint of size 3" in first.stdout, first.stdout
+    _write_log(account, key_arn, [7])
+    second = run()
+    assert second.returncode == 0, second.stderr
+    assert "cosigned checkpoint 7" in second.stdout, second.stdout
+    admin = account.client("s3")
+    keys = [o["Key"] for o in admin.list_objects_v2(Bucket=bucket, Prefix="log/cosignatures/")["Contents"]]
+    assert keys == [f"log/cosignatures/{n:020}/{key_id}" for n in (3, 7)], keys
+    assert refusals(work_dir) == [], "IAM refused the witness nothing"
+    log = (work_dir / "moto.log").read_text(errors="replace")
+    assert motoserver.BUCKET_POLICY_MARK not in log, "the bucket policy refused the witness nothing"
+
+    # Nothing else: no write outside log/cosignatures/ (IAM), no cosignature replaced (the bucket
+    # policy: a cosignature is only added, with If-None-Match).
+    s3 = account.client("s3", witness)
+    for key in ("log/checkpoints/00000000000000000009", "log/tile/0/000.p/9", "trail/planted.jsonl.gz",
+                "digest/planted.json"):
+        try:
+            s3.put_object(Bucket=bucket, Key=key, Body=b"forged", IfNoneMatch="*", ChecksumAlgorithm="SHA256")
+        except Exception as e:  # noqa: BLE001 - the refusal is the point
+            assert error_code(e) == "AccessDenied", (key, e)
+        else:
+            raise AssertionError(f"the witness wrote {key}")
+    try:
+        s3.put_object(Bucket=bucket, Key=keys[0], Body=b"hidden", ChecksumAlgorithm="SHA256")
+    except Exception as e:  # noqa: BLE001
+        assert error_code(e) == "AccessDenied", e
+        assert "explicit deny in a resource-based policy" in str(e), e
+    else:
+        raise AssertionError("the witness replaced a cosignature")
+    versions = admin.list_object_versions(Bucket=bucket, Prefix=keys[0])["Versions"]
+    assert len(versions) == 1, versions
