@@ -11,14 +11,13 @@ moto 5.2.5 evaluates no Condition in an identity policy: the policy's ListBucket
 granted here without its condition (s3:prefix log/*, checked in tests/template), which the witness
 meets by construction (it lists only log/checkpoints/ and log/cosignatures/)."""
 
-import base64
-import hashlib
 import subprocess
 
 import pytest
 
 from iam_support import Account, binary, clean_aws_env, error_code, policy_document, refusals
 from local import motoserver
+from tlog_support import write_log
 
 
 @pytest.fixture
@@ -28,35 +27,9 @@ def account(work_dir):
     acc.close()
 
 
-def _leaf(line: bytes) -> bytes:
-    return hashlib.sha256(b"\x00" + line).digest()
-
-
-def _root(hashes: list[bytes]) -> bytes:
-    """RFC 9162 MTH."""
-    if len(hashes) == 1:
-        return hashes[0]
-    k = 1 << ((len(hashes) - 1).bit_length() - 1)
-    return hashlib.sha256(b"\x01" + _root(hashes[:k]) + _root(hashes[k:])).digest()
-
-
 def _write_log(account: Account, key_arn: str, sizes: list[int]) -> None:
-    """Tiles and signed checkpoints of the trees of `sizes` leaves (each under 256: one tile)."""
-    s3, kms = account.client("s3"), account.client("kms")
-    bucket = account.stack.archive_bucket.name
-    origin = f"audit-receiver/{bucket}"
-    key_id = hashlib.sha256(kms.get_public_key(KeyId=key_arn)["PublicKey"]).digest()[:4]
-    leaves = [_leaf(f'{{"messageId":"w-{i}"}}'.encode()) for i in range(max(sizes))]
     with account.bucket_policy_lifted():  # the sealer's writes, arranged by the administrator
-        for n in sizes:
-            s3.put_object(Bucket=bucket, Key=f"log/tile/0/000.p/{n}", Body=b"".join(leaves[:n]),
-                          IfNoneMatch="*", ChecksumAlgorithm="SHA256")
-            body = f"{origin}\n{n}\n{base64.b64encode(_root(leaves[:n])).decode()}\n"
-            signature = kms.sign(KeyId=key_arn, Message=body.encode(), MessageType="RAW",
-                                 SigningAlgorithm="ECDSA_SHA_256")["Signature"]
-            note = f"{body}\n\u2014 {origin} {base64.b64encode(key_id + signature).decode()}\n"
-            s3.put_object(Bucket=bucket, Key=f"log/checkpoints/{n:020}", Body=note.encode(), IfNoneMatch="*",
-                          ChecksumAlgorithm="SHA256")
+        write_log(account.client("s3"), account.client("kms"), key_arn, account.stack.archive_bucket.name, sizes)
 
 
 def _witness_policy(account: Account) -> dict:
