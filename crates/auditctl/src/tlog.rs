@@ -526,7 +526,7 @@ mod tests {
         assert_eq!(
             witness
                 .vkey()
-                .split('+')
+                .splitn(3, '+')
                 .nth(2)
                 .map(|k| STANDARD.decode(k).unwrap()[0]),
             Some(COSIGNATURE_TYPE)
