@@ -21,7 +21,7 @@ WATCH_PORT ?= 9000
 CHROMIUM_VERSION ?= 148.0.7778.167-1~deb12u1
 TABLE_NAME ?= AuditMessages
 
-.PHONY: bench-ui chromium help venv venv-bench peers fmt-check lint test test-suites unit build build-zip bench bench-quick bench-verify watch invoke clean
+.PHONY: bench-prove bench-ui chromium help venv venv-bench peers fmt-check lint test test-suites unit build build-zip bench bench-quick bench-verify watch invoke clean
 
 help: ## list the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 16
@@ -106,9 +106,13 @@ bench-quick: peers ## a shorter benchmark run (smaller sizes, no package build);
 	cargo bench -p audit-bench --bench cpu | tee target/bench/cpu.md
 	PEER_PYTHON=$(VENV_BIN)/python cargo bench -p audit-bench --bench load -- --quick
 
-bench-verify: venv ## auditctl verify over 100,000 and 1,000,000 archived events on moto, next to sha256sum of the same bytes (BENCHMARKS.md "Proving the trail"; run by hand, about 5 minutes)
+bench-verify: venv ## auditctl verify over 100,000 and 1,000,000 archived events on moto, next to sha256sum of the same bytes, with prove and check-proof (BENCHMARKS.md "Proving the trail"; run by hand, about 10 minutes)
 	cargo build --release --bin auditctl
-	cargo bench -p audit-bench --bench verify -- --events 100000,1000000
+	cargo bench -p audit-bench --bench verify -- --events 100000,1000000 --prove 20
+
+bench-prove: venv ## auditctl prove and check-proof over 10,000,000 archived events sealed by the real sealer on moto (BENCHMARKS.md "Proving one event"; run by hand, about 30 minutes, 6 GB of memory)
+	cargo build --release --bin auditctl
+	cargo bench -p audit-bench --bench verify -- --events 10000000 --per-object 10000 --objects-per-period 12 --prove 20 --prove-only
 
 bench-ui: ## the viewer's page times at 100,000 events on the stand-in (BENCHMARKS.md "The viewer's pages")
 	cargo build --bin auditctl

@@ -20,7 +20,13 @@
 //!    required; its wall time, its CPU (user + sys) and peak RSS from `wait4`, moto's CPU meanwhile;
 //! 5. every object version downloaded into `target/bench/verify/`, then `sha256sum` of the files
 //!    (wall and CPU from `wait4`), and SHA-256 + gunzip + counting lines of the same bytes here, on
-//!    one thread.
+//!    one thread; and the sealer's extra work for the transparency log (gunzip, lines, leaf hashes,
+//!    `TreeEdge` with its tiles) next to SHA-256 of the same lines, on one thread;
+//! 6. with `--prove K`: `auditctl prove` of K events spread over the archive (found from their
+//!    `--audit-time`, the table being empty as for expired items), its wall time and what it read
+//!    (objects, bytes: its stderr), and `auditctl check-proof` of each proof with the key's PEM and
+//!    no AWS configuration; with the log's PUTs and bytes per million events from the sealer's
+//!    report. `--prove-only` skips verify and the bounds (the 10,000,000-event stand-in).
 //!
 //! Prints one Markdown table row per size. moto (Python) serves every byte over loopback on the
 //! same 2 cores, so its CPU is part of verify's wall time: auditctl's CPU per event is the figure
@@ -29,7 +35,7 @@
 //! ```text
 //! cargo build --release --bin auditctl
 //! cargo bench -p audit-bench --bench verify -- [--events 100000,1000000] [--per-object 1000]
-//!     [--objects-per-period 12] [--period 3600] [--bound-only]
+//!     [--objects-per-period 12] [--period 3600] [--bound-only] [--prove K] [--prove-only]
 //! ```
 //! (`make bench-verify` does both.) `--bound-only` builds the archive and measures the bounds
 //! without running auditctl.
@@ -52,6 +58,7 @@ use audit_archiver::seal::Sealer;
 use audit_archiver::signer::kms::KmsSigner;
 use audit_model::archive::{ObjectKind, PeriodLength, SEAL_DELAY};
 use audit_model::digest::hex;
+use audit_model::tlog::{TreeEdge, leaf_hash};
 use aws_lc_rs::digest::{SHA256, digest};
 use bytes::Bytes;
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -70,6 +77,10 @@ const FIRST_SEQUENCE: u128 = 4_421_584_500_000_000_017_000_000_000;
 /// Every tenth period, from the fifth, has no object (its digest lists none).
 const EMPTY_EVERY: u64 = 10;
 const EMPTY_AT: u64 = 4;
+/// The sealer's log CPU rows, printed after the verify table.
+static LOG_ROWS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+/// The prove table's rows, printed after the verify table.
+static PROVE_ROWS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
 /// Object writes and downloads in flight.
 const CONCURRENCY: usize = 8;
 
@@ -80,6 +91,10 @@ struct Options {
     objects_per_period: u64,
     period: PeriodLength,
     bound_only: bool,
+    /// Events proved with `auditctl prove` (and checked with `check-proof`) after sealing.
+    prove: u64,
+    /// No verify run and no bound (the 10,000,000-event stand-in for `prove`).
+    prove_only: bool,
     /// moto's own `moto_server` (or `$MOTO_SERVER`), without bench/moto_server.py's listing fix.
     moto_as_is: bool,
 }
@@ -117,6 +132,8 @@ impl Options {
             period: PeriodLength::new(seconds)
                 .unwrap_or_else(|| panic!("--period {seconds}: 10 to 86400, dividing a day")),
             bound_only: args.iter().any(|a| a == "--bound-only"),
+            prove: number("--prove", 0),
+            prove_only: args.iter().any(|a| a == "--prove-only"),
             moto_as_is: args.iter().any(|a| a == "--moto-as-is"),
         };
         assert!(options.per_object > 0 && options.objects_per_period > 0);
@@ -344,8 +361,18 @@ async fn write_archive(moto: &Moto, plan: &Plan, period: PeriodLength) -> Writte
     }
 }
 
-/// Seals every period with the archiver's sealer and KMS key; the digests written.
-async fn seal(moto: &Moto, key_arn: &str, plan: &Plan, period: PeriodLength) -> usize {
+/// What sealing wrote: digests, and the transparency log's leaves, PUTs and bytes.
+struct Sealed {
+    digests: usize,
+    leaves: u64,
+    log_puts: u64,
+    log_bytes: u64,
+    seconds: f64,
+}
+
+/// Seals every period with the archiver's sealer and KMS key.
+async fn seal(moto: &Moto, key_arn: &str, plan: &Plan, period: PeriodLength) -> Sealed {
+    let started = Instant::now();
     let bucket = moto.archive(BUCKET);
     let signer = KmsSigner::new(moto.kms(), key_arn);
     let now = DateTime::from_timestamp(plan.end(period) + SEAL_DELAY.as_secs() as i64 + 1, 0)
@@ -368,7 +395,13 @@ async fn seal(moto: &Moto, key_arn: &str, plan: &Plan, period: PeriodLength) -> 
         plan.objects.iter().map(|o| o.events).sum::<u64>(),
         "every event in a digest"
     );
-    report.sealed.len()
+    Sealed {
+        digests: report.sealed.len(),
+        leaves: report.sealed.iter().map(|s| s.leaves).sum(),
+        log_puts: report.sealed.iter().map(|s| s.log_puts).sum(),
+        log_bytes: report.sealed.iter().map(|s| s.log_bytes).sum(),
+        seconds: started.elapsed().as_secs_f64(),
+    }
 }
 
 /// A finished child's exit code, CPU (user + sys) and peak RSS (KiB), from `wait4`.
@@ -695,6 +728,17 @@ fn bound(bodies: &[Bytes], dir: &Path, events: u64) -> Bound {
     let in_process_wall = started.elapsed().as_secs_f64();
     let in_process_cpu = thread_cpu().saturating_sub(cpu);
     assert_eq!(lines, events, "the downloaded objects hold every event");
+    let (log_cpu, lines_sha256_cpu) = log_work(bodies, events);
+    let per_event = |d: Duration| d.as_secs_f64() * 1e6 / events as f64;
+    LOG_ROWS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(format!(
+            "| {events} | {:.2} µs | {:.2} µs | {:.1}× |",
+            per_event(log_cpu),
+            per_event(lines_sha256_cpu),
+            log_cpu.as_secs_f64() / lines_sha256_cpu.as_secs_f64().max(1e-9)
+        ));
     Bound {
         files: files.len(),
         bytes: bodies.iter().map(|b| b.len() as u64).sum(),
@@ -703,6 +747,208 @@ fn bound(bodies: &[Bytes], dir: &Path, events: u64) -> Bound {
         in_process_cpu,
         in_process_wall,
     }
+}
+
+/// The sealer's extra CPU for the transparency log over `bodies` (what `seal/log.rs` does with
+/// each listed object: gunzip, lines, `leaf_hash`, `TreeEdge::push` with its full tiles), and
+/// SHA-256 of the same lines' bytes on the same thread (the physical bound: every byte hashed once).
+fn log_work(bodies: &[Bytes], events: u64) -> (Duration, Duration) {
+    let cpu = thread_cpu();
+    let mut edge = TreeEdge::default();
+    let mut tiles = 0usize;
+    for body in bodies {
+        let mut raw = Vec::new();
+        GzDecoder::new(&body[..])
+            .read_to_end(&mut raw)
+            .expect("gunzip");
+        let mut full = Vec::new();
+        for line in raw.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+            edge.push(leaf_hash(line), &mut full);
+        }
+        tiles += full.len();
+        std::hint::black_box(&full);
+    }
+    std::hint::black_box(edge.root());
+    let log_cpu = thread_cpu().saturating_sub(cpu);
+    assert_eq!(edge.size, events, "a leaf per event");
+    let raws: Vec<Vec<u8>> = bodies
+        .iter()
+        .map(|body| {
+            let mut raw = Vec::new();
+            GzDecoder::new(&body[..])
+                .read_to_end(&mut raw)
+                .expect("gunzip");
+            raw
+        })
+        .collect();
+    let cpu = thread_cpu();
+    for raw in &raws {
+        for line in raw.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+            std::hint::black_box(digest(&SHA256, line));
+        }
+    }
+    let sha = thread_cpu().saturating_sub(cpu);
+    eprintln!(
+        "  the log's work (gunzip, leaves, {tiles} full tiles): {:.3} s CPU, {:.2} µs/event; SHA-256 of the same lines: {:.3} s, {:.2} µs/event",
+        log_cpu.as_secs_f64(),
+        log_cpu.as_secs_f64() * 1e6 / events as f64,
+        sha.as_secs_f64(),
+        sha.as_secs_f64() * 1e6 / events as f64
+    );
+    (log_cpu, sha)
+}
+
+/// The item of event `event` of the plan, as `encode` made it (its object's generator replayed).
+fn planned_item(plan: &Plan, event: u64) -> Map<String, Value> {
+    let object = plan
+        .objects
+        .iter()
+        .rfind(|o| o.first_event <= event)
+        .expect("an object holds the event");
+    let mut rng = fastrand::Rng::with_seed(object.index);
+    let mut found = Map::new();
+    for i in object.first_event..=event {
+        found = item(i, object.written_at, &mut rng);
+    }
+    found
+}
+
+/// What proving gave: each proof's wall time and what prove read (its stderr's last words), and
+/// each check-proof's wall time.
+struct Proved {
+    prove_walls: Vec<f64>,
+    reads: Vec<String>,
+    check_walls: Vec<f64>,
+    proof_bytes: usize,
+}
+
+fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    sorted.get(sorted.len() / 2).copied().unwrap_or(0.0)
+}
+
+/// `auditctl prove` for `count` events spread over the archive (the table exists and is empty:
+/// prove finds each event from its --audit-time, as for an expired item), each proof checked with
+/// `auditctl check-proof` against the key's public key from KMS.
+async fn run_prove(
+    auditctl: &Path,
+    moto: &Moto,
+    key_arn: &str,
+    plan: &Plan,
+    period: PeriodLength,
+    count: u64,
+    work: &Path,
+) -> Proved {
+    let events: u64 = plan.objects.iter().map(|o| o.events).sum();
+    moto.create_table().await;
+    let der = moto
+        .kms()
+        .get_public_key()
+        .key_id(key_arn)
+        .send()
+        .await
+        .expect("the key's public key")
+        .public_key
+        .expect("a public key")
+        .into_inner();
+    std::fs::create_dir_all(work).expect("target/bench");
+    let pem = work.join("prove-key.pem");
+    let encoded = {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.encode(&der)
+    };
+    let lines: Vec<&str> = encoded
+        .as_bytes()
+        .chunks(64)
+        .map(|c| std::str::from_utf8(c).unwrap_or_default())
+        .collect();
+    std::fs::write(
+        &pem,
+        format!(
+            "-----BEGIN PUBLIC KEY-----\n{}\n-----END PUBLIC KEY-----\n",
+            lines.join("\n")
+        ),
+    )
+    .expect("the key's PEM");
+    let mut proved = Proved {
+        prove_walls: Vec::new(),
+        reads: Vec::new(),
+        check_walls: Vec::new(),
+        proof_bytes: 0,
+    };
+    for n in 0..count {
+        let event = (n * events / count + n * 7919) % events;
+        let item = planned_item(plan, event);
+        let text = |field: &str| item[field]["S"].as_str().unwrap_or_default().to_owned();
+        let (message_id, audit_time) = (text("messageId"), text("auditTime"));
+        let out = work.join(format!("proof-{n}.json"));
+        let started = Instant::now();
+        let output = Command::new(auditctl)
+            .args([
+                "--no-audit-event",
+                "prove",
+                &message_id,
+                "--audit-time",
+                &audit_time,
+            ])
+            .arg("--out")
+            .arg(&out)
+            .env("AWS_ENDPOINT_URL", &moto.endpoint)
+            .env("AWS_REGION", "us-east-1")
+            .env("AWS_ACCESS_KEY_ID", "test")
+            .env("AWS_SECRET_ACCESS_KEY", "test")
+            .env_remove("AWS_PROFILE")
+            .env("TABLE_NAME", moto::TABLE)
+            .env("ARCHIVE_BUCKET", BUCKET)
+            .env("DIGEST_KEY_ID", key_arn)
+            .env("DIGEST_PERIOD_SECONDS", period.seconds().to_string())
+            .output()
+            .expect("auditctl prove");
+        let wall = started.elapsed().as_secs_f64();
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        assert!(
+            output.status.success(),
+            "auditctl prove {message_id} failed:\n{stderr}"
+        );
+        proved.prove_walls.push(wall);
+        proved.reads.push(
+            stderr
+                .trim()
+                .rsplit("; ")
+                .next()
+                .unwrap_or_default()
+                .to_owned(),
+        );
+        proved.proof_bytes = std::fs::metadata(&out).map_or(0, |m| m.len() as usize);
+        let started = Instant::now();
+        let output = Command::new(auditctl)
+            .arg("check-proof")
+            .arg(&out)
+            .arg("--public-key")
+            .arg(&pem)
+            .env_clear()
+            .output()
+            .expect("auditctl check-proof");
+        proved.check_walls.push(started.elapsed().as_secs_f64());
+        assert!(
+            output.status.success(),
+            "check-proof refused {message_id}: {}",
+            String::from_utf8_lossy(&output.stdout)
+        );
+    }
+    eprintln!(
+        "  prove: {count} events, median {:.3} s (max {:.3} s); check-proof median {:.1} ms (max {:.1} ms); a proof is {} bytes",
+        median(&proved.prove_walls),
+        proved.prove_walls.iter().copied().fold(0.0, f64::max),
+        median(&proved.check_walls) * 1e3,
+        proved.check_walls.iter().copied().fold(0.0, f64::max) * 1e3,
+        proved.proof_bytes
+    );
+    for read in &proved.reads {
+        eprintln!("    prove read: {read}");
+    }
+    proved
 }
 
 fn header() {
@@ -748,13 +994,54 @@ async fn run(options: &Options, events: u64, auditctl: &Path, work: &Path) {
         written.raw_bytes as f64 / events as f64,
         written.bytes as f64 / events as f64
     );
-    let started = Instant::now();
-    let digests = seal(&moto, &key_arn, &plan, period).await;
+    let sealed = seal(&moto, &key_arn, &plan, period).await;
     eprintln!(
-        "  sealed {digests} digests in {:.1} s",
-        started.elapsed().as_secs_f64()
+        "  sealed {} digests in {:.1} s; the log: {} leaves, {} PUTs, {:.1} MB ({:.0} PUTs and {:.1} MB per million events)",
+        sealed.digests,
+        sealed.seconds,
+        sealed.leaves,
+        sealed.log_puts,
+        sealed.log_bytes as f64 / 1e6,
+        sealed.log_puts as f64 * 1e6 / events as f64,
+        sealed.log_bytes as f64 / events as f64
     );
-    assert_eq!(digests as u64, plan.periods, "one digest per period");
+    assert_eq!(sealed.digests as u64, plan.periods, "one digest per period");
+    assert_eq!(sealed.leaves, events, "a leaf per event");
+    if options.prove > 0 {
+        let proved = run_prove(
+            auditctl,
+            &moto,
+            &key_arn,
+            &plan,
+            period,
+            options.prove,
+            work,
+        )
+        .await;
+        let reads = proved
+            .reads
+            .iter()
+            .max_by_key(|r| r.len())
+            .cloned()
+            .unwrap_or_default();
+        PROVE_ROWS.lock().unwrap_or_else(|e| e.into_inner()).push(format!(
+            "| {events} | {} | {:.1} µs | {} | {:.1} MB | {:.0} | {:.2} MB | {:.3} s | {:.3} s | {} | {:.1} ms | {} |",
+            sealed.digests,
+            sealed.seconds * 1e6 / events as f64,
+            sealed.log_puts,
+            sealed.log_bytes as f64 / 1e6,
+            sealed.log_puts as f64 * 1e6 / events as f64,
+            sealed.log_bytes as f64 / events as f64,
+            median(&proved.prove_walls),
+            proved.prove_walls.iter().copied().fold(0.0, f64::max),
+            reads,
+            median(&proved.check_walls) * 1e3,
+            proved.proof_bytes
+        ));
+    }
+    if options.prove_only {
+        return;
+    }
 
     let verified =
         (!options.bound_only).then(|| run_verify(auditctl, &moto, &key_arn, &plan, period, events));
@@ -896,6 +1183,31 @@ fn main() {
     header();
     for &events in &options.sizes {
         runtime.block_on(run(&options, events, &auditctl, &work));
+    }
+    let rows = LOG_ROWS.lock().unwrap_or_else(|e| e.into_inner());
+    if !rows.is_empty() {
+        println!();
+        println!(
+            "| events | sealing's extra CPU per event (gunzip, leaf hashes, tiles; one thread) | SHA-256 of the same lines (one thread) | ratio |"
+        );
+        println!("| ---: | ---: | ---: | ---: |");
+        for row in rows.iter() {
+            println!("{row}");
+        }
+    }
+    drop(rows);
+    let rows = PROVE_ROWS.lock().unwrap_or_else(|e| e.into_inner());
+    if !rows.is_empty() {
+        println!();
+        println!(
+            "| events | digests | sealing wall per event | log PUTs | log MB | log PUTs per 1M events | log MB per 1M events | prove median | prove max | prove read (the most) | check-proof median | proof bytes |"
+        );
+        println!(
+            "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |"
+        );
+        for row in rows.iter() {
+            println!("{row}");
+        }
     }
     println!();
     println!(

@@ -3,7 +3,7 @@ template's stack on moto with its access control on (iam_support.Account): an op
 exactly AuditOperatorPolicy and a reader holding exactly AuditReaderPolicy each run the viewer as
 a person does, and the browser opens the printed URL, searches by actor, follows a click on a
 resource, moves through the rows with the keyboard, opens an event, exports (the bytes of `auditctl query`), lists the dead-letter queue and
-redrives one reason after its confirmation; the reader is refused the dead-letter queue with the
+redrives one reason after its confirmation, verifies the periods in view from the health page; the reader is refused the dead-letter queue with the
 reason; a request without the token is refused; bad input is shown. Screenshots at 1280x800 and
 at a phone's 390 px are kept in the test's work directory (.local/e2e/<test>/screens)."""
 
@@ -17,7 +17,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 import browser
-from iam_support import Account, binary, clean_aws_env, managed_policy
+from iam_support import Account, binary, clean_aws_env, managed_policy, seal, sealable_object
 from test_iam_auditctl import _bucket, _lookup_key
 
 pytestmark = pytest.mark.skipif(browser.available() is None,
@@ -77,7 +77,7 @@ def _env(account: Account, creds) -> dict[str, str]:
     env = clean_aws_env(account.work_dir, creds, account.endpoint)
     env.update({"TABLE_NAME": account.table_name, "AUDIT_QUEUE_URL": account.queue.url,
                 "ACCESS_QUEUE_URL": account.access_queue.url, "DEAD_LETTER_QUEUE_URL": account.dlq.url,
-                "ARCHIVE_BUCKET": account.stack.archive_bucket.name,
+                "ARCHIVE_BUCKET": account.stack.archive_bucket.name, "DIGEST_KEY_ID": account.stack.digest_key.arn,
                 "DIGEST_PERIOD_SECONDS": account.stack.archiver.environment["DIGEST_PERIOD_SECONDS"]})
     return env
 
@@ -227,6 +227,24 @@ def test_a_person_searches_opens_exports_and_redrives_in_a_browser_and_a_reader_
                                                       AttributeNames=["ApproximateNumberOfMessages"])
     assert moved["Attributes"]["ApproximateNumberOfMessages"] == "2"
 
+    # Health: verify the periods in view, from the search's link, with the keyboard, over an hour
+    # audit-archiver sealed (one object): what was checked, and no problem.
+    sealable_object(account)
+    sealed = seal(account)
+    assert sealed["failure"] is None and sealed["sealed"], sealed
+    chrome.navigate(ui.origin + "/?range=24h")
+    chrome.click_and_load("a[href^='/health?from=']")
+    assert chrome.status() == 200 and "Transparency log" in chrome.text()
+    chrome.evaluate("document.querySelector('form.verify button[name=run]').focus()")
+    chrome.key("Enter", load=True)
+    assert chrome.status() == 200, chrome.text()
+    outcome = " ".join(chrome.text().split())
+    assert "verified: no problem" in outcome, outcome
+    assert "objects 1 checked (1 trail, 0 tamper)" in outcome, outcome
+    assert "auditctl verify --from" in outcome
+    chrome.screenshot(shots / "health-verify-1280.png", 1280)
+    chrome.screenshot(shots / "health-verify-390.png", 390)
+
     # The reader: the dead-letter queue and its redrive are refused, with the reason.
     chrome.navigate(reader_ui.url)
     assert _ids(chrome) == newest_first, "a reader reads the trail"
@@ -250,7 +268,8 @@ def test_a_person_searches_opens_exports_and_redrives_in_a_browser_and_a_reader_
         if not got:
             break
         actions += [json.loads(m["Body"])["action"] for m in got]
-    for action in ("auditctl.ui.search", "auditctl.ui.view", "auditctl.ui.export", "auditctl.ui.redrive"):
+    for action in ("auditctl.ui.search", "auditctl.ui.view", "auditctl.ui.export", "auditctl.ui.redrive",
+                   "auditctl.ui.verify"):
         assert action in actions, (action, actions)
 
     # Ctrl-C stops both cleanly.

@@ -151,6 +151,7 @@ impl<B: ArchiveBucket, C: Clock, S: DigestSigner> Handler<B, C, S> {
             "sealed": report.sealed.iter().map(|s| s.key.as_str()).collect::<Vec<_>>(),
             "foundSealed": report.found,
             "head": report.head.as_ref().map(|(key, _)| key),
+            "treeSize": report.tree_size,
             "left": report.left,
             "lagSeconds": report.lag_seconds(now),
             "failure": report.failure.as_ref().map(ToString::to_string),

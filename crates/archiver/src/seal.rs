@@ -31,6 +31,8 @@
 //! the chain: each digest is created with `If-None-Match: *`, and the loser chains on from the
 //! winner's digest, which it finds validly signed and linked to the same head.
 
+mod log;
+
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::future::Future;
 use std::io::Read;
@@ -48,6 +50,7 @@ use audit_model::digest::{
     UnattestedObject, digest_key, digest_key_alternate, hex, parse_any_digest_key, sha256,
     signing_string_of, unhex,
 };
+use audit_model::tlog::TreeEdge;
 use aws_lc_rs::signature::{ECDSA_P256_SHA256_ASN1, ParsedPublicKey};
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
@@ -101,6 +104,8 @@ pub struct SealReport {
     pub head: Option<(String, i64)>,
     /// Sealable periods left without a digest (the deadline came first, or a failure).
     pub left: u64,
+    /// The transparency log's size after the head (`None` when the head has no tree).
+    pub tree_size: Option<u64>,
     pub failure: Option<SealError>,
 }
 
@@ -138,6 +143,11 @@ pub struct SealedPeriod {
     pub unattested: usize,
     /// Entries of its `late` list.
     pub late: usize,
+    /// Leaves it appended to the transparency log (its objects' lines).
+    pub leaves: u64,
+    /// Tiles, index and checkpoint this run created for it, and their bytes.
+    pub log_puts: u64,
+    pub log_bytes: u64,
 }
 
 /// Why a run stopped short.
@@ -155,6 +165,17 @@ pub enum SealError {
     NamesTaken { key: String },
     #[error("the invocation's deadline (less its margin) came first")]
     Deadline,
+    /// A listed object's leaves cannot be read: its listed version is gone, has other bytes than
+    /// its listed SHA-256, or is not gzip.
+    #[error("the listed object {key} cannot be read for the log: {reason}")]
+    ObjectUnreadable { key: String, reason: String },
+    /// A log object's name holds other bytes than the log's (or the tiles do not give the head
+    /// digest's root).
+    #[error("the log object {key} does not hold what the digests say")]
+    LogConflict { key: String },
+    /// A tile of the tree's edge that the head's checkpoint needs is missing.
+    #[error("the log tile {key} is missing")]
+    LogTileMissing { key: String },
 }
 
 impl SealError {
@@ -165,6 +186,9 @@ impl SealError {
             Self::KeyUnsuitable => "key_unsuitable",
             Self::NamesTaken { .. } => "names_taken",
             Self::Deadline => "deadline",
+            Self::ObjectUnreadable { .. } => "object_unreadable",
+            Self::LogConflict { .. } => "log_conflict",
+            Self::LogTileMissing { .. } => "log_tile_missing",
         }
     }
 }
@@ -297,22 +321,47 @@ impl<B: ArchiveBucket, S: DigestSigner> Run<'_, '_, B, S> {
         let (mut previous, mut next, mut recent) = match self.newest_valid_digest(due).await? {
             Some((period, sealed, digest)) => {
                 report.head = Some((sealed.key.clone(), period.end()));
+                report.tree_size = digest.tree.as_ref().map(|t| t.size);
                 let recent = self.recent_digests(period, digest).await?;
                 (Some(sealed), period.next(), recent)
             }
             None => (None, self.first_period(due).await?, VecDeque::new()),
         };
+        // The log's edge after the head, kept across this run's periods.
+        let mut edge = self.resume_log(&recent).await?;
         while next.start <= due.start {
             if !self.budget.allows(PERIOD_STEP_TIME, Duration::ZERO) {
                 return Err(SealError::Deadline);
             }
-            let (sealed, digest, written) =
-                self.seal_or_find(next, previous.as_ref(), &recent).await?;
-            match written {
-                Some(written) => report.sealed.push(written),
-                None => report.found.push(sealed.key.clone()),
-            }
+            let ((sealed, digest, written), appended) = self
+                .seal_or_find(next, previous.as_ref(), &recent, &edge)
+                .await?;
             report.head = Some((sealed.key.clone(), next.end()));
+            report.tree_size = digest.tree.as_ref().map(|t| t.size);
+            match (written, appended) {
+                (Some(written), Some(appended)) => {
+                    report.sealed.push(written);
+                    // The digest is the commit point: its log follows.
+                    let log = self.write_log(next, &appended).await?;
+                    if let Some(last) = report.sealed.last_mut() {
+                        last.leaves = appended.leaves;
+                        last.log_puts = log.puts;
+                        last.log_bytes = log.bytes;
+                    }
+                    edge = appended.edge;
+                }
+                (written, _) => {
+                    match written {
+                        Some(written) => report.sealed.push(written),
+                        None => report.found.push(sealed.key.clone()),
+                    }
+                    let before = recent.back().map(|(_, d)| d);
+                    let before_tree = before.is_some_and(|d| d.tree.is_some());
+                    edge = self
+                        .ensure_logged(next, &digest, before_tree.then_some(&edge), before)
+                        .await?;
+                }
+            }
             recent.push_back((next, digest));
             if recent.len() > LATE_LOOKBACK_PERIODS {
                 recent.pop_front();
@@ -485,8 +534,9 @@ impl<B: ArchiveBucket, S: DigestSigner> Run<'_, '_, B, S> {
         period: Period,
         previous: Option<&SealedDigest>,
         recent: &VecDeque<(Period, Digest)>,
-    ) -> Result<Chained, SealError> {
-        let mut contents: Option<Contents> = None;
+        edge: &TreeEdge,
+    ) -> Result<(Chained, Option<log::Appended>), SealError> {
+        let mut contents: Option<(Contents, log::Appended)> = None;
         let mut alternate = 0;
         // Each name is looked at again at most once (taken between the look and the write).
         let mut looks = 0;
@@ -497,20 +547,27 @@ impl<B: ArchiveBucket, S: DigestSigner> Run<'_, '_, B, S> {
                 if let Some((sealed, digest)) = self.verified(&key, period, &object).await?
                     && links_to(&digest, previous)
                 {
-                    return Ok((sealed, digest, None));
+                    return Ok(((sealed, digest, None), None));
                 }
                 tracing::warn!(digest = %key, "a digest name is taken by something that is not this period's digest: the next alternate name is used");
                 alternate += 1;
                 continue;
             }
             if contents.is_none() {
-                contents = Some(self.contents(period, recent).await?);
+                let mut ready = self.contents(period, recent).await?;
+                // The digest's order, which is the leaves' order.
+                ready.objects.sort_by(|a, b| a.key.cmp(&b.key));
+                let appended = self.append(edge, &ready.objects).await?;
+                contents = Some((ready, appended));
             }
-            let Some(ready) = contents.as_ref() else {
+            let Some((ready, appended)) = contents.as_ref() else {
                 continue;
             };
-            if let Some(chained) = self.write_digest(period, &key, ready, previous).await? {
-                return Ok(chained);
+            if let Some(chained) = self
+                .write_digest(period, &key, ready, previous, appended)
+                .await?
+            {
+                return Ok((chained, contents.map(|(_, appended)| appended)));
             }
         }
         Err(SealError::NamesTaken {
@@ -527,6 +584,7 @@ impl<B: ArchiveBucket, S: DigestSigner> Run<'_, '_, B, S> {
         key: &str,
         contents: &Contents,
         previous: Option<&SealedDigest>,
+        appended: &log::Appended,
     ) -> Result<Option<Chained>, SealError> {
         let mut digest = Digest::new(
             self.sealer.bucket_name,
@@ -538,6 +596,8 @@ impl<B: ArchiveBucket, S: DigestSigner> Run<'_, '_, B, S> {
         );
         digest.unattested = contents.unattested.clone();
         digest.late = contents.late.clone();
+        // Part of the signed bytes.
+        digest.tree = Some(appended.head());
         let body = digest.to_bytes();
         let hash = sha256(&body);
         let signature = self
@@ -568,6 +628,7 @@ impl<B: ArchiveBucket, S: DigestSigner> Run<'_, '_, B, S> {
                     events: digest.events,
                     unattested: digest.unattested.len(),
                     late: digest.late.len(),
+                    ..SealedPeriod::default()
                 };
                 Ok(Some((sealed, digest, Some(written))))
             }

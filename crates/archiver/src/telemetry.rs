@@ -101,7 +101,7 @@ pub fn publish_seal(
     function_name: Option<&str>,
 ) {
     for sealed in &report.sealed {
-        tracing::info!(digest = %sealed.key, objects = sealed.objects, events = sealed.events, unattested = sealed.unattested, late = sealed.late, "period sealed");
+        tracing::info!(digest = %sealed.key, objects = sealed.objects, events = sealed.events, unattested = sealed.unattested, late = sealed.late, leaves = sealed.leaves, log_puts = sealed.log_puts, log_bytes = sealed.log_bytes, "period sealed");
         if sealed.late > 0 {
             tracing::error!(digest = %sealed.key, late = sealed.late, "objects landed after their period was sealed");
         }
@@ -113,6 +113,7 @@ pub fn publish_seal(
         sealed = report.sealed.len(),
         found_sealed = report.found.len(),
         head = report.head.as_ref().map(|(key, _)| key.as_str()),
+        tree_size = report.tree_size,
         left = report.left,
         seal_lag_seconds = report.lag_seconds(now),
         duration_ms = whole_millis(duration),
@@ -225,6 +226,7 @@ mod tests {
                 events: 9,
                 unattested: 3,
                 late: 1,
+                ..SealedPeriod::default()
             }],
             head: Some((
                 "digest/dt=2026-11-22/hour=10/p1795341600.json".into(),

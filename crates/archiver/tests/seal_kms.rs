@@ -127,3 +127,53 @@ async fn sealing_reads_each_objects_marker_and_chains_on_a_digest_the_kms_key_ve
     let body = bucket.get(&next.sealed[0].key).await.unwrap().unwrap();
     assert_eq!(Digest::parse(&body).unwrap().previous.unwrap().key, key);
 }
+
+#[tokio::test]
+async fn the_checkpoint_is_signed_by_the_kms_key_over_its_body() {
+    use audit_archiver::signer::DigestSigner;
+    use audit_model::note::{Checkpoint, SignedNote, checkpoint_key, ecdsa_key_id, origin};
+    use audit_model::tlog::{TreeEdge, leaf_hash};
+    use aws_lc_rs::signature::{ECDSA_P256_SHA256_ASN1, ParsedPublicKey};
+
+    let moto = Moto::start();
+    moto.create_bucket(BUCKET).await;
+    let key_arn = moto.create_digest_key().await;
+    let bucket = moto.archive(BUCKET);
+    put(&bucket, at("2026-11-22T10:15:10Z"), 1, 3, true).await;
+    let signer = KmsSigner::new(moto.kms(), &key_arn);
+    let report = Sealer {
+        bucket: &bucket,
+        signer: &signer,
+        bucket_name: BUCKET,
+        period: minute(),
+    }
+    .run(at("2026-11-22T10:16:40Z"), Budget::unlimited())
+    .await;
+    assert_eq!(report.failure, None);
+    assert_eq!(report.sealed[0].leaves, 3);
+
+    let mut edge = TreeEdge::default();
+    let (lines, _) = planted::trail_body(1, 3);
+    for line in &lines {
+        edge.push(leaf_hash(line.as_bytes()), &mut Vec::new());
+    }
+    let tile = bucket.get("log/tile/0/000.p/3").await.unwrap().unwrap();
+    let leaves: Vec<u8> = lines.iter().flat_map(|l| leaf_hash(l.as_bytes())).collect();
+    assert_eq!(tile.as_ref(), leaves.as_slice());
+
+    let text = bucket.get(&checkpoint_key(3)).await.unwrap().unwrap();
+    let note = SignedNote::parse(std::str::from_utf8(&text).unwrap()).unwrap();
+    let body = Checkpoint {
+        origin: origin(BUCKET),
+        size: 3,
+        root: edge.root(),
+    }
+    .body();
+    assert_eq!(note.body, body);
+    let der = DigestSigner::public_key(&signer).await.unwrap();
+    assert_eq!(note.signatures[0].key_id, ecdsa_key_id(&der));
+    ParsedPublicKey::new(&ECDSA_P256_SHA256_ASN1, &der)
+        .unwrap()
+        .verify_sig(body.as_bytes(), &note.signatures[0].signature)
+        .expect("KMS's signature over the checkpoint's body");
+}

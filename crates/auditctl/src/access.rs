@@ -33,6 +33,8 @@ pub enum Action {
     UiExport,
     /// `auditctl ui`: a redrive of the dead-letter queue.
     UiRedrive,
+    /// `auditctl ui`: `verify` run from the health page over the periods in view.
+    UiVerify,
 }
 
 impl Action {
@@ -48,6 +50,7 @@ impl Action {
             Self::UiView => "auditctl.ui.view",
             Self::UiExport => "auditctl.ui.export",
             Self::UiRedrive => "auditctl.ui.redrive",
+            Self::UiVerify => "auditctl.ui.verify",
         }
     }
 }

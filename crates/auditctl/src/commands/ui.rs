@@ -5,14 +5,16 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
 use audit_aws::config::ClientOptions;
-use audit_aws::s3::S3Bucket;
 use audit_model::archive::PeriodLength;
 use auditctl::TrailError;
 use auditctl::dlq::DeadLetterQueue;
+use auditctl::ui::checks::key_fetch;
 use auditctl::ui::dead_letters::DeadLetters;
 use auditctl::ui::health::Archive;
 use auditctl::ui::session::Session;
 use auditctl::ui::{Viewer, serve};
+use auditctl::verify::kms::KmsKey;
+use auditctl::verify::s3::S3Archive;
 use clap::Args;
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -27,24 +29,27 @@ It listens on 127.0.0.1 only (a random free port unless --port) and prints a URL
 token: the first load moves the token to a cookie of that browser and drops it from the address.
 A request without the token or the cookie is refused (401/403). Ctrl-C stops it.
 
-Every search (and each further page of it), event view, dead-letter listing, export and redrive
-first sends its access event (auditctl.ui.search, auditctl.ui.view, auditctl.ui.export,
-auditctl.ui.redrive) to the access queue, as every command does; if it cannot be sent the page
-shows why and no data.
+Every search (and each further page of it), event view, dead-letter listing, export, redrive and
+verify first sends its access event (auditctl.ui.search, auditctl.ui.view, auditctl.ui.export,
+auditctl.ui.redrive, auditctl.ui.verify) to the access queue, as every command does; if it cannot
+be sent the page shows why and no data.
 
 With DEAD_LETTER_QUEUE_URL, a page lists the dead-letter queue by reason (bodies only on request);
 with AUDIT_QUEUE_URL too, each reason can be redriven after a confirmation that states how many
 messages will move (the operator's permissions: AuditOperatorPolicy).
 
-With ARCHIVE_BUCKET, a health page names the newest sealed period and its age, and each event's
-page says whether its period has its digest (auditctl verify checks it).
+With ARCHIVE_BUCKET, a health page names the newest sealed period and its age, the tamper records,
+and the transparency log's newest checkpoint with the witnesses' cosignatures; each event's page
+says whether its period has its digest. With DIGEST_KEY_ID too, the health page runs verify over
+the periods in view on request (at most 31 days; auditctl.ui.verify is recorded first) and checks
+the log's signature on the newest checkpoint.
 
 Examples:
   auditctl ui
   auditctl ui --port 8700
 
 Environment: TABLE_NAME, ACCESS_QUEUE_URL, DEAD_LETTER_QUEUE_URL, AUDIT_QUEUE_URL, ARCHIVE_BUCKET,
-DIGEST_PERIOD_SECONDS, AWS_ENDPOINT_URL, AWS_PROFILE, AWS_REGION.")]
+DIGEST_KEY_ID, DIGEST_PERIOD_SECONDS, AWS_ENDPOINT_URL, AWS_PROFILE, AWS_REGION.")]
 pub struct UiArgs {
     /// The port on 127.0.0.1 (default: a free one).
     #[arg(long, value_name = "N", default_value_t = 0)]
@@ -59,6 +64,11 @@ pub struct UiArgs {
     /// event's period seal, from its digests.
     #[arg(long, env = "ARCHIVE_BUCKET")]
     bucket: Option<String>,
+    /// The digest signing key (stack output AuditDigestKeyArn): the health page verifies the
+    /// periods in view with its public key, and checks the log's signature on the newest
+    /// checkpoint.
+    #[arg(long, env = "DIGEST_KEY_ID", value_name = "KEY")]
+    key_id: Option<String>,
     /// The digest period, as the archiver's DIGEST_PERIOD_SECONDS (3600 in AWS).
     #[arg(long, env = "DIGEST_PERIOD_SECONDS", value_name = "SECONDS", default_value = "3600", value_parser = parse_period)]
     period_seconds: PeriodLength,
@@ -105,11 +115,19 @@ pub async fn run(args: UiArgs, context: Context) -> Result<(), Failure> {
         });
     }
     if let Some(name) = args.bucket.filter(|b| !b.trim().is_empty()) {
-        let client = audit_aws::config::s3(&context.config, ClientOptions::AS_CONFIGURED);
+        // The digest key's public key from KMS (never from next to a digest), fetched at each use.
+        let key = args.key_id.filter(|k| !k.trim().is_empty()).map(|key_id| {
+            key_fetch(KmsKey::new(
+                &context.config,
+                key_id,
+                context.location.clone(),
+            ))
+        });
         viewer = viewer.with_archive(Archive {
-            bucket: S3Bucket::new(client, name.clone()),
+            bucket: S3Archive::new(&context.config, &name, context.location.clone()),
             name,
             length: args.period_seconds,
+            key,
         });
     }
     let viewer = Arc::new(viewer);

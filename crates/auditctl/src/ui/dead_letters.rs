@@ -70,7 +70,7 @@ fn bad(message: String) -> Failed {
     }
 }
 
-impl<L: AccessLog + 'static> Viewer<L> {
+impl<L: AccessLog + 'static, B: audit_aws::s3::Bucket + 'static> Viewer<L, B> {
     fn dead_letters(&self) -> Result<&DeadLetters, Failed> {
         self.dead_letters.as_ref().ok_or_else(|| Failed {
             status: StatusCode::NOT_FOUND,

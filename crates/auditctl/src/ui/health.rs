@@ -9,16 +9,21 @@ use audit_model::archive::{Period, PeriodLength, TAMPER_PREFIX};
 use audit_model::digest::{DIGEST_PREFIX, DIGEST_SUFFIX, digest_key, parse_any_digest_key};
 use chrono::{DateTime, Duration, Utc};
 
+use super::checks::KeyFetch;
+use crate::verify::s3::S3Archive;
+
 /// Days back the health page looks for the newest digest.
 pub const LOOK_BACK_DAYS: i64 = 7;
 /// Digest keys read at most per day (a day of 10-second periods is 8,640).
 const KEYS_PER_DAY: usize = 10_000;
 
-/// The archive bucket and the digest period.
+/// The archive bucket, the digest period, and where the digest key's public key comes from
+/// (for verify and the log's signature; `None`: not configured).
 pub struct Archive<B> {
-    pub bucket: B,
+    pub bucket: S3Archive<B>,
     pub name: String,
     pub length: PeriodLength,
+    pub key: Option<KeyFetch>,
 }
 
 /// A period with its digest.
@@ -158,9 +163,10 @@ mod tests {
 
     fn archive() -> Archive<MemoryBucket> {
         Archive {
-            bucket: MemoryBucket::new(),
+            bucket: S3Archive::over(MemoryBucket::new(), "archive", "memory"),
             name: "archive".into(),
             length: PeriodLength::default(),
+            key: None,
         }
     }
 

@@ -4,6 +4,7 @@
 //! told to stop. Must not know the command line (commands/ui.rs) or how the table is read.
 
 pub mod chart;
+pub mod checks;
 pub mod dead_letters;
 pub mod health;
 pub mod page;
@@ -16,6 +17,7 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use audit_aws::s3::Bucket;
 use bytes::Bytes;
 use chrono::Utc;
 use futures::{StreamExt, TryStreamExt};
@@ -73,8 +75,9 @@ const DRAIN: Duration = Duration::from_secs(3);
 const CSS: &str = include_str!("assets/viewer.css");
 const JS: &str = include_str!("assets/viewer.js");
 
-/// The viewer: the table it reads, how it records access, and who may use it.
-pub struct Viewer<L> {
+/// The viewer: the table it reads, how it records access, and who may use it; `B` is the archive
+/// bucket's adapter (S3, or its twin in tests).
+pub struct Viewer<L, B = audit_aws::s3::S3Bucket> {
     reader: Reader,
     table: String,
     /// Where requests go (endpoint or region), for error messages.
@@ -82,7 +85,7 @@ pub struct Viewer<L> {
     access: Recorder<L>,
     session: Session,
     dead_letters: Option<dead_letters::DeadLetters>,
-    archive: Option<health::Archive<audit_aws::s3::S3Bucket>>,
+    archive: Option<Arc<health::Archive<B>>>,
 }
 
 /// What a request failed on, with its status.
@@ -133,7 +136,7 @@ struct Rows {
     recorded: Recorded,
 }
 
-impl<L: AccessLog + 'static> Viewer<L> {
+impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
     /// The viewer of `table` through `reader`; `location` is where requests go (for errors).
     pub fn new(
         reader: Reader,
@@ -154,8 +157,8 @@ impl<L: AccessLog + 'static> Viewer<L> {
     }
 
     /// With the archive's health and each event's period seal, from `archive`'s digests.
-    pub fn with_archive(mut self, archive: health::Archive<audit_aws::s3::S3Bucket>) -> Self {
-        self.archive = Some(archive);
+    pub fn with_archive(mut self, archive: health::Archive<B>) -> Self {
+        self.archive = Some(Arc::new(archive));
         self
     }
 
@@ -501,17 +504,23 @@ impl<L: AccessLog + 'static> Viewer<L> {
         }
     }
 
-    /// The health page: the newest sealed period and its age, after its access event.
+    /// The health page over the periods in view (`range`, or `from` and `to`; the last 24 hours
+    /// when none): the newest sealed period and its age, the tamper records, the log's newest
+    /// checkpoint and its cosignatures, after its access event (`auditctl.ui.view`); with `run=1`,
+    /// `verify` over those periods too, after `auditctl.ui.verify` instead.
     async fn health_page(&self, query: &str) -> Response<Body> {
-        if !query.is_empty() {
-            return html(
-                StatusCode::BAD_REQUEST,
-                page::layout(
-                    "Health",
-                    &page::problem(400, "the health page takes no parameter", None),
-                ),
-            );
-        }
+        let now = Utc::now();
+        let (search, run) = match health_query(query, now) {
+            Ok(parsed) => parsed,
+            Err(error) => {
+                let main = format!(
+                    "<h1>Health</h1>{}{}",
+                    page::problem(400, &error, None),
+                    page::verify_form(&page::sent_values(query), None)
+                );
+                return html(StatusCode::BAD_REQUEST, page::layout("Health", &main));
+            }
+        };
         let Some(archive) = &self.archive else {
             return html(
                 StatusCode::NOT_FOUND,
@@ -525,14 +534,33 @@ impl<L: AccessLog + 'static> Viewer<L> {
                 ),
             );
         };
+        let no_key = archive
+            .may_verify(&search.range)
+            .err()
+            .filter(|e| matches!(e, checks::VerifyRefused::NoKey))
+            .map(|e| e.to_string());
+        let form = page::verify_form(&page::form_values(&search), no_key.as_deref());
+        if run && let Err(refused) = archive.may_verify(&search.range) {
+            let main = format!(
+                "<h1>Health</h1>{}{form}",
+                page::problem(400, &refused.to_string(), None)
+            );
+            return html(StatusCode::BAD_REQUEST, page::layout("Health", &main));
+        }
         let result = async {
             let mut arguments = Map::new();
             arguments.insert("page".into(), Value::String("health".into()));
+            arguments.insert("from".into(), Value::String(search.range.from.clone()));
+            arguments.insert("to".into(), Value::String(search.range.to.clone()));
+            let action = if run {
+                Action::UiVerify
+            } else {
+                Action::UiView
+            };
             let recorded = self
                 .access
-                .record_with(Action::UiView, &archive.name, &self.table, Some(&arguments))
+                .record_with(action, &archive.name, &self.table, Some(&arguments))
                 .await?;
-            let now = Utc::now();
             let newest = archive.newest_sealed(now).await.map_err(|e| {
                 TrailError::Aws(format!(
                     "listing the digests of bucket {}: {e}",
@@ -548,24 +576,75 @@ impl<L: AccessLog + 'static> Viewer<L> {
                         archive.name
                     ))
                 })?;
-            Ok::<_, Failed>(page::health(
-                &recorded,
-                &archive.name,
-                newest.as_ref(),
-                &tamper,
-                now,
-                archive.length,
-            ))
+            let log = archive
+                .log_head(newest.as_ref())
+                .await
+                .map_err(|e| e.to_string());
+            let verified = if run {
+                Some(
+                    match archive.clone().verify(search.range.clone(), now).await {
+                        Some(Ok(verified)) => Ok(verified),
+                        Some(Err(error)) => Err(Failed::from(error)),
+                        None => Err(Failed {
+                            status: StatusCode::GATEWAY_TIMEOUT,
+                            message: format!(
+                                "verify took longer than {} s and was stopped; run auditctl verify --from {} --to {} for this range",
+                                checks::VERIFY_TIMEOUT.as_secs(),
+                                search.range.from,
+                                search.range.to
+                            ),
+                            retry: true,
+                        }),
+                    },
+                )
+            } else {
+                None
+            };
+            let status = match &verified {
+                Some(Err(failed)) => failed.status,
+                _ => StatusCode::OK,
+            };
+            let verify_section = match &verified {
+                None => String::new(),
+                Some(Ok(verified)) => page::verified(verified),
+                Some(Err(failed)) => {
+                    let retry = format!("/health?{query}");
+                    page::verify_failed(
+                        failed.status.as_u16(),
+                        &failed.message,
+                        failed.retry.then_some(retry.as_str()),
+                    )
+                }
+            };
+            let main = format!(
+                "{}{form}{verify_section}{}",
+                page::health(
+                    &recorded,
+                    &archive.name,
+                    newest.as_ref(),
+                    &tamper,
+                    now,
+                    archive.length,
+                ),
+                page::log_head(&log, "/health")
+            );
+            Ok::<_, Failed>((status, main))
         };
         match result.await {
-            Ok(main) => html(StatusCode::OK, page::layout("Health", &main)),
-            Err(failed) => html(
-                failed.status,
-                page::layout(
-                    "Health",
-                    &page::problem(failed.status.as_u16(), &failed.message, Some("/health")),
-                ),
-            ),
+            Ok((status, main)) => html(status, page::layout("Health", &main)),
+            Err(failed) => {
+                let retry = format!("/health?{query}");
+                html(
+                    failed.status,
+                    page::layout(
+                        "Health",
+                        &format!(
+                            "<h1>Health</h1>{}{form}",
+                            page::problem(failed.status.as_u16(), &failed.message, Some(&retry))
+                        ),
+                    ),
+                )
+            }
         }
     }
 
@@ -623,6 +702,35 @@ impl<L: AccessLog + 'static> Viewer<L> {
         );
         response
     }
+}
+
+/// The health page's query at `now`: the periods in view, as a search's range (`range`, or
+/// `from` and `to`; the last 24 hours when none), and whether to verify them (`run=1`).
+fn health_query(query: &str, now: chrono::DateTime<Utc>) -> Result<(Search, bool), String> {
+    let mut run = false;
+    let mut rest = form_urlencoded::Serializer::new(String::new());
+    let mut ranged = false;
+    for (name, value) in form_urlencoded::parse(query.as_bytes()) {
+        match name.as_ref() {
+            "run" if value == "1" => run = true,
+            "run" => return Err(format!("run '{value}': run=1 verifies the periods in view")),
+            "range" | "from" | "to" if value.trim().is_empty() => {} // a form's empty field
+            "range" | "from" | "to" => {
+                ranged |= name != "to";
+                rest.append_pair(&name, &value);
+            }
+            _ => {
+                return Err(format!(
+                    "unknown parameter '{name}': the health page takes range, from, to and run=1"
+                ));
+            }
+        }
+    }
+    if !ranged {
+        rest.append_pair("range", search::Preset::Day.name());
+    }
+    let search = Search::parse(&rest.finish(), now, false).map_err(|e| e.to_string())?;
+    Ok((search, run))
 }
 
 /// Rows printed as `auditctl query` prints them, in chunks as they are read; a failure after
@@ -730,9 +838,9 @@ fn html(status: StatusCode, body: String) -> Response<Body> {
 
 /// Serves `viewer` on `listener` (HTTP/1.1) until `stop` completes; then stops accepting, lets
 /// open connections finish for a moment, and returns.
-pub async fn serve<L: AccessLog + 'static>(
+pub async fn serve<L: AccessLog + 'static, B: Bucket + 'static>(
     listener: tokio::net::TcpListener,
-    viewer: Arc<Viewer<L>>,
+    viewer: Arc<Viewer<L, B>>,
     stop: impl Future<Output = ()>,
 ) {
     let (closing, closed) = tokio::sync::watch::channel(false);
@@ -775,8 +883,8 @@ pub async fn serve<L: AccessLog + 'static>(
 /// Bodies of requests are small (forms): read at most this many bytes.
 const MAX_REQUEST_BODY: usize = 64 * 1024;
 
-async fn answer<L: AccessLog + 'static>(
-    viewer: &Viewer<L>,
+async fn answer<L: AccessLog + 'static, B: Bucket + 'static>(
+    viewer: &Viewer<L, B>,
     request: Request<hyper::body::Incoming>,
 ) -> Response<Body> {
     let (parts, body) = request.into_parts();

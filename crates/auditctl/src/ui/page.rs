@@ -222,6 +222,7 @@ pub fn results(search: &Search, rows: &[TrailItem], next: Option<&Cursor>) -> St
 <p class="summary">Events from {} to {}, newest first{}.</p>
 <p class="export">Export this search: <a href="/export.csv?{q}" download>CSV</a> · <a href="/export.jsonl?{q}" download>JSON lines</a>
 <span class="command">the same bytes as <code>{}</code></span></p>
+<p class="export"><a href="/health?{periods}">Health and verify of these periods</a></p>
 "#,
         time(&search.range.from),
         time(&search.range.to),
@@ -231,6 +232,12 @@ pub fn results(search: &Search, rows: &[TrailItem], next: Option<&Cursor>) -> St
         },
         escape(&search.command("csv")),
         q = escape(&fixed),
+        periods = escape(
+            &form_urlencoded::Serializer::new(String::new())
+                .append_pair("from", &search.range.from)
+                .append_pair("to", &search.range.to)
+                .finish()
+        ),
     );
     let _ = writeln!(
         out,
@@ -395,7 +402,198 @@ pub fn health(
         }
         out.push_str("</ul>");
     }
-    out.push_str("<p>The page reads the digests' names only. <code>auditctl verify --from T1 --to T2</code> checks their signatures, the chain and every object and item of the periods.</p>");
+    out.push_str("<p>The page reads the digests' names only. <strong>Verify these periods</strong> below checks their signatures, the chain and every object of the periods in view, as <code>auditctl verify --from T1 --to T2</code> does (which also takes <code>--table</code> and longer ranges).</p>");
+    out
+}
+
+/// The periods in view and the button that verifies them (disabled, with `no_key` as why, when
+/// the viewer has no digest key).
+pub fn verify_form(values: &[(String, String)], no_key: Option<&str>) -> String {
+    let value = |name: &str| {
+        values
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| escape(v))
+            .unwrap_or_default()
+    };
+    let chosen = value("range");
+    let custom = !value("from").is_empty();
+    let mut presets = format!(
+        r#"<option value=""{}>From and to</option>"#,
+        if custom { " selected" } else { "" }
+    );
+    for preset in Preset::ALL {
+        let selected = if !custom
+            && (chosen == preset.name() || (chosen.is_empty() && preset == Preset::Day))
+        {
+            " selected"
+        } else {
+            ""
+        };
+        let _ = write!(
+            presets,
+            r#"<option value="{}"{selected}>{}</option>"#,
+            preset.name(),
+            preset.label()
+        );
+    }
+    let time = |name: &str, label: &str| {
+        format!(
+            r#"<label>{label} <input type="text" name="{name}" value="{}" placeholder="2026-11-22T10:00:00Z" autocomplete="off"></label>"#,
+            value(name)
+        )
+    };
+    let button = match no_key {
+        None => {
+            r#"<button type="submit" name="run" value="1">Verify these periods</button>"#.to_owned()
+        }
+        Some(why) => format!(
+            r#"<button type="submit" name="run" value="1" disabled aria-describedby="why-no-verify">Verify these periods</button></p><p class="note" id="why-no-verify">{}"#,
+            escape(why)
+        ),
+    };
+    format!(
+        r#"<h2 id="verify-h">Verify</h2>
+<form class="verify" method="get" action="/health" aria-labelledby="verify-h">
+<fieldset><legend>Periods in view (UTC)</legend>
+<label>Range <select name="range">{presets}</select></label>
+{from}
+{to}
+<p class="hint">From and to take the place of the range; at most {max} days of periods (auditctl verify takes longer ranges).</p>
+</fieldset>
+<p><button type="submit">Show</button> {button}</p>
+</form>"#,
+        from = time("from", "From"),
+        to = time("to", "To"),
+        max = super::checks::MAX_VERIFY_DAYS,
+    )
+}
+
+/// What a verify run checked, then every problem it found, a line each (its kind, its key or
+/// messageId, the detail), or that it found none.
+pub fn verified(verified: &super::checks::Verified) -> String {
+    let summary = &verified.summary;
+    let mut out = format!(
+        r#"<section class="verified" aria-label="Verify's outcome"><p>Verify ran over {} – {}, as <code>auditctl verify --from {} --to {}</code>.</p>"#,
+        time(&verified.range.from),
+        time(&verified.range.to),
+        escape(&verified.range.from),
+        escape(&verified.range.to)
+    );
+    if summary.holds() {
+        out.push_str(
+            r#"<p class="verdict" role="status"><strong>verified: no problem</strong> — the trail of these periods is as sealed.</p>"#,
+        );
+    } else {
+        let _ = write!(
+            out,
+            r#"<p class="problem verdict" role="alert"><strong>{} problem(s) found</strong></p><ul class="problems">"#,
+            summary.problem_count()
+        );
+        for problem in &verified.problems {
+            let _ = write!(
+                out,
+                r#"<li><strong class="kind">{}</strong> <code class="wrap">{}</code> {}</li>"#,
+                escape(&problem.kind.to_string()),
+                escape(&problem.subject),
+                escape(&problem.detail)
+            );
+        }
+        out.push_str("</ul>");
+        let listed = verified.problems.len() as u64;
+        if listed < summary.problem_count() {
+            let _ = write!(
+                out,
+                "<p>The first {listed} are listed; auditctl verify prints them all.</p>"
+            );
+        }
+    }
+    out.push_str(r#"<h3>Checked</h3><ul class="checked">"#);
+    for line in summary.lines() {
+        let _ = write!(out, "<li>{}</li>", escape(&line));
+    }
+    out.push_str("</ul></section>");
+    out
+}
+
+/// A verify run that failed or was stopped, with a retry when it may help.
+pub fn verify_failed(status: u16, message: &str, retry: Option<&str>) -> String {
+    format!(
+        r#"<section class="verified" aria-label="Verify's outcome"><p>Verify did not finish.</p>{}</section>"#,
+        problem(status, message, retry)
+    )
+}
+
+/// The transparency log's newest checkpoint, its signature and the witnesses' cosignatures (or
+/// why they could not be read, with a retry at `retry`).
+pub fn log_head(head: &Result<Option<super::checks::LogHead>, String>, retry: &str) -> String {
+    use super::checks::LogSignature;
+    let mut out = String::from("<h2>Transparency log</h2>");
+    let head = match head {
+        Err(error) => {
+            out.push_str(&problem(
+                502,
+                &format!("the log could not be read: {error}"),
+                Some(retry),
+            ));
+            return out;
+        }
+        Ok(None) => {
+            out.push_str("<p>No checkpoint yet: the archiver has not sealed a period into the log (docs/archive.md \"The transparency log\").</p><p>No witness has cosigned yet.</p>");
+            return out;
+        }
+        Ok(Some(head)) => head,
+    };
+    let signature = match &head.signature {
+        LogSignature::Holds => "holds (checked with the digest key's public key)".to_owned(),
+        LogSignature::Fails(why) => format!("<strong>does not hold</strong>: {}", escape(why)),
+        LogSignature::NotChecked(why) => format!("not checked: {}", escape(why)),
+    };
+    let sealed = match &head.sealed {
+        Some((period, sealed_at)) => {
+            let (from, to) = super::health::bounds(*period);
+            format!(
+                "with the period {} – {}, sealed at {}",
+                time(&from),
+                time(&to),
+                time(sealed_at)
+            )
+        }
+        None => "not known (the newest digest carries another tree)".to_owned(),
+    };
+    let _ = write!(
+        out,
+        r#"<dl class="event"><dt>Newest checkpoint</dt><dd>tree size {} (<code class="wrap">{}</code>)</dd><dt>Sealed</dt><dd>{sealed}</dd><dt>Log signature</dt><dd>{signature}</dd></dl>"#,
+        head.size,
+        escape(&audit_model::note::checkpoint_key(head.size))
+    );
+    match head.cosigned_size {
+        None => out.push_str("<p>No witness has cosigned yet.</p>"),
+        Some(size) => {
+            let of = if size == head.size {
+                format!("the newest checkpoint (tree size {size})")
+            } else {
+                format!("tree size {size}, the newest cosigned (none cosigned the newest yet)")
+            };
+            let _ = write!(
+                out,
+                r#"<p>Cosignatures of {of}, as stored (auditctl verify --witness-key checks each with the witness's key):</p><div class="table-wrap"><table class="rows" id="cosignatures"><thead><tr><th scope="col">Witness</th><th scope="col">Key id</th><th scope="col">Cosigned at (UTC)</th></tr></thead><tbody>"#
+            );
+            for cosignature in &head.cosignatures {
+                let at = cosignature
+                    .at
+                    .map(|t| time(&t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)))
+                    .unwrap_or_else(|| "not a timestamped cosignature".to_owned());
+                let _ = write!(
+                    out,
+                    "<tr><td><code>{}</code></td><td><code>{}</code></td><td>{at}</td></tr>",
+                    escape(&cosignature.witness),
+                    escape(&cosignature.key_id)
+                );
+            }
+            out.push_str("</tbody></table></div>");
+        }
+    }
     out
 }
 

@@ -105,7 +105,7 @@ async fn body(response: Response<Body>) -> String {
 }
 
 /// Opens the viewer's URL: the cookie it sets.
-async fn open(viewer: &Viewer<Twin>) -> String {
+async fn open<B: audit_aws::s3::Bucket + 'static>(viewer: &Viewer<Twin, B>) -> String {
     let url = viewer.url();
     let path = &url[url.find("/?").unwrap()..];
     let response = viewer.respond(request(Method::GET, path, None)).await;
@@ -123,6 +123,7 @@ async fn without_the_token_or_its_cookie_nothing_is_served_and_the_token_works_o
         "/rows",
         "/event?id=x",
         "/export.csv",
+        "/health?run=1",
         "/assets/viewer.js",
     ] {
         let response = viewer.respond(request(Method::GET, path, None)).await;
@@ -283,4 +284,395 @@ async fn each_read_records_its_access_event_first_with_what_it_asked_for() {
     assert_eq!(bodies[1]["arguments"]["messageId"], "m 1");
     assert_eq!(bodies[2]["arguments"]["format"], "jsonl");
     assert!(bodies.iter().all(|b| b["resource"] == "AuditMessages"));
+}
+
+// ---- the health page: verify on request, and the log's newest checkpoint --------------------
+
+mod health_checks {
+    use super::*;
+    use crate::ui::checks::KeyFetch;
+    use crate::verify::memory::{MemoryArchive, TestKey, seal, write_object};
+    use audit_aws::s3::MemoryBucket;
+    use audit_model::archive::{ObjectKind, Period, PeriodLength};
+    use audit_model::digest::{TreeHead, digest_key};
+    use audit_model::note::{
+        Checkpoint, NoteSignature, SignedNote, checkpoint_key, cosignature_key, cosigned_message,
+        cosigner_key_id, ecdsa_key_id, origin,
+    };
+    use aws_lc_rs::signature::{Ed25519KeyPair, KeyPair};
+
+    const ARN: &str = "arn:aws:kms:us-east-1:123456789012:key/digest";
+
+    /// The viewer over an archive twin named `archive` (hourly periods), with the digest key's
+    /// public key when `key`; the key signs as KMS does.
+    fn viewer(
+        refuse: bool,
+        key: bool,
+    ) -> (
+        Viewer<Twin, MemoryBucket>,
+        Arc<Mutex<Vec<AccessEvent>>>,
+        TestKey,
+    ) {
+        let (plain, sent) = super::viewer(refuse);
+        let signer = TestKey::new(ARN);
+        let info = signer.public_key();
+        let fetch: KeyFetch = Arc::new(move || {
+            let info = info.clone();
+            Box::pin(async move { Ok(info) })
+        });
+        let viewer = Viewer {
+            reader: plain.reader,
+            table: plain.table,
+            location: plain.location,
+            access: plain.access,
+            session: plain.session,
+            dead_letters: None,
+            archive: None,
+        }
+        .with_archive(health::Archive {
+            bucket: MemoryArchive::default(),
+            name: "archive".into(),
+            length: PeriodLength::default(),
+            key: key.then_some(fetch),
+        });
+        (viewer, sent, signer)
+    }
+
+    fn archive(viewer: &Viewer<Twin, MemoryBucket>) -> &MemoryArchive {
+        &viewer.archive.as_ref().unwrap().bucket
+    }
+
+    /// The hour three hours ago: sealed long since.
+    fn sealed_hour() -> Period {
+        PeriodLength::default().period_of(Utc::now() - chrono::Duration::hours(3))
+    }
+
+    fn stamp(seconds: i64) -> String {
+        chrono::DateTime::from_timestamp_millis(seconds * 1000)
+            .unwrap()
+            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+    }
+
+    /// The health page's verify of `period`.
+    fn run_over(period: Period) -> String {
+        format!(
+            "/health?from={}&to={}&run=1",
+            stamp(period.start),
+            stamp(period.end() - 1).replace(".000Z", ".999Z")
+        )
+    }
+
+    async fn get(
+        viewer: &Viewer<Twin, MemoryBucket>,
+        cookie: &str,
+        path: &str,
+    ) -> (StatusCode, String) {
+        let response = viewer
+            .respond(request(Method::GET, path, Some(cookie)))
+            .await;
+        (response.status(), body(response).await)
+    }
+
+    fn actions(sent: &Arc<Mutex<Vec<AccessEvent>>>) -> Vec<Value> {
+        sent.lock()
+            .unwrap()
+            .iter()
+            .map(|e| serde_json::from_str(&e.body).unwrap())
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn verify_runs_over_the_periods_in_view_and_says_what_it_checked_and_each_problem() {
+        let (viewer, sent, key) = viewer(false, true);
+        let cookie = open(&viewer).await;
+        let period = sealed_hour();
+        let lines = vec![r#"{"messageId":"m-1","auditTime":"x"}"#.to_owned()];
+        let object = write_object(
+            archive(&viewer),
+            ObjectKind::Trail,
+            chrono::DateTime::from_timestamp(period.start + 60, 0).unwrap(),
+            PeriodLength::default(),
+            1,
+            &lines,
+        );
+        seal(archive(&viewer), "archive", period, None, &key);
+
+        let (status, html) = get(&viewer, &cookie, &run_over(period)).await;
+        assert_eq!(status, StatusCode::OK, "{html}");
+        assert!(html.contains("verified: no problem"), "{html}");
+        assert!(html.contains("periods   1 checked: 1 sealed"), "{html}");
+        assert!(
+            html.contains("objects   1 checked (1 trail, 0 tamper)"),
+            "{html}"
+        );
+        assert!(html.contains("events    1 checked"), "{html}");
+        assert!(
+            html.contains(r#"<option value="" selected>From and to</option>"#)
+                && html.contains(&format!(r#"name="from" value="{}""#, stamp(period.start))),
+            "the form shows the periods in view: {html}"
+        );
+
+        // The object written over after its seal: verify names it, with the kind.
+        archive(&viewer).overwrite_with(
+            &object,
+            Bytes::from_static(b"forged"),
+            vec![("events", "1".into())],
+        );
+        let (status, html) = get(&viewer, &cookie, &run_over(period)).await;
+        assert_eq!(status, StatusCode::OK, "{html}");
+        assert!(!html.contains("verified: no problem"), "{html}");
+        assert!(html.contains("1 problem(s) found"), "{html}");
+        assert!(
+            html.contains(&format!(
+                r#"<li><strong class="kind">object changed</strong> <code class="wrap">{object}</code>"#
+            )),
+            "{html}"
+        );
+
+        // Each run was recorded first, as auditctl.ui.verify with the range.
+        let bodies = actions(&sent);
+        assert_eq!(bodies.len(), 2);
+        for body in &bodies {
+            assert_eq!(body["action"], "auditctl.ui.verify");
+            assert_eq!(body["resource"], "archive");
+            assert_eq!(body["arguments"]["from"], stamp(period.start));
+        }
+        // Without run=1 the page does not verify, and records a view.
+        let (status, html) = get(&viewer, &cookie, "/health").await;
+        assert_eq!(status, StatusCode::OK, "{html}");
+        assert!(!html.contains("Verify ran over"), "{html}");
+        assert!(html.contains(r#"name="run" value="1">Verify these periods"#));
+        assert_eq!(actions(&sent)[2]["action"], "auditctl.ui.view");
+    }
+
+    #[tokio::test]
+    async fn a_range_too_long_or_a_bad_parameter_is_a_400_naming_the_fix_and_records_nothing() {
+        let (viewer, sent, _) = viewer(false, true);
+        let cookie = open(&viewer).await;
+        for (path, says) in [
+            (
+                "/health?from=2026-09-01T00:00:00Z&to=2026-11-01T00:00:00Z&run=1",
+                "the page verifies at most 31 days at once; run auditctl verify --from 2026-09-01T00:00:00.000Z --to 2026-11-01T00:00:00.000Z for longer ranges",
+            ),
+            ("/health?colour=red", "unknown parameter &#39;colour&#39;"),
+            ("/health?run=yes", "run=1 verifies the periods in view"),
+            ("/health?from=yesterday&run=1", "--from &#39;yesterday&#39;"),
+        ] {
+            let (status, html) = get(&viewer, &cookie, path).await;
+            assert_eq!(status, StatusCode::BAD_REQUEST, "{path}");
+            assert!(html.contains(says), "{path}: {html}");
+        }
+        assert!(sent.lock().unwrap().is_empty(), "nothing recorded");
+        // 30 days (a preset) is within the bound.
+        let (status, html) = get(&viewer, &cookie, "/health?range=30d&run=1").await;
+        assert_eq!(status, StatusCode::OK, "{html}");
+    }
+
+    #[tokio::test]
+    async fn without_the_digest_key_the_button_says_why_and_a_run_is_refused() {
+        let (viewer, sent, _) = viewer(false, false);
+        let cookie = open(&viewer).await;
+        let (status, html) = get(&viewer, &cookie, "/health").await;
+        assert_eq!(status, StatusCode::OK, "{html}");
+        assert!(
+            html.contains(r#"disabled aria-describedby="why-no-verify""#)
+                && html.contains("start auditctl ui with DIGEST_KEY_ID or --key-id"),
+            "{html}"
+        );
+        let (status, html) = get(&viewer, &cookie, "/health?run=1").await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{html}");
+        assert!(html.contains("verify needs the digest key"), "{html}");
+        assert_eq!(actions(&sent).len(), 1, "the view only");
+    }
+
+    #[tokio::test]
+    async fn a_verify_whose_access_event_cannot_be_sent_shows_the_error_and_no_data() {
+        let (viewer, sent, key) = viewer(true, true);
+        let cookie = open(&viewer).await;
+        let period = sealed_hour();
+        seal(archive(&viewer), "archive", period, None, &key);
+        let (status, html) = get(&viewer, &cookie, &run_over(period)).await;
+        assert_eq!(status, StatusCode::BAD_GATEWAY, "{html}");
+        assert!(
+            html.contains("access not recorded, so nothing was read: not allowed to send"),
+            "{html}"
+        );
+        for data in [
+            "Verify ran over",
+            "Newest sealed period",
+            "Transparency log",
+        ] {
+            assert!(!html.contains(data), "{data}: {html}");
+        }
+        assert!(html.contains("Retry"), "{html}");
+        assert!(sent.lock().unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_failing_archive_shows_a_retry_and_the_page_stays() {
+        let (viewer, _, key) = viewer(false, true);
+        let cookie = open(&viewer).await;
+        let period = sealed_hour();
+        seal(archive(&viewer), "archive", period, None, &key);
+        archive(&viewer).overwrite(&checkpoint_key(1), Bytes::from(checkpoint(&key, 1)));
+        // The key's public key cannot be had: verify does not finish, the page says why.
+        let fetch: KeyFetch = Arc::new(|| {
+            Box::pin(async {
+                Err(TrailError::Aws(
+                    "reading the public key of the digest key k: throttled".into(),
+                ))
+            })
+        });
+        let mut viewer = viewer;
+        let mut archive = Arc::try_unwrap(viewer.archive.take().unwrap())
+            .ok()
+            .unwrap();
+        archive.key = Some(fetch);
+        let viewer = viewer.with_archive(archive);
+        let (status, html) = get(&viewer, &cookie, &run_over(period)).await;
+        assert_eq!(status, StatusCode::BAD_GATEWAY, "{html}");
+        assert!(html.contains("Verify did not finish"), "{html}");
+        assert!(
+            html.contains("throttled") && html.contains("Retry"),
+            "{html}"
+        );
+        assert!(
+            html.contains("Newest sealed period"),
+            "the rest is shown: {html}"
+        );
+        assert!(
+            html.contains("not checked: reading the public key"),
+            "{html}"
+        );
+    }
+
+    /// The checkpoint of `size` signed by `key` as the sealer signs it (KMS, the log's name the
+    /// origin).
+    fn checkpoint(key: &TestKey, size: u64) -> String {
+        let body = Checkpoint {
+            origin: origin("archive"),
+            size,
+            root: [7; 32],
+        }
+        .body();
+        let der = key.public_key().der;
+        SignedNote {
+            signatures: vec![NoteSignature {
+                name: origin("archive"),
+                key_id: ecdsa_key_id(&der),
+                signature: key.sign(body.as_bytes()).unwrap(),
+            }],
+            body,
+        }
+        .text()
+    }
+
+    /// A witness's cosignature line of `note` at `timestamp`, and its key id.
+    fn cosign(note: &str, name: &str, timestamp: u64) -> (String, [u8; 4]) {
+        let pair = Ed25519KeyPair::generate().unwrap();
+        let public: [u8; 32] = pair.public_key().as_ref().try_into().unwrap();
+        let body = SignedNote::parse(note).unwrap().body;
+        let mut signature = timestamp.to_be_bytes().to_vec();
+        signature.extend_from_slice(
+            pair.sign(cosigned_message(timestamp, &body).as_bytes())
+                .as_ref(),
+        );
+        let key_id = cosigner_key_id(name, &public);
+        let line = NoteSignature {
+            name: name.to_owned(),
+            key_id,
+            signature,
+        }
+        .line();
+        (line, key_id)
+    }
+
+    #[tokio::test]
+    async fn the_newest_checkpoint_is_shown_with_its_signature_and_each_witness_cosignature() {
+        let (viewer, sent, key) = viewer(false, true);
+        let cookie = open(&viewer).await;
+        let (_, html) = get(&viewer, &cookie, "/health").await;
+        assert!(
+            html.contains("No checkpoint yet") && html.contains("No witness has cosigned yet"),
+            "{html}"
+        );
+
+        // A period sealed with the tree of 3 leaves, its checkpoint, no cosignature yet.
+        let period = sealed_hour();
+        let mut digest =
+            crate::verify::memory::digest_of(archive(&viewer), "archive", period, None, &key);
+        digest.tree = Some(TreeHead {
+            size: 3,
+            root: "07".repeat(32),
+            checkpoint: checkpoint_key(3),
+        });
+        crate::verify::memory::put_digest(archive(&viewer), period, &digest, &key);
+        assert_eq!(digest_key(period), archive(&viewer).keys("digest/")[0]);
+        let note = checkpoint(&key, 3);
+        archive(&viewer).overwrite(&checkpoint_key(3), Bytes::from(note.clone()));
+        let (status, html) = get(&viewer, &cookie, "/health").await;
+        assert_eq!(status, StatusCode::OK, "{html}");
+        assert!(
+            html.contains("<dt>Newest checkpoint</dt><dd>tree size 3"),
+            "{html}"
+        );
+        assert!(html.contains("<dt>Log signature</dt><dd>holds"), "{html}");
+        assert!(
+            html.contains(&format!(
+                "with the period <time datetime=\"{}\"",
+                health::bounds(period).0
+            )) && html.contains("sealed at"),
+            "{html}"
+        );
+        assert!(html.contains("No witness has cosigned yet"), "{html}");
+
+        // Two witnesses cosign it.
+        let (a, a_id) = cosign(&note, "witness.example/a", 1_795_000_000);
+        let (b, b_id) = cosign(&note, "witness.example/b", 1_795_000_060);
+        archive(&viewer).overwrite(&cosignature_key(3, a_id), Bytes::from(a));
+        archive(&viewer).overwrite(&cosignature_key(3, b_id), Bytes::from(b));
+        let (_, html) = get(&viewer, &cookie, "/health").await;
+        assert!(
+            html.contains("Cosignatures of the newest checkpoint (tree size 3)"),
+            "{html}"
+        );
+        for (name, id, at) in [
+            ("witness.example/a", a_id, "2026-11-18T11:06:40Z"),
+            ("witness.example/b", b_id, "2026-11-18T11:07:40Z"),
+        ] {
+            assert!(
+                html.contains(&format!(
+                    "<tr><td><code>{name}</code></td><td><code>{}</code></td><td><time datetime=\"{at}\"",
+                    audit_model::digest::hex(&id)
+                )),
+                "{name}: {html}"
+            );
+        }
+
+        // A newer checkpoint, by another key, not cosigned yet: its signature does not hold, and
+        // the newest cosigned size's cosignatures are shown.
+        let stranger = TestKey::new("arn:aws:kms:us-east-1:123456789012:key/other");
+        archive(&viewer).overwrite(&checkpoint_key(5), Bytes::from(checkpoint(&stranger, 5)));
+        let (_, html) = get(&viewer, &cookie, "/health").await;
+        assert!(html.contains("tree size 5"), "{html}");
+        assert!(
+            html.contains("<dt>Log signature</dt><dd><strong>does not hold</strong>: the checkpoint has no signature by the log&#39;s key"),
+            "{html}"
+        );
+        assert!(
+            html.contains(
+                "Cosignatures of tree size 3, the newest cosigned (none cosigned the newest yet)"
+            ),
+            "{html}"
+        );
+        assert!(
+            html.contains("not known (the newest digest carries another tree)"),
+            "{html}"
+        );
+        assert!(
+            actions(&sent)
+                .iter()
+                .all(|b| b["action"] == "auditctl.ui.view")
+        );
+    }
 }

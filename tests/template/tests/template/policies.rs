@@ -443,9 +443,18 @@ fn under(prefixes: &[&str]) -> Vec<String> {
         .collect()
 }
 
-/// Everything the archiver writes: the archive's objects, its markers, the digests.
+/// Everything the archiver writes: the archive's objects, its markers, the digests, and the
+/// transparency log's tiles, checkpoints and indexes (never the witnesses' cosignatures).
 fn archiver_prefixes() -> Vec<String> {
-    under(&[TRAIL_PREFIX, TAMPER_PREFIX, STATE_PREFIX, DIGEST_PREFIX])
+    under(&[
+        TRAIL_PREFIX,
+        TAMPER_PREFIX,
+        STATE_PREFIX,
+        DIGEST_PREFIX,
+        "log/tile/",
+        audit_model::note::CHECKPOINTS_PREFIX,
+        audit_model::note::INDEX_PREFIX,
+    ])
 }
 
 /// What `auditctl verify` reads: the archive's objects, the digests and the transparency log

@@ -1,0 +1,437 @@
+//! Owns the sealer's part of the transparency log (docs/archive.md "The transparency log"): a
+//! period's leaves (every line of its listed objects, objects by key, lines in order) appended to
+//! the tree's edge, and after the digest (the commit point) the tiles, the period's index and the
+//! signed checkpoint, the checkpoint last. Every write is `If-None-Match: *`; a name already taken
+//! is fine only when it holds the same bytes (for a checkpoint: the same body). A run starts from
+//! the head digest's tree (its edge read back from the partial tiles of its checkpoint's size),
+//! and re-derives the head's tiles, index and checkpoint when the run that wrote it stopped before
+//! its checkpoint.
+
+use std::collections::{HashMap, VecDeque};
+use std::io::{Read, Write};
+
+use audit_model::archive::{Period, TRAIL_PREFIX};
+use audit_model::digest::{Digest, ListedObject, TreeHead, hex, sha256};
+use audit_model::note::{
+    Checkpoint, IndexRow, NoteSignature, SignedNote, checkpoint_key, ecdsa_key_id, index_key,
+    origin,
+};
+use audit_model::tlog::{Hash, HexHash, TileRef, TreeEdge, leaf_hash};
+use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
+
+use super::{HEAD_CONCURRENCY, Run, SealError};
+use crate::bucket::{ArchiveBucket, BucketError, Created, NewObject};
+use crate::objects::CONTENT_TYPE;
+use crate::signer::DigestSigner;
+
+const TILE_CONTENT_TYPE: &str = "application/octet-stream";
+const CHECKPOINT_CONTENT_TYPE: &str = "text/plain; charset=utf-8";
+
+/// A period's leaves appended to the tree: the edge after them, the full tiles they filled, the
+/// index rows of its `trail/` lines, and how many leaves.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Appended {
+    pub edge: TreeEdge,
+    pub full: Vec<(TileRef, Vec<u8>)>,
+    pub rows: Vec<IndexRow>,
+    pub leaves: u64,
+}
+
+impl Appended {
+    /// The digest's `tree` after these leaves.
+    pub fn head(&self) -> TreeHead {
+        TreeHead {
+            size: self.edge.size,
+            root: HexHash(&self.edge.root()).to_string(),
+            checkpoint: checkpoint_key(self.edge.size),
+        }
+    }
+}
+
+/// What a period's log writes cost: PUTs that created an object, and their bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct Written {
+    pub puts: u64,
+    pub bytes: u64,
+}
+
+/// One object's leaves, and for each line that names them its messageId and auditTime.
+struct ObjectLeaves {
+    key: String,
+    leaves: Vec<Hash>,
+    /// (line number, messageId, auditTime) of the trail lines that carry both.
+    ids: Vec<(u64, String, String)>,
+}
+
+/// The lines of a gunzipped object: the bytes between newlines, the newline excluded; the empty
+/// piece after a final newline (or of an empty object) is not a line.
+fn split_lines(text: &[u8]) -> Vec<&[u8]> {
+    if text.is_empty() {
+        return Vec::new();
+    }
+    let text = text.strip_suffix(b"\n").unwrap_or(text);
+    text.split(|b| *b == b'\n').collect()
+}
+
+/// A trail line's messageId and auditTime (both strings), when it has both.
+fn ids_of(line: &[u8]) -> Option<(String, String)> {
+    let value: serde_json::Value = serde_json::from_slice(line).ok()?;
+    let field = |name: &str| value.get(name)?.as_str().map(str::to_owned);
+    Some((field("messageId")?, field("auditTime")?))
+}
+
+/// The gzip of the index rows' lines (deterministic: no name, no time in the header).
+fn index_body(rows: &[IndexRow]) -> std::io::Result<Vec<u8>> {
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    for row in rows {
+        encoder.write_all(row.line().as_bytes())?;
+    }
+    encoder.finish()
+}
+
+/// Leaves read appended to `edge`, with the index rows of their trail lines.
+fn append_read(edge: &TreeEdge, read: Vec<ObjectLeaves>) -> Appended {
+    let mut appended = Appended {
+        edge: edge.clone(),
+        ..Appended::default()
+    };
+    for object in read {
+        let first = appended.edge.size;
+        for leaf in &object.leaves {
+            appended.edge.push(*leaf, &mut appended.full);
+        }
+        appended.leaves += object.leaves.len() as u64;
+        appended.rows.extend(
+            object
+                .ids
+                .into_iter()
+                .map(|(number, message_id, audit_time)| IndexRow {
+                    message_id,
+                    audit_time,
+                    leaf_index: first + number,
+                    object: object.key.clone(),
+                    line_number: number,
+                }),
+        );
+    }
+    appended
+}
+
+impl<B: ArchiveBucket, S: DigestSigner> Run<'_, '_, B, S> {
+    /// Reads one listed object (its listed version, its SHA-256 checked) and hashes its lines.
+    async fn object_leaves(&self, object: &ListedObject) -> Result<ObjectLeaves, SealError> {
+        let unreadable = |reason: String| SealError::ObjectUnreadable {
+            key: object.key.clone(),
+            reason,
+        };
+        let stored = self
+            .request(self.bucket().get_version(&object.key, &object.version_id))
+            .await?
+            .ok_or_else(|| unreadable(format!("its version {} is gone", object.version_id)))?;
+        if hex(&sha256(&stored.body)) != object.sha256 {
+            return Err(unreadable(format!(
+                "its version {} does not have the listed SHA-256 {}",
+                object.version_id, object.sha256
+            )));
+        }
+        let mut text = Vec::new();
+        flate2::read::MultiGzDecoder::new(stored.body.as_ref())
+            .read_to_end(&mut text)
+            .map_err(|e| unreadable(format!("it is not gzip: {e}")))?;
+        let trail = object.key.starts_with(TRAIL_PREFIX);
+        let mut leaves = Vec::new();
+        let mut ids = Vec::new();
+        for (number, line) in split_lines(&text).into_iter().enumerate() {
+            leaves.push(leaf_hash(line));
+            if trail && let Some((message_id, audit_time)) = ids_of(line) {
+                ids.push((number as u64, message_id, audit_time));
+            }
+        }
+        Ok(ObjectLeaves {
+            key: object.key.clone(),
+            leaves,
+            ids,
+        })
+    }
+
+    /// `objects`' leaves, read concurrently, in this order.
+    async fn read_leaves(&self, objects: &[ListedObject]) -> Result<Vec<ObjectLeaves>, SealError> {
+        futures::stream::iter(objects)
+            .map(|object| self.object_leaves(object))
+            .buffered(HEAD_CONCURRENCY)
+            .try_collect()
+            .await
+    }
+
+    /// `objects`' leaves (in this order) appended to `edge`.
+    pub(super) async fn append(
+        &self,
+        edge: &TreeEdge,
+        objects: &[ListedObject],
+    ) -> Result<Appended, SealError> {
+        Ok(append_read(edge, self.read_leaves(objects).await?))
+    }
+
+    /// Creates `key` with `body` unless it exists; an existing one must hold the same bytes.
+    /// The bytes written, or `None` when the same bytes were there.
+    async fn put_same(
+        &self,
+        key: String,
+        body: Vec<u8>,
+        content_type: &'static str,
+    ) -> Result<Option<u64>, SealError> {
+        let hash = sha256(&body);
+        let length = body.len() as u64;
+        let object = NewObject {
+            key: key.clone(),
+            body: Bytes::from(body),
+            content_type,
+            sha256: hash,
+            metadata: Vec::new(),
+        };
+        match self.request(self.bucket().put_if_absent(object)).await? {
+            Created::New { .. } => Ok(Some(length)),
+            Created::AlreadyExists => {
+                let same = self
+                    .original(&key)
+                    .await?
+                    .is_some_and(|stored| sha256(&stored.body) == hash);
+                if same {
+                    Ok(None)
+                } else {
+                    tracing::error!(key = %key, "a log object's name holds other bytes");
+                    Err(SealError::LogConflict { key })
+                }
+            }
+        }
+    }
+
+    /// The signed checkpoint of the tree of `size` leaves with `root`, created unless it exists;
+    /// an existing one must have the same body (ECDSA signatures differ from one signing to the
+    /// next). The bytes written, or `None` when it was there.
+    async fn put_checkpoint(&self, size: u64, root: Hash) -> Result<Option<u64>, SealError> {
+        let key = checkpoint_key(size);
+        let name = origin(self.sealer.bucket_name);
+        let body = Checkpoint {
+            origin: name.clone(),
+            size,
+            root,
+        }
+        .body();
+        let signature = self.sealer.signer.sign(body.as_bytes()).await?;
+        let public = self.sealer.signer.public_key().await?;
+        let note = SignedNote {
+            body: body.clone(),
+            signatures: vec![NoteSignature {
+                name,
+                key_id: ecdsa_key_id(&public),
+                signature,
+            }],
+        }
+        .text()
+        .into_bytes();
+        let length = note.len() as u64;
+        let object = NewObject {
+            key: key.clone(),
+            sha256: sha256(&note),
+            body: Bytes::from(note),
+            content_type: CHECKPOINT_CONTENT_TYPE,
+            metadata: Vec::new(),
+        };
+        match self.request(self.bucket().put_if_absent(object)).await? {
+            Created::New { .. } => Ok(Some(length)),
+            Created::AlreadyExists => {
+                let same = self.original(&key).await?.is_some_and(|stored| {
+                    std::str::from_utf8(&stored.body)
+                        .ok()
+                        .and_then(|text| SignedNote::parse(text).ok())
+                        .is_some_and(|note| note.body == body)
+                });
+                if same {
+                    Ok(None)
+                } else {
+                    tracing::error!(key = %key, "a checkpoint's name holds another checkpoint");
+                    Err(SealError::LogConflict { key })
+                }
+            }
+        }
+    }
+
+    /// After `period`'s digest: the tiles its leaves filled and the partial tiles of the new
+    /// size, the period's index, then the checkpoint. A period without leaves writes only its
+    /// checkpoint, and only when it is missing.
+    pub(super) async fn write_log(
+        &self,
+        period: Period,
+        appended: &Appended,
+    ) -> Result<Written, SealError> {
+        let mut written = Written::default();
+        let mut count = |bytes: Option<u64>| {
+            if let Some(bytes) = bytes {
+                written.puts += 1;
+                written.bytes += bytes;
+            }
+        };
+        if appended.leaves == 0 {
+            if self
+                .original_entry(&checkpoint_key(appended.edge.size))
+                .await?
+                .is_none()
+            {
+                count(
+                    self.put_checkpoint(appended.edge.size, appended.edge.root())
+                        .await?,
+                );
+            }
+            return Ok(written);
+        }
+        let tiles: Vec<(TileRef, Vec<u8>)> = appended
+            .full
+            .iter()
+            .cloned()
+            .chain(appended.edge.partial_tiles())
+            .collect();
+        let results: Vec<Option<u64>> = futures::stream::iter(tiles)
+            .map(|(tile, bytes)| self.put_same(tile.key(), bytes, TILE_CONTENT_TYPE))
+            .buffer_unordered(HEAD_CONCURRENCY)
+            .try_collect()
+            .await?;
+        results.into_iter().for_each(&mut count);
+        if !appended.rows.is_empty() {
+            // Compressing into memory fails only without memory.
+            let body = index_body(&appended.rows)
+                .map_err(|e| BucketError::Unavailable(format!("the index: {e}")))?;
+            count(self.put_same(index_key(period), body, CONTENT_TYPE).await?);
+        }
+        count(
+            self.put_checkpoint(appended.edge.size, appended.edge.root())
+                .await?,
+        );
+        Ok(written)
+    }
+
+    /// The tree's edge at `size` from its partial tiles (each tile's original version), its root
+    /// checked against `root` (hex) when given.
+    async fn load_edge(&self, size: u64, root: Option<&str>) -> Result<TreeEdge, SealError> {
+        let mut tiles = HashMap::new();
+        for tile in TreeEdge::edge_tiles(size) {
+            let Some(stored) = self.original(&tile.key()).await? else {
+                return Err(SealError::LogTileMissing { key: tile.key() });
+            };
+            tiles.insert(tile, stored.body.to_vec());
+        }
+        let edge = TreeEdge::from_tiles(size, &tiles).map_err(|e| match e {
+            audit_model::tlog::TlogError::TileMissing { path } => {
+                SealError::LogTileMissing { key: path }
+            }
+            _ => SealError::LogConflict {
+                key: checkpoint_key(size),
+            },
+        })?;
+        if let Some(root) = root
+            && HexHash(&edge.root()).to_string() != root
+        {
+            tracing::error!(
+                size,
+                "the tiles of the tree's edge do not give the digest's root"
+            );
+            return Err(SealError::LogConflict {
+                key: checkpoint_key(size),
+            });
+        }
+        Ok(edge)
+    }
+
+    /// The tree after `digest` (of `period`), its tiles, index and checkpoint made sure of: read
+    /// back from the tiles when its checkpoint exists; else its leaves appended again to the tree
+    /// before it (`before` when this run holds it, else read from the tiles of the previous size,
+    /// checked against `previous`'s tree) and its log written. The empty tree when the digest has
+    /// no tree (sealed before the log).
+    pub(super) async fn ensure_logged(
+        &self,
+        period: Period,
+        digest: &Digest,
+        before: Option<&TreeEdge>,
+        previous: Option<&Digest>,
+    ) -> Result<TreeEdge, SealError> {
+        let Some(tree) = &digest.tree else {
+            return Ok(TreeEdge::default());
+        };
+        if self.original_entry(&tree.checkpoint).await?.is_some() {
+            return self.load_edge(tree.size, Some(&tree.root)).await;
+        }
+        let conflict = || SealError::LogConflict {
+            key: tree.checkpoint.clone(),
+        };
+        let read = self.read_leaves(&digest.objects).await?;
+        let leaves: u64 = read.iter().map(|o| o.leaves.len() as u64).sum();
+        let start = tree.size.checked_sub(leaves).ok_or_else(conflict)?;
+        let edge = match before {
+            Some(edge) if edge.size == start => edge.clone(),
+            Some(_) => return Err(conflict()),
+            None if start == 0 => TreeEdge::default(),
+            None => {
+                let root = previous
+                    .and_then(|p| p.tree.as_ref())
+                    .map(|t| (t.size, t.root.as_str()));
+                if root.is_some_and(|(size, _)| size != start) {
+                    return Err(conflict());
+                }
+                self.load_edge(start, root.map(|(_, r)| r)).await?
+            }
+        };
+        let appended = append_read(&edge, read);
+        if appended.head() != *tree {
+            tracing::error!(checkpoint = %tree.checkpoint, "a digest's listed objects do not give its tree");
+            return Err(conflict());
+        }
+        let written = self.write_log(period, &appended).await?;
+        tracing::warn!(
+            checkpoint = %tree.checkpoint,
+            leaves = appended.leaves,
+            log_puts = written.puts,
+            log_bytes = written.bytes,
+            "a digest's log is written again"
+        );
+        Ok(appended.edge)
+    }
+
+    /// The tree at the start of a run: after the head (the last of `recent`), its log made sure
+    /// of.
+    pub(super) async fn resume_log(
+        &self,
+        recent: &VecDeque<(Period, Digest)>,
+    ) -> Result<TreeEdge, SealError> {
+        let Some((period, head)) = recent.back() else {
+            return Ok(TreeEdge::default());
+        };
+        let previous = recent.len().checked_sub(2).and_then(|i| recent.get(i));
+        self.ensure_logged(*period, head, None, previous.map(|(_, d)| d))
+            .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_are_the_bytes_between_newlines() {
+        let lines = |text: &[u8]| {
+            split_lines(text)
+                .into_iter()
+                .map(<[u8]>::to_vec)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(lines(b""), Vec::<Vec<u8>>::new());
+        assert_eq!(lines(b"a\nb\n"), [b"a".to_vec(), b"b".to_vec()]);
+        assert_eq!(lines(b"a\nb"), [b"a".to_vec(), b"b".to_vec()]);
+        assert_eq!(
+            lines(b"a\n\nb\n"),
+            [b"a".to_vec(), b"".to_vec(), b"b".to_vec()]
+        );
+        assert_eq!(lines(b"\n"), [b"".to_vec()]);
+        assert_eq!(lines(b"a"), [b"a".to_vec()]);
+    }
+}

@@ -1,0 +1,321 @@
+//! Owns what the health page checks: `verify` over the periods in view, run on request (the
+//! library's walk, the same as `auditctl verify` without `--table`), bounded so that it never
+//! holds the page for long; and the transparency log's newest checkpoint, its log signature
+//! (checked with the digest key's public key, fetched as verify fetches it) and the witnesses'
+//! cosignatures stored for it. Must not know HTTP; reads the bucket through `LogReader` and
+//! verify's archive port.
+
+use std::sync::Arc;
+
+use audit_aws::s3::Bucket;
+use audit_model::archive::Period;
+use audit_model::digest::{Digest, hex};
+use audit_model::note::{SignedNote, origin, split_cosignature};
+use chrono::{DateTime, Utc};
+use futures::TryStreamExt;
+use futures::future::BoxFuture;
+
+use super::health::{Archive, Sealed};
+use crate::TrailError;
+use crate::range::TimeRange;
+use crate::tlog::{LogKey, LogReader};
+use crate::verify::key::TrustedKey;
+use crate::verify::ports::{Archive as _, KeySource, PublicKeyInfo};
+use crate::verify::report::{Observer, Problem, Summary};
+use crate::verify::{ARCHIVE_LAG_SECONDS, Settings, walk};
+
+/// Days of periods the page verifies at most at once; `auditctl verify` takes any range.
+pub const MAX_VERIFY_DAYS: i64 = 31;
+/// How long a verify run may hold the page.
+pub const VERIFY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
+/// Problems listed at most (all are counted).
+pub const PROBLEMS_SHOWN: usize = 1000;
+/// Object reads in flight at most (`auditctl verify`'s default).
+const CONCURRENCY: usize = 8;
+
+/// Where the digest key's public key comes from (KMS GetPublicKey, or a twin), asked at each use.
+pub type KeyFetch =
+    Arc<dyn Fn() -> BoxFuture<'static, Result<PublicKeyInfo, TrailError>> + Send + Sync>;
+
+/// The public key of `key`, fetched at each use.
+pub fn key_fetch<K: KeySource + 'static>(key: K) -> KeyFetch {
+    let key = Arc::new(key);
+    Arc::new(move || {
+        let key = key.clone();
+        Box::pin(async move { key.public_key().await })
+    })
+}
+
+/// Why the page does not run verify over a range, in words that name the fix (HTTP 400).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VerifyRefused {
+    #[error(
+        "verify needs the digest key: start auditctl ui with DIGEST_KEY_ID or --key-id (stack output AuditDigestKeyArn)"
+    )]
+    NoKey,
+    #[error("the range from {from} to {to} holds no millisecond: nothing to verify")]
+    Empty { from: String, to: String },
+    #[error(
+        "the range from {from} to {to} spans {days} days of periods: the page verifies at most {MAX_VERIFY_DAYS} days at once; run auditctl verify --from {from} --to {to} for longer ranges"
+    )]
+    TooLong { from: String, to: String, days: i64 },
+}
+
+/// What a verify run checked and found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verified {
+    pub range: TimeRange,
+    pub summary: Summary,
+    /// The first `PROBLEMS_SHOWN` problems, as found.
+    pub problems: Vec<Problem>,
+}
+
+/// Keeps the first problems; the summary counts them all.
+struct Kept(Vec<Problem>);
+
+impl Observer for Kept {
+    fn problem(&mut self, problem: &Problem) -> Result<(), TrailError> {
+        if self.0.len() < PROBLEMS_SHOWN {
+            self.0.push(problem.clone());
+        }
+        Ok(())
+    }
+}
+
+impl<B: Bucket> Archive<B> {
+    /// Whether the page may verify `range` (before anything is recorded or read).
+    pub fn may_verify(&self, range: &TimeRange) -> Result<(), VerifyRefused> {
+        if self.key.is_none() {
+            return Err(VerifyRefused::NoKey);
+        }
+        let Some((from, to)) = range.bounds() else {
+            return Err(VerifyRefused::Empty {
+                from: range.from.clone(),
+                to: range.to.clone(),
+            });
+        };
+        let (first, last) = (self.length.period_of(from), self.length.period_of(to));
+        let span = last.end() - first.start;
+        if span > MAX_VERIFY_DAYS * 86_400 {
+            return Err(VerifyRefused::TooLong {
+                from: range.from.clone(),
+                to: range.to.clone(),
+                days: (span + 86_399) / 86_400,
+            });
+        }
+        Ok(())
+    }
+
+    /// `verify` over `range` at `now`, as `auditctl verify --from --to` (without `--table`): the
+    /// digest key's public key fetched, the walk over the range's periods; stopped after
+    /// `VERIFY_TIMEOUT` (`None`). The walk runs on a blocking thread of the runtime, driven there:
+    /// its futures need not be `Send` as a server task's must.
+    pub async fn verify(
+        self: Arc<Self>,
+        range: TimeRange,
+        now: DateTime<Utc>,
+    ) -> Option<Result<Verified, TrailError>>
+    where
+        B: 'static,
+    {
+        let run = tokio::task::spawn_blocking(move || {
+            tokio::runtime::Handle::current().block_on(tokio::time::timeout(
+                VERIFY_TIMEOUT,
+                self.verify_now(&range, now),
+            ))
+        });
+        match run.await {
+            Ok(Ok(verified)) => Some(verified),
+            Ok(Err(_elapsed)) => None,
+            Err(error) => Some(Err(TrailError::Aws(format!("verify stopped: {error}")))),
+        }
+    }
+
+    async fn verify_now(
+        &self,
+        range: &TimeRange,
+        now: DateTime<Utc>,
+    ) -> Result<Verified, TrailError> {
+        let Some(fetch) = &self.key else {
+            return Err(TrailError::NotSet {
+                var: "DIGEST_KEY_ID",
+                flag: "--key-id",
+                output: "AuditDigestKeyArn",
+            });
+        };
+        let key = TrustedKey::new(fetch().await?)?;
+        let settings = Settings {
+            bucket: self.name.clone(),
+            length: self.length,
+            range: range.clone(),
+            now,
+            grace_seconds: Settings::default_grace(self.length),
+            lag_seconds: ARCHIVE_LAG_SECONDS,
+            concurrency: CONCURRENCY,
+        };
+        let mut kept = Kept(Vec::new());
+        let summary = walk::verify(
+            &self.bucket,
+            &key,
+            None::<&crate::verify::dynamo::DynamoTable>,
+            &settings,
+            &mut kept,
+        )
+        .await?;
+        Ok(Verified {
+            range: range.clone(),
+            summary,
+            problems: kept.0,
+        })
+    }
+
+    /// The log's newest checkpoint and the cosignatures stored for it (or, when it has none, for
+    /// the newest size that has any); `None` before the log's first checkpoint. `newest` is the
+    /// newest sealed period's digest: when its tree is the checkpoint's, the checkpoint's period.
+    /// Boxed as `Send` here, where the compiler can prove it for the reads' futures (a server
+    /// task must be `Send`).
+    pub fn log_head<'a>(
+        &'a self,
+        newest: Option<&'a Sealed>,
+    ) -> BoxFuture<'a, Result<Option<LogHead>, TrailError>> {
+        Box::pin(self.read_log_head(newest))
+    }
+
+    async fn read_log_head(&self, newest: Option<&Sealed>) -> Result<Option<LogHead>, TrailError> {
+        let reader = LogReader {
+            archive: &self.bucket,
+        };
+        // The newest digest's tree names the newest checkpoint but for one the sealer has not
+        // written yet: listed from there (one request), else every checkpoint key.
+        let tree = match newest {
+            Some(sealed) => self.tree_of(sealed).await?,
+            None => None,
+        };
+        let hinted = match tree.as_ref().and_then(|(_, _, size)| size.checked_sub(1)) {
+            Some(before) => reader.newest_size(Some(before)).await?,
+            None => None,
+        };
+        let newest_size = match hinted {
+            Some(size) => Some(size),
+            None => reader.newest_size(None).await?,
+        };
+        let Some(size) = newest_size else {
+            return Ok(None);
+        };
+        let Some(note) = reader.checkpoint(size).await? else {
+            return Ok(None);
+        };
+        let signature = self.log_signature(&note, size).await;
+        let mut cosigned_size = size;
+        let mut lines = reader.cosignatures(size).await?;
+        if lines.is_empty()
+            && let Some(&last) = reader.cosigned_sizes(None).await?.last()
+        {
+            cosigned_size = last;
+            lines = reader.cosignatures(last).await?;
+        }
+        let cosignatures = lines
+            .iter()
+            .map(|line| Cosignature {
+                witness: line.name.clone(),
+                key_id: hex(&line.key_id),
+                at: split_cosignature(&line.signature)
+                    .and_then(|(t, _)| i64::try_from(t).ok())
+                    .and_then(|t| DateTime::from_timestamp(t, 0)),
+            })
+            .collect::<Vec<_>>();
+        let sealed = tree
+            .filter(|(_, _, tree_size)| *tree_size == size)
+            .map(|(period, sealed_at, _)| (period, sealed_at));
+        Ok(Some(LogHead {
+            size,
+            signature,
+            sealed,
+            cosigned_size: (!cosignatures.is_empty()).then_some(cosigned_size),
+            cosignatures,
+        }))
+    }
+
+    /// The log's signature on the checkpoint of `size`, checked with the digest key's public key.
+    async fn log_signature(&self, note: &SignedNote, size: u64) -> LogSignature {
+        let Some(fetch) = &self.key else {
+            return LogSignature::NotChecked(
+                "no digest key: start auditctl ui with DIGEST_KEY_ID or --key-id (stack output AuditDigestKeyArn) to check it".into(),
+            );
+        };
+        let info = match fetch().await {
+            Ok(info) => info,
+            Err(error) => return LogSignature::NotChecked(error.to_string()),
+        };
+        let checked = LogKey::from_der(&info.der).and_then(|key| key.checkpoint(note));
+        match checked {
+            Ok(checkpoint) if checkpoint.origin != origin(&self.name) => {
+                LogSignature::Fails(format!(
+                    "the checkpoint's origin {} is not this bucket's log ({})",
+                    checkpoint.origin,
+                    origin(&self.name)
+                ))
+            }
+            Ok(checkpoint) if checkpoint.size != size => LogSignature::Fails(format!(
+                "the checkpoint stored as size {size} says size {}",
+                checkpoint.size
+            )),
+            Ok(_) => LogSignature::Holds,
+            Err(why) => LogSignature::Fails(why),
+        }
+    }
+
+    /// The period, seal time and tree size of `sealed`'s digest (its version as sealed, the
+    /// oldest), when it has a tree.
+    async fn tree_of(&self, sealed: &Sealed) -> Result<Option<(Period, String, u64)>, TrailError> {
+        let versions: Vec<_> = self
+            .bucket
+            .versions(sealed.key.clone())
+            .try_filter(|v| futures::future::ready(v.key == sealed.key && !v.delete_marker))
+            .try_collect()
+            .await?;
+        let Some(first) = versions.last() else {
+            return Ok(None);
+        };
+        let Some(fetched) = self.bucket.get(&sealed.key, &first.version_id).await? else {
+            return Ok(None);
+        };
+        let Ok(digest) = Digest::parse(&fetched.bytes().await?) else {
+            return Ok(None);
+        };
+        Ok(digest
+            .tree
+            .map(|tree| (sealed.period, digest.sealed_at, tree.size)))
+    }
+}
+
+/// The log's newest checkpoint, as the page shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogHead {
+    pub size: u64,
+    pub signature: LogSignature,
+    /// The period whose digest carries this tree, and when it was sealed.
+    pub sealed: Option<(Period, String)>,
+    /// The tree size the cosignatures are of (the newest checkpoint's, or the newest cosigned).
+    pub cosigned_size: Option<u64>,
+    pub cosignatures: Vec<Cosignature>,
+}
+
+/// The log's signature on a checkpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LogSignature {
+    Holds,
+    Fails(String),
+    /// The key could not be had (no key configured, or KMS failed).
+    NotChecked(String),
+}
+
+/// One witness's cosignature line, as stored (its Ed25519 signature is checked by `auditctl
+/// verify --witness-key`, which knows the witness's public key).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cosignature {
+    pub witness: String,
+    pub key_id: String,
+    /// Its timestamp; `None` when the line is not a timestamped cosignature.
+    pub at: Option<DateTime<Utc>>,
+}
