@@ -92,3 +92,27 @@ def test_the_witness_policy_is_enough_to_cosign_and_writes_nothing_else(account,
         raise AssertionError("the witness replaced a cosignature")
     versions = admin.list_object_versions(Bucket=bucket, Prefix=keys[0])["Versions"]
     assert len(versions) == 1, versions
+
+
+def _without(doc: dict, action: str) -> dict:
+    statements = [st for st in doc["Statement"] if st["Action"] != action]
+    assert len(statements) == len(doc["Statement"]) - 1, action
+    return {**doc, "Statement": statements}
+
+
+@pytest.mark.parametrize("action", ["s3:ListBucket", "s3:GetObject", "s3:PutObject", "kms:GetPublicKey"])
+def test_every_grant_of_the_witness_policy_is_needed(account, work_dir, action):
+    bucket = account.stack.archive_bucket.name
+    key_arn = account.stack.archiver.environment["DIGEST_KEY_ID"]
+    auditctl = binary("auditctl", work_dir)
+    short = account.user("short-of-one", managed={"short-of-one": _without(_witness_policy(account), action)})
+    _write_log(account, key_arn, [3])
+    subprocess.run([str(auditctl), "witness", "--init", "--key", str(work_dir / "key")], check=True,
+                   capture_output=True, timeout=60)
+    account.enforce()
+    env = {**clean_aws_env(work_dir, short, account.endpoint), "ARCHIVE_BUCKET": bucket, "DIGEST_KEY_ID": key_arn}
+    run = subprocess.run([str(auditctl), "witness", "--state", str(work_dir / "state.json"), "--key",
+                          str(work_dir / "key")], env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 1, run.stdout
+    assert f"not authorized to perform: {action}" in run.stderr or action in " ".join(refusals(work_dir)), run.stderr
+    assert not (work_dir / "state.json").exists()
