@@ -112,7 +112,7 @@ bench-verify: venv ## auditctl verify over 100,000 and 1,000,000 archived events
 
 bench-prove: venv ## auditctl prove and check-proof over 10,000,000 archived events sealed by the real sealer on moto (BENCHMARKS.md "Proving one event"; run by hand, about 30 minutes, 6 GB of memory)
 	cargo build --release --bin auditctl
-	cargo bench -p audit-bench --bench verify -- --events 10000000 --per-object 10000 --objects-per-period 12 --prove 20 --prove-only
+	cargo bench -p audit-bench --bench verify -- --events 10000000 --objects-per-period 2 --prove 20 --prove-only
 
 bench-ui: ## the viewer's page times at 100,000 events on the stand-in (BENCHMARKS.md "The viewer's pages")
 	cargo build --bin auditctl

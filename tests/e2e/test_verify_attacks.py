@@ -24,7 +24,9 @@ its kind and key, and nothing else reported:
   due period is never sealed. Within `--grace` it is "not sealed yet" (counted, not a problem);
   past it, `digest missing`;
 - the table's attacks are tampering too: the archiver archived the update and the delete as
-  tamper records, each an `item modified`.
+  tamper records, each an `item modified`;
+- the transparency log the sealer wrote: one hash of a tile changed (`leaf missing` on the
+  tile's key, at its leaf).
 
 Then the insider's attacks of issue 24 (SPEC "Against an insider"), each on a stack of its own:
 tampering that is undone (an item changed and changed back: `item modified`, not a pass), a
@@ -55,7 +57,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 KINDS = ("digest missing", "chain broken", "signature invalid", "object changed", "object missing",
          "object not in digest", "object not attested", "event duplicated", "trail not sealed",
-         "item changed", "item modified", "item missing", "item not archived")
+         "item changed", "item modified", "item missing", "item not archived",
+         "checkpoint inconsistent", "leaf missing", "cosignature missing")
 
 # Events per burst: each burst lands in its own period(s).
 BURSTS = (6, 6, 8)
@@ -189,6 +192,9 @@ def test_verify_passes_on_the_stacks_trail_then_reports_each_attack_with_its_kin
     assert f"items     {events} archived events looked up in the table (0 expired by TTL); {events} items in " \
            f"the range compared with the archive: {events} archived, 0 not archived yet, 0 from before the " \
            f"trail" in out, out
+    # The transparency log the sealer wrote from the chain's first digest: every line a leaf.
+    assert f"log       the log begins at {digest_key(genesis)}; tree sizes 0 to {events}: {events} leaves " \
+           f"appended" in out, out
     assert out.endswith("problems  none: the trail is as sealed\n"), out
 
     # 2. The attacks. Every digest attacked is older than the chain's head (the digest of `last`
@@ -231,6 +237,15 @@ def test_verify_passes_on_the_stacks_trail_then_reports_each_attack_with_its_kin
     forged_line = dict(victims[0], messageId="forged", auditText="never happened")
     s3.put_object(Bucket=bucket, Key=slipped, ChecksumAlgorithm="SHA256",
                   Body=gzip.compress((json.dumps(forged_line, default=str, separators=(",", ":")) + "\n").encode()))
+
+    # The transparency log: one hash of the partial tile the first period's leaves left changed
+    # (a new version of the tile; every proof read from it would fail).
+    first_size = sum(len(o["lines"]) for o in by_period[first])
+    tile = f"log/tile/0/000.p/{first_size}"
+    hashes = bytearray(s3.get_object(Bucket=bucket, Key=tile)["Body"].read())
+    assert len(hashes) == 32 * first_size
+    hashes[0] ^= 1
+    s3.put_object(Bucket=bucket, Key=tile, Body=bytes(hashes), ChecksumAlgorithm="SHA256")
 
     # The digests.
     def sealed(period: int) -> tuple[str, dict, dict]:
@@ -320,6 +335,7 @@ def test_verify_passes_on_the_stacks_trail_then_reports_each_attack_with_its_kin
         ("signature invalid", altered),
         ("signature invalid", resigned),
         ("signature invalid", forged),
+        ("leaf missing", tile),
     ])
     assert sorted(problems(out)) == expected, out
     assert "actor changed" in line_of(out, "item changed", changed_id), out
@@ -330,6 +346,7 @@ def test_verify_passes_on_the_stacks_trail_then_reports_each_attack_with_its_kin
     assert "does not verify" in line_of(out, "signature invalid", altered), out
     assert f"signed by key {other}, not by the digest key" in line_of(out, "signature invalid", resigned), out
     assert "does not verify" in line_of(out, "signature invalid", forged), out
+    assert "holds another hash at leaf 0" in line_of(out, "leaf missing", tile), out
     n = (unsealed - genesis) // P + 1
     assert f"periods   {n} checked: {n - 1} sealed (" in out, out
     assert ", 0 not sealed yet, 0 before the trail, 1 without a usable digest" in out, out
@@ -340,8 +357,8 @@ def test_verify_passes_on_the_stacks_trail_then_reports_each_attack_with_its_kin
     assert f"events    {events + tamper_events} checked ({events} trail, {tamper_events} tamper)" in out, out
     assert f"items     {events} archived events looked up in the table (0 expired by TTL); {events - 1} items in " \
            f"the range compared with the archive: {events - 1} archived, 0 not archived yet" in out, out
-    assert "problems  12 (2 digest missing, 3 signature invalid, 1 object changed, 1 object missing, " \
-           "1 object not in digest, 1 item changed, 2 item modified, 1 item missing)" in out, out
+    assert "problems  13 (2 digest missing, 3 signature invalid, 1 object changed, 1 object missing, " \
+           "1 object not in digest, 1 item changed, 2 item modified, 1 item missing, 1 leaf missing)" in out, out
 
 
 def _fnv1a_32(text: str) -> int:

@@ -25,6 +25,8 @@ pub enum Action {
     DlqRedrive,
     Verify,
     ArchiveRepair,
+    /// `auditctl prove`: one event's line and its inclusion proof.
+    Prove,
     /// `auditctl ui`: a search (and each further page of it).
     UiSearch,
     /// `auditctl ui`: an event's page.
@@ -46,6 +48,7 @@ impl Action {
             Self::DlqRedrive => "auditctl.dlq.redrive",
             Self::Verify => "auditctl.verify",
             Self::ArchiveRepair => "auditctl.archive.repair",
+            Self::Prove => "auditctl.prove",
             Self::UiSearch => "auditctl.ui.search",
             Self::UiView => "auditctl.ui.view",
             Self::UiExport => "auditctl.ui.export",

@@ -11,6 +11,7 @@ pub mod filter;
 pub mod item;
 pub mod merge;
 pub mod output;
+pub mod prove;
 pub mod query;
 pub mod range;
 pub mod repair;
@@ -105,4 +106,7 @@ pub enum TrailError {
     /// The archiver did not repair (`archive repair`).
     #[error(transparent)]
     Repair(#[from] repair::RepairFailure),
+    /// A proof of the transparency log could not be made (`prove`, `consistency`).
+    #[error(transparent)]
+    Prove(#[from] prove::ProveError),
 }

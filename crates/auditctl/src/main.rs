@@ -10,7 +10,8 @@ use auditctl::TrailError;
 use auditctl::access::{self, Recorder, SdkAccessLog};
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use commands::{
-    AuditArgs, AwsArgs, Context, Failure, archive, dlq, get, query, ui, verify, witness,
+    AuditArgs, AwsArgs, Context, Failure, archive, check_proof, dlq, get, prove, query, ui, verify,
+    witness,
 };
 
 const AFTER_HELP: &str = "\
@@ -22,11 +23,13 @@ Environment (a flag wins over its variable):
   AUDIT_QUEUE_URL         the audit queue, the target of dlq redrive (--queue-url; stack output
                           AuditQueueUrl)
   DEAD_LETTER_QUEUE_URL   the dead-letter queue (--dlq-url; stack output AuditDeadLetterQueueUrl)
-  ARCHIVE_BUCKET          the archive bucket, for verify (--bucket; stack output AuditArchiveBucketName)
+  ARCHIVE_BUCKET          the archive bucket, for verify, prove, consistency and witness
+                          (--bucket; stack output AuditArchiveBucketName)
   ARCHIVER_FUNCTION       the archiver function, for archive repair (--archiver-function; stack
                           output AuditArchiverFunctionArn)
-  DIGEST_KEY_ID           the digest signing key, for verify (--key-id; stack output AuditDigestKeyArn)
-  DIGEST_PERIOD_SECONDS   the digest period, for verify (--period-seconds; 3600 in AWS)
+  DIGEST_KEY_ID           the digest signing key, for verify, prove, consistency and witness
+                          (--key-id; stack output AuditDigestKeyArn)
+  DIGEST_PERIOD_SECONDS   the digest period, for verify and prove (--period-seconds; 3600 in AWS)
   AWS_ENDPOINT_URL        a local endpoint such as moto (--endpoint-url)
   AWS_PROFILE, AWS_REGION and the other standard AWS variables and files (--profile, --region)
 
@@ -39,13 +42,16 @@ Examples:
   auditctl dlq redrive --reason throttled --rate 50
   auditctl verify --from 2026-11-22T00:00:00Z --to 2026-11-22T23:59:59.999Z --table
   auditctl archive repair --from 2026-11-22T10:00:00Z --to 2026-11-22T10:59:59.999Z
+  auditctl prove order-42 --out order-42.proof.json
+  auditctl check-proof order-42.proof.json --public-key digest-key.pem   (offline: no AWS)
   auditctl ui
   auditctl witness --state witness.json --key witness.key
 
-Access to the trail is itself recorded: query, get, dlq list, dlq redrive, verify and archive
-repair first send an audit event of their own (actor = the caller's ARN and callerUserId = its user
-id, from sts:GetCallerIdentity; action auditctl.query, auditctl.get, auditctl.dlq.list,
-auditctl.dlq.redrive, auditctl.verify or auditctl.archive.repair; the arguments given) to the
+Access to the trail is itself recorded: query, get, dlq list, dlq redrive, verify, archive repair
+and prove first send an audit event of their own (actor = the caller's ARN and callerUserId = its
+user id, from sts:GetCallerIdentity; action auditctl.query, auditctl.get, auditctl.dlq.list,
+auditctl.dlq.redrive, auditctl.verify, auditctl.archive.repair or auditctl.prove; the arguments
+given) to the
 access queue. The access queue must be the stack's: the one the table (TABLE_NAME) names in its tag
 audit:access-queue-arn. If it is not, or the event cannot be sent, the command reads nothing and exits 1. Without an
 access queue, or with --no-audit-event, it says on stderr that the access was not recorded.
@@ -74,6 +80,9 @@ enum Command {
     Dlq(dlq::DlqArgs),
     Verify(verify::VerifyArgs),
     Archive(archive::ArchiveArgs),
+    Prove(prove::ProveArgs),
+    CheckProof(check_proof::CheckProofArgs),
+    Consistency(prove::ConsistencyArgs),
     Ui(ui::UiArgs),
     Witness(witness::WitnessArgs),
 }
@@ -108,11 +117,15 @@ async fn main() -> ExitCode {
     }
 }
 
-/// The SDK configuration from the global flags, the access recorder, then the command.
+/// The SDK configuration from the global flags, the access recorder, then the command
+/// (`check-proof` before any of it: it needs no AWS configuration).
 async fn run(
     cli: Cli,
     arguments: serde_json::Map<String, serde_json::Value>,
 ) -> Result<(), Failure> {
+    if let Command::CheckProof(args) = cli.command {
+        return check_proof::run(args);
+    }
     let config = audit_aws::config::cli(&cli.aws.options()).await;
     let access = Recorder::new(
         cli.audit
@@ -132,6 +145,9 @@ async fn run(
         Command::Dlq(args) => dlq::run(args, &context).await,
         Command::Verify(args) => verify::run(args, &context).await,
         Command::Archive(args) => archive::run(args, &context).await,
+        Command::Prove(args) => prove::run(args, &context).await,
+        Command::CheckProof(args) => check_proof::run(args),
+        Command::Consistency(args) => prove::run_consistency(args, &context).await,
         Command::Ui(args) => ui::run(args, context).await,
         Command::Witness(args) => witness::run(args, &context).await,
     }

@@ -123,6 +123,23 @@ pub fn check_cosignature(note: &SignedNote, witness: &WitnessKey) -> Result<u64,
     Ok(timestamp)
 }
 
+/// A witness's key as given on the command line (`--witness-key`): the vkey itself
+/// (`<name>+<key id>+<base64 key>`, as `auditctl witness --init` prints it) or the path of a file
+/// that holds one; why not, naming the format.
+pub fn witness_key_arg(arg: &str) -> Result<WitnessKey, String> {
+    let text = arg.trim();
+    if text.matches('+').count() >= 2 && !std::path::Path::new(text).is_file() {
+        return WitnessKey::parse(text).map_err(|e| format!("--witness-key {text}: {e}"));
+    }
+    let held = std::fs::read_to_string(text).map_err(|e| {
+        format!(
+            "--witness-key {text}: neither a witness key (<name>+<key id>+<base64 key>, as `auditctl witness --init` prints it) nor a file that holds one ({e})"
+        )
+    })?;
+    WitnessKey::parse(held.trim())
+        .map_err(|e| format!("--witness-key {text}: the file holds no witness key: {e}"))
+}
+
 /// What a proof proves, once checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verdict {
@@ -207,7 +224,7 @@ pub struct LogReader<'a, B> {
 }
 
 impl<B: Bucket> LogReader<'_, B> {
-    async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, TrailError> {
+    pub(crate) async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, TrailError> {
         Ok(self
             .archive
             .get(key)
@@ -253,14 +270,26 @@ impl<B: Bucket> LogReader<'_, B> {
 
     /// The checkpoint of the tree of `size`, as stored (the log's signature only).
     pub async fn checkpoint(&self, size: u64) -> Result<Option<SignedNote>, TrailError> {
+        match self.stored_checkpoint(size).await? {
+            None => Ok(None),
+            Some(Ok(note)) => Ok(Some(note)),
+            Some(Err(why)) => Err(TrailError::Aws(format!("{}: {why}", checkpoint_key(size)))),
+        }
+    }
+
+    /// The checkpoint of the tree of `size` as stored, or why its bytes are not a signed note
+    /// (for `verify`, which reports that as a problem rather than stopping).
+    pub async fn stored_checkpoint(
+        &self,
+        size: u64,
+    ) -> Result<Option<Result<SignedNote, String>>, TrailError> {
         let Some(bytes) = self.get(&checkpoint_key(size)).await? else {
             return Ok(None);
         };
-        let text = String::from_utf8(bytes)
-            .map_err(|_| TrailError::Aws(format!("{} is not text", checkpoint_key(size))))?;
-        SignedNote::parse(&text)
-            .map(Some)
-            .map_err(|e| TrailError::Aws(format!("{}: {e}", checkpoint_key(size))))
+        let Ok(text) = String::from_utf8(bytes) else {
+            return Ok(Some(Err("it is not text".to_owned())));
+        };
+        Ok(Some(SignedNote::parse(&text).map_err(|e| e.to_string())))
     }
 
     /// The sizes of every checkpoint larger than `after` (all of them for `None`), smallest
@@ -531,6 +560,26 @@ mod tests {
                 .map(|k| STANDARD.decode(k).unwrap()[0]),
             Some(COSIGNATURE_TYPE)
         );
+    }
+
+    #[test]
+    fn a_witness_key_is_read_from_its_text_or_a_file_and_a_bad_one_names_the_format() {
+        let (_, witness) = witness_pair("witness.example/w1");
+        assert_eq!(witness_key_arg(&witness.vkey()).unwrap(), witness);
+        let file = std::env::temp_dir().join(format!("witness-{}.pub", std::process::id()));
+        std::fs::write(&file, format!("{}\n", witness.vkey())).unwrap();
+        assert_eq!(witness_key_arg(file.to_str().unwrap()).unwrap(), witness);
+        std::fs::write(&file, "not a key\n").unwrap();
+        let error = witness_key_arg(file.to_str().unwrap()).unwrap_err();
+        assert!(error.contains("<name>+<key id>+<base64 key>"), "{error}");
+        std::fs::remove_file(&file).unwrap();
+        for bad in ["w+00000000+AAAA", "/no/such/file"] {
+            let error = witness_key_arg(bad).unwrap_err();
+            assert!(
+                error.contains("<name>+<key id>+<base64 key>"),
+                "{bad}: {error}"
+            );
+        }
     }
 
     #[test]

@@ -3,8 +3,10 @@
 //! printing rows. Must not know any one command's flags or logic (each is a module here).
 
 pub mod archive;
+pub mod check_proof;
 pub mod dlq;
 pub mod get;
+pub mod prove;
 pub mod query;
 pub mod ui;
 pub mod verify;

@@ -9,6 +9,7 @@ use auditctl::TrailError;
 use auditctl::access::Action;
 use auditctl::filter::{Fields, Plan};
 use auditctl::range::TimeRange;
+use auditctl::tlog::witness_key_arg;
 use auditctl::verify::dynamo::DynamoTable;
 use auditctl::verify::key::TrustedKey;
 use auditctl::verify::kms::KmsKey;
@@ -36,7 +37,15 @@ included; times as for query) and checks:
     no other object sits in a sealed period's place or in the range's partitions (unless a later
     digest lists it as late: counted); each object a digest lists as unattested is reported;
   - every tamper record (a MODIFY, or a REMOVE not by TTL) of the range: the item was tampered
-    with, even if it was restored since.
+    with, even if it was restored since;
+  - the transparency log, for the digests that carry its tree: each period's leaves (every line
+    of its listed objects, in the digest's order) appended to the tree give the digest's size and
+    root, and the tiles under log/tile/ hold them (leaf missing); each digest's checkpoint is
+    there, signed by the digest key, with the digest's size and root, and extends the previous
+    checkpoint of the range by a consistency proof made from the tiles (checkpoint inconsistent);
+    with --witness-key, each checkpoint carries that witness's valid cosignature (cosignature
+    missing). Digests sealed before the log began carry no tree: the summary says where it
+    begins.
 With --table it also compares the table with the archive: every archived event of the range's
 periods is still in the table unchanged (unless expired by TTL), and every item with auditTime in
 the range is among the archived events (looked for in the periods after its receivedAt, up to
@@ -45,7 +54,8 @@ the range is among the archived events (looked for in the periods after its rece
 Each problem is printed as it is found, one line each: KIND  KEY-OR-MESSAGE-ID  DETAIL, with KIND
 one of: digest missing, chain broken, signature invalid, object changed, object missing, object
 not in digest, object not attested, event duplicated, trail not sealed, item changed, item
-modified, item missing, item not archived. A summary follows: the digest the chain is trusted
+modified, item missing, item not archived, checkpoint inconsistent, leaf missing, cosignature
+missing. A summary follows: the digest the chain is trusted
 from and why, then what was checked. A period whose digest is absent less than --grace after it
 could be sealed is \"not sealed yet\" (counted, not a problem); periods before the chain's first
 digest are \"before the trail\": a problem (trail not sealed) when they hold objects or items, so
@@ -58,6 +68,7 @@ Examples:
   auditctl verify --from 2026-11-22T00:00:00Z --to 2026-11-22T23:59:59.999Z
   auditctl verify --from 2026-11-01T00:00:00Z --to 2026-12-01T00:00:00Z --table
   auditctl verify --from 2026-11-22T10:00:00Z --to 2026-11-22T10:59:59Z | grep '^object'
+  auditctl verify --from 2026-11-22T00:00:00Z --to 2026-11-22T23:59:59Z --witness-key witness.pub
 
 Exit status: 0 when everything holds, 1 when anything does not (or cannot be read), 2 bad usage.
 
@@ -106,6 +117,11 @@ pub struct VerifyArgs {
     /// Object reads in flight at most.
     #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=64))]
     concurrency: u16,
+    /// A witness whose cosignature every checkpoint of the range must carry: its key
+    /// (<name>+<key id>+<base64 key>, as `auditctl witness --init` prints it) or a file holding
+    /// it. Repeatable.
+    #[arg(long, value_name = "KEY")]
+    witness_key: Vec<String>,
 }
 
 /// The digest period in AWS, as the flag's default: the model's, checked when this compiles.
@@ -127,6 +143,13 @@ pub fn parse_period(text: &str) -> Result<PeriodLength, String> {
 /// the walk, printing each problem as it is found and the summary last.
 pub async fn run(args: VerifyArgs, context: &Context) -> Result<(), Failure> {
     let range = TimeRange::parse(&args.from, &args.to).map_err(Failure::usage)?;
+    let mut witnesses = Vec::new();
+    for arg in &args.witness_key {
+        let witness = witness_key_arg(arg).map_err(Failure::usage)?;
+        if !witnesses.contains(&witness) {
+            witnesses.push(witness);
+        }
+    }
     let length = args.period_seconds;
     let given = |value: Option<String>| value.filter(|v| !v.trim().is_empty());
     let bucket = given(args.bucket).ok_or(TrailError::NotSet {
@@ -176,7 +199,15 @@ pub async fn run(args: VerifyArgs, context: &Context) -> Result<(), Failure> {
         BufWriter::new(std::io::stdout().lock()),
         std::io::stderr().is_terminal(),
     );
-    let walked = walk::verify(&archive, &key, table.as_ref(), &settings, &mut console).await;
+    let walked = walk::verify_with_witnesses(
+        &archive,
+        &key,
+        table.as_ref(),
+        &settings,
+        witnesses,
+        &mut console,
+    )
+    .await;
     console.clear();
     let summary = match walked {
         Ok(summary) => summary,

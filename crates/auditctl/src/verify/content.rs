@@ -1,12 +1,14 @@
 //! Owns reading one archive object's bytes as `verify` checks them, chunk by chunk as they arrive:
 //! the SHA-256 and size of the bytes as stored, and the JSON lines after gunzip (counted, and kept
-//! when the table is compared), and the key of each line's record (to find a record archived
-//! twice). Must not know digests or S3.
+//! when the table is compared), the key of each line's record (to find a record archived
+//! twice), and, for a digest that carries the transparency log's tree, each line's leaf hash
+//! (`tlog::leaf_hash`, hashed as the line passes). Must not know digests or S3.
 
 use std::borrow::Cow;
 use std::io::Write;
 
 use audit_model::archive::ObjectKind;
+use audit_model::tlog::{Hash, leaf_hash};
 use serde::Deserialize;
 
 use aws_lc_rs::digest::{Context, SHA256};
@@ -84,6 +86,8 @@ pub struct Content {
     pub kept: Vec<String>,
     /// Each line's record, when asked for (lines that are no record left out).
     pub keys: Vec<LineKey>,
+    /// Each line's leaf hash in order, when asked for (`ContentReader::with_leaves`).
+    pub leaves: Vec<Hash>,
     /// Why the bytes are not gzip-compressed lines, when they are not (`lines` then counts those
     /// read before).
     pub unreadable: Option<String>,
@@ -107,6 +111,8 @@ struct Lines {
     /// The kind of records whose keys are taken, when they are.
     keyed: Option<ObjectKind>,
     keys: Vec<LineKey>,
+    /// Each line's leaf hash, when taken.
+    leaves: Option<Vec<Hash>>,
 }
 
 impl Lines {
@@ -118,6 +124,7 @@ impl Lines {
             kept: Vec::new(),
             keyed,
             keys: Vec::new(),
+            leaves: None,
         }
     }
 
@@ -128,6 +135,9 @@ impl Lines {
         }
         if self.keep {
             self.kept.push(String::from_utf8_lossy(line).into_owned());
+        }
+        if let Some(leaves) = self.leaves.as_mut() {
+            leaves.push(leaf_hash(line));
         }
     }
 
@@ -179,6 +189,14 @@ impl ContentReader {
         }
     }
 
+    /// Also hashes each line as a leaf of the transparency log (`Content::leaves`).
+    pub fn with_leaves(mut self) -> Self {
+        if let Some(decoder) = self.decoder.as_mut() {
+            decoder.get_mut().leaves = Some(Vec::new());
+        }
+        self
+    }
+
     pub fn update(&mut self, chunk: &[u8]) {
         self.hash.update(chunk);
         self.size += chunk.len() as u64;
@@ -223,18 +241,24 @@ impl ContentReader {
             lines: lines.count,
             kept: lines.kept,
             keys: lines.keys,
+            leaves: lines.leaves.unwrap_or_default(),
             unreadable: unreadable.map(|why| format!("not gzip-compressed JSON lines: {why}")),
         }
     }
 }
 
-/// Reads a fetched version to its end (`keep`, `keyed`: as [`ContentReader::new`]).
+/// Reads a fetched version to its end (`keep`, `keyed`: as [`ContentReader::new`]; `leaves`:
+/// [`ContentReader::with_leaves`]).
 pub async fn read(
     fetched: Fetched,
     keep: bool,
     keyed: Option<ObjectKind>,
+    leaves: bool,
 ) -> Result<Content, TrailError> {
     let mut reader = ContentReader::new(keep, keyed);
+    if leaves {
+        reader = reader.with_leaves();
+    }
     let mut body = fetched.body;
     while let Some(chunk) = body.next().await {
         reader.update(&chunk?);
@@ -313,6 +337,25 @@ mod tests {
         let other = br#"{"eventID":"e-2","keys":{"messageId":"m-1"}}"#;
         assert_ne!(line_key(ObjectKind::Tamper, other).unwrap().key, key.key);
         assert_eq!(line_key(ObjectKind::Tamper, br#"{"keys":{}}"#), None);
+    }
+
+    #[test]
+    fn leaves_are_the_lines_hashed_as_the_log_hashes_them_empty_lines_included() {
+        let bytes = gzip("{\"a\":1}\n\n{\"b\":2}");
+        let mut reader = ContentReader::new(false, None).with_leaves();
+        for piece in bytes.chunks(3) {
+            reader.update(piece);
+        }
+        let content = reader.finish();
+        assert_eq!(
+            content.leaves,
+            [
+                leaf_hash(b"{\"a\":1}"),
+                leaf_hash(b""),
+                leaf_hash(b"{\"b\":2}")
+            ]
+        );
+        assert!(read_in_chunks(&bytes, 3, false).leaves.is_empty());
     }
 
     #[test]

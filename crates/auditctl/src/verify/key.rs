@@ -2,20 +2,25 @@
 //! ECDSA_SHA_256), its public key parsed once, and a signature checked with it (aws-lc-rs). Must
 //! not know S3, the digest's layout or KMS's client.
 
+use std::sync::Arc;
+
 use audit_model::digest::SIGNING_ALGORITHM;
 use aws_lc_rs::signature::{ECDSA_P256_SHA256_ASN1, ParsedPublicKey};
 
 use super::ports::PublicKeyInfo;
 use crate::TrailError;
+use crate::tlog::LogKey;
 
 /// The key spec of the digest key (template.yaml's AuditDigestKey).
 pub use audit_aws::kms::KEY_SPEC;
 
-/// The digest key's public key, checked: what every digest's signature is verified with.
+/// The digest key's public key, checked: what every digest's signature is verified with, and
+/// (as the log's key, from the same DER) every checkpoint's.
 #[derive(Clone)]
 pub struct TrustedKey {
     arn: String,
     key: ParsedPublicKey,
+    log: Arc<LogKey>,
 }
 
 impl std::fmt::Debug for TrustedKey {
@@ -57,7 +62,18 @@ impl TrustedKey {
         }
         let key = ParsedPublicKey::new(&ECDSA_P256_SHA256_ASN1, &info.der)
             .map_err(|e| unsuitable(format!("its public key is not a P-256 key ({e})")))?;
-        Ok(Self { arn: info.arn, key })
+        let log = LogKey::from_der(&info.der).map_err(unsuitable)?;
+        Ok(Self {
+            arn: info.arn,
+            key,
+            log: Arc::new(log),
+        })
+    }
+
+    /// The same public key as the transparency log's: checkpoints' signature lines (key id from
+    /// the DER SubjectPublicKeyInfo KMS gave).
+    pub fn log(&self) -> &LogKey {
+        &self.log
     }
 
     /// The key's ARN: what a digest signed by it names as its `keyId`.

@@ -1,19 +1,24 @@
 //! Owns the in-memory twins of `verify`'s ports, for its tests: the archive over `audit_aws::s3`'s
 //! versioned twin, the key over `audit_aws::kms`'s (a P-256 key that signs as KMS does: DER, over
-//! SHA-256 of a RAW message), a table, and the archiver's writes and seals. Must not know what is
-//! checked.
+//! SHA-256 of a RAW message), a table, and the archiver's writes and seals (with the
+//! transparency log, as docs/archive.md "The transparency log" has the sealer write it). Must not
+//! know what is checked.
 
 use std::collections::BTreeMap;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::sync::Mutex;
 
 use audit_aws::kms::MemoryKey;
 use audit_aws::s3::MemoryBucket;
 use audit_model::archive::{ObjectKey, ObjectKind, Period, PeriodLength, object_prefixes};
 use audit_model::digest::{
-    Digest, ListedObject, SIGNATURE_METADATA, SealedDigest, digest_key, hex, sha256,
+    Digest, ListedObject, SIGNATURE_METADATA, SealedDigest, TreeHead, digest_key, hex, sha256,
     signing_string_of,
 };
+use audit_model::note::{
+    Checkpoint, NoteSignature, SignedNote, checkpoint_key, ecdsa_key_id, origin,
+};
+use audit_model::tlog::{Hash, HexHash, TileRef, TreeEdge, leaf_hash};
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use flate2::Compression;
@@ -217,4 +222,99 @@ pub fn put_digest_at(
         sha256: body_sha256,
         signature,
     }
+}
+
+/// The leaf hashes of a listed object's lines, as the sealer reads them: the gunzipped bytes
+/// between newlines (the empty piece after a final newline is not a line).
+pub fn object_leaves(archive: &MemoryArchive, object: &ListedObject) -> Vec<Hash> {
+    let version = archive
+        .versions(&object.key)
+        .into_iter()
+        .find(|v| v.version_id == object.version_id)
+        .expect("the listed version");
+    let mut text = Vec::new();
+    flate2::read::MultiGzDecoder::new(version.body.as_ref())
+        .read_to_end(&mut text)
+        .unwrap();
+    if text.is_empty() {
+        return Vec::new();
+    }
+    let text = text.strip_suffix(b"\n").unwrap_or(&text);
+    text.split(|b| *b == b'\n').map(leaf_hash).collect()
+}
+
+/// The tiles a period's leaves wrote, and the tree after them.
+pub struct Logged {
+    pub tiles: Vec<(TileRef, Vec<u8>)>,
+}
+
+/// Appends `digest`'s leaves (its objects in order) to `edge`, sets `digest.tree`; the tiles the
+/// sealer would write for them (the full ones filled and, when there were leaves, the partial
+/// ones of the new size).
+pub fn append_leaves(archive: &MemoryArchive, digest: &mut Digest, edge: &mut TreeEdge) -> Logged {
+    let start = edge.size;
+    let mut tiles = Vec::new();
+    for object in &digest.objects {
+        for leaf in object_leaves(archive, object) {
+            edge.push(leaf, &mut tiles);
+        }
+    }
+    if edge.size > start {
+        tiles.extend(edge.partial_tiles());
+    }
+    digest.tree = Some(TreeHead {
+        size: edge.size,
+        root: HexHash(&edge.root()).to_string(),
+        checkpoint: checkpoint_key(edge.size),
+    });
+    Logged { tiles }
+}
+
+/// The signed checkpoint of the tree of `size` with `root`, signed by `key` as the log.
+pub fn checkpoint_note(bucket: &str, size: u64, root: Hash, key: &TestKey) -> SignedNote {
+    let name = origin(bucket);
+    let body = Checkpoint {
+        origin: name.clone(),
+        size,
+        root,
+    }
+    .body();
+    let signature = key.sign(body.as_bytes()).unwrap();
+    SignedNote {
+        signatures: vec![NoteSignature {
+            name,
+            key_id: ecdsa_key_id(&key.public_key().der),
+            signature,
+        }],
+        body,
+    }
+}
+
+/// Stores the checkpoint of `size` (a new version when one is there).
+pub fn put_checkpoint(archive: &MemoryArchive, note: &SignedNote, size: u64) {
+    archive.overwrite(&checkpoint_key(size), Bytes::from(note.text()));
+}
+
+/// Seals `period` as the sealer does with the log: the digest of its objects with the tree after
+/// their leaves (appended to `edge`), signed and stored; then its tiles, then the checkpoint.
+pub fn seal_logged(
+    archive: &MemoryArchive,
+    bucket: &str,
+    period: Period,
+    previous: Option<&SealedDigest>,
+    key: &TestKey,
+    edge: &mut TreeEdge,
+) -> SealedDigest {
+    let mut digest = digest_of(archive, bucket, period, previous, key);
+    let logged = append_leaves(archive, &mut digest, edge);
+    let sealed = put_digest(archive, period, &digest, key);
+    for (tile, bytes) in logged.tiles {
+        archive.overwrite(&tile.key(), Bytes::from(bytes));
+    }
+    put_checkpoint(
+        archive,
+        &checkpoint_note(bucket, edge.size, edge.root(), key),
+        edge.size,
+    );
+    sealed
 }

@@ -7,13 +7,16 @@
 //! checks the period's digest (versions, signature with `key`, fields, link to the previous
 //! period's), `walk` checks the objects it lists (`content` reads each version's bytes) against
 //! every version S3 holds in the period's partitions, and `table` compares the archived events
-//! with the table. Every finding is a `report::Problem`, printed as it is found.
+//! with the table; `log` checks the transparency log of the digests that carry its tree, from
+//! the lines `content` hashes as they pass. Every finding is a `report::Problem`, printed as it
+//! is found.
 
 pub mod content;
 pub mod digests;
 pub mod dynamo;
 pub mod key;
 pub mod kms;
+pub mod log;
 pub mod ports;
 pub mod report;
 pub mod s3;

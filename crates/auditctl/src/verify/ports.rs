@@ -11,6 +11,7 @@ use futures::stream::BoxStream;
 
 use crate::TrailError;
 use crate::range::TimeRange;
+use crate::tlog::LogReader;
 
 /// One entry of a version listing: a version of a key, or a delete marker (`audit_aws::s3`'s).
 pub use audit_aws::s3::VersionEntry as Entry;
@@ -36,6 +37,13 @@ impl Fetched {
 
 /// The archive bucket, read.
 pub trait Archive: Send + Sync {
+    /// The bucket underneath, as the transparency log's objects are read from it.
+    type Bucket: audit_aws::s3::Bucket;
+
+    /// The transparency log's objects (tiles, checkpoints, cosignatures), read at their current
+    /// version through `tlog::LogReader`, shared with the other commands.
+    fn log(&self) -> LogReader<'_, Self::Bucket>;
+
     /// Every version and delete marker whose key starts with `prefix`, in S3's order (keys in
     /// order, each key's versions and delete markers newest first), page by page.
     fn versions(&self, prefix: String) -> BoxStream<'_, Result<Entry, TrailError>>;

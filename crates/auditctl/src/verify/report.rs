@@ -170,7 +170,83 @@ pub struct Summary {
     pub duplicated: u64,
     /// With `--table`.
     pub table: Option<TableSummary>,
+    /// The transparency log.
+    pub log: LogSummary,
     pub problems: BTreeMap<ProblemKind, u64>,
+}
+
+/// What was checked of the transparency log.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LogSummary {
+    /// Digests of the range whose tree was checked.
+    pub digests: u64,
+    /// Digests of the range without a tree (sealed before the log began).
+    pub untreed: u64,
+    /// The digest whose period's leaves are the tree's first, when the range holds it.
+    pub begins: Option<String>,
+    /// The tree's size before the range's first period checked, and after its last.
+    pub from: Option<u64>,
+    pub to: u64,
+    /// Leaves appended (lines of the listed objects) and compared with the tiles.
+    pub leaves: u64,
+    /// Tiles compared with the leaves.
+    pub tiles: u64,
+    /// Checkpoints read and checked (signature, size and root).
+    pub checkpoints: u64,
+    /// Consistency proofs made from the tiles and checked.
+    pub consistency: u64,
+    /// Cosignatures checked, and of how many witnesses (`--witness-key`).
+    pub cosignatures: u64,
+    pub witnesses: u64,
+    /// Of digests sealed within the grace: their tiles or checkpoint not written yet (one each),
+    /// and cosignatures not made yet of their checkpoints (counted, not problems).
+    pub pending: u64,
+    pub uncosigned_yet: u64,
+}
+
+impl LogSummary {
+    /// The summary's `log` line, when the range has a digest.
+    fn line(&self) -> Option<String> {
+        if self.digests == 0 {
+            return (self.untreed > 0).then(|| {
+                format!(
+                    "log       none in the range: its {} digest(s) carry no tree (sealed before the transparency log began)",
+                    self.untreed
+                )
+            });
+        }
+        let start = match (&self.begins, self.untreed) {
+            (Some(first), 0) => format!("the log begins at {first}; "),
+            (Some(first), n) => format!(
+                "the log begins at {first} ({n} digest(s) of the range before it carry no tree); "
+            ),
+            (None, _) => String::new(),
+        };
+        let cosigned = if self.witnesses == 0 {
+            "cosignatures not asked for (--witness-key)".to_owned()
+        } else {
+            format!(
+                "{} cosignature(s) of {} witness(es) ({} not made yet)",
+                self.cosignatures, self.witnesses, self.uncosigned_yet
+            )
+        };
+        let pending = match self.pending {
+            0 => String::new(),
+            n => format!(
+                "; {n} part(s) of the log of digests sealed within the grace not written yet (tiles, checkpoint)"
+            ),
+        };
+        Some(format!(
+            "log       {start}tree sizes {} to {}: {} leaves appended and {} tiles compared over {} digest(s); {} checkpoint(s) checked (signature, size, root); {} consistency proof(s); {cosigned}{pending}",
+            self.from.unwrap_or(0),
+            self.to,
+            self.leaves,
+            self.tiles,
+            self.digests,
+            self.checkpoints,
+            self.consistency
+        ))
+    }
 }
 
 /// What `--table` compared.
@@ -268,6 +344,7 @@ impl Summary {
                 ));
             }
         }
+        lines.extend(self.log.line());
         let problems = if self.problems.is_empty() {
             "problems  none: the trail is as sealed".to_owned()
         } else {

@@ -12,6 +12,7 @@ use futures::{StreamExt, TryStreamExt};
 
 use super::ports::{Archive, Entry, Fetched};
 use crate::TrailError;
+use crate::tlog::LogReader;
 
 /// The archive bucket, read: S3's (`audit_aws::s3::S3Bucket`) or its twin.
 #[derive(Debug, Clone)]
@@ -97,6 +98,12 @@ impl<B> Deref for S3Archive<B> {
 }
 
 impl<B: Bucket> Archive for S3Archive<B> {
+    type Bucket = B;
+
+    fn log(&self) -> LogReader<'_, B> {
+        LogReader { archive: self }
+    }
+
     fn versions(&self, prefix: String) -> BoxStream<'_, Result<Entry, TrailError>> {
         self.bucket
             .versions(prefix)

@@ -16,12 +16,14 @@ use serde_json::{Map, Value, json};
 use super::Settings;
 use super::key::TrustedKey;
 use super::memory::{
-    MemoryArchive, MemoryTable, TestKey, digest_of, put_digest, put_digest_at, seal, write_object,
+    MemoryArchive, MemoryTable, TestKey, digest_of, put_digest, put_digest_at, seal, seal_logged,
+    write_object,
 };
 use super::ports::TableItem;
 use super::report::{Problem, Summary};
-use super::walk::verify;
+use super::walk::{verify, verify_with_witnesses};
 use crate::range::TimeRange;
+use audit_model::note::WitnessKey;
 
 const BUCKET: &str = "audit-archive";
 const ARN: &str = "arn:aws:kms:us-east-1:111122223333:key/digest";
@@ -48,6 +50,10 @@ struct World {
     sequence: u64,
     /// The last period sealed, and its digest.
     sealed: Option<(Period, SealedDigest)>,
+    /// Whether periods are sealed with the transparency log (the tree in the digest, tiles,
+    /// checkpoint), and the tree so far.
+    logged: bool,
+    edge: audit_model::tlog::TreeEdge,
 }
 
 /// The first period of every world.
@@ -61,6 +67,8 @@ impl World {
             table: MemoryTable::default(),
             sequence: 100,
             sealed: None,
+            logged: false,
+            edge: Default::default(),
         }
     }
 
@@ -167,7 +175,18 @@ impl World {
         };
         while next.start <= period(until).start {
             let previous = self.sealed.as_ref().map(|(_, d)| d.clone());
-            let digest = seal(&self.archive, BUCKET, next, previous.as_ref(), &self.key);
+            let digest = if self.logged {
+                seal_logged(
+                    &self.archive,
+                    BUCKET,
+                    next,
+                    previous.as_ref(),
+                    &self.key,
+                    &mut self.edge,
+                )
+            } else {
+                seal(&self.archive, BUCKET, next, previous.as_ref(), &self.key)
+            };
             self.sealed = Some((next, digest));
             next = next.next();
         }
@@ -202,6 +221,28 @@ impl World {
         let summary = verify(&self.archive, &key, table, settings, &mut problems)
             .await
             .unwrap();
+        assert_eq!(summary.problem_count(), problems.len() as u64);
+        (problems, summary)
+    }
+
+    /// The same without the table, each checkpoint required to carry `witnesses`' cosignatures.
+    async fn verify_witnessed(
+        &self,
+        settings: &Settings,
+        witnesses: &[WitnessKey],
+    ) -> (Vec<Problem>, Summary) {
+        let key = TrustedKey::new(self.key.public_key()).unwrap();
+        let mut problems = Vec::new();
+        let summary = verify_with_witnesses(
+            &self.archive,
+            &key,
+            None::<&MemoryTable>,
+            settings,
+            witnesses.to_vec(),
+            &mut problems,
+        )
+        .await
+        .unwrap();
         assert_eq!(summary.problem_count(), problems.len() as u64);
         (problems, summary)
     }
@@ -1400,3 +1441,6 @@ fn the_late_bound_covers_what_the_templates_mapping_retries() {
         assert!(super::STREAM_RETENTION_SECONDS == 86_400);
     }
 }
+
+/// The transparency log's checks.
+mod log;

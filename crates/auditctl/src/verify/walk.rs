@@ -1,21 +1,23 @@
 //! Owns the walk of `verify` over a range: where the chain starts, the link into the range, every
 //! UTC hour partition the range's periods write into (listed once, each entry given to its
 //! period), and for each period in order: its digest checked, the objects it lists read and
-//! checked, every version and delete marker in its place compared with that list, and the
-//! archived events handed to the table check. Must not know the SDK or how problems are printed.
+//! checked, every version and delete marker in its place compared with that list, their lines
+//! appended to the transparency log's tree (`log`), and the archived events handed to the table
+//! check. Must not know the SDK or how problems are printed.
 //!
 //! Memory is bounded by one period's objects (their listing, the digest's list, `concurrency`
 //! objects being read), not by the range: periods are checked as soon as every partition they can
 //! be written in has been listed, and then dropped. Beside them, the walk keeps a 16-byte key and
 //! an object index per record of the range's sealed objects (to find one archived twice), and the
 //! few objects of sealed periods that their digest does not list until a later digest's `late`
-//! list explains them.
+//! list explains them. The log's check keeps the tree's edge, never the range's leaves.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use audit_model::archive::{ObjectKey, ObjectKind, Period, object_prefixes};
 use audit_model::digest::{Digest, ProblemKind, digest_key, hex};
+use audit_model::note::WitnessKey;
 use chrono::{DateTime, Datelike, Timelike, Utc};
 use futures::{StreamExt, TryStreamExt};
 use serde_json::Value;
@@ -23,6 +25,7 @@ use serde_json::Value;
 use super::content::{self, Content};
 use super::digests::{self, Before, Loaded};
 use super::key::TrustedKey;
+use super::log::{self, LogCheck};
 use super::ports::{Archive, Entry, Table};
 use super::report::{Observer, Problem, Summary};
 use super::table::{ArchivedEvent, TableCheck, Window};
@@ -36,6 +39,19 @@ pub async fn verify<A: Archive, T: Table, O: Observer>(
     key: &TrustedKey,
     table: Option<&T>,
     settings: &Settings,
+    observer: &mut O,
+) -> Result<Summary, TrailError> {
+    verify_with_witnesses(archive, key, table, settings, Vec::new(), observer).await
+}
+
+/// [`verify`], each checkpoint of the range also required to carry a valid cosignature by each
+/// of `witnesses` (`--witness-key`).
+pub async fn verify_with_witnesses<A: Archive, T: Table, O: Observer>(
+    archive: &A,
+    key: &TrustedKey,
+    table: Option<&T>,
+    settings: &Settings,
+    witnesses: Vec<WitnessKey>,
     observer: &mut O,
 ) -> Result<Summary, TrailError> {
     let mut walk = Walk {
@@ -54,10 +70,17 @@ pub async fn verify<A: Archive, T: Table, O: Observer>(
         seen_objects: Vec::new(),
         late: HashSet::new(),
         unlisted: Vec::new(),
+        log: LogCheck::new(
+            &settings.bucket,
+            witnesses,
+            settings.now.timestamp(),
+            settings.grace_seconds,
+        ),
     };
     walk.run().await?;
     let mut summary = walk.summary;
     summary.table = walk.table.map(|t| t.summary);
+    summary.log = walk.log.summary;
     Ok(summary)
 }
 
@@ -87,6 +110,8 @@ struct Walk<'a, A, T, O> {
     /// Objects in sealed periods' places that their digest does not list, until a later digest's
     /// `late` list explains them.
     unlisted: Vec<Unlisted>,
+    /// The transparency log's check.
+    log: LogCheck,
 }
 
 /// An object in a sealed period's place that its digest does not list.
@@ -229,6 +254,18 @@ impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
             length,
         };
         let loaded = digests::load_period(self.archive, before).await?;
+        let tree_before = loaded.iter().find_map(|l| {
+            let judged = digests::judge(l, before, &self.settings.bucket, self.key);
+            judged
+                .digest
+                .filter(|_| judged.signed)
+                .map(|d| match d.tree {
+                    Some(tree) => log::Before::Tree(tree, l.key.clone()),
+                    None => log::Before::NoTree,
+                })
+        });
+        self.log
+            .set_before(tree_before.unwrap_or(log::Before::Unknown));
         let previous = Before::of(&loaded, before, &self.settings.bucket, self.key);
         let linked = previous
             .digests
@@ -363,6 +400,7 @@ impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
             self.summary.before_trail += 1;
             self.summary.unsealed_objects += live;
             self.previous = None;
+            self.log.unknown();
             if live > 0 {
                 let why = self.no_chain_here();
                 self.report(Problem::new(
@@ -410,6 +448,7 @@ impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
             }
             self.summary.unsealed_objects += live;
             self.previous = None;
+            self.log.unknown();
             return self.current_events(&groups).await;
         };
         // The period's digest: the first of its names validly signed, else the first that is a
@@ -510,10 +549,12 @@ impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
                 if checked.signed {
                     self.remember_late(&digest);
                 }
-                self.objects(&digest, &digest_key, groups).await
+                self.objects(&digest, &digest_key, checked.signed, groups)
+                    .await
             }
             None => {
                 // Not a digest: nothing to check its objects against.
+                self.log.unknown();
                 self.summary.missing += 1;
                 self.summary.unsealed_objects += live;
                 self.current_events(&groups).await
@@ -535,11 +576,13 @@ impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
         }
     }
 
-    /// The objects a digest lists, against what the bucket holds in the period's place.
+    /// The objects a digest lists, against what the bucket holds in the period's place; with
+    /// `signed` and a tree, their lines against the transparency log.
     async fn objects(
         &mut self,
         digest: &Digest,
         digest_key: &str,
+        signed: bool,
         groups: Groups,
     ) -> Result<(), TrailError> {
         let listed: BTreeMap<&str, _> =
@@ -630,12 +673,30 @@ impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
 
         let keep_trail = self.table.is_some();
         let archive = self.archive;
+        let reader = archive.log();
+        // The period's leaves, appended in the digest's order as its objects are read.
+        let mut leaves = if signed {
+            let (leaves, problems) = self.log.start(&reader, digest, digest_key).await?;
+            self.report_all(problems)?;
+            leaves
+        } else {
+            self.log.unknown();
+            None
+        };
+        let hash_leaves = leaves.is_some();
         let mut reads = futures::stream::iter(digest.objects.iter())
             .map(|object| async move {
                 let kind = kind_of(&object.key);
                 let keep = kind == ObjectKind::Tamper || keep_trail;
-                let read =
-                    read_version(archive, &object.key, &object.version_id, keep, Some(kind)).await;
+                let read = read_version(
+                    archive,
+                    &object.key,
+                    &object.version_id,
+                    keep,
+                    Some(kind),
+                    hash_leaves,
+                )
+                .await;
                 (object, read)
             })
             .buffered(self.settings.concurrency.max(1));
@@ -648,6 +709,12 @@ impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
                 ))?;
                 continue;
             };
+            if let Some(leaves) = leaves.as_mut() {
+                leaves.push(&std::mem::take(&mut content.leaves));
+                if leaves.due() {
+                    leaves.compare(&reader).await?;
+                }
+            }
             let kind = kind_of(&object.key);
             match kind {
                 ObjectKind::Trail => {
@@ -694,6 +761,18 @@ impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
                 ObjectKind::Trail => self.compare_events(&object.key, content).await?,
                 ObjectKind::Tamper => self.tampered(&object.key, &content, &twice)?,
             }
+        }
+        drop(reads);
+        if let Some(leaves) = leaves {
+            let problems = self.log.finish(&reader, leaves).await?;
+            self.report_all(problems)?;
+        }
+        if signed {
+            let problems = self
+                .log
+                .checkpoint(&reader, self.key.log(), digest, digest_key)
+                .await?;
+            self.report_all(problems)?;
         }
         self.flush_table().await
     }
@@ -775,7 +854,7 @@ impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
                 continue;
             }
             let Some(content) =
-                read_version(self.archive, key, &current.version_id, true, None).await?
+                read_version(self.archive, key, &current.version_id, true, None, false).await?
             else {
                 continue;
             };
@@ -827,8 +906,15 @@ impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
                 .try_collect()
                 .await?;
             for entry in current {
-                let Some(content) =
-                    read_version(self.archive, &entry.key, &entry.version_id, true, None).await?
+                let Some(content) = read_version(
+                    self.archive,
+                    &entry.key,
+                    &entry.version_id,
+                    true,
+                    None,
+                    false,
+                )
+                .await?
                 else {
                     continue;
                 };
@@ -930,16 +1016,17 @@ impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
     }
 }
 
-/// One version read to its end; `None` when it is gone.
+/// One version read to its end (`leaves`: each line hashed as a leaf); `None` when it is gone.
 async fn read_version<A: Archive>(
     archive: &A,
     key: &str,
     version_id: &str,
     keep: bool,
     keyed: Option<ObjectKind>,
+    leaves: bool,
 ) -> Result<Option<Content>, TrailError> {
     match archive.get(key, version_id).await? {
-        Some(fetched) => content::read(fetched, keep, keyed).await.map(Some),
+        Some(fetched) => content::read(fetched, keep, keyed, leaves).await.map(Some),
         None => Ok(None),
     }
 }

@@ -11,11 +11,15 @@ mod support;
 mod harness;
 
 mod access;
+/// `auditctl check-proof` offline, and docs/operations.md's Python check.
+mod check_proof;
 mod dlq;
 mod dlq_paging;
 mod lookup_output;
 mod lookup_requests;
 mod lookups;
+/// `auditctl prove` and `consistency` (prove.rs) on moto.
+mod prove;
 mod query;
 mod sender;
 mod ui;

@@ -8,15 +8,19 @@
 //! will then seal with it.
 
 use std::collections::BTreeMap;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::process::Output;
 use std::str::FromStr;
 
 use audit_model::archive::{ObjectKey, ObjectKind, Period, PeriodLength, object_prefixes};
 use audit_model::digest::{
-    Digest, ListedObject, PreviousDigest, SIGNATURE_METADATA, SealedDigest, digest_key, hex,
-    sha256, signing_string_of,
+    Digest, ListedObject, PreviousDigest, SIGNATURE_METADATA, SealedDigest, TreeHead, digest_key,
+    hex, sha256, signing_string_of,
 };
+use audit_model::note::{
+    Checkpoint, NoteSignature, SignedNote, WitnessKey, checkpoint_key, ecdsa_key_id, origin,
+};
+use audit_model::tlog::{HexHash, TreeEdge, leaf_hash};
 use audit_testkit::endpoint::{create_locked_bucket, sdk_config};
 use auditctl::item::TrailItem;
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -32,6 +36,9 @@ use crate::access::assert_access_event;
 use crate::dlq::queues;
 use crate::harness::*;
 use crate::support::*;
+
+/// Sealed by the archiver's own sealer, with the transparency log.
+mod sealed;
 
 const BUCKET: &str = "audit-archive-verify";
 /// The shortest period: many periods in a few minutes of trail.
@@ -221,6 +228,123 @@ impl Stack {
         }
     }
 
+    /// Seals the trail's periods in order with the transparency log, as the sealer does: each
+    /// digest carries the tree after its period's lines, then its tiles and its checkpoint,
+    /// signed with KMS, are written. The tree's sizes, one per period.
+    async fn seal_logged(&self) -> Vec<u64> {
+        let public = self
+            .kms
+            .get_public_key()
+            .key_id(&self.key)
+            .send()
+            .await
+            .unwrap()
+            .public_key
+            .unwrap()
+            .into_inner();
+        let mut edge = TreeEdge::default();
+        let mut previous: Option<SealedDigest> = None;
+        let mut sizes = Vec::new();
+        for n in 0..PERIODS {
+            let period = self.period(n);
+            let objects = self.listed(period).await;
+            let start = edge.size;
+            let mut tiles = Vec::new();
+            for object in &objects {
+                let got = self
+                    .s3
+                    .get_object()
+                    .bucket(BUCKET)
+                    .key(&object.key)
+                    .version_id(&object.version_id)
+                    .send()
+                    .await
+                    .unwrap();
+                let body = got.body.collect().await.unwrap().to_vec();
+                let mut text = String::new();
+                flate2::read::GzDecoder::new(&body[..])
+                    .read_to_string(&mut text)
+                    .unwrap();
+                for line in text.lines() {
+                    edge.push(leaf_hash(line.as_bytes()), &mut tiles);
+                }
+            }
+            if edge.size > start {
+                tiles.extend(edge.partial_tiles());
+            }
+            let link = previous.as_ref().map(|p| PreviousDigest {
+                key: digest_key(self.period(n - 1)),
+                ..p.as_previous()
+            });
+            let mut digest = Digest::new(
+                BUCKET,
+                period,
+                DateTime::from_timestamp(period.sealable_at(), 0).unwrap(),
+                objects,
+                link,
+                &self.key,
+            );
+            digest.tree = Some(TreeHead {
+                size: edge.size,
+                root: HexHash(&edge.root()).to_string(),
+                checkpoint: checkpoint_key(edge.size),
+            });
+            previous = Some(self.put_digest(period, &digest, &self.key, true).await);
+            for (tile, bytes) in tiles {
+                self.put_log(&tile.key(), bytes).await;
+            }
+            self.put_checkpoint(edge.size, edge.root(), &public).await;
+            sizes.push(edge.size);
+        }
+        sizes
+    }
+
+    /// An object under `log/`, written (a new version when the key has one).
+    async fn put_log(&self, key: &str, bytes: Vec<u8>) {
+        self.s3
+            .put_object()
+            .bucket(BUCKET)
+            .key(key)
+            .body(ByteStream::from(bytes))
+            .send()
+            .await
+            .unwrap();
+    }
+
+    /// The checkpoint of the tree of `size` with `root`, signed with KMS by the digest key
+    /// (RAW, ECDSA_SHA_256) as the log (`public`: the key's DER).
+    async fn put_checkpoint(&self, size: u64, root: [u8; 32], public: &[u8]) {
+        let body = Checkpoint {
+            origin: origin(BUCKET),
+            size,
+            root,
+        }
+        .body();
+        let signature = self
+            .kms
+            .sign()
+            .key_id(&self.key)
+            .message(Blob::new(body.clone().into_bytes()))
+            .message_type(MessageType::Raw)
+            .signing_algorithm(SigningAlgorithmSpec::EcdsaSha256)
+            .send()
+            .await
+            .unwrap()
+            .signature
+            .unwrap()
+            .into_inner();
+        let note = SignedNote {
+            body,
+            signatures: vec![NoteSignature {
+                name: origin(BUCKET),
+                key_id: ecdsa_key_id(public),
+                signature,
+            }],
+        };
+        self.put_log(&checkpoint_key(size), note.text().into_bytes())
+            .await;
+    }
+
     /// What a digest of `period` lists: each current object in its place.
     async fn listed(&self, period: Period) -> Vec<ListedObject> {
         let mut listed = Vec::new();
@@ -359,7 +483,7 @@ fn gzip(lines: &[String]) -> Vec<u8> {
 
 /// The (kind, subject) of each problem line of verify's output.
 fn problems(output: &str) -> Vec<(String, String)> {
-    const KINDS: [&str; 13] = [
+    const KINDS: [&str; 16] = [
         "digest missing",
         "chain broken",
         "signature invalid",
@@ -373,6 +497,9 @@ fn problems(output: &str) -> Vec<(String, String)> {
         "item modified",
         "item missing",
         "item not archived",
+        "checkpoint inconsistent",
+        "leaf missing",
+        "cosignature missing",
     ];
     output
         .lines()
@@ -818,4 +945,87 @@ async fn verify_takes_a_predecessor_older_than_the_buckets_retention_as_expired_
         "{out}"
     );
     assert!(out.contains("retention of 1 days keeps it until"), "{out}");
+}
+
+#[tokio::test]
+async fn verify_checks_the_transparency_log_the_digest_key_signed_and_the_witnesses_asked_for() {
+    let mut stack = Stack::new().await;
+    stack.write_trail(20).await;
+    let sizes = stack.seal_logged().await;
+    assert_eq!(sizes.last(), Some(&20));
+    let mut distinct = sizes.clone();
+    distinct.dedup();
+    let out = ok(stack.verify(&["--no-audit-event"]));
+    assert_eq!(problems(&out), [], "{out}");
+    let log = summary_line(&out, "log ");
+    assert!(
+        log.contains(&format!(
+            "the log begins at {}",
+            digest_key(stack.period(0))
+        )) && log.contains("tree sizes 0 to 20: 20 leaves")
+            && log.contains(&format!("{} checkpoint(s) checked", distinct.len())),
+        "{out}"
+    );
+
+    // A witness asked for that cosigned nothing: each tree size is `cosignature missing`.
+    let witness = WitnessKey {
+        name: "witness.example/w1".to_owned(),
+        public: [0xfb; 32],
+    };
+    let output = stack.verify(&["--no-audit-event", "--witness-key", &witness.vkey()]);
+    let out = stdout(&output);
+    assert_eq!(output.status.code(), Some(1), "{out}\n{}", stderr(&output));
+    let missing: Vec<(String, String)> = distinct
+        .iter()
+        .map(|s| ("cosignature missing".to_owned(), checkpoint_key(*s)))
+        .collect();
+    assert_eq!(problems(&out), missing, "{out}");
+    // Not a witness key: bad usage, naming the format.
+    let output = stack.verify(&["--no-audit-event", "--witness-key", "nonsense"]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("<name>+<key id>+<base64 key>"),
+        "{}",
+        stderr(&output)
+    );
+
+    // A checkpoint written over with another root, signed by the digest key all the same.
+    let public = stack
+        .kms
+        .get_public_key()
+        .key_id(&stack.key)
+        .send()
+        .await
+        .unwrap()
+        .public_key
+        .unwrap()
+        .into_inner();
+    let size = distinct[distinct.len() / 2];
+    stack.put_checkpoint(size, [7; 32], &public).await;
+    // And one hash of the tree's last partial tile changed.
+    let tile = TreeEdge::edge_tiles(20)[0];
+    let got = stack
+        .s3
+        .get_object()
+        .bucket(BUCKET)
+        .key(tile.key())
+        .send()
+        .await
+        .unwrap();
+    let mut bytes = got.body.collect().await.unwrap().to_vec();
+    bytes[3 * 32] ^= 1;
+    stack.put_log(&tile.key(), bytes).await;
+    let output = stack.verify(&["--no-audit-event"]);
+    let out = stdout(&output);
+    assert_eq!(output.status.code(), Some(1), "{out}\n{}", stderr(&output));
+    let found = problems(&out);
+    assert!(
+        found.contains(&("checkpoint inconsistent".to_owned(), checkpoint_key(size))),
+        "{out}"
+    );
+    assert!(
+        found.contains(&("leaf missing".to_owned(), tile.key())),
+        "{out}"
+    );
+    assert!(out.contains("holds another hash at leaf 3"), "{out}");
 }

@@ -1,0 +1,606 @@
+//! `auditctl prove` and `auditctl consistency` against a real local endpoint (moto's DynamoDB,
+//! S3 with versioning and Object Lock, KMS): given events written by the function, archived in
+//! objects of two periods (half of them in the period after their receivedAt, as a late archive
+//! write puts them), and the transparency log of those periods in the bucket at its documented
+//! keys (tiles, indexes, digests with their tree, checkpoints signed with KMS Sign RAW
+//! ECDSA_SHA_256, a witness's cosignature), when the binary runs, then it prints a proof that
+//! `check-proof` (offline) and the library's check accept, reads at most 20 objects, and records
+//! its access; a consistency proof holds.
+
+use std::io::Write;
+
+use audit_model::archive::{ObjectKey, ObjectKind, Period, PeriodLength};
+use audit_model::digest::{Digest, TreeHead, digest_key};
+use audit_model::note::{
+    Checkpoint, IndexRow, NoteSignature, Proof, SignedNote, WitnessKey, checkpoint_key,
+    cosignature_key, cosigned_message, ecdsa_key_id, index_key, origin,
+};
+use audit_model::tlog::{HexHash, TreeEdge, leaf_hash, parse_hex_hash, verify_consistency};
+use audit_testkit::endpoint::{create_locked_bucket, sdk_config};
+use auditctl::item::TrailItem;
+use auditctl::tlog::{LogKey, check_proof};
+use aws_lc_rs::signature::{Ed25519KeyPair, KeyPair};
+use aws_sdk_kms::primitives::Blob;
+use aws_sdk_kms::types::{KeySpec, KeyUsageType, MessageType, SigningAlgorithmSpec};
+use aws_sdk_s3::primitives::ByteStream;
+use aws_sdk_s3::types::ChecksumAlgorithm;
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use chrono::{DateTime, Utc};
+
+use crate::access::assert_access_event;
+use crate::dlq::queues;
+use crate::harness::*;
+use crate::support::*;
+
+const BUCKET: &str = "audit-archive-prove";
+const SECONDS: u32 = 10;
+const EVENTS: usize = 40;
+
+fn length() -> PeriodLength {
+    PeriodLength::new(SECONDS).unwrap()
+}
+
+fn gzip(lines: &[String]) -> Vec<u8> {
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    for line in lines {
+        encoder.write_all(line.as_bytes()).unwrap();
+        encoder.write_all(b"\n").unwrap();
+    }
+    encoder.finish().unwrap()
+}
+
+/// The trail, its archive and its log on moto.
+struct Stack {
+    moto: Moto,
+    s3: aws_sdk_s3::Client,
+    kms: aws_sdk_kms::Client,
+    key: String,
+    /// The key's DER SPKI, from GetPublicKey.
+    der: Vec<u8>,
+    edge: TreeEdge,
+    /// Events: (messageId, auditTime), in leaf order.
+    events: Vec<(String, String)>,
+    /// The tree size after each sealed period.
+    sizes: Vec<u64>,
+    witness: (Ed25519KeyPair, WitnessKey),
+}
+
+impl Stack {
+    async fn new() -> Self {
+        let moto = Moto::start();
+        create_table(&moto.client(), TABLE).await;
+        let config = sdk_config(&moto.endpoint);
+        let s3 = aws_sdk_s3::Client::from_conf(
+            aws_sdk_s3::config::Builder::from(&config)
+                .force_path_style(true)
+                .build(),
+        );
+        create_locked_bucket(&s3, BUCKET).await;
+        let kms = aws_sdk_kms::Client::new(&config);
+        let key = kms
+            .create_key()
+            .key_spec(KeySpec::EccNistP256)
+            .key_usage(KeyUsageType::SignVerify)
+            .send()
+            .await
+            .unwrap()
+            .key_metadata
+            .unwrap()
+            .arn
+            .unwrap();
+        let der = kms
+            .get_public_key()
+            .key_id(&key)
+            .send()
+            .await
+            .unwrap()
+            .public_key
+            .unwrap()
+            .into_inner();
+        let pair = Ed25519KeyPair::generate().unwrap();
+        let witness = WitnessKey {
+            name: "witness.example/w1".to_owned(),
+            public: pair.public_key().as_ref().try_into().unwrap(),
+        };
+        Self {
+            moto,
+            s3,
+            kms,
+            key,
+            der,
+            edge: TreeEdge::default(),
+            events: Vec::new(),
+            sizes: Vec::new(),
+            witness: (pair, witness),
+        }
+    }
+
+    async fn put(&self, key: &str, body: Vec<u8>) {
+        self.s3
+            .put_object()
+            .bucket(BUCKET)
+            .key(key)
+            .checksum_algorithm(ChecksumAlgorithm::Sha256)
+            .body(ByteStream::from(body))
+            .send()
+            .await
+            .unwrap();
+    }
+
+    /// Events written through the function; the table's items.
+    async fn write_events(&self) -> Vec<TrailItem> {
+        let handler = handler(&self.moto.endpoint, TABLE, settings());
+        let records = (0..EVENTS)
+            .map(|i| {
+                let body = serde_json::json!({
+                    "messageId": format!("p-{i:03}"),
+                    "auditTime": format!("2026-11-24T10:00:{:02}.{i:03}Z", i % 60),
+                    "action": "invoice.pay",
+                    "auditText": format!("paid {i} €"),
+                });
+                record(&format!("sqs-{i}"), &body.to_string())
+            })
+            .collect::<Vec<_>>();
+        for chunk in records.chunks(10) {
+            let response = handler.handle(event(chunk.to_vec())).await.unwrap();
+            assert!(failed(&response).is_empty(), "{response:?}");
+        }
+        let mut items: Vec<TrailItem> = scan(&self.moto.client(), TABLE)
+            .await
+            .into_iter()
+            .map(TrailItem::from)
+            .collect();
+        items.sort_by(|a, b| a.message_id.cmp(&b.message_id));
+        items
+    }
+
+    /// Archives `items` in one object of `period` and seals the period with its log, as the
+    /// sealer does: leaves, digest with its tree, tiles, index, the checkpoint signed with KMS.
+    async fn archive_and_seal(&mut self, period: Period, items: &[TrailItem], sequence: u64) {
+        let at = DateTime::from_timestamp(period.start + 1, 0).unwrap();
+        let object = ObjectKey::new(ObjectKind::Trail, at, length(), &sequence.to_string(), 0)
+            .unwrap()
+            .to_string();
+        let lines: Vec<String> = items.iter().map(TrailItem::line).collect();
+        self.put(&object, gzip(&lines)).await;
+        let mut rows = Vec::new();
+        let mut full = Vec::new();
+        for (number, (item, line)) in items.iter().zip(&lines).enumerate() {
+            rows.push(
+                IndexRow {
+                    message_id: item.message_id.clone(),
+                    audit_time: item.audit_time.clone(),
+                    leaf_index: self.edge.size,
+                    object: object.clone(),
+                    line_number: number as u64,
+                }
+                .line(),
+            );
+            self.events
+                .push((item.message_id.clone(), item.audit_time.clone()));
+            self.edge.push(leaf_hash(line.as_bytes()), &mut full);
+        }
+        let mut digest = Digest::new(BUCKET, period, Utc::now(), vec![], None, &self.key);
+        digest.tree = Some(TreeHead {
+            size: self.edge.size,
+            root: HexHash(&self.edge.root()).to_string(),
+            checkpoint: checkpoint_key(self.edge.size),
+        });
+        self.put(&digest_key(period), digest.to_bytes()).await;
+        for (tile, bytes) in full.into_iter().chain(self.edge.partial_tiles()) {
+            self.put(&tile.key(), bytes).await;
+        }
+        let rows: Vec<String> = rows.iter().map(|r| r.trim_end().to_owned()).collect();
+        self.put(&index_key(period), gzip(&rows)).await;
+        let body = Checkpoint {
+            origin: origin(BUCKET),
+            size: self.edge.size,
+            root: self.edge.root(),
+        }
+        .body();
+        let signature = self
+            .kms
+            .sign()
+            .key_id(&self.key)
+            .message(Blob::new(body.as_bytes()))
+            .message_type(MessageType::Raw)
+            .signing_algorithm(SigningAlgorithmSpec::EcdsaSha256)
+            .send()
+            .await
+            .unwrap()
+            .signature
+            .unwrap()
+            .into_inner();
+        let note = SignedNote {
+            body,
+            signatures: vec![NoteSignature {
+                name: origin(BUCKET),
+                key_id: ecdsa_key_id(&self.der),
+                signature,
+            }],
+        };
+        self.put(&checkpoint_key(self.edge.size), note.text().into_bytes())
+            .await;
+        self.sizes.push(self.edge.size);
+    }
+
+    /// The witness cosigns the checkpoint of `size`.
+    async fn cosign(&self, size: u64) {
+        let stored = self
+            .s3
+            .get_object()
+            .bucket(BUCKET)
+            .key(checkpoint_key(size))
+            .send()
+            .await
+            .unwrap()
+            .body
+            .collect()
+            .await
+            .unwrap()
+            .into_bytes();
+        let note = SignedNote::parse(std::str::from_utf8(&stored).unwrap()).unwrap();
+        let (pair, witness) = &self.witness;
+        let stamp = Utc::now().timestamp() as u64;
+        let mut signature = stamp.to_be_bytes().to_vec();
+        signature.extend_from_slice(
+            pair.sign(cosigned_message(stamp, &note.body).as_bytes())
+                .as_ref(),
+        );
+        let line = NoteSignature {
+            name: witness.name.clone(),
+            key_id: witness.key_id(),
+            signature,
+        }
+        .line();
+        self.put(&cosignature_key(size, witness.key_id()), line.into_bytes())
+            .await;
+    }
+
+    fn env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("TABLE_NAME", TABLE.to_owned()),
+            ("ARCHIVE_BUCKET", BUCKET.to_owned()),
+            ("DIGEST_KEY_ID", self.key.clone()),
+            ("DIGEST_PERIOD_SECONDS", SECONDS.to_string()),
+        ]
+    }
+
+    fn run(&self, args: &[&str], extra: &[(&'static str, String)]) -> std::process::Output {
+        let mut env = self.env();
+        env.extend(extra.iter().cloned());
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        auditctl(&self.moto.endpoint, args, &env)
+    }
+
+    fn pem(&self) -> String {
+        format!(
+            "-----BEGIN PUBLIC KEY-----\n{}\n-----END PUBLIC KEY-----\n",
+            STANDARD.encode(&self.der)
+        )
+    }
+}
+
+/// "read N objects (B bytes)" from prove's stderr.
+fn objects_read(err: &str) -> u64 {
+    let at = err.find("read ").unwrap_or_else(|| panic!("{err}")) + 5;
+    err[at..]
+        .split(' ')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{err}"))
+}
+
+#[tokio::test]
+async fn prove_prints_a_proof_that_check_proof_accepts_for_events_of_two_periods() {
+    let mut stack = Stack::new().await;
+    let items = stack.write_events().await;
+    // Archived in the period of the last receivedAt, and half of them in the period after it.
+    let received = items
+        .iter()
+        .map(|i| {
+            DateTime::parse_from_rfc3339(&i.text("receivedAt"))
+                .unwrap()
+                .to_utc()
+        })
+        .max()
+        .unwrap();
+    let first = length().period_of(received);
+    let (a, b) = items.split_at(EVENTS / 2);
+    stack.archive_and_seal(first, a, 100).await;
+    stack.archive_and_seal(first.next(), b, 200).await;
+    stack.cosign(stack.sizes[0]).await;
+    let q = queues(&stack.moto).await;
+    let key = LogKey::from_der(&stack.der).unwrap();
+    let dir = std::env::temp_dir().join(format!("auditctl-prove-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("key.pem"), stack.pem()).unwrap();
+    let pem = dir.join("key.pem").to_string_lossy().into_owned();
+
+    for (n, (id, time)) in [(3usize, &stack.events[3]), (31, &stack.events[31])] {
+        let access: Vec<(&'static str, String)> = q
+            .env()
+            .into_iter()
+            .map(|(k, v)| (k, v.to_owned()))
+            .collect();
+        let output = stack.run(&["prove", id], &access);
+        let out = ok(output.clone());
+        let err = stderr(&output);
+        let proof: Proof = serde_json::from_str(&out).unwrap();
+        assert_eq!((&proof.message_id, &proof.audit_time), (id, time));
+        assert_eq!(proof.leaf_index, n as u64);
+        // Leaf 3 is in the cosigned tree (the first period's); leaf 31 only in the newest.
+        assert_eq!(
+            proof.tree_size,
+            if n < EVENTS / 2 {
+                stack.sizes[0]
+            } else {
+                stack.sizes[1]
+            }
+        );
+        let witnesses: &[WitnessKey] = if n < EVENTS / 2 {
+            std::slice::from_ref(&stack.witness.1)
+        } else {
+            &[]
+        };
+        check_proof(&proof, &key, witnesses).unwrap();
+        assert!(objects_read(&err) <= 20, "{err}");
+        assert!(
+            err.contains(&format!("proved messageId {id}: leaf {n}")),
+            "{err}"
+        );
+        let (_, body) = q.one_access_event().await;
+        let arguments = assert_access_event(&body, "auditctl.prove", BUCKET);
+        assert_eq!(arguments["messageId"], id.as_str(), "{arguments}");
+
+        // Checked offline by the binary, with no AWS configuration.
+        let file = dir.join(format!("{id}.json"));
+        std::fs::write(&file, &out).unwrap();
+        let mut check = std::process::Command::new(env!("CARGO_BIN_EXE_auditctl"));
+        check
+            .env_clear()
+            .args(["check-proof", &file.to_string_lossy(), "--public-key", &pem]);
+        if n < EVENTS / 2 {
+            check.args(["--witness-key", &stack.witness.1.vkey()]);
+        }
+        let checked = check.output().unwrap();
+        assert!(checked.status.success(), "{}", text(&checked));
+        assert!(stdout(&checked).starts_with(&format!("OK: messageId {id} is leaf {n}")));
+    }
+
+    // --out, --tree-size, --audit-time.
+    let (id, time) = stack.events[5].clone();
+    let out_file = dir.join("out.json");
+    let output = stack.run(
+        &[
+            "prove",
+            &id,
+            "--audit-time",
+            &time,
+            "--tree-size",
+            &stack.sizes[1].to_string(),
+            "--out",
+            &out_file.to_string_lossy(),
+            "--no-audit-event",
+        ],
+        &[],
+    );
+    assert_eq!(ok(output), "");
+    let proof: Proof = serde_json::from_str(&std::fs::read_to_string(&out_file).unwrap()).unwrap();
+    assert_eq!(proof.tree_size, stack.sizes[1]);
+    check_proof(&proof, &key, &[]).unwrap();
+
+    // Not in the table and no --audit-time: the fix is named.
+    let output = stack.run(&["prove", "nobody", "--no-audit-event"], &[]);
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    assert!(
+        stderr(&output).contains("pass --audit-time"),
+        "{}",
+        text(&output)
+    );
+    // With one, the indexes are searched from its period: the next period is not sealed yet.
+    let output = stack.run(
+        &[
+            "prove",
+            "nobody",
+            "--audit-time",
+            &received.to_rfc3339(),
+            "--no-audit-event",
+        ],
+        &[],
+    );
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    assert!(
+        stderr(&output).contains("is not sealed yet"),
+        "{}",
+        text(&output)
+    );
+    assert!(
+        stderr(&output).contains("try again after"),
+        "{}",
+        text(&output)
+    );
+
+    // The consistency of the first period's tree with the newest.
+    let output = stack.run(
+        &["consistency", "--old-size", &stack.sizes[0].to_string()],
+        &[],
+    );
+    let printed: serde_json::Value = serde_json::from_str(&ok(output)).unwrap();
+    assert_eq!(printed["oldSize"], stack.sizes[0]);
+    assert_eq!(printed["newSize"], stack.sizes[1]);
+    let hash = |v: &serde_json::Value| parse_hex_hash(v.as_str().unwrap()).unwrap();
+    let proof: Vec<_> = printed["proof"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(hash)
+        .collect();
+    verify_consistency(
+        stack.sizes[0],
+        stack.sizes[1],
+        &hash(&printed["oldRoot"]),
+        &hash(&printed["newRoot"]),
+        &proof,
+    )
+    .unwrap();
+    assert!(printed["oldCheckpoint"].is_string(), "{printed}");
+    let output = stack.run(
+        &["consistency", "--old-size", "50", "--new-size", "20"],
+        &[],
+    );
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn text(output: &std::process::Output) -> String {
+    format!("{}{}", stdout(output), stderr(output))
+}
+
+/// Archives `items` as the archiver writes them (its run marker first, listing the object with
+/// its SHA-256; then the object, `If-None-Match`), written at `at`.
+async fn archive_as_the_archiver(
+    bucket: &audit_aws::s3::S3Bucket,
+    items: &[TrailItem],
+    at: DateTime<Utc>,
+    first: u64,
+) -> String {
+    use audit_archiver::bucket::{ArchiveBucket, Created, NewObject};
+    use audit_archiver::marker::{Confirmed, Marker, RunEntry, marker_key};
+    use audit_archiver::objects::Encoded;
+    use audit_model::digest::{hex, sha256};
+
+    let lines: Vec<String> = items.iter().map(TrailItem::line).collect();
+    let body = audit_archiver::encode::gzip_lines(lines.iter().map(String::as_str)).unwrap();
+    let sequence = |n: u64| (1_000_000 + first + n).to_string();
+    let count = items.len() as u64;
+    let encoded = Encoded {
+        kind: ObjectKind::Trail,
+        first_sequence: sequence(0),
+        last_sequence: sequence(count - 1),
+        event_ids: (0..count).map(|n| format!("event-{first}-{n}")).collect(),
+        sha256: sha256(&body),
+        body: bytes::Bytes::from(body),
+    };
+    let key = encoded.key(at, length(), 0).unwrap();
+    let run: Vec<RunEntry> = (0..count)
+        .zip(&encoded.event_ids)
+        .map(|(n, id)| RunEntry(sequence(n), id.clone()))
+        .collect();
+    let marker_key = marker_key(&run[0], 0).unwrap();
+    let marker = Marker::new(
+        run,
+        &[Confirmed {
+            key: key.clone(),
+            event_ids: encoded.event_ids.clone(),
+            sha256: hex(&encoded.sha256),
+        }],
+        at.timestamp_millis(),
+    )
+    .to_json();
+    let created = bucket
+        .put_if_absent(NewObject {
+            key: marker_key.clone(),
+            sha256: sha256(&marker),
+            body: bytes::Bytes::from(marker),
+            content_type: "application/json",
+            metadata: Vec::new(),
+        })
+        .await
+        .unwrap();
+    assert!(matches!(created, Created::New { .. }));
+    let created = bucket
+        .put_if_absent(encoded.request(key.clone(), &marker_key))
+        .await
+        .unwrap();
+    assert!(matches!(created, Created::New { .. }));
+    key
+}
+
+#[tokio::test]
+async fn prove_proves_events_of_three_periods_sealed_by_the_archivers_sealer() {
+    use audit_archiver::budget::Budget;
+    use audit_archiver::seal::Sealer;
+    use audit_archiver::signer::kms::KmsSigner;
+
+    let stack = Stack::new().await;
+    let items = stack.write_events().await;
+    let received = items
+        .iter()
+        .map(|i| {
+            DateTime::parse_from_rfc3339(&i.text("receivedAt"))
+                .unwrap()
+                .to_utc()
+        })
+        .max()
+        .unwrap();
+    // A third of the events archived in the period of their receivedAt, the others in the two
+    // periods after it (late archive writes), one object each.
+    let bucket = audit_aws::s3::S3Bucket::new(stack.s3.clone(), BUCKET.to_owned());
+    let mut period = length().period_of(received);
+    let mut objects = Vec::new();
+    for (n, chunk) in items.chunks(EVENTS.div_ceil(3)).enumerate() {
+        let at = DateTime::from_timestamp(period.start + 2, 0).unwrap();
+        objects.push(archive_as_the_archiver(&bucket, chunk, at, n as u64 * 1000).await);
+        period = period.next();
+    }
+    let now = DateTime::from_timestamp(
+        period.start + audit_model::archive::SEAL_DELAY.as_secs() as i64 + 1,
+        0,
+    )
+    .unwrap();
+    let signer = KmsSigner::new(stack.kms.clone(), &stack.key);
+    let report = Sealer {
+        bucket: &bucket,
+        signer: &signer,
+        bucket_name: BUCKET,
+        period: length(),
+    }
+    .run(now, Budget::unlimited())
+    .await;
+    assert_eq!(report.failure, None, "{report:?}");
+    assert_eq!(report.tree_size, Some(EVENTS as u64), "{report:?}");
+
+    let key = LogKey::from_der(&stack.der).unwrap();
+    let dir = std::env::temp_dir().join(format!("auditctl-prove-sealed-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("key.pem"), stack.pem()).unwrap();
+    let mut proven_objects = std::collections::BTreeSet::new();
+    for item in [&items[0], &items[EVENTS / 2], &items[EVENTS - 1]] {
+        let output = stack.run(&["prove", &item.message_id, "--no-audit-event"], &[]);
+        let out = ok(output.clone());
+        let err = stderr(&output);
+        assert!(objects_read(&err) <= 20, "{err}");
+        let proof: Proof = serde_json::from_str(&out).unwrap();
+        assert_eq!(proof.message_id, item.message_id);
+        assert_eq!(proof.line, item.line());
+        assert_eq!(proof.tree_size, EVENTS as u64);
+        check_proof(&proof, &key, &[]).unwrap();
+        proven_objects.insert(proof.object.clone());
+        let file = dir.join(format!("{}.json", item.message_id));
+        std::fs::write(&file, &out).unwrap();
+        let checked = std::process::Command::new(env!("CARGO_BIN_EXE_auditctl"))
+            .env_clear()
+            .args(["check-proof", &file.to_string_lossy(), "--public-key"])
+            .arg(dir.join("key.pem"))
+            .output()
+            .unwrap();
+        assert!(checked.status.success(), "{}", text(&checked));
+    }
+    assert_eq!(proven_objects.into_iter().collect::<Vec<_>>(), objects);
+    // Consistency from the first period's tree to the newest, as the sealer wrote them.
+    let first = report
+        .sealed
+        .iter()
+        .map(|s| s.leaves)
+        .find(|leaves| *leaves > 0)
+        .unwrap();
+    let printed: serde_json::Value = serde_json::from_str(&ok(
+        stack.run(&["consistency", "--old-size", &first.to_string()], &[])
+    ))
+    .unwrap();
+    assert_eq!(printed["newSize"], EVENTS as u64);
+    assert!(printed["oldCheckpoint"].is_string(), "{printed}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,151 @@
+"""`auditctl prove` and `check-proof` on the local stack (issue 27): moto's server, the real
+receiver and archiver under `cargo lambda watch`, the local stream trigger and the schedule that
+seals each period and writes the transparency log (tiles, index, checkpoint signed with the stack's
+KMS key). Events are sent in three bursts, each sealed before the next, so that they are leaves of
+three periods. For an event of each:
+
+- `auditctl prove` prints a proof, reading at most 20 objects (it says so on stderr);
+- `auditctl check-proof` checks it with the digest key's public key alone (PEM, from KMS's
+  GetPublicKey) and an empty environment;
+- docs/operations.md's Python check, run exactly as printed there with this venv's Python
+  (`cryptography`), prints OK, and refuses the same proof with one byte of its line changed.
+
+Every wait is on the stack's own states (drained, caught up, sealed, checkpoint written); none races
+the clock."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+
+from local.harness import LocalSystem, _client
+
+ROOT = Path(__file__).resolve().parents[2]
+DOC = ROOT / "docs" / "operations.md"
+BURSTS = 3
+PER_BURST = 6
+
+
+@pytest.fixture(scope="module")
+def auditctl() -> Path:
+    env = dict(os.environ, CARGO_TERM_COLOR="never")
+    subprocess.run(["cargo", "build", "--quiet", "--bin", "auditctl"], cwd=ROOT, env=env, check=True)
+    return ROOT / "target" / "debug" / "auditctl"
+
+
+@pytest.fixture
+def system(work_dir):
+    with LocalSystem(work_dir, visibility_timeout=2, archiver=True, archive_batching_window=1) as s:
+        yield s
+
+
+def iso(seconds: float) -> str:
+    at = datetime.fromtimestamp(seconds, timezone.utc)
+    return at.strftime("%Y-%m-%dT%H:%M:%S.") + f"{at.microsecond // 1000:03d}Z"
+
+
+def run(binary: Path, system: LocalSystem, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """`auditctl ARGS` with `.local/stack.env`'s variables (or `env`); kept in auditctl.log."""
+    env = {**os.environ, **system.stack_env()} if env is None else env
+    done = subprocess.run([str(binary), *args], env=env, capture_output=True, text=True, timeout=300, cwd=ROOT)
+    with open(system.work_dir / "auditctl.log", "a", encoding="utf-8") as log:
+        log.write(f"$ auditctl {' '.join(args)}\n{done.stdout}{done.stderr}exit {done.returncode}\n\n")
+    return done
+
+
+def documented_script() -> str:
+    text = DOC.read_text()
+    m = re.search(r"<!-- proving-the-trail:python -->\n```python\n(.*?)\n```", text, re.S)
+    assert m, "docs/operations.md lost its Python check (marker proving-the-trail:python)"
+    return m.group(1) + "\n"
+
+
+def wait_logged(system: LocalSystem, until: float, timeout: float) -> None:
+    """Until the period holding ``until`` is sealed and its checkpoint (written after the digest,
+    last of the period's log) is in the bucket."""
+    assert system.wait_sealed(until, timeout), "the period was not sealed"
+    s3 = _client("s3", system.endpoint)
+    bucket = system.stack.archive_bucket.name
+    period = system.digest_period
+    start = int(until) // period * period
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="digest/").get("Contents", [])
+            if o["Key"].endswith(f"/p{start}.json")]
+    assert keys, f"no digest of the period {start}"
+    tree = json.loads(s3.get_object(Bucket=bucket, Key=keys[0])["Body"].read()).get("tree")
+    assert tree, "the sealed digest has no tree: the sealer does not write the log"
+    end = time.monotonic() + timeout
+    while "Contents" not in s3.list_objects_v2(Bucket=bucket, Prefix=tree["checkpoint"]):
+        assert time.monotonic() < end, f"the checkpoint {tree['checkpoint']} was not written"
+        time.sleep(0.5)
+
+
+def test_events_of_three_periods_are_proven_and_checked_offline_by_auditctl_and_by_the_documented_script(system, auditctl):
+    ids = []
+    for burst in range(BURSTS):
+        batch = [f"proof-{burst}-{i}" for i in range(PER_BURST)]
+        for message_id in batch:
+            system.sqs.send_message(QueueUrl=system.queue_url, MessageBody=json.dumps(
+                {"messageId": message_id, "auditTime": iso(time.time()), "auditText": f"event {message_id} €",
+                 "actor": "alice", "action": "invoice.pay"}))
+        assert system.wait_drained(120), "the audit queue was not drained"
+        assert system.wait_archived(120), "the archiver did not catch up"
+        # Sealed after the last write: the next burst's events are archived in a later period.
+        wait_logged(system, time.time(), 180)
+        ids.append(batch[burst % PER_BURST])
+
+    der = _client("kms", system.endpoint).get_public_key(KeyId=system.stack_env()["DIGEST_KEY_ID"])["PublicKey"]
+    pem = serialization.load_der_public_key(der).public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    work = system.work_dir
+    (work / "key.pem").write_bytes(pem)
+    (work / "check_proof.py").write_text(documented_script())
+
+    objects, leaves = set(), set()
+    for message_id in ids:
+        proved = run(auditctl, system, "prove", message_id)
+        assert proved.returncode == 0, proved.stdout + proved.stderr
+        proof = json.loads(proved.stdout)
+        assert proof["messageId"] == message_id
+        assert json.loads(proof["line"])["messageId"] == message_id
+        read = re.search(r"read (\d+) objects \((\d+) bytes\)", proved.stderr)
+        assert read, proved.stderr
+        assert int(read.group(1)) <= 20, proved.stderr
+        objects.add(proof["object"])
+        leaves.add(proof["leafIndex"])
+        path = work / f"{message_id}.json"
+        path.write_text(proved.stdout)
+
+        # auditctl, offline: no AWS variable at all.
+        checked = run(auditctl, system, "check-proof", str(path), "--public-key", str(work / "key.pem"),
+                      env={"PATH": os.environ.get("PATH", "")})
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+        assert checked.stdout.startswith(f"OK: messageId {message_id} is leaf {proof['leafIndex']}"), checked.stdout
+
+        # The documented script, as printed.
+        script = subprocess.run([sys.executable, str(work / "check_proof.py"), str(path), str(work / "key.pem")],
+                                capture_output=True, text=True, timeout=60)
+        assert script.returncode == 0, script.stdout + script.stderr
+        assert f"OK: {message_id} is leaf {proof['leafIndex']}" in script.stdout, script.stdout
+
+        # One byte of the line changed: both refuse it.
+        changed = dict(proof, line=proof["line"].replace("invoice.pay", "invoice.pax", 1))
+        assert changed["line"] != proof["line"]
+        bad = work / f"{message_id}.changed.json"
+        bad.write_text(json.dumps(changed, indent=2))
+        refused = subprocess.run([sys.executable, str(work / "check_proof.py"), str(bad),
+                                  str(work / "key.pem")], capture_output=True, text=True, timeout=60)
+        assert refused.returncode == 1, refused.stdout + refused.stderr
+        assert "FAILED: the line is not the proof's leaf" in refused.stderr, refused.stderr
+        failed = run(auditctl, system, "check-proof", str(bad), "--public-key", str(work / "key.pem"),
+                     env={"PATH": os.environ.get("PATH", "")})
+        assert failed.returncode == 1 and failed.stdout.startswith("FAILED: "), failed.stdout + failed.stderr
+
+    assert len(objects) == BURSTS, f"the events are not in {BURSTS} periods' objects: {objects}"
+    assert len(leaves) == BURSTS
