@@ -519,7 +519,8 @@ def proof_demo(system: LocalSystem, auditctl: Path, item: dict) -> bool:
     pem.write_text("-----BEGIN PUBLIC KEY-----\n" + "\n".join(
         base64.b64encode(der).decode()[i:i + 64] for i in range(0, len(base64.b64encode(der)), 64))
         + "\n-----END PUBLIC KEY-----\n")
-    check = ["check-proof", str(proof_path), "--public-key", str(pem), "--witness-key", vkey]
+    rel = lambda path: os.path.relpath(path, Path.cwd())  # noqa: E731 - as a reader would type it
+    check = ["check-proof", rel(proof_path), "--public-key", rel(pem), "--witness-key", vkey]
     out("Checked offline (no AWS access), with the log's public key and the witness's:")
     good, _ = run_auditctl(auditctl, system, check, check=False)
     # One byte of the line changed: the leaf no longer leads to the signed root.
@@ -529,7 +530,7 @@ def proof_demo(system: LocalSystem, auditctl: Path, item: dict) -> bool:
     changed_path = work / "proof-changed.json"
     changed_path.write_text(json.dumps(changed, indent=2) + "\n")
     out(f"One byte of the proof's line changed ({line[at:at + 12]!r} -> {changed['line'][at:at + 12]!r}):")
-    bad, _ = run_auditctl(auditctl, system, [check[0], str(changed_path), *check[2:]], check=False)
+    bad, _ = run_auditctl(auditctl, system, [check[0], rel(changed_path), *check[2:]], check=False)
     ok = good == 0 and bad == 1
     out(f"{'OK' if ok else 'PROBLEM'}: check-proof {'accepts' if good == 0 else f'exited {good} on'} the proof "
         f"with the witness's cosignature and {'refuses' if bad == 1 else f'exited {bad} on'} the changed one.")
