@@ -24,7 +24,8 @@ does too):
   ``Condition`` with the operators ``StringEquals``, ``StringNotEquals``, ``StringLike``,
   ``StringNotLike``, ``ArnEquals``, ``ArnNotEquals``, ``ArnLike``, ``ArnNotLike``, ``Bool`` (each
   with ``IfExists``) and ``Null``, over the keys ``aws:PrincipalArn``, ``aws:PrincipalAccount``,
-  ``aws:SecureTransport`` (false: the local endpoint is plain HTTP) and ``aws:username``. A key
+  ``aws:SecureTransport`` (false: the local endpoint is plain HTTP), ``aws:username`` and
+  ``s3:if-none-match`` (an object write's ``If-None-Match`` header, absent without one). A key
   the request does not carry is absent: a plain operator on it does not hold, a negated one
   (``…NotEquals``, ``…NotLike``) does, ``…IfExists`` does. Several values of one key are ORed,
   several keys and operators ANDed.
@@ -65,9 +66,12 @@ class Request:
     account_id: str                   # the principal's account (aws:PrincipalAccount)
     secure_transport: bool = False    # aws:SecureTransport
     username: str | None = None       # aws:username (IAM users only)
+    if_none_match: str | None = None  # s3:if-none-match: the request's If-None-Match header
 
     def context(self) -> dict[str, str]:
         out = {"aws:securetransport": "true" if self.secure_transport else "false"}
+        if self.if_none_match is not None:
+            out["s3:if-none-match"] = self.if_none_match
         if self.principal_arn:
             out["aws:principalarn"] = self.principal_arn
             out["aws:principalaccount"] = self.account_id
@@ -79,7 +83,7 @@ class Request:
 OPERATORS = ("StringEquals", "StringNotEquals", "StringLike", "StringNotLike", "ArnEquals",
              "ArnNotEquals", "ArnLike", "ArnNotLike", "Bool")
 KNOWN_KEYS = ("aws:principalarn", "aws:principalaccount", "aws:securetransport", "aws:username",
-              "aws:sourcearn", "aws:sourceaccount", "s3:x-amz-acl")
+              "aws:sourcearn", "aws:sourceaccount", "s3:x-amz-acl", "s3:if-none-match")
 
 
 def _as_list(value: Any) -> list:

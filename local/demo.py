@@ -11,7 +11,9 @@ the throttled ones in the table once, and the access events auditctl recorded of
 same queue (`auditctl query --action auditctl.query`); then the archive: every item archived once
 and locked, every period sealed into a signed, chained digest and `auditctl verify --table`
 passing; an item changed behind the function's back, caught as a tamper record and by `auditctl
-verify` as `item changed` (exit 1). Stops everything it started, also on Ctrl-C.
+verify` as `item changed` (exit 1); last, one event proven (`auditctl prove`), its proof checked
+offline with the local witness's cosignature (`auditctl check-proof --public-key --witness-key`),
+and refused once one byte of its line is changed. Stops everything it started, also on Ctrl-C.
 
 The valid messages are structured events (actor, action, resource, outcome, some with a
 sourceIp) that also carry auditText and extra fields.
@@ -451,6 +453,87 @@ def archive_demo(system: LocalSystem, auditctl: Path | None = None) -> bool:
     out(f"{'OK' if ok else 'PROBLEM'}: every item archived once and locked; every period sealed, signed and "
         f"chained, and auditctl verify passed; the change behind the function's back is in the archive's "
         f"tamper/, counted in TrailModified, and reported by auditctl verify as `item changed`.")
+    if auditctl is not None:
+        ok = proof_demo(system, auditctl, items[len(items) // 2]) and ok
+    return ok
+
+
+# How long the demo waits for the local witness to cosign the checkpoint a proof names: the seal
+# schedule runs every few seconds and the witness after each run.
+COSIGN_DEADLINE_SECONDS = 120
+
+
+def proof_demo(system: LocalSystem, auditctl: Path, item: dict) -> bool:
+    """One event proven (`auditctl prove`), the proof checked offline with the witness's
+    cosignature (`auditctl check-proof`), then refused once one byte of its line is changed."""
+    import base64
+
+    from local.harness import _client
+
+    out("")
+    out("=" * 78)
+    out("Proof of one event: the transparency log, checked offline, cosigned by a witness")
+    out("=" * 78)
+    bucket, vkey = system.stack.archive_bucket.name, system.witness_key
+    if not vkey:
+        out("PROBLEM: the local stack runs no witness (WITNESS_KEY is not set)")
+        return False
+    name, key_id = vkey.split("+")[0], vkey.split("+")[1]
+    out(f"The local witness {name} (key {key_id}) checks each new checkpoint after each seal run and cosigns it "
+        f"(its runs: {os.path.relpath(system.work_dir / 'witness.log', Path.cwd())}).")
+    work = system.work_dir
+    proof_path = work / "proof.json"
+    s3 = _client("s3", system.endpoint)
+    deadline = time.monotonic() + COSIGN_DEADLINE_SECONDS
+    proof: dict = {}
+    waited: set[str] = set()
+    while True:
+        # The proof carries its checkpoint with the cosignatures stored so far: prove again once
+        # the witness has cosigned the checkpoint the proof names.
+        code, text = run_auditctl(auditctl, system, ["prove", item["messageId"], "--audit-time", item["auditTime"]],
+                                  check=False, show=False)
+        if code != 0:
+            out(f"PROBLEM: auditctl prove {item['messageId']} exited {code}")
+            return False
+        proof = json.loads(text)
+        if f"\u2014 {name} " in proof["checkpoint"]:
+            break
+        cosignature = f"log/cosignatures/{proof['treeSize']:020}/{key_id}"
+        if cosignature in waited:
+            out(f"PROBLEM: {cosignature} is stored but the proof's checkpoint does not carry it")
+            return False
+        waited.add(cosignature)
+        while time.monotonic() < deadline and not s3.list_objects_v2(Bucket=bucket, Prefix=cosignature).get("KeyCount"):
+            time.sleep(0.5)
+        if time.monotonic() >= deadline:
+            out(f"PROBLEM: the witness did not cosign the checkpoint of size {proof['treeSize']} within "
+                f"{COSIGN_DEADLINE_SECONDS} s; see {work}/witness.log")
+            return False
+    proof_path.write_text(json.dumps(proof, indent=2) + "\n")
+    out(f"  $ auditctl prove {item['messageId']} --audit-time {item['auditTime']} > proof.json")
+    out(f"    leaf {proof['leafIndex']} of a tree of {proof['treeSize']}, {len(proof['inclusionPath'])} hashes on its "
+        f"path, its checkpoint signed by the log and cosigned by the witness")
+    # The log's public key, as an auditor keeps it: from KMS GetPublicKey, as PEM.
+    der = _client("kms", system.endpoint).get_public_key(KeyId=system.stack_env()["DIGEST_KEY_ID"])["PublicKey"]
+    pem = work / "digest-key.pem"
+    pem.write_text("-----BEGIN PUBLIC KEY-----\n" + "\n".join(
+        base64.b64encode(der).decode()[i:i + 64] for i in range(0, len(base64.b64encode(der)), 64))
+        + "\n-----END PUBLIC KEY-----\n")
+    rel = lambda path: os.path.relpath(path, Path.cwd())  # noqa: E731 - as a reader would type it
+    check = ["check-proof", rel(proof_path), "--public-key", rel(pem), "--witness-key", vkey]
+    out("Checked offline (no AWS access), with the log's public key and the witness's:")
+    good, _ = run_auditctl(auditctl, system, check, check=False)
+    # One byte of the line changed: the leaf no longer leads to the signed root.
+    line = proof["line"]
+    at = line.find('"auditText":"') + len('"auditText":"') if '"auditText":"' in line else len(line) // 2
+    changed = dict(proof, line=line[:at] + ("X" if line[at] != "X" else "Y") + line[at + 1:])
+    changed_path = work / "proof-changed.json"
+    changed_path.write_text(json.dumps(changed, indent=2) + "\n")
+    out(f"One byte of the proof's line changed ({line[at:at + 12]!r} -> {changed['line'][at:at + 12]!r}):")
+    bad, _ = run_auditctl(auditctl, system, [check[0], rel(changed_path), *check[2:]], check=False)
+    ok = good == 0 and bad == 1
+    out(f"{'OK' if ok else 'PROBLEM'}: check-proof {'accepts' if good == 0 else f'exited {good} on'} the proof "
+        f"with the witness's cosignature and {'refuses' if bad == 1 else f'exited {bad} on'} the changed one.")
     return ok
 
 
@@ -502,7 +585,8 @@ def build_auditctl(system: LocalSystem) -> Path:
     return ROOT / "target" / "debug" / "auditctl"
 
 
-def run_auditctl(binary: Path, system: LocalSystem, args: list[str], check: bool = True) -> tuple[int, str]:
+def run_auditctl(binary: Path, system: LocalSystem, args: list[str], check: bool = True,
+                 show: bool = True) -> tuple[int, str]:
     stack = system.stack_env()
     env = procs.function_env({}, system.endpoint, {
         "TABLE_NAME": system.stack.table_name,
@@ -511,10 +595,13 @@ def run_auditctl(binary: Path, system: LocalSystem, args: list[str], check: bool
         "DEAD_LETTER_QUEUE_URL": system.dlq_url,
         **{k: stack[k] for k in ("ARCHIVE_BUCKET", "DIGEST_KEY_ID", "DIGEST_PERIOD_SECONDS")},
     })
-    out(f"  $ auditctl {' '.join(args)}")
     result = subprocess.run([str(binary), *args], env=env, capture_output=True, text=True, timeout=300)
-    for line in (result.stdout + result.stderr).rstrip().splitlines():
-        out(f"    {line}")
+    if show:
+        out(f"  $ auditctl {' '.join(args)}")
+        for line in (result.stdout + result.stderr).rstrip().splitlines():
+            out(f"    {line}")
+    elif result.returncode != 0:
+        out(f"  $ auditctl {' '.join(args)}: {result.stderr.strip()}")
     if check and result.returncode != 0:
         raise RuntimeError(f"auditctl {' '.join(args)} exited with {result.returncode}")
     return result.returncode, result.stdout

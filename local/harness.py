@@ -22,6 +22,7 @@ from typing import Any
 
 from local import procs
 from local import schedule as local_schedule
+from local import witness as local_witness
 from local.faultproxy import FaultConfig, FaultProxy
 from local.stack import DEFAULT_TEMPLATE, Stack, create_stack, read_stack
 from local.streams import StreamTrigger, from_stack
@@ -56,7 +57,8 @@ class LocalSystem:
                  function_mode: str | None = None, archiver: bool = False,
                  archive_batching_window: float | None = None,
                  digest_period: int | None = LOCAL_DIGEST_PERIOD_SECONDS,
-                 seal_interval: float | None = LOCAL_SEAL_INTERVAL_SECONDS):
+                 seal_interval: float | None = LOCAL_SEAL_INTERVAL_SECONDS,
+                 witness_dir: Path | None = None, witness: bool = True):
         self.work_dir = Path(work_dir)
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.stack: Stack = read_stack(template, parameters, visibility_timeout, batching_window,
@@ -77,6 +79,12 @@ class LocalSystem:
         self.archiver: procs.Function | None = None
         self.streams: StreamTrigger | None = None
         self.scheduler: local_schedule.Scheduler | None = None
+        # The witness (local/witness.py), run after each seal run when there is an archiver: its
+        # key and state in witness_dir (the work dir's witness/ by default).
+        self.with_witness = witness
+        self.witness_dir = Path(witness_dir) if witness_dir else self.work_dir / "witness"
+        self.witness: local_witness.LocalWitness | None = None
+        self.witness_key = ""
         self.redriven_ids: set[str] = set()  # SQS ids of the messages redrive() sent
         self.redriven_keys: set[str] = set()  # item keys redriven by other means (auditctl)
 
@@ -139,12 +147,26 @@ class LocalSystem:
         # The template's Schedule event: seals the digests (scaled down, recorded in stack.scaled).
         self.scheduler = local_schedule.from_stack(self.stack, self.archiver.url,
                                                    log_path=str(self.work_dir / "schedule.log"))
+        if self.scheduler and self.with_witness:
+            self._start_witness()
         if self.scheduler:
             self.scheduler.start()
+
+    def _start_witness(self) -> None:
+        """The witness: its key made once (auditctl witness --init), a new log's state, and a run
+        after each seal run, with the stack's settings; its runs logged to witness.log."""
+        stack = self.stack_env()
+        env = procs.function_env({}, self.endpoint, {k: stack[k] for k in ("ARCHIVE_BUCKET", "DIGEST_KEY_ID")})
+        self.witness = local_witness.LocalWitness(self.witness_dir, local_witness.build_auditctl(), env,
+                                                  self.work_dir / "witness.log")
+        self.witness_key = self.witness.init()
+        self.witness.start_new_log()
+        self.scheduler.after_run = self.witness.run
 
     def stop(self) -> None:
         for step in (*(t.stop for t in self.triggers), lambda: self.streams and self.streams.stop(),
                      lambda: self.scheduler and self.scheduler.stop(),
+                     lambda: self.witness and self.witness.close(),
                      lambda: self.function and self.function.stop(), lambda: self.archiver and self.archiver.stop(),
                      lambda: self.proxy and self.proxy.stop(), lambda: self.moto and self.moto.stop()):
             try:
@@ -182,6 +204,8 @@ class LocalSystem:
             # Invoke API (AWS_ENDPOINT_URL_LAMBDA, the SDKs' variable for Lambda's endpoint).
             **({"ARCHIVER_FUNCTION": self.archiver.binary_name,
                 "AWS_ENDPOINT_URL_LAMBDA": f"http://127.0.0.1:{self.archiver.port}"} if self.archiver else {}),
+            # The local witness's public key (auditctl verify and check-proof --witness-key).
+            **({"WITNESS_KEY": self.witness_key} if self.witness_key else {}),
         }
 
     def write_stack_env(self, path: Path) -> Path:

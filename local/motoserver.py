@@ -259,7 +259,9 @@ def _patch_bucket_policies(s3_models, s3_responses, sts_models, iam_models) -> N
                 principal, account, username = who(self, request, query)
                 action = bucketpolicy.object_action(request.method, query, dict(request.headers)) \
                     if objects else None
-                asking.request = (principal, account, username, action)
+                if_none_match = next((v for k, v in request.headers.items() if k.lower() == "if-none-match"),
+                                     None) if objects else None
+                asking.request = (principal, account, username, action, if_none_match)
             except Exception:  # noqa: BLE001 - moto answers a malformed request itself
                 asking.request = None
             try:
@@ -272,12 +274,12 @@ def _patch_bucket_policies(s3_models, s3_responses, sts_models, iam_models) -> N
     def get_permission(self, action: str, resource: str):
         if self.policy is None:
             return PermissionResult.NEUTRAL
-        principal, account, username, exact = getattr(asking, "request", None) or (
-            None, self.account_id, None, None)
+        principal, account, username, exact, if_none_match = getattr(asking, "request", None) or (
+            None, self.account_id, None, None, None)
         # moto names an object request after its HTTP method (s3:PutObject for every PUT,
         # s3:HeadObject for a HEAD); the object request's IAM action is known exactly.
         request = bucketpolicy.Request(action=exact or action, resource=resource, principal_arn=principal,
-                                       account_id=account, username=username)
+                                       account_id=account, username=username, if_none_match=if_none_match)
         try:
             decision, statement = bucketpolicy.evaluate(self.policy, request)
         except bucketpolicy.UnsupportedPolicy as e:

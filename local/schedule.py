@@ -10,7 +10,9 @@ local/streams.py's stream triggers.
   scheduled time, UTC, whole seconds), ``region``, ``resources`` [the rule's ARN] and an empty
   ``detail``;
 * invokes the function (its own ``cargo lambda watch``) and logs each run and its answer, one
-  JSON line each, to ``log_path``.
+  JSON line each, to ``log_path``;
+* then calls ``after_run`` when set: the local stack's witness (local/witness.py), which checks
+  and cosigns the checkpoints that run sealed, as a witness's own schedule would.
 
 Where AWS has more than this: EventBridge invokes asynchronously, and Lambda retries a failed
 asynchronous run twice (about 1 and 2 minutes later). Here a run is a synchronous invocation, one
@@ -68,6 +70,7 @@ class Scheduler:
         self._thread: threading.Thread | None = None
         self._log = open(log_path, "a", encoding="utf-8") if log_path else None
         self.on_answer = None  # test hook: called with (event, answer or exception) after each run
+        self.after_run = None  # called with no argument after each run (the local witness)
 
     def start(self) -> "Scheduler":
         self._thread = threading.Thread(target=self._loop, name="schedule", daemon=True)
@@ -117,6 +120,11 @@ class Scheduler:
         self._note(entry)
         if self.on_answer:
             self.on_answer(event, answer)
+        if self.after_run:
+            try:
+                self.after_run()
+            except Exception as e:  # noqa: BLE001 - logged; the schedule goes on
+                self._note({"event": "after_run_error", "error": str(e)[:500]})
         return answer
 
     def _note(self, entry: dict) -> None:

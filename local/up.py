@@ -7,8 +7,10 @@ behind the local stream trigger and the local seal schedule (every 5 s: the temp
 SealDigests, rate(5 minutes), scaled down), which seals a digest of every 15-second period.
 Writes `.local/stack.env` (shell KEY=value lines: AWS_ENDPOINT_URL, AWS_REGION, TABLE_NAME,
 AUDIT_QUEUE_URL, ACCESS_QUEUE_URL, DEAD_LETTER_QUEUE_URL, ARCHIVE_BUCKET, DIGEST_KEY_ID,
-DIGEST_PERIOD_SECONDS, and test credentials) so that `auditctl`, `make sql` and any AWS client can
-reach it, and removes it when it stops.
+DIGEST_PERIOD_SECONDS, WITNESS_KEY, and test credentials) so that `auditctl`, `make sql` and any AWS
+client can reach it, and removes it when it stops. After each seal run the local witness (its key
+made once in .local/witness/) checks and cosigns the new checkpoints: `auditctl witness --state
+.local/witness/state.json --key .local/witness/key`, logged to the work dir's witness.log.
 
     python -m local.up [--work-dir DIR] [--env-file PATH]
 """
@@ -27,6 +29,8 @@ from local.harness import LocalSystem
 
 ROOT = Path(__file__).resolve().parent.parent
 STACK_ENV = ROOT / ".local" / "stack.env"
+# The local witness's key (made once, kept) and state (local/witness.py).
+WITNESS_DIR = ROOT / ".local" / "witness"
 # The local queue's visibility timeout, as `make demo`'s: a failed record returns in seconds.
 VISIBILITY_TIMEOUT = 2
 # The archiver's batching window, scaled down from the template's minute: the archive follows
@@ -47,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     env_file = Path(args.env_file)
     system = LocalSystem(Path(args.work_dir), visibility_timeout=VISIBILITY_TIMEOUT, archiver=True,
-                         archive_batching_window=ARCHIVE_BATCHING_WINDOW)
+                         archive_batching_window=ARCHIVE_BATCHING_WINDOW, witness_dir=WITNESS_DIR)
     try:
         print("Starting moto_server, the stack, audit-receiver and audit-archiver (cargo lambda watch);"
               " the first run compiles both.", flush=True)
@@ -60,6 +64,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Digests of every {system.digest_period} s period are sealed under digest/ "
               f"(schedule: {system.stack.scaled.get(system.stack.schedule.name, {}).get('local', '?')}).",
               flush=True)
+        if system.witness_key:
+            print(f"The local witness ({os.path.relpath(WITNESS_DIR, Path.cwd())}/) cosigns each new checkpoint "
+                  f"after each seal run; its public key is WITNESS_KEY.", flush=True)
         print(f"Logs in {os.path.relpath(args.work_dir, Path.cwd())}/. Ctrl-C stops everything.", flush=True)
         while True:
             time.sleep(3600)

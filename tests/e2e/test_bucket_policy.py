@@ -63,6 +63,44 @@ def test_the_template_policy_refuses_every_object_write_to_all_but_the_archivers
     assert bucketpolicy.evaluate(policy, plain) == (Decision.DENIED, "DenyInsecureTransport")
 
 
+def test_witnesses_only_ever_add_a_cosignature(archive):
+    """log/cosignatures/* is the one exception to OnlyTheArchiverWritesObjects (NotResource): a
+    witness, here or in another account, adds its cosignature with If-None-Match (its own IAM, or
+    the bucket policy's grant, decides); nobody writes one without it, nor changes its lock or
+    tags; everything else under log/ is the archiver's."""
+    name, policy, role = archive
+    witness, foreign = f"arn:aws:iam::{ACCOUNT}:role/witness", "arn:aws:iam::210987654321:role/witness"
+    cosignature = f"arn:aws:s3:::{name}/log/cosignatures/00000000000000000010/ab000102"
+
+    def ask(action, resource, principal, if_none_match=None):
+        return bucketpolicy.evaluate(policy, Request(action, resource, principal, ACCOUNT, secure_transport=True,
+                                                     if_none_match=if_none_match))
+
+    for principal in (witness, foreign, role):
+        assert ask("s3:PutObject", cosignature, principal, "*") == (Decision.NEUTRAL, None), principal
+        assert ask("s3:PutObject", cosignature, principal) == (Decision.DENIED, "CosignaturesAreOnlyAdded")
+        for action in WRITES[1:]:
+            assert ask(action, cosignature, principal, "*") == (Decision.DENIED, "CosignaturesAreNeverChanged"), \
+                (action, principal)
+    for key in ("log/checkpoints/00000000000000000010", "log/tile/0/000.p/10", "log/index/p1.tsv.gz",
+                "log/cosignatures", "log/cosignature/00000000000000000010/ab000102"):
+        assert ask("s3:PutObject", f"arn:aws:s3:::{name}/{key}", witness, "*") == \
+            (Decision.DENIED, "OnlyTheArchiverWritesObjects"), key
+
+
+def test_not_resource_and_a_header_condition_are_judged_as_s3_does():
+    deny = {"Statement": [{"Sid": "d", "Effect": "Deny", "Principal": "*", "Action": "s3:PutObject",
+                           "NotResource": "arn:aws:s3:::b/open/*"},
+                          {"Sid": "n", "Effect": "Deny", "Principal": "*", "Action": "s3:PutObject",
+                           "Resource": "arn:aws:s3:::b/open/*", "Condition": {"Null": {"s3:if-none-match": "true"}}}]}
+    put = lambda key, inm=None: bucketpolicy.evaluate(deny, Request("s3:PutObject", f"arn:aws:s3:::b/{key}",  # noqa: E731
+                                                                    "arn:aws:iam::1:role/r", "1", if_none_match=inm))
+    assert put("closed/k", "*") == (Decision.DENIED, "d")
+    assert put("open/k", "*") == (Decision.NEUTRAL, None)
+    assert put("open/k") == (Decision.DENIED, "n")
+    assert put("opened/k", "*") == (Decision.DENIED, "d")
+
+
 def test_conditions_on_a_missing_key_hold_as_in_iam():
     deny = {"Statement": [{"Sid": "d", "Effect": "Deny", "Principal": "*", "Action": "s3:PutObject",
                            "Resource": "*", "Condition": {"ArnNotEquals": {"aws:PrincipalArn": "arn:aws:iam::1:role/a"}}}]}

@@ -97,3 +97,30 @@ def test_a_template_without_a_schedule_has_no_scheduler():
 
     sample = read_stack(Path(__file__).parent / "data" / "sample-template.yaml")
     assert sample.schedule is None and from_stack(sample, "http://127.0.0.1:1/") is None
+
+
+def test_after_each_run_the_witness_runs_and_its_failure_stops_no_run(work_dir):
+    """The local witness (local/witness.py) runs after each seal run: after the function answered,
+    never beside it; a witness that fails is logged and the schedule goes on."""
+    answered, after = [], []
+    fn = StandIn(lambda ev: (answered.append(time.monotonic()), (200, {}))[1])
+    scheduler = Scheduler(fn.url, 0.2, RULE, log_path=str(work_dir / "schedule.log"))
+
+    def witness():
+        after.append((time.monotonic(), len(answered)))
+        if len(after) == 1:
+            raise RuntimeError("auditctl witness is not there")
+
+    scheduler.after_run = witness
+    try:
+        scheduler.start()
+        wait_until(lambda: len(after) >= 3, 30, "three witness runs")
+    finally:
+        scheduler.stop()
+        fn.close()
+    # Each after its own run's answer.
+    assert all(n >= i + 1 for i, (_, n) in enumerate(after)), after
+    log = [json.loads(line) for line in (work_dir / "schedule.log").read_text().splitlines()]
+    errors = [e for e in log if e["event"] == "after_run_error"]
+    assert len(errors) == 1 and "not there" in errors[0]["error"]
+    assert scheduler.stats.runs >= 3

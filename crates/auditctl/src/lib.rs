@@ -19,6 +19,7 @@ pub mod stack;
 pub mod tlog;
 pub mod ui;
 pub mod verify;
+pub mod witness;
 
 /// What went wrong, each with the fix in words. `auditctl` exits 1 on these.
 #[derive(Debug, thiserror::Error)]

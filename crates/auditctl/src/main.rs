@@ -11,6 +11,7 @@ use auditctl::access::{self, Recorder, SdkAccessLog};
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use commands::{
     AuditArgs, AwsArgs, Context, Failure, archive, check_proof, dlq, get, prove, query, ui, verify,
+    witness,
 };
 
 const AFTER_HELP: &str = "\
@@ -22,12 +23,12 @@ Environment (a flag wins over its variable):
   AUDIT_QUEUE_URL         the audit queue, the target of dlq redrive (--queue-url; stack output
                           AuditQueueUrl)
   DEAD_LETTER_QUEUE_URL   the dead-letter queue (--dlq-url; stack output AuditDeadLetterQueueUrl)
-  ARCHIVE_BUCKET          the archive bucket, for verify, prove and consistency (--bucket; stack
-                          output AuditArchiveBucketName)
+  ARCHIVE_BUCKET          the archive bucket, for verify, prove, consistency and witness
+                          (--bucket; stack output AuditArchiveBucketName)
   ARCHIVER_FUNCTION       the archiver function, for archive repair (--archiver-function; stack
                           output AuditArchiverFunctionArn)
-  DIGEST_KEY_ID           the digest signing key, for verify, prove and consistency (--key-id;
-                          stack output AuditDigestKeyArn)
+  DIGEST_KEY_ID           the digest signing key, for verify, prove, consistency and witness
+                          (--key-id; stack output AuditDigestKeyArn)
   DIGEST_PERIOD_SECONDS   the digest period, for verify and prove (--period-seconds; 3600 in AWS)
   AWS_ENDPOINT_URL        a local endpoint such as moto (--endpoint-url)
   AWS_PROFILE, AWS_REGION and the other standard AWS variables and files (--profile, --region)
@@ -44,6 +45,7 @@ Examples:
   auditctl prove order-42 --out order-42.proof.json
   auditctl check-proof order-42.proof.json --public-key digest-key.pem   (offline: no AWS)
   auditctl ui
+  auditctl witness --state witness.json --key witness.key
 
 Access to the trail is itself recorded: query, get, dlq list, dlq redrive, verify, archive repair
 and prove first send an audit event of their own (actor = the caller's ARN and callerUserId = its
@@ -82,6 +84,7 @@ enum Command {
     CheckProof(check_proof::CheckProofArgs),
     Consistency(prove::ConsistencyArgs),
     Ui(ui::UiArgs),
+    Witness(witness::WitnessArgs),
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -146,5 +149,6 @@ async fn run(
         Command::CheckProof(args) => check_proof::run(args),
         Command::Consistency(args) => prove::run_consistency(args, &context).await,
         Command::Ui(args) => ui::run(args, context).await,
+        Command::Witness(args) => witness::run(args, &context).await,
     }
 }

@@ -10,6 +10,7 @@ pub mod prove;
 pub mod query;
 pub mod ui;
 pub mod verify;
+pub mod witness;
 
 use std::io::{BufWriter, IsTerminal, Write};
 use std::time::{Duration, Instant};

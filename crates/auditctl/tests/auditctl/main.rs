@@ -26,3 +26,5 @@ mod ui;
 mod ui_dead_letters;
 /// `auditctl verify` (verify/mod.rs, with the same harness).
 mod verify;
+/// `auditctl witness` (witness.rs).
+mod witness;

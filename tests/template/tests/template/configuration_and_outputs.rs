@@ -144,6 +144,7 @@ fn outputs_name_the_queues_the_table_the_functions_the_archive_and_the_policies(
         ),
         ("AuditReaderPolicyArn", reference("AuditReaderPolicy")),
         ("AuditOperatorPolicyArn", reference("AuditOperatorPolicy")),
+        ("AuditWitnessPolicyArn", reference("AuditWitnessPolicy")),
         ("AuditArchiveBucketName", reference("AuditArchiveBucket")),
         (
             "AuditArchiverFunctionArn",

@@ -10,7 +10,8 @@ use audit_receiver::telemetry::NAMESPACE;
 use serde_json::{Value as Json, json};
 use serde_yaml::Value;
 
-const ARCHIVE_OBJECTS: &str = "${AuditArchiveBucket.Arn}/*";
+/// Where witnesses add their cosignatures: the one prefix the archiver does not write.
+const COSIGNATURES: &str = "${AuditArchiveBucket.Arn}/log/cosignatures/*";
 
 /// Every IAM action that writes an archive object, a version's lock, or what is attached to a
 /// version (the Service Authorization Reference's object-level Write and Tagging actions of S3,
@@ -50,6 +51,7 @@ fn archive_bucket_refuses_every_object_write_to_everyone_but_the_archivers_role(
             one_or_many(at(s, &["Action"]))
                 .iter()
                 .any(|a| scalar(a) == "s3:PutObject")
+                && s.get("NotResource").is_some()
         })
         .collect();
     assert_eq!(writes.len(), 1, "one statement refuses writes: {writes:?}");
@@ -57,11 +59,16 @@ fn archive_bucket_refuses_every_object_write_to_everyone_but_the_archivers_role(
     assert_eq!(at(s, &["Effect"]).as_str(), Some("Deny"));
     assert_eq!(at(s, &["Principal"]).as_str(), Some("*"), "every principal");
     assert!(s.get("NotAction").is_none() && s.get("NotPrincipal").is_none());
-    let resources: Vec<String> = one_or_many(at(s, &["Resource"]))
+    assert!(s.get("Resource").is_none());
+    let resources: Vec<String> = one_or_many(at(s, &["NotResource"]))
         .iter()
         .map(resource_text)
         .collect();
-    assert_eq!(resources, [ARCHIVE_OBJECTS], "every object of the bucket");
+    assert_eq!(
+        resources,
+        [COSIGNATURES],
+        "every object of the bucket but the witnesses' cosignatures"
+    );
     let actions: BTreeSet<String> = one_or_many(at(s, &["Action"])).iter().map(scalar).collect();
     let expected: BTreeSet<String> = OBJECT_WRITES.iter().map(|a| a.to_string()).collect();
     assert_eq!(actions, expected);
@@ -77,6 +84,54 @@ fn archive_bucket_refuses_every_object_write_to_everyone_but_the_archivers_role(
         at(s, &["Condition", "ArnNotEquals", "aws:PrincipalArn"]),
         &role
     );
+}
+
+/// The archive policy's statement `sid`.
+fn archive_statement(t: &Value, sid: &str) -> Value {
+    archive_policy_statements(t)
+        .into_iter()
+        .find(|s| at(s, &["Sid"]).as_str() == Some(sid))
+        .unwrap_or_else(|| panic!("no statement {sid}"))
+}
+
+#[test]
+fn a_cosignature_is_only_ever_added_never_replaced_or_unlocked() {
+    // Whoever holds s3:PutObject on log/cosignatures/* (AuditWitnessPolicy, a witness in another
+    // account) adds a cosignature with If-None-Match: *; nobody writes one without it (a newer
+    // version would hide it), nor changes a cosignature's lock, tags or ACL.
+    let t = template();
+    let added = archive_statement(&t, "CosignaturesAreOnlyAdded");
+    assert_eq!(at(&added, &["Effect"]).as_str(), Some("Deny"));
+    assert_eq!(at(&added, &["Principal"]).as_str(), Some("*"));
+    assert_eq!(
+        one_or_many(at(&added, &["Action"])),
+        [Value::from("s3:PutObject")]
+    );
+    assert_eq!(resource_text(at(&added, &["Resource"])), COSIGNATURES);
+    let condition = at(&added, &["Condition"])
+        .as_mapping()
+        .expect("a condition");
+    assert_eq!(condition.len(), 1, "{condition:?}");
+    assert_eq!(
+        at(&added, &["Condition", "Null", "s3:if-none-match"]).as_str(),
+        Some("true"),
+        "refused when the request has no If-None-Match"
+    );
+    let changed = archive_statement(&t, "CosignaturesAreNeverChanged");
+    assert_eq!(at(&changed, &["Effect"]).as_str(), Some("Deny"));
+    assert_eq!(at(&changed, &["Principal"]).as_str(), Some("*"));
+    assert!(changed.get("Condition").is_none(), "to everyone");
+    assert_eq!(resource_text(at(&changed, &["Resource"])), COSIGNATURES);
+    let actions: BTreeSet<String> = one_or_many(at(&changed, &["Action"]))
+        .iter()
+        .map(scalar)
+        .collect();
+    let expected: BTreeSet<String> = OBJECT_WRITES
+        .iter()
+        .filter(|a| **a != "s3:PutObject")
+        .map(|a| a.to_string())
+        .collect();
+    assert_eq!(actions, expected);
 }
 
 #[test]

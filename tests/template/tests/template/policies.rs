@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::support::*;
 use audit_model::archive::{STATE_PREFIX, TAMPER_PREFIX, TRAIL_PREFIX};
 use audit_model::digest::DIGEST_PREFIX;
+use audit_model::tlog::LOG_PREFIX;
 use serde_yaml::Value;
 
 fn role_statements(t: &Value, role: &str) -> Vec<Value> {
@@ -54,16 +55,18 @@ fn each_function_has_its_own_role_and_sam_adds_no_policies() {
             "AuditProducerPolicy".to_string(),
             "AuditReaderPolicy".to_string(),
             "AuditReceiverRole".to_string(),
-            "AuditReceiverTablePolicy".to_string()
+            "AuditReceiverTablePolicy".to_string(),
+            "AuditWitnessPolicy".to_string()
         ]),
         "each function's role (the archiver's signing grant and the receiver's table grant \
-         policies of their own), the producer policy and the two operator policies, no other IAM \
-         resource"
+         policies of their own), the producer policy, the two operator policies and the \
+         witness's, no other IAM resource"
     );
     for policy in [
         "AuditReaderPolicy",
         "AuditOperatorPolicy",
         "AuditProducerPolicy",
+        "AuditWitnessPolicy",
     ] {
         for attachment in ["Roles", "Users", "Groups"] {
             assert!(
@@ -454,9 +457,10 @@ fn archiver_prefixes() -> Vec<String> {
     ])
 }
 
-/// What `auditctl verify` reads: the archive's objects and the digests (not the markers).
+/// What `auditctl verify` reads: the archive's objects, the digests and the transparency log
+/// (not the markers).
 fn verified_prefixes() -> Vec<String> {
-    under(&[TRAIL_PREFIX, TAMPER_PREFIX, DIGEST_PREFIX])
+    under(&[TRAIL_PREFIX, TAMPER_PREFIX, DIGEST_PREFIX, LOG_PREFIX])
 }
 
 const TABLE_STREAM: &str = "${AuditMessagesTable.StreamArn}";
@@ -659,13 +663,65 @@ fn only_the_archiver_may_sign_and_the_readers_fetch_the_public_key() {
                 BTreeSet::from([
                     "AuditArchiverSigningPolicy".into(),
                     "AuditOperatorPolicy".into(),
-                    "AuditReaderPolicy".into()
+                    "AuditReaderPolicy".into(),
+                    "AuditWitnessPolicy".into()
                 ])
             ),
             (
                 "kms:Sign".to_string(),
                 BTreeSet::from(["AuditArchiverSigningPolicy".into()])
             ),
+        ])
+    );
+}
+
+#[test]
+fn witness_policy_reads_the_log_and_adds_cosignatures_only() {
+    // auditctl witness: lists and reads log/ (checkpoints, tiles, cosignatures), fetches the log's
+    // public key, adds its cosignature under log/cosignatures/. No other read, no other write.
+    let t = template();
+    let statements = one_or_many(at(
+        props(&t, "AuditWitnessPolicy"),
+        &["PolicyDocument", "Statement"],
+    ));
+    let mut grants = Grants::new();
+    for s in &statements {
+        assert_eq!(at(s, &["Effect"]).as_str(), Some("Allow"), "{s:?}");
+        for key in ["NotAction", "NotResource", "Principal"] {
+            assert!(s.get(key).is_none(), "no {key} ({s:?})");
+        }
+        let actions: Vec<String> = one_or_many(at(s, &["Action"])).iter().map(scalar).collect();
+        if actions == ["s3:ListBucket"] {
+            // Listing only under log/.
+            assert_eq!(
+                at(s, &["Condition", "StringLike", "s3:prefix"]),
+                &Value::Sequence(vec![Value::from("log/*")]),
+                "{s:?}"
+            );
+            assert_eq!(at(s, &["Condition"]).as_mapping().map(|m| m.len()), Some(1));
+        } else {
+            assert!(s.get("Condition").is_none(), "{s:?}");
+        }
+        for action in actions {
+            for r in one_or_many(at(s, &["Resource"])) {
+                grants
+                    .entry(action.clone())
+                    .or_default()
+                    .insert(resource_text(&r));
+            }
+        }
+    }
+    let one = |r: &str| vec![r.to_string()];
+    assert_eq!(
+        grants,
+        owned_grants(&[
+            ("s3:ListBucket", one(ARCHIVE_BUCKET)),
+            ("s3:GetObject", under(&[LOG_PREFIX])),
+            (
+                "s3:PutObject",
+                one(&format!("{ARCHIVE_BUCKET}/log/cosignatures/*"))
+            ),
+            ("kms:GetPublicKey", one(DIGEST_KEY)),
         ])
     );
 }

@@ -1,0 +1,96 @@
+"""The local stack's witness (local/witness.py) against the local stack's bucket and key on moto,
+with the real auditctl: its key is made once and kept, it cosigns the checkpoints the log adds, a
+fork or a rollback shown to it is refused loudly (exit 1, REFUSED, logged) with nothing cosigned,
+and a new stack's log starts from a new state. Run by local/harness.py after each seal run."""
+
+import json
+
+import pytest
+
+from local import procs
+from local.harness import _client
+from local.stack import DEFAULT_TEMPLATE, create_stack, read_stack
+from local.witness import LocalWitness, build_auditctl
+from tlog_support import checkpoint, leaves, write_log
+
+
+@pytest.fixture
+def stack(work_dir):
+    proc, endpoint = procs.start_moto(work_dir)
+    try:
+        yield create_stack(read_stack(DEFAULT_TEMPLATE), endpoint), endpoint
+    finally:
+        proc.stop()
+
+
+def _sealer(endpoint, bucket):
+    """The sealer's writes, let through the bucket policy (they are the archiver's)."""
+    s3 = _client("s3", endpoint)
+    policy = s3.get_bucket_policy(Bucket=bucket)["Policy"]
+    s3.delete_bucket_policy(Bucket=bucket)
+    return s3, lambda: s3.put_bucket_policy(Bucket=bucket, Policy=policy)
+
+
+def test_the_local_witness_cosigns_what_extends_and_refuses_a_fork(stack, work_dir):
+    st, endpoint = stack
+    bucket, key_arn = st.archive_bucket.name, st.archiver.environment["DIGEST_KEY_ID"]
+    kms = _client("kms", endpoint)
+    env = procs.function_env({}, endpoint, {"ARCHIVE_BUCKET": bucket, "DIGEST_KEY_ID": key_arn})
+    witness = LocalWitness(work_dir / "witness", build_auditctl(), env, work_dir / "witness.log")
+    vkey = witness.init()
+    assert vkey.startswith("witness.audit-receiver.local/local-stack+"), vkey
+    assert witness.init() == vkey, "made once, then kept"
+    assert (work_dir / "witness" / "key").stat().st_mode & 0o777 == 0o600
+
+    assert witness.run().returncode == 0  # no checkpoint yet: nothing to cosign
+    s3, restore = _sealer(endpoint, bucket)
+    write_log(s3, kms, key_arn, bucket, [2, 5])
+    restore()
+    assert witness.run().returncode == 0
+    keys = lambda: [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="log/cosignatures/").get("Contents", [])]  # noqa: E731
+    assert [k.split("/")[2] for k in keys()] == [f"{2:020}", f"{5:020}"]
+    state = (work_dir / "witness" / "state.json").read_text()
+
+    # A fork: the key signs another tree of size 5, and a bigger one on top of it.
+    s3, restore = _sealer(endpoint, bucket)
+    other = leaves(9, "other")
+    s3.put_object(Bucket=bucket, Key=f"log/checkpoints/{5:020}", ChecksumAlgorithm="SHA256",
+                  Body=checkpoint(kms, key_arn, bucket, 5, b"\x07" * 32).encode())
+    s3.put_object(Bucket=bucket, Key="log/tile/0/000.p/9", Body=b"".join(other), ChecksumAlgorithm="SHA256")
+    s3.put_object(Bucket=bucket, Key=f"log/checkpoints/{9:020}", ChecksumAlgorithm="SHA256",
+                  Body=checkpoint(kms, key_arn, bucket, 9, b"\x08" * 32).encode())
+    restore()
+    refused = witness.run()
+    assert refused.returncode == 1 and refused.stderr.startswith("REFUSED: fork"), refused.stderr
+    assert len(keys()) == 2, "nothing cosigned"
+    assert (work_dir / "witness" / "state.json").read_text() == state
+    log = [json.loads(line) for line in (work_dir / "witness.log").read_text().splitlines()]
+    assert [e["exit"] for e in log] == [0, 0, 1] and "REFUSED: fork" in log[-1]["stderr"]
+    assert witness.refusals == 1
+
+    # A new stack is a new log: the state of this one is put aside, the key kept.
+    witness.start_new_log()
+    assert not (work_dir / "witness" / "state.json").exists()
+    assert (work_dir / "witness" / "state.json.previous").read_text() == state
+    assert witness.init() == vkey
+    witness.close()
+
+
+def test_a_rollback_is_refused(stack, work_dir):
+    st, endpoint = stack
+    bucket, key_arn = st.archive_bucket.name, st.archiver.environment["DIGEST_KEY_ID"]
+    env = procs.function_env({}, endpoint, {"ARCHIVE_BUCKET": bucket, "DIGEST_KEY_ID": key_arn})
+    witness = LocalWitness(work_dir / "witness", build_auditctl(), env)
+    witness.init()
+    s3, restore = _sealer(endpoint, bucket)
+    write_log(s3, _client("kms", endpoint), key_arn, bucket, [4])
+    restore()
+    assert witness.run().returncode == 0
+    # The witness is shown a bucket whose log is smaller than what it accepted.
+    state = json.loads((work_dir / "witness" / "state.json").read_text())
+    state["size"] = 40
+    (work_dir / "witness" / "state.json").write_text(json.dumps(state))
+    refused = witness.run()
+    assert refused.returncode == 1, refused.stderr
+    assert refused.stderr.startswith("REFUSED: rollback: the newest checkpoint is of size 4, smaller than the size 40")
+    witness.close()
