@@ -319,3 +319,100 @@ pub struct Cosignature {
     /// Its timestamp; `None` when the line is not a timestamped cosignature.
     pub at: Option<DateTime<Utc>>,
 }
+
+/// The transparency log's verdict on one event, checked in the page as `auditctl check-proof`
+/// checks a proof: found through the period indexes from `anchor` (its `receivedAt`, else its
+/// `auditTime`), its line read from its archive object, the inclusion path made from the tiles,
+/// the checkpoint's signature checked with the digest key's public key. `None` when the page has
+/// no digest key to check with (it then shows the period's digest status alone).
+pub async fn proof_verdict<B: Bucket>(
+    archive: &Archive<B>,
+    message_id: &str,
+    audit_time: &str,
+    anchor: DateTime<Utc>,
+    now: i64,
+) -> Option<ProofVerdict> {
+    use crate::prove::Wanted;
+    use crate::verify::{CLOCK_SKEW_SECONDS, LATE_ARCHIVE_SECONDS};
+    let fetch = archive.key.as_ref()?;
+    let wanted = Wanted {
+        message_id: message_id.to_owned(),
+        audit_time: audit_time.to_owned(),
+        first: archive
+            .length
+            .period_of(anchor - chrono::Duration::seconds(CLOCK_SKEW_SECONDS)),
+        last: archive
+            .length
+            .period_of(anchor + chrono::Duration::seconds(LATE_ARCHIVE_SECONDS)),
+    };
+    let log = LogReader {
+        archive: &archive.bucket,
+    };
+    let found = match log.locate(&wanted, now).await {
+        Ok(found) => found,
+        Err(error) => return Some(ProofVerdict::NotYet(error.to_string())),
+    };
+    let key = match fetch().await {
+        Ok(info) => match LogKey::from_der(&info.der) {
+            Ok(key) => key,
+            Err(error) => return Some(ProofVerdict::NotChecked(error)),
+        },
+        Err(error) => return Some(ProofVerdict::NotChecked(error.to_string())),
+    };
+    let proof = match log.prove(&found, &key, &origin(&archive.name), None).await {
+        Ok(proof) => proof,
+        Err(error) => return Some(ProofVerdict::Fails(error.to_string())),
+    };
+    Some(match crate::tlog::check_proof(&proof, &key, &[]) {
+        Ok(verdict) => ProofVerdict::Proven {
+            leaf: verdict.leaf_index,
+            size: verdict.tree_size,
+            cosignatures: SignedNote::parse(&proof.checkpoint)
+                .map(|note| note.signatures.len().saturating_sub(1))
+                .unwrap_or(0),
+        },
+        Err(error) => ProofVerdict::Fails(error),
+    })
+}
+
+/// What the page says of an event's proof in the transparency log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProofVerdict {
+    /// The proof holds: its line is this leaf of the tree of this size, under a checkpoint the
+    /// digest key signed, with this many witness cosignatures on it (not checked here: the page
+    /// has no witness keys).
+    Proven {
+        leaf: u64,
+        size: u64,
+        cosignatures: usize,
+    },
+    /// No proof can be made yet (its period not sealed yet, not found in the indexes, …): why.
+    NotYet(String),
+    /// The digest key's public key could not be had or used: why.
+    NotChecked(String),
+    /// A proof was made or read and does not hold: why.
+    Fails(String),
+}
+
+impl std::fmt::Display for ProofVerdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Proven {
+                leaf,
+                size,
+                cosignatures,
+            } => write!(
+                f,
+                "Proven, checked in this page: its line, as archived, is leaf {leaf} of the transparency log's tree of {size} leaves, whose checkpoint the digest key signed ({cosignatures} witness cosignature(s) on it; `auditctl prove` and `auditctl check-proof --witness-key` check them offline)."
+            ),
+            Self::NotYet(why) => write!(f, "No proof yet: {why}."),
+            Self::NotChecked(why) => {
+                write!(f, "Proof not checked: the digest key's public key: {why}.")
+            }
+            Self::Fails(why) => write!(
+                f,
+                "NOT PROVEN: {why}. `auditctl verify` over its period says what is wrong."
+            ),
+        }
+    }
+}

@@ -460,9 +460,39 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
         }
     }
 
-    /// What the page says of an event's proof: its period's digest status, until the
-    /// transparency log exists; and how to check it.
+    /// What the page says of an event's proof: the transparency log's verdict, checked here,
+    /// when the page has the digest key; and its period's digest status unless it is proven.
     async fn proof(&self, item: &TrailItem) -> String {
+        let status = self.digest_status(item).await;
+        let (Some(archive), Ok(audit_time)) = (
+            &self.archive,
+            chrono::DateTime::parse_from_rfc3339(&item.audit_time),
+        ) else {
+            return status;
+        };
+        let anchor = match item.attributes.get("receivedAt") {
+            Some(aws_sdk_dynamodb::types::AttributeValue::S(text)) => {
+                chrono::DateTime::parse_from_rfc3339(text).unwrap_or(audit_time)
+            }
+            _ => audit_time,
+        };
+        let verdict = checks::proof_verdict(
+            archive,
+            &item.message_id,
+            &item.audit_time,
+            anchor.to_utc(),
+            Utc::now().timestamp(),
+        )
+        .await;
+        match verdict {
+            Some(proven @ checks::ProofVerdict::Proven { .. }) => proven.to_string(),
+            Some(other) => format!("{other} {status}"),
+            None => status,
+        }
+    }
+
+    /// An event's period's digest status, and how to check it.
+    async fn digest_status(&self, item: &TrailItem) -> String {
         let Some(archive) = &self.archive else {
             return "Not known here: start auditctl ui with ARCHIVE_BUCKET (stack output AuditArchiveBucketName) to see the period's digest.".to_owned();
         };

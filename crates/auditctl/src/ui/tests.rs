@@ -675,4 +675,91 @@ mod health_checks {
                 .all(|b| b["action"] == "auditctl.ui.view")
         );
     }
+
+    /// An event's proof verdict, as its page shows it: proven over a log sealed as the sealer
+    /// seals it (object, tiles, index, checkpoint), refused once its archived line is changed,
+    /// and "no proof yet" for an event no index names; nothing without the digest key.
+    #[tokio::test]
+    async fn an_events_proof_is_checked_in_the_page_and_a_changed_line_is_not_proven() {
+        use crate::ui::checks::{ProofVerdict, proof_verdict};
+        use crate::verify::memory::{gzip_lines, seal_logged};
+        use audit_model::note::{IndexRow, index_key};
+        use audit_model::tlog::TreeEdge;
+
+        let (keyed, _, key) = viewer(false, true);
+        let (without_key, _, _) = viewer(false, false);
+        let archive = keyed.archive.as_ref().unwrap();
+        let period = sealed_hour();
+        let at = stamp(period.start + 10);
+        let lines: Vec<String> = (0..3)
+            .map(|i| format!(r#"{{"auditTime":"{at}","messageId":"m-{i}","outcome":"success"}}"#))
+            .collect();
+        let when = chrono::DateTime::from_timestamp(period.start + 20, 0).unwrap();
+        let object = write_object(
+            &archive.bucket,
+            ObjectKind::Trail,
+            when,
+            PeriodLength::default(),
+            7,
+            &lines,
+        );
+        let rows: Vec<String> = (0..3u64)
+            .map(|i| {
+                IndexRow {
+                    message_id: format!("m-{i}"),
+                    audit_time: at.clone(),
+                    leaf_index: i,
+                    object: object.clone(),
+                    line_number: i,
+                }
+                .line()
+            })
+            .collect();
+        let mut edge = TreeEdge::default();
+        seal_logged(&archive.bucket, "archive", period, None, &key, &mut edge);
+        archive.bucket.overwrite(
+            &index_key(period),
+            Bytes::from(gzip_lines(&[rows.concat().trim_end().to_owned()])),
+        );
+        let now = Utc::now().timestamp();
+        let anchor = when;
+
+        let verdict = proof_verdict(archive, "m-1", &at, anchor, now).await;
+        assert_eq!(
+            verdict,
+            Some(ProofVerdict::Proven {
+                leaf: 1,
+                size: 3,
+                cosignatures: 0
+            })
+        );
+        assert!(
+            verdict
+                .unwrap()
+                .to_string()
+                .starts_with("Proven, checked in this page")
+        );
+
+        let unknown = proof_verdict(archive, "m-9", &at, anchor, now).await;
+        assert!(
+            matches!(unknown, Some(ProofVerdict::NotYet(_))),
+            "{unknown:?}"
+        );
+
+        // The archived line changed behind the log's back (a new version of the object).
+        let mut changed = lines.clone();
+        changed[1] = changed[1].replace("success", "failure");
+        archive
+            .bucket
+            .overwrite(&object, Bytes::from(gzip_lines(&changed)));
+        let refused = proof_verdict(archive, "m-1", &at, anchor, now).await;
+        assert!(
+            matches!(refused, Some(ProofVerdict::Fails(_))),
+            "{refused:?}"
+        );
+        assert!(refused.unwrap().to_string().starts_with("NOT PROVEN"));
+
+        let archive = without_key.archive.as_ref().unwrap();
+        assert_eq!(proof_verdict(archive, "m-1", &at, anchor, now).await, None);
+    }
 }
