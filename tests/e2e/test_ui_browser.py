@@ -229,7 +229,7 @@ def test_a_person_searches_opens_exports_and_redrives_in_a_browser_and_a_reader_
 
     # Health: verify the periods in view, from the search's link, with the keyboard, over an hour
     # audit-archiver sealed (one object): what was checked, and no problem.
-    sealable_object(account)
+    _, sealed_start = sealable_object(account)
     sealed = seal(account)
     assert sealed["failure"] is None and sealed["sealed"], sealed
     chrome.navigate(ui.origin + "/?range=24h")
@@ -244,6 +244,22 @@ def test_a_person_searches_opens_exports_and_redrives_in_a_browser_and_a_reader_
     assert "auditctl verify --from" in outcome
     chrome.screenshot(shots / "health-verify-1280.png", 1280)
     chrome.screenshot(shots / "health-verify-390.png", 390)
+
+    # The sealed hour's event, as the table holds it (received in that hour): its page proves it,
+    # checked in the page against the checkpoint audit-archiver signed; an event of an hour not
+    # sealed yet has no proof yet.
+    received = datetime.fromtimestamp(sealed_start + 60, timezone.utc)
+    proven = {"messageId": {"S": "iam-earlier-1"}, "auditTime": {"S": "2026-11-22T08:00:00.000Z"},
+              "auditBucket": {"S": _bucket("iam-earlier-1", "2026-11-22T08:00:00.000Z")},
+              "auditText": {"S": "carol signed out"}, "receivedAt": {"S": _canonical(received)}}
+    account.client("dynamodb").put_item(TableName=account.table_name, Item=proven)
+    chrome.navigate(ui.origin + "/event?id=iam-earlier-1")
+    verdict = " ".join(chrome.text().split())
+    assert chrome.status() == 200, verdict
+    assert "Proven, checked in this page" in verdict and "of the transparency log's tree" in verdict, verdict
+    chrome.screenshot(shots / "event-proven-1280.png", 1280)
+    chrome.navigate(ui.origin + "/event?id=ui-1")
+    assert "No proof yet" in " ".join(chrome.text().split())
 
     # The reader: the dead-letter queue and its redrive are refused, with the reason.
     chrome.navigate(reader_ui.url)
