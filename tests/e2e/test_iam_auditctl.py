@@ -416,17 +416,10 @@ def _without_grant(doc: dict, index: int, action: str) -> dict:
 
 
 # Grants that no command uses today: each case is expected to fail (strict: once the template or
-# auditctl changes so that it passes, remove it from here). GetItem left the policies (get is a
-# Query on the key), the reader's SendMessage carries every command's access event, and the
-# archive and key reads are verify's, except s3:GetObject: no command reads an object's current
-# version (verify and the check by hand read what was sealed, by version id), but Athena's SQL
-# over trail/ does (docs/deploy.md "Operator access"), which the policies are for too.
-ATHENA_READS = ("Athena's queries over trail/ read the current objects (s3:GetObject); auditctl and the "
-                "check by hand read every object and digest by version")
-NOT_USED_YET: dict[tuple[str, str], str] = {
-    ("AuditReaderPolicy", "s3:GetObject"): ATHENA_READS,
-    ("AuditOperatorPolicy", "s3:GetObject"): ATHENA_READS,
-}
+# auditctl changes so that it passes, remove it from here). None now: s3:GetObject, which only
+# Athena's SQL over trail/ used, is verify's too since the transparency log (it reads checkpoints
+# and tiles, current versions under log/, as prove does).
+NOT_USED_YET: dict[tuple[str, str], str] = {}
 
 
 def _grant_cases() -> list:
