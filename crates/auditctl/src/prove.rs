@@ -294,15 +294,7 @@ fn same_time(a: &str, b: &str) -> bool {
     }
 }
 
-/// The lines of a gunzipped archive object, as the sealer makes leaves of them: the bytes between
-/// newlines, the newline excluded; the empty piece after a final newline is not a line.
-pub fn object_lines(text: &[u8]) -> Vec<&[u8]> {
-    if text.is_empty() {
-        return Vec::new();
-    }
-    let text = text.strip_suffix(b"\n").unwrap_or(text);
-    text.split(|b| *b == b'\n').collect()
-}
+pub use audit_model::tlog::object_lines;
 
 fn gunzip(bytes: &[u8]) -> std::io::Result<Vec<u8>> {
     let mut text = Vec::new();

@@ -32,6 +32,17 @@ pub const EMPTY_ROOT: Hash = [
     0x27, 0xae, 0x41, 0xe4, 0x64, 0x9b, 0x93, 0x4c, 0xa4, 0x95, 0x99, 0x1b, 0x78, 0x52, 0xb8, 0x55,
 ];
 
+/// The lines of a gunzipped archive object, as leaves are made of them: the bytes between
+/// newlines, the newline excluded; the empty piece after a final newline (or of an empty object)
+/// is not a line, an empty line inside is.
+pub fn object_lines(text: &[u8]) -> Vec<&[u8]> {
+    if text.is_empty() {
+        return Vec::new();
+    }
+    let text = text.strip_suffix(b"\n").unwrap_or(text);
+    text.split(|b| *b == b'\n').collect()
+}
+
 /// The leaf hash of one line: SHA-256(0x00 || line).
 pub fn leaf_hash(line: &[u8]) -> Hash {
     let mut hasher = Sha256::new();

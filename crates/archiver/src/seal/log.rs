@@ -16,7 +16,7 @@ use audit_model::note::{
     Checkpoint, IndexRow, NoteSignature, SignedNote, checkpoint_key, ecdsa_key_id, index_key,
     origin,
 };
-use audit_model::tlog::{Hash, HexHash, TileRef, TreeEdge, leaf_hash};
+use audit_model::tlog::{Hash, HexHash, TileRef, TreeEdge, leaf_hash, object_lines};
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 
@@ -62,16 +62,6 @@ struct ObjectLeaves {
     leaves: Vec<Hash>,
     /// (line number, messageId, auditTime) of the trail lines that carry both.
     ids: Vec<(u64, String, String)>,
-}
-
-/// The lines of a gunzipped object: the bytes between newlines, the newline excluded; the empty
-/// piece after a final newline (or of an empty object) is not a line.
-fn split_lines(text: &[u8]) -> Vec<&[u8]> {
-    if text.is_empty() {
-        return Vec::new();
-    }
-    let text = text.strip_suffix(b"\n").unwrap_or(text);
-    text.split(|b| *b == b'\n').collect()
 }
 
 /// A trail line's messageId and auditTime (both strings), when it has both.
@@ -142,7 +132,7 @@ impl<B: ArchiveBucket, S: DigestSigner> Run<'_, '_, B, S> {
         let trail = object.key.starts_with(TRAIL_PREFIX);
         let mut leaves = Vec::new();
         let mut ids = Vec::new();
-        for (number, line) in split_lines(&text).into_iter().enumerate() {
+        for (number, line) in object_lines(&text).into_iter().enumerate() {
             leaves.push(leaf_hash(line));
             if trail && let Some((message_id, audit_time)) = ids_of(line) {
                 ids.push((number as u64, message_id, audit_time));
@@ -419,7 +409,7 @@ mod tests {
     #[test]
     fn lines_are_the_bytes_between_newlines() {
         let lines = |text: &[u8]| {
-            split_lines(text)
+            object_lines(text)
                 .into_iter()
                 .map(<[u8]>::to_vec)
                 .collect::<Vec<_>>()
