@@ -49,6 +49,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use audit_archiver::bucket::memory::MemoryBucket;
 use audit_archiver::bucket::{ArchiveBucket, Created};
 use audit_archiver::budget::Budget;
 use audit_archiver::encode::{gzip_lines, trail_line};
@@ -320,7 +321,11 @@ struct Written {
 }
 
 async fn write_archive(moto: &Moto, plan: &Plan, period: PeriodLength) -> Written {
-    let bucket = moto.archive(BUCKET);
+    write_into(&moto.archive(BUCKET), plan, period).await
+}
+
+/// Writes the plan's objects (and their markers) into `bucket` as the archiver does.
+async fn write_into<B: ArchiveBucket>(bucket: &B, plan: &Plan, period: PeriodLength) -> Written {
     let started = Instant::now();
     let written = AtomicU64::new(0);
     let sizes: Vec<(u64, u64)> = futures::stream::iter(plan.objects.iter().cloned())
@@ -372,13 +377,23 @@ struct Sealed {
 
 /// Seals every period with the archiver's sealer and KMS key.
 async fn seal(moto: &Moto, key_arn: &str, plan: &Plan, period: PeriodLength) -> Sealed {
+    seal_in(&moto.archive(BUCKET), moto, key_arn, plan, period).await
+}
+
+/// Seals every period of `bucket` with the archiver's sealer, signing with moto's KMS key.
+async fn seal_in<B: ArchiveBucket>(
+    bucket: &B,
+    moto: &Moto,
+    key_arn: &str,
+    plan: &Plan,
+    period: PeriodLength,
+) -> Sealed {
     let started = Instant::now();
-    let bucket = moto.archive(BUCKET);
     let signer = KmsSigner::new(moto.kms(), key_arn);
     let now = DateTime::from_timestamp(plan.end(period) + SEAL_DELAY.as_secs() as i64 + 1, 0)
         .expect("a time");
     let report = Sealer {
-        bucket: &bucket,
+        bucket,
         signer: &signer,
         bucket_name: BUCKET,
         period,
@@ -951,6 +966,102 @@ async fn run_prove(
     proved
 }
 
+/// The `--prove-only` stand-in: written and sealed by the archiver's code in its in-memory bucket
+/// twin (moto's listings walk every key of the bucket, so sealing thousands of periods on moto
+/// grows with the square of the archive), signed by moto's KMS key; then everything `prove` reads
+/// (the objects under `trail/`, `digest/` and `log/`, with their metadata; not the run markers
+/// under `state/`) copied to moto's bucket, where `auditctl prove` reads it over HTTP.
+async fn prove_standin(
+    options: &Options,
+    moto: &Moto,
+    key_arn: &str,
+    plan: &Plan,
+    events: u64,
+    auditctl: &Path,
+    work: &Path,
+) {
+    let period = options.period;
+    let memory = MemoryBucket::new();
+    let written = write_into(&memory, plan, period).await;
+    eprintln!(
+        "  written in memory in {:.1} s: {:.1} MB gzip",
+        written.seconds,
+        written.bytes as f64 / 1e6
+    );
+    let sealed = seal_in(&memory, moto, key_arn, plan, period).await;
+    eprintln!(
+        "  sealed {} digests in {:.1} s; the log: {} leaves, {} PUTs, {:.1} MB ({:.0} PUTs and {:.1} MB per million events)",
+        sealed.digests,
+        sealed.seconds,
+        sealed.leaves,
+        sealed.log_puts,
+        sealed.log_bytes as f64 / 1e6,
+        sealed.log_puts as f64 * 1e6 / events as f64,
+        sealed.log_bytes as f64 / events as f64
+    );
+    assert_eq!(sealed.leaves, events, "a leaf per event");
+    let started = Instant::now();
+    let keys: Vec<String> = ["trail/", "digest/", "log/"]
+        .iter()
+        .flat_map(|prefix| memory.keys(prefix))
+        .collect();
+    let s3 = moto.s3();
+    futures::stream::iter(keys.iter())
+        .map(|key| {
+            let (s3, memory) = (&s3, &memory);
+            async move {
+                let Some(version) = memory.current(key) else {
+                    return;
+                };
+                let mut put = s3
+                    .put_object()
+                    .bucket(BUCKET)
+                    .key(key)
+                    .body(version.body.clone().into())
+                    .checksum_algorithm(aws_sdk_s3::types::ChecksumAlgorithm::Sha256);
+                for (name, value) in &version.metadata {
+                    put = put.metadata(*name, value);
+                }
+                put.send()
+                    .await
+                    .unwrap_or_else(|e| panic!("copying {key} to moto: {e}"));
+            }
+        })
+        .buffer_unordered(CONCURRENCY * 2)
+        .collect::<Vec<()>>()
+        .await;
+    eprintln!(
+        "  copied {} objects to moto in {:.1} s",
+        keys.len(),
+        started.elapsed().as_secs_f64()
+    );
+    let proved = run_prove(auditctl, moto, key_arn, plan, period, options.prove, work).await;
+    push_prove_row(events, &sealed, &proved);
+}
+
+fn push_prove_row(events: u64, sealed: &Sealed, proved: &Proved) {
+    let reads = proved
+        .reads
+        .iter()
+        .max_by_key(|r| r.len())
+        .cloned()
+        .unwrap_or_default();
+    PROVE_ROWS.lock().unwrap_or_else(|e| e.into_inner()).push(format!(
+        "| {events} | {} | {:.1} µs | {} | {:.1} MB | {:.0} | {:.2} MB | {:.3} s | {:.3} s | {} | {:.1} ms | {} |",
+        sealed.digests,
+        sealed.seconds * 1e6 / events as f64,
+        sealed.log_puts,
+        sealed.log_bytes as f64 / 1e6,
+        sealed.log_puts as f64 * 1e6 / events as f64,
+        sealed.log_bytes as f64 / events as f64,
+        median(&proved.prove_walls),
+        proved.prove_walls.iter().copied().fold(0.0, f64::max),
+        reads,
+        median(&proved.check_walls) * 1e3,
+        proved.proof_bytes
+    ));
+}
+
 fn header() {
     println!(
         "| events | objects | periods (empty) | gzip MB (raw MB) | verify wall | events/s | auditctl CPU | CPU µs/event | peak RSS | moto CPU | sha256sum wall | sha256sum MB/s | verify ÷ sha256sum | SHA-256 + gunzip + count, one thread | auditctl CPU ÷ that |"
@@ -985,6 +1096,9 @@ async fn run(options: &Options, events: u64, auditctl: &Path, work: &Path) {
     let moto = Moto::start();
     moto.create_bucket(BUCKET).await;
     let key_arn = moto.create_digest_key().await;
+    if options.prove_only {
+        return prove_standin(options, &moto, &key_arn, &plan, events, auditctl, work).await;
+    }
     let written = write_archive(&moto, &plan, period).await;
     eprintln!(
         "  written in {:.1} s: {:.1} MB gzip, {:.1} MB of lines ({:.0} bytes a line, {:.0} gzip bytes an event)",
@@ -1018,26 +1132,7 @@ async fn run(options: &Options, events: u64, auditctl: &Path, work: &Path) {
             work,
         )
         .await;
-        let reads = proved
-            .reads
-            .iter()
-            .max_by_key(|r| r.len())
-            .cloned()
-            .unwrap_or_default();
-        PROVE_ROWS.lock().unwrap_or_else(|e| e.into_inner()).push(format!(
-            "| {events} | {} | {:.1} µs | {} | {:.1} MB | {:.0} | {:.2} MB | {:.3} s | {:.3} s | {} | {:.1} ms | {} |",
-            sealed.digests,
-            sealed.seconds * 1e6 / events as f64,
-            sealed.log_puts,
-            sealed.log_bytes as f64 / 1e6,
-            sealed.log_puts as f64 * 1e6 / events as f64,
-            sealed.log_bytes as f64 / events as f64,
-            median(&proved.prove_walls),
-            proved.prove_walls.iter().copied().fold(0.0, f64::max),
-            reads,
-            median(&proved.check_walls) * 1e3,
-            proved.proof_bytes
-        ));
+        push_prove_row(events, &sealed, &proved);
     }
     if options.prove_only {
         return;
