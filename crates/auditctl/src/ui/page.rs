@@ -85,6 +85,27 @@ pub fn recorded_note(recorded: &Recorded) -> String {
     format!(r#"<p class="note" role="note">{}</p>"#, escape(why))
 }
 
+/// The range presets as `<option>`s: `chosen` selected (`default` when none is), none when the
+/// range is `custom` (from and to).
+fn preset_options(chosen: &str, custom: bool, default: Preset) -> String {
+    let mut options = String::new();
+    for preset in Preset::ALL {
+        let selected =
+            if !custom && (chosen == preset.name() || (chosen.is_empty() && preset == default)) {
+                " selected"
+            } else {
+                ""
+            };
+        let _ = write!(
+            options,
+            r#"<option value="{}"{selected}>{}</option>"#,
+            preset.name(),
+            preset.label()
+        );
+    }
+    options
+}
+
 /// The search form, filled with what `values` gives (name, value) — a search's, or on bad input
 /// what was sent.
 pub fn search_form(values: &[(String, String)]) -> String {
@@ -99,22 +120,7 @@ pub fn search_form(values: &[(String, String)]) -> String {
     let custom = values
         .iter()
         .any(|(n, v)| (n == "from" || n == "to") && !v.is_empty());
-    let mut presets = String::new();
-    for preset in Preset::ALL {
-        let selected = if !custom
-            && (chosen == preset.name() || (chosen.is_empty() && preset == Preset::Hour))
-        {
-            " selected"
-        } else {
-            ""
-        };
-        let _ = write!(
-            presets,
-            r#"<option value="{}"{selected}>{}</option>"#,
-            preset.name(),
-            preset.label()
-        );
-    }
+    let presets = preset_options(&chosen, custom, Preset::Hour);
     let outcome = value("outcome");
     let mut outcomes = String::from(r#"<option value="">any</option>"#);
     for o in ["success", "failure", "unknown"] {
@@ -422,21 +428,7 @@ pub fn verify_form(values: &[(String, String)], no_key: Option<&str>) -> String 
         r#"<option value=""{}>From and to</option>"#,
         if custom { " selected" } else { "" }
     );
-    for preset in Preset::ALL {
-        let selected = if !custom
-            && (chosen == preset.name() || (chosen.is_empty() && preset == Preset::Day))
-        {
-            " selected"
-        } else {
-            ""
-        };
-        let _ = write!(
-            presets,
-            r#"<option value="{}"{selected}>{}</option>"#,
-            preset.name(),
-            preset.label()
-        );
-    }
+    presets.push_str(&preset_options(&chosen, custom, Preset::Day));
     let time = |name: &str, label: &str| {
         format!(
             r#"<label>{label} <input type="text" name="{name}" value="{}" placeholder="2026-11-22T10:00:00Z" autocomplete="off"></label>"#,
