@@ -410,9 +410,10 @@ async fn signed<B: Bucket>(
             TrailError::Aws(format!("{key} was listed but is not there: run again")).into(),
         );
     };
-    let checkpoint = log
-        .checkpoint(&note)
-        .map_err(|why| Refusal::BadSignature { size, why })?;
+    let checkpoint = log.checkpoint(&note).map_err(|why| Refusal::BadSignature {
+        size,
+        why: why.to_string(),
+    })?;
     if checkpoint.size != size {
         return Err(Refusal::WrongKey {
             key_size: size,

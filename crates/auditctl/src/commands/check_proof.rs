@@ -1,106 +1,16 @@
-//! Owns `auditctl check-proof`: its flags and help, reading the proof, the log's PEM key and the
-//! witnesses' keys from files (or the command line), and the verdict's words and exit. It runs
-//! before any AWS configuration is built and needs none. Must not know how a proof is checked
-//! (`auditctl::tlog::check_proof`).
+//! Owns `auditctl check-proof` as one of auditctl's commands: the command itself (flags, help,
+//! words) is `audit_check_proof`'s, the same as the `audit-check-proof` binary's; this maps its
+//! outcome to auditctl's exit. Runs before any AWS configuration is built and needs none.
 
-use std::path::{Path, PathBuf};
-
-use audit_model::note::Proof;
-use auditctl::tlog::{LogKey, check_proof, witness_key_arg};
-use chrono::DateTime;
-use clap::Args;
+pub use audit_check_proof::CheckProofArgs;
+use audit_check_proof::Outcome;
 
 use super::Failure;
 
-const CHECK_PROOF_HELP: &str = "\
-Checks a proof printed by `auditctl prove`, offline (no AWS configuration, no network):
-  - the checkpoint's signature by the log's key (--public-key: the digest key's public key, PEM,
-    as docs/operations.md makes it with `aws kms get-public-key`), its key id the first four
-    bytes of SHA-256 of the key's DER;
-  - the line's leaf hash (SHA-256 of 0x00 and the line) up the inclusion path (RFC 9162) to the
-    checkpoint's root, at the proof's leaf index in a tree of its size;
-  - the line's messageId and auditTime being the proof's;
-  - each --witness-key's Ed25519 cosignature on the checkpoint (c2sp.org/tlog-cosignature).
-
-Prints `OK: ...` (messageId, leaf index, tree size, the log's origin, the witnesses whose
-cosignatures hold) or `FAILED: <reason>`.
-
-Examples:
-  auditctl check-proof order-42.proof.json --public-key digest-key.pem
-  auditctl check-proof - --public-key digest-key.pem --witness-key \"$WITNESS_KEY\" < proof.json
-
-Exit status: 0 the proof holds, 1 it does not (the reason is printed), 2 bad usage (a file that
-cannot be read, a PEM that is not a public key, a witness key that is not one).";
-
-/// Checks an event's proof offline: the checkpoint's signature, the inclusion path, cosignatures.
-#[derive(Debug, Args)]
-#[command(after_help = CHECK_PROOF_HELP)]
-pub struct CheckProofArgs {
-    /// The proof (JSON, from `auditctl prove`), or - for stdin.
-    #[arg(value_name = "FILE")]
-    proof: String,
-    /// The log's public key: a PEM file (-----BEGIN PUBLIC KEY-----), the digest key's.
-    #[arg(long, value_name = "PEM")]
-    public_key: PathBuf,
-    /// A witness whose cosignature must be on the checkpoint: its verifier key
-    /// (name+keyid+base64, as `auditctl witness --init` prints it) or a file holding one.
-    /// Repeatable.
-    #[arg(long, value_name = "KEY")]
-    witness_key: Vec<String>,
-}
-
-fn read(path: &Path, what: &str) -> Result<String, Failure> {
-    std::fs::read_to_string(path)
-        .map_err(|e| Failure::usage(format!("cannot read {what} {}: {e}", path.display())))
-}
-
-/// `auditctl check-proof`: the files read (exit 2 when they cannot be), then the verdict.
+/// `auditctl check-proof`: exit 2 when the files cannot be read, 1 when the proof does not hold.
 pub fn run(args: CheckProofArgs) -> Result<(), Failure> {
-    let text = if args.proof == "-" {
-        std::io::read_to_string(std::io::stdin())
-            .map_err(|e| Failure::usage(format!("cannot read the proof from stdin: {e}")))?
-    } else {
-        read(Path::new(&args.proof), "the proof")?
-    };
-    let pem = read(&args.public_key, "the public key")?;
-    let key = LogKey::from_pem(&pem)
-        .map_err(|e| Failure::usage(format!("--public-key {}: {e}", args.public_key.display())))?;
-    let witnesses = args
-        .witness_key
-        .iter()
-        .map(|k| witness_key_arg(k).map_err(Failure::usage))
-        .collect::<Result<Vec<_>, _>>()?;
-    let verdict = serde_json::from_str::<Proof>(&text)
-        .map_err(|e| format!("not a proof from `auditctl prove`: {e}"))
-        .and_then(|proof| check_proof(&proof, &key, &witnesses));
-    match verdict {
-        Ok(verdict) => {
-            let cosigned = if verdict.cosigned.is_empty() {
-                "no witness asked for".to_owned()
-            } else {
-                verdict
-                    .cosigned
-                    .iter()
-                    .map(|(name, at)| {
-                        let when = i64::try_from(*at)
-                            .ok()
-                            .and_then(|t| DateTime::from_timestamp(t, 0))
-                            .map(|t| t.to_rfc3339())
-                            .unwrap_or_else(|| at.to_string());
-                        format!("{name} (at {when})")
-                    })
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            };
-            println!(
-                "OK: messageId {} is leaf {} of the tree of size {} of {}; cosigned by: {cosigned}",
-                verdict.message_id, verdict.leaf_index, verdict.tree_size, verdict.origin
-            );
-            Ok(())
-        }
-        Err(reason) => {
-            println!("FAILED: {reason}");
-            Err(Failure::Problems)
-        }
-    }
+    audit_check_proof::run(args).map_err(|outcome| match outcome {
+        Outcome::Usage(message) => Failure::Usage(message),
+        Outcome::Failed => Failure::Problems,
+    })
 }

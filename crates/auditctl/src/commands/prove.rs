@@ -97,8 +97,12 @@ async fn log_key(context: &Context, key_id: String) -> Result<LogKey, Failure> {
     let der = info.der.clone();
     let arn = info.arn.clone();
     TrustedKey::new(info)?;
-    LogKey::from_der(&der)
-        .map_err(|detail| Failure::Trail(TrailError::KeyUnsuitable { key: arn, detail }))
+    LogKey::from_der(&der).map_err(|detail| {
+        Failure::Trail(TrailError::KeyUnsuitable {
+            key: arn,
+            detail: detail.to_string(),
+        })
+    })
 }
 
 /// The archive bucket, its reads counted.

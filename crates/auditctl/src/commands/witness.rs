@@ -114,7 +114,7 @@ pub async fn run(args: WitnessArgs, context: &Context) -> Result<(), Failure> {
             let info = KmsKey::new(&context.config, key_id, context.location.clone())
                 .public_key()
                 .await?;
-            LogKey::from_der(&info.der).map_err(fail)?
+            LogKey::from_der(&info.der).map_err(|e| fail(e.to_string()))?
         }
     };
     let archive = S3Archive::new(&context.config, &bucket, context.location.clone());

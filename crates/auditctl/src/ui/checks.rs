@@ -18,7 +18,7 @@ use futures::future::BoxFuture;
 use super::health::{Archive, Sealed};
 use crate::TrailError;
 use crate::range::TimeRange;
-use crate::tlog::{LogKey, LogReader};
+use crate::tlog::{CheckError, LogKey, LogReader};
 use crate::verify::key::TrustedKey;
 use crate::verify::ports::{Archive as _, KeySource, PublicKeyInfo};
 use crate::verify::report::{Observer, Problem, Summary};
@@ -247,7 +247,9 @@ impl<B: Bucket> Archive<B> {
             Ok(info) => info,
             Err(error) => return LogSignature::NotChecked(error.to_string()),
         };
-        let checked = LogKey::from_der(&info.der).and_then(|key| key.checkpoint(note));
+        let checked = LogKey::from_der(&info.der)
+            .map_err(CheckError::from)
+            .and_then(|key| key.checkpoint(note));
         match checked {
             Ok(checkpoint) if checkpoint.origin != origin(&self.name) => {
                 LogSignature::Fails(format!(
@@ -261,7 +263,7 @@ impl<B: Bucket> Archive<B> {
                 checkpoint.size
             )),
             Ok(_) => LogSignature::Holds,
-            Err(why) => LogSignature::Fails(why),
+            Err(why) => LogSignature::Fails(why.to_string()),
         }
     }
 
@@ -355,7 +357,7 @@ pub async fn proof_verdict<B: Bucket>(
     let key = match fetch().await {
         Ok(info) => match LogKey::from_der(&info.der) {
             Ok(key) => key,
-            Err(error) => return Some(ProofVerdict::NotChecked(error)),
+            Err(error) => return Some(ProofVerdict::NotChecked(error.to_string())),
         },
         Err(error) => return Some(ProofVerdict::NotChecked(error.to_string())),
     };
@@ -371,7 +373,7 @@ pub async fn proof_verdict<B: Bucket>(
                 .map(|note| note.signatures.len().saturating_sub(1))
                 .unwrap_or(0),
         },
-        Err(error) => ProofVerdict::Fails(error),
+        Err(error) => ProofVerdict::Fails(error.to_string()),
     })
 }
 

@@ -62,7 +62,7 @@ impl TrustedKey {
         }
         let key = ParsedPublicKey::new(&ECDSA_P256_SHA256_ASN1, &info.der)
             .map_err(|e| unsuitable(format!("its public key is not a P-256 key ({e})")))?;
-        let log = LogKey::from_der(&info.der).map_err(unsuitable)?;
+        let log = LogKey::from_der(&info.der).map_err(|e| unsuitable(e.to_string()))?;
         Ok(Self {
             arn: info.arn,
             key,

@@ -491,7 +491,7 @@ impl LogCheck {
                 tree.size
             )),
             Some(Err(why)) => Err(format!("not a checkpoint: {why}")),
-            Some(Ok(note)) => log_key.checkpoint(&note).and_then(|checkpoint| {
+            Some(Ok(note)) => log_key.checkpoint(&note).map_err(|e| e.to_string()).and_then(|checkpoint| {
                 if checkpoint.origin != self.origin {
                     Err(format!(
                         "its origin is {:?}, not this log's {:?}",
