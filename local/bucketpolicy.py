@@ -9,8 +9,8 @@ every PUT, ``s3:HeadObject`` for a HEAD). A Deny "to everyone but the archiver's
 therefore refuse the archiver too, and a Deny on ``s3:PutObjectRetention`` would never apply.
 local/motoserver.py replaces that check with ``evaluate`` below.
 
-What is evaluated (SPEC "Against an insider": where the real service attests, the local stack
-does too):
+What is evaluated (docs/operations.md "Threat model": where the real service attests, the local
+stack does too):
 
 * **Who asks**: the principal of the request's access key, as IAM names it in ``aws:PrincipalArn``:
   the role's ARN for an assumed role's session (``AssumeRole``), the user's ARN for an IAM user's

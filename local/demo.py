@@ -46,7 +46,8 @@ from local.harness import POISON_KINDS, LocalSystem, Producer, batch_totals, ver
 ROOT = Path(__file__).resolve().parent.parent
 DEMO_VISIBILITY_TIMEOUT = 2
 DEMO_ARCHIVE_BATCHING_WINDOW = 2  # the archiver's window, a minute in the template
-# Who did what, to what (SPEC "The message body"): the demo's producers send structured events.
+# Who did what, to what (docs/events.md "The native body"): the demo's producers send structured
+# events.
 ACTORS = ["alice@example.com", "bob@example.com", "arn:aws:iam::123456789012:role/billing-service"]
 LOOKUP_ACTOR = ACTORS[0]
 ACTIONS = {  # the end of the harness's auditText -> (action, resource kind)
@@ -58,7 +59,8 @@ ACTIONS = {  # the end of the harness's auditText -> (action, resource kind)
 }
 # Some in a non-canonical text form: the table holds the canonical one (2001:db8::1).
 SOURCE_IPS = [None, "203.0.113.7", "198.51.100.23", "2001:DB8::1", "2001:0db8:0000::42"]
-# The access events auditctl sends of itself (SPEC "Access to the trail is itself recorded").
+# The access events auditctl sends of itself (docs/auditctl.md "Access to the trail is itself
+# recorded").
 ACCESS_PREFIX = "auditctl."
 
 
@@ -345,7 +347,7 @@ def run_demo(system: LocalSystem, n_valid: int, with_faults: bool) -> int:
     return 0 if ok else 1
 
 
-# ==== The archive (SPEC "Keeping the trail") ======================================================
+# ==== The archive (docs/archive.md) ===================================================================
 # The table's stream -> local stream trigger -> audit-archiver -> the Object Lock bucket; a change
 # behind the function's back -> a tamper record and TrailModified; the named queries in DuckDB.
 # Kept in one place, called once at the end of run_demo.

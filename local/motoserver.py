@@ -28,7 +28,7 @@ entry point with the given arguments, patches these and nothing else:
   an IAM user's id (``AIDA...``), an assumed role's ``<RoleId>:<session name>``, and for a key
   moto does not know (the local stack's ``test``) the fixed ``AKIAIOSFODNN7EXAMPLE``. A message
   moto moves to a dead-letter queue keeps its sender, as in SQS. Without this the function could
-  not tell an access event's attested sender (SPEC "Access to the trail is itself recorded").
+  not tell an access event's attested sender (docs/events.md "Access events: the access queue").
 
 * S3 **bucket policies are evaluated as S3 evaluates them** (local/bucketpolicy.py): who is
   asking (``aws:PrincipalArn``: an assumed role's role ARN, an IAM user's ARN; the local stack's

@@ -1,6 +1,6 @@
-"""The local stack's witness of the transparency log (SPEC "Witnesses"): `auditctl witness`, the
-built binary, run after each run of the local seal schedule (local/schedule.py), as a witness
-would run on its own schedule elsewhere.
+"""The local stack's witness of the transparency log (docs/operations.md "Witnesses"): `auditctl
+witness`, the built binary, run after each run of the local seal schedule (local/schedule.py), as
+a witness would run on its own schedule elsewhere.
 
 * its key is made once in its directory (``auditctl witness --init``: ``key``, mode 0600, and
   ``key.pub``) and kept; its public key is ``WITNESS_KEY`` in ``.local/stack.env``;

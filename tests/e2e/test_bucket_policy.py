@@ -1,4 +1,4 @@
-"""Only the archiver writes the archive (SPEC "Against an insider"): the archive bucket's policy
+"""Only the archiver writes the archive (docs/deploy.md "The archive"): the archive bucket's policy
 refuses every object write (put, retention, legal hold, tags, ...) to every principal but
 AuditArchiverRole, whatever that principal's own IAM policies allow.
 

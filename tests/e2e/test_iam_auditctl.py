@@ -61,7 +61,7 @@ def _fnv1a_32(text: str) -> int:
 
 
 def _bucket(message_id: str, audit_time: str) -> str:
-    """SPEC "The item written": the UTC day and FNV-1a 32 of the messageId, modulo 32."""
+    """docs/events.md "The item": the UTC day and FNV-1a 32 of the messageId, modulo 32."""
     return f"{audit_time[:10]}#{_fnv1a_32(message_id) % 32:02d}"
 
 
@@ -387,8 +387,8 @@ def test_the_operator_policy_grants_everything_the_reader_policy_does():
 
 # ---- no more: every grant is used ------------------------------------------------------------
 
-# The commands each policy is for (SPEC "template.yaml", docs/auditctl.md); a lookup reads the
-# byActor index, then the full items with BatchGetItem.
+# The commands each policy is for (docs/deploy.md "Operator access", docs/auditctl.md); a lookup
+# reads the byActor index, then the full items with BatchGetItem.
 READS = [("query", "--from", FROM, "--to", TO), ("query", "--actor", ACTOR, "--from", FROM, "--to", TO),
          ("get", ITEM_ID), VERIFY, HAND_CHECK]
 COMMANDS = {
@@ -447,9 +447,9 @@ def test_every_grant_of_the_operator_policies_is_used(account, policy, index, ac
 
 @pytest.mark.parametrize("policy", ["AuditReaderPolicy", "AuditOperatorPolicy"])
 def test_the_operator_policies_read_the_archive_and_the_public_key_and_write_nothing(account, policy):
-    """The calls `auditctl verify` makes (SPEC "auditctl verify"): list a period's versions and
-    delete markers, list the digests, read a digest and an object at a given version (GET and
-    HEAD), fetch the digest key's public key. Nothing written, deleted, re-locked or signed; the
+    """The calls `auditctl verify` makes (docs/auditctl.md "Proving the trail unchanged: verify"):
+    list a period's versions and delete markers, list the digests, read a digest and an object at a
+    given version (GET and HEAD), fetch the digest key's public key. Nothing written, deleted, re-locked or signed; the
     archiver's markers (state/) not read."""
     admin = account.client("s3")
     bucket, key_arn = account.stack.archive_bucket.name, account.stack.digest_key.arn

@@ -2,7 +2,7 @@
 its SenderId is the UserId that sts:GetCallerIdentity answers for the credentials that sent it
 (an IAM user's id, an assumed role's "<RoleId>:<session>", the fixed id moto answers for the local
 stack's `test` key), where plain moto gives every message one constant. The function compares an
-access event's claimed caller with it (SPEC "Access to the trail is itself recorded")."""
+access event's claimed caller with it (docs/events.md "Access events: the access queue")."""
 
 import json
 

@@ -74,9 +74,9 @@ def test_the_documented_openssl_check_verifies_a_sealed_digest_and_fails_on_a_ch
     assert checked.stdout.count("SHA-256 OK") == len(listed), checked.stdout
 
     # An insider who may change the bucket policy takes it out (CloudTrail records PutBucketPolicy;
-    # SPEC "Against an insider"), and one who may sign with the digest key (the key policy lets
-    # only the archiver's role: ForeignSignAlarm fires in AWS; moto enforces no key policy) writes
-    # a newer version over the digest, one object fewer, validly signed over its own bytes: a
+    # docs/operations.md "Threat model"), and one who may sign with the digest key (the key policy
+    # lets only the archiver's role: ForeignSignAlarm fires in AWS; moto enforces no key policy)
+    # writes a newer version over the digest, one object fewer, validly signed over its own bytes: a
     # check that read the current version would verify it and its shorter list.
     s3.delete_bucket_policy(Bucket=bucket)
     kms = _client("kms", system.endpoint)

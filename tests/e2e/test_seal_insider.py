@@ -1,5 +1,5 @@
-"""Sealing on the local stack against someone who can write to the archive bucket (SPEC "Against an
-insider"): the real audit-archiver under `cargo lambda watch`, sealing on the local schedule.
+"""Sealing on the local stack against someone who can write to the archive bucket
+(docs/operations.md "Threat model"): the real audit-archiver under `cargo lambda watch`, sealing on the local schedule.
 Objects and digest names are planted straight into the bucket, as an insider with s3:PutObject
 would plant them (the bucket policy that refuses them is tested on its own):
 

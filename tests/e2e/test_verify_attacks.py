@@ -28,8 +28,8 @@ its kind and key, and nothing else reported:
 - the transparency log the sealer wrote: one hash of a tile changed (`leaf missing` on the
   tile's key, at its leaf).
 
-Then the insider's attacks of issue 24 (SPEC "Against an insider"), each on a stack of its own:
-tampering that is undone (an item changed and changed back: `item modified`, not a pass), a
+Then the insider's attacks of issue 24 (docs/operations.md "Threat model"), each on a stack of its
+own: tampering that is undone (an item changed and changed back: `item modified`, not a pass), a
 digest key planted before the chain's first (reported, never the chain's start), an item the
 stream delivered late (archived late, counted, not a problem), and a trail whose sealing never
 worked (`trail not sealed`, exit 1).
@@ -369,7 +369,7 @@ def _fnv1a_32(text: str) -> int:
 
 
 def audit_bucket(message_id: str, audit_time: str) -> str:
-    """SPEC "The item written": the UTC day and FNV-1a 32 of the messageId, modulo 32."""
+    """docs/events.md "The item": the UTC day and FNV-1a 32 of the messageId, modulo 32."""
     return f"{audit_time[:10]}#{_fnv1a_32(message_id) % 32:02d}"
 
 

@@ -1,8 +1,8 @@
-//! Owns recording auditctl's own access to the trail (SPEC "Access to the trail is itself
-//! recorded", PCI DSS 10.2.1.3): the audit event a command sends to the access queue before it
-//! reads anything, the arguments it carries, the check that the access queue is the stack's (the
-//! one the table names in its tag), and the port that names the caller and sends it. Must not
-//! know how a command reads the table or the dead-letter queue.
+//! Owns recording auditctl's own access to the trail (docs/auditctl.md "Access to the trail is
+//! itself recorded", PCI DSS 10.2.1.3): the audit event a command sends to the access queue before
+//! it reads anything, the arguments it carries, the check that the access queue is the stack's (the
+//! one the table names in its tag), and the port that names the caller and sends it. Must not know
+//! how a command reads the table or the dead-letter queue.
 
 use std::future::Future;
 

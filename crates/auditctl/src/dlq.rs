@@ -39,8 +39,8 @@ const EMPTY_RECEIVES: u32 = 3;
 /// The `failureContext` field that names the first delivery's sender.
 const ORIGINAL_SENDER_ID: &str = "originalSenderId";
 
-/// Who first sent a dead-lettered message, as far as AWS attests it (SPEC "The item written",
-/// `senderId`).
+/// Who first sent a dead-lettered message, as far as AWS attests it (docs/events.md
+/// "Claimed and attested: `actor` and `senderId`").
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum OriginalSender {
     /// No valid `failureContext`: SQS moved the message (or someone sent it here directly), and

@@ -10,7 +10,8 @@ use audit_model::message::{
     EventOutcome, MAX_ACTION_CHARS, MAX_ACTOR_CHARS, MAX_RESOURCE_CHARS, parse_ip,
 };
 
-/// The item attribute `--sender` matches: the sender SQS attests (SPEC "The item written").
+/// The item attribute `--sender` matches: the sender SQS attests (docs/events.md
+/// "Claimed and attested: `actor` and `senderId`").
 pub const SENDER_ID: &str = "senderId";
 
 /// The index a query reads, as `--by` names it.

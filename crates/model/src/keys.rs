@@ -1,7 +1,7 @@
 //! Owns the names the table is known by: its default name, key attributes and indexes. Must not
 //! know any client.
 
-/// The table's default name (SPEC).
+/// The table's default name (docs/deploy.md "Parameters": `TableName`).
 pub const DEFAULT_TABLE_NAME: &str = "AuditMessages";
 /// The table's partition key attribute.
 pub const PARTITION_KEY: &str = "messageId";
@@ -14,9 +14,9 @@ pub const TIME_INDEX: &str = "byAuditTime";
 /// DynamoDB's item size limit.
 pub const MAX_ITEM_BYTES: usize = 400 * 1024;
 
-/// The lookup indexes (SPEC "Who did what, to what: lookups"): sparse global secondary indexes,
-/// one per field, keyed by `<value>#<shard>` (HASH) and `auditTime` (RANGE), projecting the
-/// structured fields (the filters) besides the keys. docs/operations.md has the arithmetic.
+/// The lookup indexes (docs/auditctl.md "Who did what, to what: lookups"): sparse global secondary
+/// indexes, one per field, keyed by `<value>#<shard>` (HASH) and `auditTime` (RANGE), projecting
+/// the structured fields (the filters) besides the keys. docs/operations.md has the arithmetic.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LookupIndex {
     /// The index name.

@@ -450,9 +450,9 @@ fn json_kind(value: &Value) -> &'static str {
 /// Shards per UTC day of the `byAuditTime` index: `auditBucket` is `YYYY-MM-DD#NN`, NN `00`-`31`.
 pub const AUDIT_BUCKET_SHARDS: u32 = 32;
 
-/// FNV-1a, 32 bits (offset basis 2166136261, prime 16777619), as the SPEC fixes it so that any
-/// reader can compute a bucket. Hand-written: four lines, and a crate would add a dependency
-/// whose output must still be pinned by these same test vectors.
+/// FNV-1a, 32 bits (offset basis 2166136261, prime 16777619), as docs/events.md "The item" fixes it
+/// so that any reader can compute a bucket. Hand-written: four lines, and a crate would add a
+/// dependency whose output must still be pinned by these same test vectors.
 pub fn fnv1a_32(bytes: &[u8]) -> u32 {
     bytes.iter().fold(2_166_136_261u32, |hash, &byte| {
         (hash ^ u32::from(byte)).wrapping_mul(16_777_619)

@@ -5,12 +5,13 @@ use serde_json::Value;
 
 use crate::message::{AuditItem, Decimal};
 
-/// The payload rule every store applies when an item with the key exists: the same `auditText`,
-/// the same structured fields (`actor`, `action`, `resource`, `outcome`, `sourceIp`) and the
-/// same `extra`, numbers compared by value (`1.0` equals `1`, as DynamoDB normalises them).
-/// Delivery metadata (`sqsMessageId`, `senderId`, `receivedAt`, …) naturally differs. The SPEC names
-/// `auditText` and `extra` only, from before the fields left `extra`: a re-send that changes who
-/// acted is another event, a conflict for a person to look at, never a silent duplicate.
+/// The payload rule every store applies when an item with the key exists: the same `auditText`, the
+/// same structured fields (`actor`, `action`, `resource`, `outcome`, `sourceIp`) and the same
+/// `extra`, numbers compared by value (`1.0` equals `1`, as DynamoDB normalises them). Delivery
+/// metadata (`sqsMessageId`, `senderId`, `receivedAt`, …) naturally differs. Before the fields left
+/// `extra`, the payload was `auditText` and `extra` only (docs/events.md "The item"): a re-send
+/// that changes who acted is another event, a conflict for a person to look at, never a silent
+/// duplicate.
 pub fn same_payload(stored: &AuditItem, new: &AuditItem) -> bool {
     stored.audit_text == new.audit_text
         && stored.fields == new.fields

@@ -1,7 +1,7 @@
 //! Owns the repair of the archive as the two programs exchange it: `auditctl archive repair`
 //! names the items the archive lacks (their keys only), the archiver reads them from the table
-//! itself and archives them (SPEC "Against an insider"), and answers what it did with each. Must
-//! not know how either program finds, reads or writes anything.
+//! itself and archives them (docs/archive.md "Repairing the archive"), and answers what it did with
+//! each. Must not know how either program finds, reads or writes anything.
 
 use serde::{Deserialize, Serialize};
 

@@ -1,5 +1,6 @@
 //! Black-box tests of the function against a real local DynamoDB (moto's server over HTTP):
-//! given a table, when a batch is handled, then the response and the items are as the SPEC says.
+//! given a table, when a batch is handled, then the response and the items are as README.md
+//! "How a batch is handled" and docs/events.md "The item" say.
 
 mod support;
 

@@ -1,11 +1,11 @@
-//! Owns `verify`'s check of the transparency log (SPEC "Proof of one event", docs/archive.md "The
-//! transparency log") over the digests of the range that carry `tree`: each period's leaves (the
-//! lines of its listed objects, hashed as `content` reads them) appended to the tree's edge give
-//! the digest's size and root, and the tiles hold them (`leaf missing`); each digest's checkpoint
-//! is there, signed by the digest key, and says the digest's size and root; each checkpoint
-//! extends the one before it, by a consistency proof made from the tiles (`checkpoint
-//! inconsistent`); and with `--witness-key` each checkpoint size carries that witness's
-//! cosignature (`cosignature missing`). Must not know how objects are listed or read.
+//! Owns `verify`'s check of the transparency log (docs/archive.md "The transparency log") over the
+//! digests of the range that carry `tree`: each period's leaves (the lines of its listed objects,
+//! hashed as `content` reads them) appended to the tree's edge give the digest's size and root, and
+//! the tiles hold them (`leaf missing`); each digest's checkpoint is there, signed by the digest
+//! key, and says the digest's size and root; each checkpoint extends the one before it, by a
+//! consistency proof made from the tiles (`checkpoint inconsistent`); and with `--witness-key` each
+//! checkpoint size carries that witness's cosignature (`cosignature missing`). Must not know how
+//! objects are listed or read.
 //!
 //! The sealer writes a period's tiles and checkpoint after its digest, and a run that stops in
 //! between has the next one write them; witnesses cosign on their own schedule. So for a digest

@@ -1,7 +1,7 @@
 //! Owns `auditctl verify`: the proof that the archive (and with `--table` the table) still says
-//! what the signed, chained digests say (SPEC "Keeping the trail"). Must not know the SDK: the
-//! archive, the digest key and the table are ports (`ports`) with adapters (`s3`, `kms`,
-//! `dynamo`) and, for the tests, in-memory twins (`memory`).
+//! what the signed, chained digests say (docs/auditctl.md "Proving the trail unchanged: verify").
+//! Must not know the SDK: the archive, the digest key and the table are ports (`ports`) with
+//! adapters (`s3`, `kms`, `dynamo`) and, for the tests, in-memory twins (`memory`).
 //!
 //! The flow: `walk` goes through the range's periods in order; for each, `digests` loads and
 //! checks the period's digest (versions, signature with `key`, fields, link to the previous

@@ -1,6 +1,6 @@
-//! Owns that access to the trail is itself recorded (src/access.rs; SPEC "Access to the trail is
-//! itself recorded"): one access event per command, on the stack's access queue only, written by
-//! the function. Must not know what each command prints.
+//! Owns that access to the trail is itself recorded (src/access.rs; docs/auditctl.md "Access to the
+//! trail is itself recorded"): one access event per command, on the stack's access queue only,
+//! written by the function. Must not know what each command prints.
 
 use audit_receiver::message::canonical_time;
 use audit_testkit::endpoint::sdk_config;
@@ -12,9 +12,9 @@ use crate::dlq::{Queues, queues};
 use crate::harness::*;
 use crate::support::*;
 
-// Access to the trail is itself recorded (src/access.rs; SPEC "Access to the trail is itself
-// recorded"): query, get, dlq list, dlq redrive and verify first send one audit event of their
-// own to the access queue, once the stack's table names it in its tag; the function writes it
+// Access to the trail is itself recorded (src/access.rs; docs/auditctl.md "Access to the trail is
+// itself recorded"): query, get, dlq list, dlq redrive and verify first send one audit event of
+// their own to the access queue, once the stack's table names it in its tag; the function writes it
 // like any other event.
 
 /// moto's answer to sts:GetCallerIdentity for the key `test`.
@@ -104,7 +104,9 @@ async fn write_through_function(moto: &Moto, q: &Queues, messages: &[aws_sdk_sqs
     assert!(failed(&response).is_empty(), "{response:?}");
 }
 
-/// The fields every access event carries, as the SPEC says; returns its arguments.
+/// The fields every access event carries (docs/auditctl.md "Access to the trail is itself
+/// recorded": `actor`, `callerUserId`, `action`, `resource`, `outcome` `unknown`, `messageId`
+/// `auditctl-` and 32 hex digits, `auditTime` now); returns its arguments.
 pub(crate) fn assert_access_event(body: &Value, action: &str, resource: &str) -> Value {
     assert_eq!(body["actor"], MOTO_CALLER, "{body}");
     assert!(

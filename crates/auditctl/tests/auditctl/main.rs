@@ -1,6 +1,6 @@
 //! Black-box tests of `auditctl` against a real local endpoint (moto's server over HTTP): given
 //! items written by the function's own code and messages in the queues, when the binary runs,
-//! then its output, exit status and the queues are as the SPEC says.
+//! then its output, exit status and the queues are as docs/auditctl.md says.
 //!
 //! One test binary (`auditctl`), one module per concern; `harness` is what they share, and
 //! `support` the receiver's harness (moto, the function's handler, SQS events).

@@ -1,4 +1,4 @@
-//! Owns `auditctl ui` over HTTP against moto (src/ui; SPEC "The viewer: `auditctl ui`"): the
+//! Owns `auditctl ui` over HTTP against moto (src/ui; docs/ui.md): the
 //! binary started as a person starts it, the one-time token and its cookie, searches and their
 //! pages, an event's page, exports byte for byte as `auditctl query`, the access events, bad
 //! input, and Ctrl-C. Must not know the pages' markup beyond the links and ids they carry.

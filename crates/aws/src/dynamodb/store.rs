@@ -114,11 +114,11 @@ impl<T: Transport> DynamoDbStore<T> {
 }
 
 /// What a `DescribeTable` answer says against the table, if anything: its key schema is not the
-/// function's (`messageId` HASH and `auditTime` RANGE, both strings, as SPEC and template.yaml
-/// define `AuditMessagesTable`). Every write to such a table is refused (`Missing the key`), so
-/// the function would send every record to the dead-letter queue: it refuses to start instead,
-/// naming both keys. An answer without a key schema (a stand-in's `{}`) cannot be checked and
-/// passes.
+/// function's (`messageId` HASH and `auditTime` RANGE, both strings, as template.yaml defines
+/// `AuditMessagesTable` and docs/deploy.md "Parameters" states). Every write to such a table is
+/// refused (`Missing the key`), so the function would send every record to the dead-letter queue:
+/// it refuses to start instead, naming both keys. An answer without a key schema (a stand-in's
+/// `{}`) cannot be checked and passes.
 fn key_schema_mismatch(table: &str, answer: &[u8]) -> Option<String> {
     let answer: Value = serde_json::from_slice(answer).ok()?;
     let described = answer.get("Table")?;

@@ -1,6 +1,6 @@
-//! Owns the checks on the optional CloudTrail trail of data events (SPEC "Access to the trail is
-//! itself recorded": reads that bypass auditctl): its parameter and condition, what it selects,
-//! and its bucket. Must not know what CloudTrail does with the events.
+//! Owns the checks on the optional CloudTrail trail of data events (docs/deploy.md "Reads outside
+//! auditctl: the data-event trail"): its parameter and condition, what it selects, and its bucket.
+//! Must not know what CloudTrail does with the events.
 
 use std::collections::BTreeSet;
 

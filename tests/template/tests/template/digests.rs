@@ -1,5 +1,6 @@
-//! Owns the checks on digests (SPEC "Digests"): the signing key and its policy, the schedule that
-//! seals, the alarms when sealing stops or fails. Must not know how a digest is built.
+//! Owns the checks on digests (docs/deploy.md "Digests: the signing key and the schedule"): the
+//! signing key and its policy, the schedule that seals, the alarms when sealing stops or fails.
+//! Must not know how a digest is built.
 
 use std::collections::BTreeSet;
 

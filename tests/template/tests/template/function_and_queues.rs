@@ -10,8 +10,8 @@ const SQS_MAX_VISIBILITY_SECONDS: u64 = 43_200;
 const LAMBDA_MAX_TIMEOUT_SECONDS: u64 = 900;
 const LAMBDA_MAX_BATCHING_WINDOW_SECONDS: u64 = 300;
 
-/// The queues the function reads, each through an SQS event of its own (SPEC "template.yaml"):
-/// the application's and auditctl's access events.
+/// The queues the function reads, each through an SQS event of its own (docs/deploy.md "The access
+/// queue"): the application's and auditctl's access events.
 const SOURCE_QUEUES: [&str; 2] = ["AuditQueue", "AuditAccessQueue"];
 
 /// The function's SQS events, each with its properties.
@@ -114,9 +114,9 @@ fn sqs_event_reports_batch_item_failures_and_takes_its_sizing_from_parameters() 
 
 #[test]
 fn the_access_queue_has_its_own_mapping_with_the_audit_queues_batch_settings() {
-    // SPEC "template.yaml": AuditAccessQueue is read by the same function through an event
-    // source mapping of its own. The same settings, so that every check on AuditQueue's mapping
-    // holds for it too.
+    // docs/deploy.md "The access queue": AuditAccessQueue is read by the same function through an
+    // event source mapping of its own. The same settings, so that every check on AuditQueue's
+    // mapping holds for it too.
     let t = template();
     let events = sqs_events(&t);
     assert_eq!(

@@ -1,6 +1,6 @@
-//! Owns the checks of SPEC "Against an insider" that live in the template: only the archiver's
-//! role writes the archive (the bucket policy), a signature with the digest key by anyone else
-//! alarms (ForeignSignRule, ForeignSignAlarm), and archiving that stops alarms
+//! Owns the checks of docs/operations.md "Threat model" that live in the template: only the
+//! archiver's role writes the archive (the bucket policy), a signature with the digest key by
+//! anyone else alarms (ForeignSignRule, ForeignSignAlarm), and archiving that stops alarms
 //! (ArchiveStalledAlarm). The key policy's MFA statement is checked in digests.rs.
 
 use std::collections::BTreeSet;
@@ -452,7 +452,8 @@ fn archive_stalled_alarm_fires_when_the_receiver_wrote_and_the_archiver_archived
         assert_eq!(at(&dimensions[0], &["Name"]).as_str(), Some("FunctionName"));
         assert_eq!(at(&dimensions[0], &["Value"]), &reference(function));
         assert_eq!(at(&s, &["Stat"]).as_str(), Some("Sum"), "{id}");
-        // Fifteen minutes (SPEC: "for 15 minutes").
+        // Fifteen minutes (docs/deploy.md "The digest key: stack updates and ForeignSignAlarm":
+        // "15-minute sums").
         assert_eq!(number(at(&s, &["Period"])), 900, "{id}");
     }
     assert_eq!(number(at(alarm, &["EvaluationPeriods"])), 1);

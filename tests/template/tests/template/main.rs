@@ -1,5 +1,6 @@
-//! The checks on template.yaml, one module per concern (the deployment rules of the SPEC for every
-//! parameter value the template allows, and the docs that name its resources), in one test binary.
+//! The checks on template.yaml, one module per concern (the deployment rules of docs/deploy.md for
+//! every parameter value the template allows, and the docs that name its resources), in one test
+//! binary.
 
 mod support;
 

@@ -217,9 +217,9 @@ fn reader_policy_reads_the_table_and_its_indexes_and_records_its_own_access_only
     let t = template();
     let reader = managed_policy_grants(&t, "AuditReaderPolicy");
     for (action, resources) in &reader {
-        // Sending to the access queue is how the access itself is recorded (SPEC "Access to the
-        // trail is itself recorded"): it adds an event, it changes none. Never to AuditQueue:
-        // a reader cannot write an application event.
+        // Sending to the access queue is how the access itself is recorded (docs/deploy.md "The
+        // access queue"): it adds an event, it changes none. Never to AuditQueue: a reader cannot
+        // write an application event.
         if action == "sqs:SendMessage" {
             assert_eq!(resources, &BTreeSet::from([ACCESS_QUEUE.to_string()]));
             continue;
@@ -374,8 +374,9 @@ fn nothing_in_the_template_may_update_or_delete_a_stored_item() {
 
 #[test]
 fn producer_policy_sends_to_the_audit_queue_and_nothing_else() {
-    // What an application needs (SPEC "template.yaml"): SendMessage on AuditQueue, and the queue
-    // key if one is used. The queue is encrypted with SQS's own key, which needs no KMS grant.
+    // What an application needs (docs/deploy.md "Producers"): SendMessage on AuditQueue, and the
+    // queue key if one is used. The queue is encrypted with SQS's own key, which needs no KMS
+    // grant.
     let t = template();
     assert_eq!(
         managed_policy_grants(&t, "AuditProducerPolicy"),
@@ -411,7 +412,8 @@ fn senders(t: &Value, queue: &str) -> BTreeSet<String> {
 
 #[test]
 fn access_events_come_from_auditctl_and_application_events_from_producers() {
-    // SPEC "Access events cannot be forged, and readers cannot write application events".
+    // Access events cannot be forged, and readers cannot write application events
+    // (docs/deploy.md "The access queue").
     let t = template();
     assert_eq!(
         senders(&t, ACCESS_QUEUE),

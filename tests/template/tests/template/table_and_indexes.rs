@@ -200,9 +200,9 @@ fn table_streams_new_and_old_images_and_takes_its_class_from_a_parameter() {
 
 #[test]
 fn table_tags_name_the_access_queue_and_the_receivers_role() {
-    // What auditctl checks (SPEC "Access to the trail is itself recorded", docs/deploy.md "The
-    // access queue"): the stack's access queue, so that a wrong ACCESS_QUEUE_URL is refused, and
-    // the receiver's role id, the SenderId (before ':') of what the function dead-letters.
+    // What auditctl checks (docs/deploy.md "The access queue"): the stack's access queue, so that a
+    // wrong ACCESS_QUEUE_URL is refused, and the receiver's role id, the SenderId (before ':') of
+    // what the function dead-letters.
     let t = template();
     let tags: BTreeMap<String, Value> = one_or_many(at(props(&t, "AuditMessagesTable"), &["Tags"]))
         .iter()

@@ -1,8 +1,9 @@
 //! `auditctl verify` against a real local endpoint (moto's S3 with versioning and Object Lock, its
 //! KMS, its DynamoDB): given a trail written by the function, archived in objects keyed as the
 //! archiver keys them and sealed in digests signed with KMS (Sign, RAW, ECDSA_SHA_256) as the
-//! archiver seals them, when the binary runs, then it passes; after each attack the SPEC names,
-//! it reports it with its kind and key, and exits 1.
+//! archiver seals them, when the binary runs, then it passes; after each attack it reports the
+//! attack with its kind (docs/auditctl.md "Proving the trail unchanged: verify") and key, and
+//! exits 1.
 //!
 //! The digests are written here by `seal` until the archiver's sealer lands; the attack tests
 //! will then seal with it.
