@@ -18,7 +18,7 @@ EVENT ?= events/clean-batch.json
 WATCH_PORT ?= 9000
 # Debian's Chromium for the viewer's browser tests (tests/e2e/test_ui_browser.py), pinned as the
 # Python tools are: `apt-cache policy chromium` lists the versions the package registry holds.
-CHROMIUM_VERSION ?= 148.0.7778.167-1~deb12u1
+CHROMIUM_VERSION ?= 156.0.8078.108-1~deb12u1
 TABLE_NAME ?= AuditMessages
 
 .PHONY: bench-prove bench-ui chromium help venv venv-bench peers fmt-check lint test test-suites unit build build-zip bench bench-quick bench-verify watch invoke clean

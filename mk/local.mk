@@ -8,6 +8,9 @@ PYTHON        := $(VENV_BIN)/python
 E2E_MESSAGES  ?= 1000
 SOAK_MESSAGES ?= 100000
 SOAK_FAULTS   ?= 3
+# `make e2e` runs its files side by side in this many workers (pytest-xdist), a file's tests in one
+# worker, every stack on free ports of its own: most of a test is waiting on the local schedule.
+E2E_WORKERS   ?= 2
 PYTEST_E2E    := $(PYTHON) -m pytest -p no:cacheprovider -ra
 DEMO_ARGS     ?=
 # make sql QUERY=actor|actions|failures [ACTOR=...] [FROM=...] [TO=...] (RFC 3339 times)
@@ -31,7 +34,7 @@ sql: venv ## the Athena named queries on the local archive with DuckDB: make sql
 	$(PYTHON) -m local.sql $(QUERY) $(if $(ACTOR),--actor '$(ACTOR)') $(if $(FROM),--from '$(FROM)') $(if $(TO),--to '$(TO)')
 
 e2e: venv chromium ## end-to-end: >=1,000 messages through trigger and function with injected faults, and a crash
-	E2E_MESSAGES=$(E2E_MESSAGES) $(PYTEST_E2E) --timeout 900 tests/e2e
+	E2E_MESSAGES=$(E2E_MESSAGES) $(PYTEST_E2E) --timeout 900 -n $(E2E_WORKERS) --dist loadfile --durations=15 tests/e2e
 
 ui-browser: venv chromium ## the viewer (auditctl ui) in headless Chromium; screenshots in .local/e2e/<test>/screens
 	$(PYTEST_E2E) --timeout 900 tests/e2e/test_ui_browser.py
