@@ -11,7 +11,6 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use crate::batch::{Ports, Settings, archive_batch};
-use crate::bucket::ArchiveBucket;
 use crate::budget::Budget;
 use crate::clock::{Clock, SystemClock};
 use crate::event::{StreamEvent, read_records};
@@ -19,6 +18,7 @@ use crate::report::BatchReport;
 use crate::seal::Sealer;
 use crate::signer::{DigestSigner, SignError};
 use crate::telemetry;
+use audit_aws::s3::Bucket;
 
 /// The function: the bucket, the clock, the digest key and the settings, built once per process.
 pub struct Handler<B, C = SystemClock, S = NoDigestKey> {
@@ -73,7 +73,7 @@ impl<S: DigestSigner> DigestSigner for Option<S> {
     }
 }
 
-impl<B: ArchiveBucket> Handler<B> {
+impl<B: Bucket> Handler<B> {
     pub fn new(bucket: B, settings: Settings) -> Self {
         Self {
             bucket,
@@ -86,7 +86,7 @@ impl<B: ArchiveBucket> Handler<B> {
     }
 }
 
-impl<B: ArchiveBucket, C: Clock, S: DigestSigner> Handler<B, C, S> {
+impl<B: Bucket, C: Clock, S: DigestSigner> Handler<B, C, S> {
     /// The same handler on another clock (tests).
     pub fn with_clock<D: Clock>(self, clock: D) -> Handler<B, D, S> {
         Handler {

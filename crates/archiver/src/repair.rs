@@ -21,11 +21,11 @@ use futures::StreamExt;
 use serde_json::{Value, json};
 
 use crate::batch::{Ports, Settings, archive_repair};
-use crate::bucket::ArchiveBucket;
 use crate::budget::Budget;
 use crate::clock::Clock;
 use crate::event::{Change, Image, StreamRecord};
 use crate::table::{ItemTable, TableError};
+use audit_aws::s3::Bucket;
 
 /// Items archived at once (each a marker and an object write).
 const CONCURRENCY: usize = 8;
@@ -110,7 +110,7 @@ pub struct Repairer<'a, B, C, T> {
     pub settings: &'a Settings,
 }
 
-impl<B: ArchiveBucket, C: Clock, T: ItemTable> Repairer<'_, B, C, T> {
+impl<B: Bucket, C: Clock, T: ItemTable> Repairer<'_, B, C, T> {
     /// Reads the request's items from the table and archives each that is there.
     pub async fn repair(&self, body: Value, budget: Budget) -> Result<RepairAnswer, RepairError> {
         let request = RepairRequest::from_body(body)?;
@@ -189,10 +189,10 @@ mod tests {
     use flate2::read::GzDecoder;
 
     use super::*;
-    use crate::bucket::memory::MemoryBucket;
     use crate::clock::ManualClock;
     use crate::marker::Marker;
     use crate::table::memory::MemoryTable;
+    use audit_aws::s3::MemoryBucket;
 
     const NOW_MS: i64 = 1_795_341_600_000; // 2026-11-22T10:00:00Z
 
@@ -385,8 +385,8 @@ mod tests {
 
     #[tokio::test]
     async fn an_object_write_that_fails_is_reported_failed_and_a_later_repair_archives_it() {
-        use crate::bucket::memory::{Effect, Fault, Operation};
         use audit_aws::error::AwsError;
+        use audit_aws::s3::memory::{Effect, Fault, Operation};
         let world = World::new(&["m-1"]);
         world.bucket.inject(Fault {
             operation: Operation::Put,

@@ -57,12 +57,15 @@ use chrono::{DateTime, Utc};
 use futures::{StreamExt, TryStreamExt};
 use tokio::time::Instant;
 
-use crate::bucket::{ArchiveBucket, BucketError, Created, NewObject, StoredObject, VersionEntry};
+use audit_aws::error::AwsError;
+use audit_aws::s3::{Bucket, Created, NewObject, StoredObject, VersionEntry};
+
 use crate::budget::{Budget, StepError};
 use crate::encode::gzip_lines;
 use crate::marker::{Confirmed, Marker, RunEntry};
 use crate::objects::CONTENT_TYPE;
 use crate::signer::{DigestSigner, SignError};
+use crate::words;
 
 /// How many periods back the newest digest is looked for with one listing before the whole
 /// `digest/` prefix is listed (48 hours in AWS).
@@ -153,8 +156,8 @@ pub struct SealedPeriod {
 /// Why a run stopped short.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SealError {
-    #[error(transparent)]
-    Bucket(#[from] BucketError),
+    #[error("{}", words::Bucket(.0))]
+    Bucket(#[from] AwsError),
     #[error(transparent)]
     Sign(#[from] SignError),
     /// The key's public key is not a P-256 key: no digest can be checked with it.
@@ -181,7 +184,7 @@ pub enum SealError {
 impl SealError {
     pub fn code(&self) -> &str {
         match self {
-            Self::Bucket(error) => error.code(),
+            Self::Bucket(error) => words::code(error),
             Self::Sign(error) => error.code(),
             Self::KeyUnsuitable => "key_unsuitable",
             Self::NamesTaken { .. } => "names_taken",
@@ -221,7 +224,7 @@ pub fn newest_sealable(now: DateTime<Utc>, length: PeriodLength) -> Period {
     }
 }
 
-impl<B: ArchiveBucket, S: DigestSigner> Sealer<'_, B, S> {
+impl<B: Bucket, S: DigestSigner> Sealer<'_, B, S> {
     /// Seals every due period without a digest, oldest first, while the budget lasts.
     pub async fn run(&self, now: DateTime<Utc>, budget: Budget) -> SealReport {
         let due = newest_sealable(now, self.period);
@@ -295,7 +298,7 @@ impl Examined {
     }
 }
 
-impl<B: ArchiveBucket, S: DigestSigner> Run<'_, '_, B, S> {
+impl<B: Bucket, S: DigestSigner> Run<'_, '_, B, S> {
     fn bucket(&self) -> &B {
         self.sealer.bucket
     }
@@ -312,7 +315,7 @@ impl<B: ArchiveBucket, S: DigestSigner> Run<'_, '_, B, S> {
     /// One bucket request under the budget.
     async fn request<T>(
         &self,
-        request: impl Future<Output = Result<T, BucketError>>,
+        request: impl Future<Output = Result<T, AwsError>>,
     ) -> Result<T, SealError> {
         Ok(self.budget.run(OBJECT_WRITE_TIMEOUT, request).await?)
     }
@@ -576,7 +579,7 @@ impl<B: ArchiveBucket, S: DigestSigner> Run<'_, '_, B, S> {
     }
 }
 
-impl<B: ArchiveBucket, S: DigestSigner> Run<'_, '_, B, S> {
+impl<B: Bucket, S: DigestSigner> Run<'_, '_, B, S> {
     /// Signs and creates `period`'s digest at `key`; `None` when the name was taken meanwhile.
     async fn write_digest(
         &self,
@@ -744,7 +747,8 @@ impl<B: ArchiveBucket, S: DigestSigner> Run<'_, '_, B, S> {
         {
             Ok(Some(info)) => info,
             Ok(None) => return Ok(None),
-            Err(SealError::Bucket(BucketError::Refused { code, .. })) => {
+            Err(SealError::Bucket(error)) if words::refused(&error) => {
+                let code = words::refusal_code(&error);
                 found.attestation = Err(format!("not readable: {code}"));
                 return Ok(Some(found));
             }
@@ -761,7 +765,8 @@ impl<B: ArchiveBucket, S: DigestSigner> Run<'_, '_, B, S> {
             {
                 Ok(Some(object)) => object.body,
                 Ok(None) => return Ok(None),
-                Err(SealError::Bucket(BucketError::Refused { code, .. })) => {
+                Err(SealError::Bucket(error)) if words::refused(&error) => {
+                    let code = words::refusal_code(&error);
                     found.attestation = Err(format!("not readable: {code}"));
                     return Ok(Some(found));
                 }
@@ -807,7 +812,8 @@ impl<B: ArchiveBucket, S: DigestSigner> Run<'_, '_, B, S> {
         let stored = match self.original(marker_key).await {
             Ok(Some(stored)) => stored,
             Ok(None) => return Ok(Err(format!("its marker {marker_key} does not exist"))),
-            Err(SealError::Bucket(BucketError::Refused { code, .. })) => {
+            Err(SealError::Bucket(error)) if words::refused(&error) => {
+                let code = words::refusal_code(&error);
                 return Ok(Err(format!(
                     "its marker {marker_key} is not readable: {code}"
                 )));
@@ -989,7 +995,7 @@ impl<B: ArchiveBucket, S: DigestSigner> Run<'_, '_, B, S> {
             .collect();
         let event_ids: Vec<String> = run.iter().map(|e| e.event_id().to_owned()).collect();
         let encoded = gzip_lines(lines.iter().map(String::as_str))
-            .map_err(|e| BucketError::Unavailable(e.to_string()))?;
+            .map_err(|e| words::unavailable(e.to_string()))?;
         let encoded_hash = sha256(&encoded);
         let mut n = 0;
         let mut looks = 0;

@@ -1,0 +1,108 @@
+//! Owns how the archiver words an AWS error in its logs, metrics and invocation errors ("the
+//! bucket is unavailable: …", a refusal's code), from `audit_aws::error`'s one classification
+//! (docs/architecture.md). Must not classify an answer itself, nor know which request failed.
+
+use std::fmt;
+
+use audit_aws::error::{AwsError, ErrorKind};
+
+/// A request's failure as the archiver decides on it: it may pass, or it was refused.
+pub fn refused(error: &AwsError) -> bool {
+    !error.kind.is_transient()
+}
+
+/// A short code for logs and metrics: `timed_out`, `unavailable` (it may pass), or the service's
+/// code of a refusal (`Unknown` when it gave none).
+pub fn code(error: &AwsError) -> &str {
+    match error.kind {
+        ErrorKind::TimedOut => "timed_out",
+        _ if !refused(error) => "unavailable",
+        _ => refusal_code(error),
+    }
+}
+
+/// The service's code of a refusal, `Unknown` when it gave none.
+pub fn refusal_code(error: &AwsError) -> &str {
+    if error.code.is_empty() {
+        "Unknown"
+    } else {
+        &error.code
+    }
+}
+
+/// A bucket request's failure in words.
+pub struct Bucket<'a>(pub &'a AwsError);
+
+impl fmt::Display for Bucket<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let error = self.0;
+        match error.kind {
+            ErrorKind::TimedOut => f.write_str("the request timed out"),
+            _ if !refused(error) && error.code.is_empty() => {
+                write!(f, "the bucket is unavailable: {}", error.text)
+            }
+            _ if !refused(error) => write!(
+                f,
+                "the bucket is unavailable: {}: {}",
+                error.code, error.message
+            ),
+            _ => write!(
+                f,
+                "the bucket refused: {}: {}",
+                refusal_code(error),
+                error.message
+            ),
+        }
+    }
+}
+
+/// A bucket failure of the archiver's own (not an answer of S3's) that another attempt may pass.
+pub fn unavailable(text: impl Into<String>) -> AwsError {
+    AwsError::without_answer(ErrorKind::Unavailable, text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn s3s_answers_are_worded_as_the_archiver_retries_them() {
+        let answer = |status, code: &str| AwsError::from_answer(status, code, "m");
+        let words = |error: &AwsError| (Bucket(error).to_string(), code(error).to_owned());
+        assert_eq!(
+            words(&answer(404, "NoSuchBucket")),
+            (
+                "the bucket refused: NoSuchBucket: m".into(),
+                "NoSuchBucket".into()
+            )
+        );
+        assert_eq!(
+            words(&answer(403, "")),
+            ("the bucket refused: Unknown: m".into(), "Unknown".into())
+        );
+        assert!(refused(&answer(400, "ExpiredToken")));
+        for (status, code) in [
+            (409, "ConditionalRequestConflict"),
+            (503, "SlowDown"),
+            (400, "RequestTimeout"),
+        ] {
+            assert_eq!(
+                words(&answer(status, code)),
+                (
+                    format!("the bucket is unavailable: {code}: m"),
+                    "unavailable".into()
+                )
+            );
+        }
+        assert!(!refused(&answer(503, "")));
+        let timed_out = AwsError::without_answer(ErrorKind::TimedOut, "t");
+        assert_eq!(
+            words(&timed_out),
+            ("the request timed out".into(), "timed_out".into())
+        );
+        assert_eq!(
+            Bucket(&unavailable("reset")).to_string(),
+            "the bucket is unavailable: reset"
+        );
+    }
+}
