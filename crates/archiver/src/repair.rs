@@ -24,7 +24,9 @@ use crate::batch::{Ports, Settings, archive_repair};
 use crate::budget::Budget;
 use crate::clock::Clock;
 use crate::event::{Change, Image, StreamRecord};
-use crate::table::{ItemTable, TableError};
+use crate::table::ItemTable;
+use crate::words;
+use audit_aws::error::AwsError;
 use audit_aws::s3::Bucket;
 
 /// Items archived at once (each a marker and an object write).
@@ -45,11 +47,15 @@ pub enum RepairError {
     )]
     NoTable,
     #[error(
-        "reading the items from table {table}: {error}; the archiver's role needs dynamodb:BatchGetItem on the table (deploy the current template.yaml)"
+        "reading the items from table {table}: {}; the archiver's role needs dynamodb:BatchGetItem on the table (deploy the current template.yaml)",
+        words::Table(error)
     )]
-    TableRefused { table: String, error: TableError },
-    #[error("reading the items from table {table}: {error}; try again")]
-    TableUnavailable { table: String, error: TableError },
+    TableRefused { table: String, error: AwsError },
+    #[error(
+        "reading the items from table {table}: {}; try again",
+        words::Table(error)
+    )]
+    TableUnavailable { table: String, error: AwsError },
 }
 
 impl RepairError {
@@ -115,19 +121,14 @@ impl<B: Bucket, C: Clock, T: ItemTable> Repairer<'_, B, C, T> {
     pub async fn repair(&self, body: Value, budget: Budget) -> Result<RepairAnswer, RepairError> {
         let request = RepairRequest::from_body(body)?;
         let (table, name) = self.table.ok_or(RepairError::NoTable)?;
-        let items = table
-            .get_items(&request.keys)
-            .await
-            .map_err(|error| match error {
-                TableError::Refused { .. } => RepairError::TableRefused {
-                    table: name.to_owned(),
-                    error,
-                },
-                TableError::Unavailable(_) => RepairError::TableUnavailable {
-                    table: name.to_owned(),
-                    error,
-                },
-            })?;
+        let items = table.get_items(&request.keys).await.map_err(|error| {
+            let table = name.to_owned();
+            if words::refused(&error) {
+                RepairError::TableRefused { table, error }
+            } else {
+                RepairError::TableUnavailable { table, error }
+            }
+        })?;
         let mut found: std::collections::HashMap<ItemKey, Image> = items
             .into_iter()
             .filter_map(|item| key_of(&item).map(|key| (key, item)))
@@ -356,10 +357,11 @@ mod tests {
     #[tokio::test]
     async fn a_table_that_refuses_fails_the_repair_naming_the_permission_and_writes_nothing() {
         let world = World::new(&["m-1"]);
-        world.table.fail_with(Some(TableError::Refused {
-            code: "AccessDeniedException".into(),
-            message: "not authorized to perform dynamodb:BatchGetItem".into(),
-        }));
+        world.table.fail_with(Some(AwsError::from_answer(
+            400,
+            "AccessDeniedException",
+            "not authorized to perform dynamodb:BatchGetItem",
+        )));
         let error = world.repair(&["m-1"]).await.unwrap_err();
         assert_eq!(error.error_type(), "RepairTableRefused");
         assert!(

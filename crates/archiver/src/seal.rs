@@ -64,7 +64,7 @@ use crate::budget::{Budget, StepError};
 use crate::encode::gzip_lines;
 use crate::marker::{Confirmed, Marker, RunEntry};
 use crate::objects::CONTENT_TYPE;
-use crate::signer::{DigestSigner, SignError};
+use crate::signer::DigestSigner;
 use crate::words;
 
 /// How many periods back the newest digest is looked for with one listing before the whole
@@ -158,8 +158,8 @@ pub struct SealedPeriod {
 pub enum SealError {
     #[error("{}", words::Bucket(.0))]
     Bucket(#[from] AwsError),
-    #[error(transparent)]
-    Sign(#[from] SignError),
+    #[error("{}", words::SigningKey(.0))]
+    Sign(AwsError),
     /// The key's public key is not a P-256 key: no digest can be checked with it.
     #[error("the digest key's public key is not an ECDSA P-256 key")]
     KeyUnsuitable,
@@ -185,7 +185,7 @@ impl SealError {
     pub fn code(&self) -> &str {
         match self {
             Self::Bucket(error) => words::code(error),
-            Self::Sign(error) => error.code(),
+            Self::Sign(error) => words::sign_code(error),
             Self::KeyUnsuitable => "key_unsuitable",
             Self::NamesTaken { .. } => "names_taken",
             Self::Deadline => "deadline",
@@ -469,7 +469,12 @@ impl<B: Bucket, S: DigestSigner> Run<'_, '_, B, S> {
         if let Some(key) = self.key.get() {
             return Ok(key);
         }
-        let der = self.sealer.signer.public_key().await?;
+        let der = self
+            .sealer
+            .signer
+            .public_key()
+            .await
+            .map_err(SealError::Sign)?;
         let key = ParsedPublicKey::new(&ECDSA_P256_SHA256_ASN1, &der)
             .map_err(|_| SealError::KeyUnsuitable)?;
         Ok(self.key.get_or_init(|| key))
@@ -607,7 +612,8 @@ impl<B: Bucket, S: DigestSigner> Run<'_, '_, B, S> {
             .sealer
             .signer
             .sign(signing_string_of(&digest, key, &hash).as_bytes())
-            .await?;
+            .await
+            .map_err(SealError::Sign)?;
         let sealed = SealedDigest {
             key: key.to_owned(),
             sha256: hash,

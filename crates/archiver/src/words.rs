@@ -56,6 +56,46 @@ impl fmt::Display for Bucket<'_> {
     }
 }
 
+/// A short code for the signing key's failure: `unavailable` (it may pass, a time-out too), or
+/// KMS's code of a refusal (`Unknown` when it gave none).
+pub fn sign_code(error: &AwsError) -> &str {
+    if refused(error) {
+        refusal_code(error)
+    } else {
+        "unavailable"
+    }
+}
+
+/// A signing request's failure in words.
+pub struct SigningKey<'a>(pub &'a AwsError);
+
+impl fmt::Display for SigningKey<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let error = self.0;
+        if refused(error) {
+            let code = refusal_code(error);
+            write!(f, "the signing key refused: {code}: {}", error.message)
+        } else {
+            write!(f, "the signing key is unavailable: {}", error.text)
+        }
+    }
+}
+
+/// A read of the audit table's failure in words (a refusal with the service's code and its
+/// whole text, as the repair's invocation error gives it).
+pub struct Table<'a>(pub &'a AwsError);
+
+impl fmt::Display for Table<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let error = self.0;
+        if refused(error) {
+            write!(f, "the table refused: {}: {}", error.code, error.text)
+        } else {
+            write!(f, "the table is unavailable: {}", error.text)
+        }
+    }
+}
+
 /// A bucket failure of the archiver's own (not an answer of S3's) that another attempt may pass.
 pub fn unavailable(text: impl Into<String>) -> AwsError {
     AwsError::without_answer(ErrorKind::Unavailable, text)
@@ -104,5 +144,35 @@ mod tests {
             Bucket(&unavailable("reset")).to_string(),
             "the bucket is unavailable: reset"
         );
+    }
+
+    #[test]
+    fn kms_errors_are_unavailable_when_they_may_pass_and_refused_otherwise() {
+        for code in [
+            "ThrottlingException",
+            "KMSInternalException",
+            "DependencyTimeoutException",
+            "KeyUnavailableException",
+            "LimitExceededException",
+        ] {
+            let error = AwsError::from_answer(400, code, "m");
+            assert_eq!(
+                SigningKey(&error).to_string(),
+                format!("the signing key is unavailable: {code}: m"),
+                "{code}"
+            );
+            assert_eq!(sign_code(&error), "unavailable");
+        }
+        let disabled = AwsError::from_answer(400, "DisabledException", "off");
+        assert_eq!(
+            SigningKey(&disabled).to_string(),
+            "the signing key refused: DisabledException: off"
+        );
+        assert_eq!(sign_code(&disabled), "DisabledException");
+        assert!(refused(&AwsError::from_answer(
+            400,
+            "AccessDeniedException",
+            "no"
+        )));
     }
 }

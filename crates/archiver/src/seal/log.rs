@@ -209,8 +209,12 @@ impl<B: Bucket, S: DigestSigner> Run<'_, '_, B, S> {
             root,
         }
         .body();
-        let signature = self.sealer.signer.sign(body.as_bytes()).await?;
-        let public = self.sealer.signer.public_key().await?;
+        let signer = &self.sealer.signer;
+        let signature = signer
+            .sign(body.as_bytes())
+            .await
+            .map_err(SealError::Sign)?;
+        let public = signer.public_key().await.map_err(SealError::Sign)?;
         let note = SignedNote {
             body: body.clone(),
             signatures: vec![NoteSignature {

@@ -11,7 +11,7 @@ use audit_model::repair::ItemKey;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
 
-use super::{ItemTable, TableError};
+use super::ItemTable;
 use crate::event::Image;
 
 /// Asks for the keys DynamoDB left unprocessed (its answer when read capacity runs out) this many
@@ -47,20 +47,8 @@ fn key(item: &ItemKey) -> HashMap<String, AttributeValue> {
     ])
 }
 
-fn table_error(error: AwsError) -> TableError {
-    match error.kind {
-        ErrorKind::NotFound | ErrorKind::Denied | ErrorKind::Rejected => TableError::Refused {
-            code: error.code.clone(),
-            message: error.text.clone(),
-        },
-        ErrorKind::Throttled | ErrorKind::Unavailable | ErrorKind::TimedOut => {
-            TableError::Unavailable(error.text)
-        }
-    }
-}
-
 impl ItemTable for DynamoTable {
-    async fn get_items(&self, keys: &[ItemKey]) -> Result<Vec<Image>, TableError> {
+    async fn get_items(&self, keys: &[ItemKey]) -> Result<Vec<Image>, AwsError> {
         let mut items = Vec::with_capacity(keys.len());
         let mut wanted: Vec<HashMap<String, AttributeValue>> = keys.iter().map(key).collect();
         let mut wait = Duration::from_millis(100);
@@ -76,9 +64,12 @@ impl ItemTable for DynamoTable {
                 .set_keys(Some(std::mem::take(&mut wanted)))
                 .consistent_read(true)
                 .build()
-                .map_err(|e| TableError::Refused {
+                .map_err(|e| AwsError {
+                    kind: ErrorKind::Rejected,
                     code: "BuildRequest".into(),
                     message: e.to_string(),
+                    status: None,
+                    text: e.to_string(),
                 })?;
             let output = self
                 .client
@@ -86,7 +77,7 @@ impl ItemTable for DynamoTable {
                 .request_items(&self.table, request)
                 .send()
                 .await
-                .map_err(|error| table_error(AwsError::from_sdk(&error)))?;
+                .map_err(|error| AwsError::from_sdk(&error))?;
             if let Some(mut responses) = output.responses
                 && let Some(found) = responses.remove(&self.table)
             {
@@ -99,10 +90,13 @@ impl ItemTable for DynamoTable {
                 .unwrap_or_default();
         }
         if !wanted.is_empty() {
-            return Err(TableError::Unavailable(format!(
-                "DynamoDB left {} key(s) unprocessed after {UNPROCESSED_RETRIES} retries (read capacity)",
-                wanted.len()
-            )));
+            return Err(AwsError::without_answer(
+                ErrorKind::Unavailable,
+                format!(
+                    "DynamoDB left {} key(s) unprocessed after {UNPROCESSED_RETRIES} retries (read capacity)",
+                    wanted.len()
+                ),
+            ));
         }
         Ok(items)
     }
