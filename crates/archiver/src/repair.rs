@@ -26,7 +26,7 @@ use crate::clock::Clock;
 use crate::event::{Change, Image, StreamRecord};
 use crate::table::ItemTable;
 use crate::words;
-use audit_aws::error::AwsError;
+use audit_aws::dynamodb::batch_get::BatchGetError;
 use audit_aws::s3::Bucket;
 
 /// Items archived at once (each a marker and an object write).
@@ -50,12 +50,12 @@ pub enum RepairError {
         "reading the items from table {table}: {}; the archiver's role needs dynamodb:BatchGetItem on the table (deploy the current template.yaml)",
         words::Table(error)
     )]
-    TableRefused { table: String, error: AwsError },
+    TableRefused { table: String, error: BatchGetError },
     #[error(
         "reading the items from table {table}: {}; try again",
         words::Table(error)
     )]
-    TableUnavailable { table: String, error: AwsError },
+    TableUnavailable { table: String, error: BatchGetError },
 }
 
 impl RepairError {
@@ -123,7 +123,7 @@ impl<B: Bucket, C: Clock, T: ItemTable> Repairer<'_, B, C, T> {
         let (table, name) = self.table.ok_or(RepairError::NoTable)?;
         let items = table.get_items(&request.keys).await.map_err(|error| {
             let table = name.to_owned();
-            if words::refused(&error) {
+            if matches!(&error, BatchGetError::Request(e) if words::refused(e)) {
                 RepairError::TableRefused { table, error }
             } else {
                 RepairError::TableUnavailable { table, error }
@@ -357,10 +357,12 @@ mod tests {
     #[tokio::test]
     async fn a_table_that_refuses_fails_the_repair_naming_the_permission_and_writes_nothing() {
         let world = World::new(&["m-1"]);
-        world.table.fail_with(Some(AwsError::from_answer(
-            400,
-            "AccessDeniedException",
-            "not authorized to perform dynamodb:BatchGetItem",
+        world.table.fail_with(Some(BatchGetError::Request(
+            audit_aws::error::AwsError::from_answer(
+                400,
+                "AccessDeniedException",
+                "not authorized to perform dynamodb:BatchGetItem",
+            ),
         )));
         let error = world.repair(&["m-1"]).await.unwrap_err();
         assert_eq!(error.error_type(), "RepairTableRefused");

@@ -7,7 +7,7 @@ pub mod memory;
 
 use std::future::Future;
 
-use audit_aws::error::AwsError;
+use audit_aws::dynamodb::batch_get::BatchGetError;
 use audit_model::repair::ItemKey;
 
 use crate::event::Image;
@@ -19,14 +19,14 @@ pub trait ItemTable: Send + Sync {
     fn get_items(
         &self,
         keys: &[ItemKey],
-    ) -> impl Future<Output = Result<Vec<Image>, AwsError>> + Send;
+    ) -> impl Future<Output = Result<Vec<Image>, BatchGetError>> + Send;
 }
 
 impl<T: ItemTable> ItemTable for &T {
     fn get_items(
         &self,
         keys: &[ItemKey],
-    ) -> impl Future<Output = Result<Vec<Image>, AwsError>> + Send {
+    ) -> impl Future<Output = Result<Vec<Image>, BatchGetError>> + Send {
         (**self).get_items(keys)
     }
 }

@@ -4,6 +4,7 @@
 
 use std::fmt;
 
+use audit_aws::dynamodb::batch_get::BatchGetError;
 use audit_aws::error::{AwsError, ErrorKind};
 
 /// A request's failure as the archiver decides on it: it may pass, or it was refused.
@@ -83,15 +84,22 @@ impl fmt::Display for SigningKey<'_> {
 
 /// A read of the audit table's failure in words (a refusal with the service's code and its
 /// whole text, as the repair's invocation error gives it).
-pub struct Table<'a>(pub &'a AwsError);
+pub struct Table<'a>(pub &'a BatchGetError);
 
 impl fmt::Display for Table<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let error = self.0;
-        if refused(error) {
-            write!(f, "the table refused: {}: {}", error.code, error.text)
-        } else {
-            write!(f, "the table is unavailable: {}", error.text)
+        match self.0 {
+            BatchGetError::Request(error) if refused(error) => {
+                write!(f, "the table refused: {}: {}", error.code, error.text)
+            }
+            BatchGetError::Request(error) => {
+                write!(f, "the table is unavailable: {}", error.text)
+            }
+            BatchGetError::Unprocessed { left, tries, .. } => write!(
+                f,
+                "the table is unavailable: DynamoDB left {left} key(s) unprocessed after {} retries (read capacity)",
+                tries.saturating_sub(1)
+            ),
         }
     }
 }

@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
+use audit_aws::dynamodb::batch_get::BatchGetError;
 use audit_aws::error::AwsError;
 use audit_model::keys::{PARTITION_KEY, SORT_KEY};
 use audit_model::repair::ItemKey;
@@ -17,7 +18,7 @@ use crate::event::Image;
 #[derive(Debug, Default)]
 pub struct MemoryTable {
     items: Mutex<HashMap<ItemKey, Image>>,
-    fail: Mutex<Option<AwsError>>,
+    fail: Mutex<Option<BatchGetError>>,
     reads: Mutex<usize>,
 }
 
@@ -44,7 +45,7 @@ impl MemoryTable {
     }
 
     /// Every read fails with `error` from now on (`None`: reads work again).
-    pub fn fail_with(&self, error: Option<AwsError>) {
+    pub fn fail_with(&self, error: Option<BatchGetError>) {
         *self.fail.lock().unwrap_or_else(|e| e.into_inner()) = error;
     }
 
@@ -59,25 +60,25 @@ impl MemoryTable {
 }
 
 impl ItemTable for MemoryTable {
-    async fn get_items(&self, keys: &[ItemKey]) -> Result<Vec<Image>, AwsError> {
+    async fn get_items(&self, keys: &[ItemKey]) -> Result<Vec<Image>, BatchGetError> {
         *self.reads.lock().unwrap_or_else(|e| e.into_inner()) += 1;
         if let Some(error) = self.fail.lock().unwrap_or_else(|e| e.into_inner()).clone() {
             return Err(error);
         }
         if keys.len() > 100 {
-            return Err(AwsError::from_answer(
+            return Err(BatchGetError::Request(AwsError::from_answer(
                 400,
                 "ValidationException",
                 "Too many items requested for the BatchGetItem call",
-            ));
+            )));
         }
         let distinct: std::collections::HashSet<&ItemKey> = keys.iter().collect();
         if distinct.len() < keys.len() {
-            return Err(AwsError::from_answer(
+            return Err(BatchGetError::Request(AwsError::from_answer(
                 400,
                 "ValidationException",
                 "Provided list of item keys contains duplicates",
-            ));
+            )));
         }
         let items = self.lock_items();
         Ok(keys.iter().filter_map(|k| items.get(k).cloned()).collect())
