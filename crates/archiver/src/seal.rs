@@ -50,7 +50,7 @@ use audit_model::digest::{
     UnattestedObject, digest_key, digest_key_alternate, hex, parse_any_digest_key, sha256,
     signing_string_of, unhex,
 };
-use audit_model::tlog::TreeEdge;
+use audit_model::tlog::{TreeEdge, object_lines};
 use aws_lc_rs::signature::{ECDSA_P256_SHA256_ASN1, ParsedPublicKey};
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
@@ -1137,27 +1137,28 @@ fn by_key(entries: &[VersionEntry]) -> Vec<(&str, Vec<&VersionEntry>)> {
     groups
 }
 
-/// The lines of a gzip object (each without its newline); `None` when it is not gzip or not text.
-fn lines_of(gzip: &[u8]) -> Option<Vec<String>> {
-    let mut text = String::new();
+/// A gzip object's text; `None` when it is not gzip.
+fn gunzip(gzip: &[u8]) -> Option<Vec<u8>> {
+    let mut text = Vec::new();
     flate2::read::MultiGzDecoder::new(gzip)
-        .read_to_string(&mut text)
+        .read_to_end(&mut text)
         .ok()?;
-    Some(text.lines().map(str::to_owned).collect())
+    Some(text)
 }
 
-/// Lines (events) of a gzip object; `None` when it is not gzip.
+/// The lines of a gzip object as the log's leaves are made of them (`object_lines`, each without
+/// its newline); `None` when it is not gzip or not text.
+fn lines_of(gzip: &[u8]) -> Option<Vec<String>> {
+    let text = gunzip(gzip)?;
+    object_lines(&text)
+        .into_iter()
+        .map(|line| std::str::from_utf8(line).ok().map(str::to_owned))
+        .collect()
+}
+
+/// Lines (events) of a gzip object, as the log counts its leaves (`object_lines`); `None` when
+/// it is not gzip.
 pub fn count_lines(gzip: &[u8]) -> Option<u64> {
-    let mut decoder = flate2::read::MultiGzDecoder::new(gzip);
-    let mut buffer = [0u8; 64 * 1024];
-    let (mut lines, mut last) = (0u64, b'\n');
-    loop {
-        let n = decoder.read(&mut buffer).ok()?;
-        if n == 0 {
-            break;
-        }
-        lines += buffer[..n].iter().filter(|b| **b == b'\n').count() as u64;
-        last = buffer[n - 1];
-    }
-    Some(lines + u64::from(last != b'\n'))
+    let text = gunzip(gzip)?;
+    u64::try_from(object_lines(&text).len()).ok()
 }
