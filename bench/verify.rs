@@ -49,14 +49,14 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use audit_archiver::bucket::memory::MemoryBucket;
-use audit_archiver::bucket::{ArchiveBucket, Created};
 use audit_archiver::budget::Budget;
 use audit_archiver::encode::{gzip_lines, trail_line};
 use audit_archiver::marker::{Confirmed, Marker, RunEntry, marker_key};
 use audit_archiver::objects::Encoded;
 use audit_archiver::seal::Sealer;
 use audit_archiver::signer::kms::KmsSigner;
+use audit_aws::s3::memory::MemoryBucket;
+use audit_aws::s3::{Bucket, Created};
 use audit_model::archive::{ObjectKind, PeriodLength, SEAL_DELAY};
 use audit_model::digest::hex;
 use audit_model::tlog::{TreeEdge, leaf_hash};
@@ -259,11 +259,7 @@ fn item(i: u64, at: DateTime<Utc>, rng: &mut fastrand::Rng) -> Map<String, Value
 fn encode(
     planned: &Planned,
     period: PeriodLength,
-) -> (
-    audit_archiver::bucket::NewObject,
-    audit_archiver::bucket::NewObject,
-    u64,
-) {
+) -> (audit_aws::s3::NewObject, audit_aws::s3::NewObject, u64) {
     let mut rng = fastrand::Rng::with_seed(planned.index);
     let lines: Vec<String> = (planned.first_event..planned.first_event + planned.events)
         .map(|i| trail_line(&item(i, planned.written_at, &mut rng)))
@@ -303,7 +299,7 @@ fn encode(
     let marker_body = Bytes::from(marker.to_json());
     let mut marker_sha256 = [0u8; 32];
     marker_sha256.copy_from_slice(digest(&SHA256, &marker_body).as_ref());
-    let marker_request = audit_archiver::bucket::NewObject {
+    let marker_request = audit_aws::s3::NewObject {
         key: marker_key.clone(),
         body: marker_body,
         content_type: "application/json",
@@ -325,7 +321,7 @@ async fn write_archive(moto: &Moto, plan: &Plan, period: PeriodLength) -> Writte
 }
 
 /// Writes the plan's objects (and their markers) into `bucket` as the archiver does.
-async fn write_into<B: ArchiveBucket>(bucket: &B, plan: &Plan, period: PeriodLength) -> Written {
+async fn write_into<B: Bucket>(bucket: &B, plan: &Plan, period: PeriodLength) -> Written {
     let started = Instant::now();
     let written = AtomicU64::new(0);
     let sizes: Vec<(u64, u64)> = futures::stream::iter(plan.objects.iter().cloned())
@@ -381,7 +377,7 @@ async fn seal(moto: &Moto, key_arn: &str, plan: &Plan, period: PeriodLength) -> 
 }
 
 /// Seals every period of `bucket` with the archiver's sealer, signing with moto's KMS key.
-async fn seal_in<B: ArchiveBucket>(
+async fn seal_in<B: Bucket>(
     bucket: &B,
     moto: &Moto,
     key_arn: &str,

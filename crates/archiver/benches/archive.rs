@@ -12,11 +12,11 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use audit_archiver::batch::{Ports, Settings, archive_batch};
-use audit_archiver::bucket::memory::MemoryBucket;
 use audit_archiver::budget::Budget;
 use audit_archiver::clock::ManualClock;
 use audit_archiver::encode::{gzip_lines, trail_line};
 use audit_archiver::event::{StreamEvent, read_records};
+use audit_aws::s3::memory::MemoryBucket;
 use aws_lc_rs::digest::{SHA256, digest};
 use chrono::DateTime;
 use serde_json::{Map, Value, json};

@@ -34,13 +34,13 @@ use chrono::{DateTime, Utc};
 use futures::future::join_all;
 use serde_json::Value;
 
-use crate::bucket::{ArchiveBucket, Created, NewObject};
 use crate::budget::Budget;
 use crate::clock::Clock;
 use crate::event::{Disposition, Read, StreamRecord};
 use crate::marker::{Confirmed, MARKER_VERSION, Marker, RunEntry, marker_key};
 use crate::objects::{Encoded, encode, line};
 use crate::report::{BatchReport, Conflict, Failure, Step, TamperEvent, WrittenObject};
+use audit_aws::s3::{Bucket, Created, NewObject};
 
 /// Time kept before Lambda's deadline by default: the response, the logs and the metrics.
 pub const DEFAULT_DEADLINE_MARGIN: Duration = Duration::from_millis(1000);
@@ -81,7 +81,7 @@ pub struct Ports<'a, B, C> {
 }
 
 /// Archives a batch as read, in order: everything up to the first record that cannot be read.
-pub async fn archive_batch<B: ArchiveBucket, C: Clock>(
+pub async fn archive_batch<B: Bucket, C: Clock>(
     ports: Ports<'_, B, C>,
     settings: &Settings,
     reads: &[Read],
@@ -146,7 +146,7 @@ pub async fn archive_batch<B: ArchiveBucket, C: Clock>(
 /// own, through the same markers and objects as the stream's: an earlier repair of it is found by
 /// its marker, and what is written is marked as a repair (object metadata `repair`, the marker's
 /// `repair`).
-pub async fn archive_repair<B: ArchiveBucket, C: Clock>(
+pub async fn archive_repair<B: Bucket, C: Clock>(
     ports: Ports<'_, B, C>,
     settings: &Settings,
     record: &StreamRecord,
@@ -334,7 +334,7 @@ fn carry_points(delivered: usize, run: usize) -> Vec<usize> {
     points
 }
 
-impl<B: ArchiveBucket, C: Clock> Archiver<'_, B, C> {
+impl<B: Bucket, C: Clock> Archiver<'_, B, C> {
     fn found(&self) -> std::sync::MutexGuard<'_, Found> {
         self.found.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -460,7 +460,7 @@ impl<B: ArchiveBucket, C: Clock> Archiver<'_, B, C> {
         for attempt in 0..MAX_ATTEMPTS {
             let key = self.marker_key(start, attempt)?;
             match self.budget.run(READ_TIMEOUT, self.bucket.get(&key)).await {
-                Ok(Some(bytes)) => match Marker::from_json(&bytes) {
+                Ok(Some(object)) => match Marker::from_json(&object.body) {
                     Ok(marker) if marker.version < MARKER_VERSION => tracing::warn!(
                         marker = %key,
                         version = marker.version,
@@ -591,11 +591,7 @@ impl<B: ArchiveBucket, C: Clock> Archiver<'_, B, C> {
         lookup: &Delivered<'_>,
     ) -> Result<Checked, Failure> {
         let read = |error| Failure::from_step(Step::CheckObject, error);
-        let object = match self
-            .budget
-            .run(READ_TIMEOUT, self.bucket.get_object(key))
-            .await
-        {
+        let object = match self.budget.run(READ_TIMEOUT, self.bucket.get(key)).await {
             Ok(Some(object)) => object,
             Ok(None) => return Ok(Checked::Missing),
             Err(error) => return Err(read(error)),
@@ -617,8 +613,8 @@ impl<B: ArchiveBucket, C: Clock> Archiver<'_, B, C> {
             Some((_, marker)) => marker.attests(key, &sha256),
             None if named.starts_with(STATE_PREFIX) => {
                 match self.budget.run(READ_TIMEOUT, self.bucket.get(named)).await {
-                    Ok(Some(bytes)) => {
-                        Marker::from_json(&bytes).is_ok_and(|m| m.attests(key, &sha256))
+                    Ok(Some(object)) => {
+                        Marker::from_json(&object.body).is_ok_and(|m| m.attests(key, &sha256))
                     }
                     Ok(None) => false,
                     Err(error) => return Err(read(error)),
@@ -656,7 +652,7 @@ impl<B: ArchiveBucket, C: Clock> Archiver<'_, B, C> {
             // sealer archives its lines again in an open period (seal.rs, late objects). Its
             // events are archived there, so a retry must not write them a third time: the
             // object counts here when its lines are the records' own, as any other.
-            Ok(Some(body)) if voided_by_seal(&body) => {}
+            Ok(Some(object)) if voided_by_seal(&object.body) => {}
             Ok(Some(_)) => return Ok(Checked::Void),
             Ok(None) => {}
             Err(error) => return Err(read(error)),
@@ -868,9 +864,7 @@ impl<B: ArchiveBucket, C: Clock> Archiver<'_, B, C> {
                         Ok(Checked::Missing) => {
                             failure.get_or_insert(Failure::Bucket {
                                 step: Step::WriteObject,
-                                error: crate::bucket::BucketError::Unavailable(
-                                    "answered 412, then not found".into(),
-                                ),
+                                error: crate::words::unavailable("answered 412, then not found"),
                             });
                         }
                         Err(read_failure) => {
@@ -979,7 +973,7 @@ impl<B: ArchiveBucket, C: Clock> Archiver<'_, B, C> {
             Ok(Created::New { .. }) => Ok(()),
             Ok(Created::AlreadyExists) => {
                 match self.budget.run(READ_TIMEOUT, self.bucket.get(&key)).await {
-                    Ok(Some(existing)) if existing == body => Ok(()),
+                    Ok(Some(existing)) if existing.body == body => Ok(()),
                     Ok(_) => {
                         self.conflict(&key, "the marker's name holds another marker".into());
                         Err(Failure::MarkerConflict(key))

@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::bucket::BucketError;
+use audit_aws::error::{AwsError, ErrorKind};
+
+use crate::words;
 
 /// The time an invocation may still spend.
 #[derive(Debug, Clone, Copy)]
@@ -20,8 +22,8 @@ pub struct Budget {
 /// Why a step did not finish.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StepError {
-    #[error(transparent)]
-    Bucket(#[from] BucketError),
+    #[error("{}", words::Bucket(.0))]
+    Bucket(#[from] AwsError),
     /// The invocation's time ran out first (before or during the request).
     #[error("the invocation's deadline (less its margin) came first")]
     Deadline,
@@ -53,7 +55,7 @@ impl Budget {
     pub async fn run<T>(
         &self,
         timeout: Duration,
-        request: impl Future<Output = Result<T, BucketError>>,
+        request: impl Future<Output = Result<T, AwsError>>,
     ) -> Result<T, StepError> {
         let (limit, by_deadline) = match self.left() {
             None => (timeout, false),
@@ -64,7 +66,10 @@ impl Budget {
         match tokio::time::timeout(limit, request).await {
             Ok(result) => result.map_err(StepError::Bucket),
             Err(_) if by_deadline => Err(StepError::Deadline),
-            Err(_) => Err(StepError::Bucket(BucketError::TimedOut)),
+            Err(_) => Err(StepError::Bucket(AwsError::without_answer(
+                ErrorKind::TimedOut,
+                "the request timed out",
+            ))),
         }
     }
 }

@@ -3,6 +3,7 @@
 //! `batchItemFailures` by SequenceNumber; or the sealing summary), telemetry published. Must not
 //! know how records are archived or periods sealed.
 
+use audit_aws::error::{AwsError, ErrorKind};
 use audit_aws::telemetry::deadline_instant;
 
 use aws_lambda_events::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
@@ -11,14 +12,14 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use crate::batch::{Ports, Settings, archive_batch};
-use crate::bucket::ArchiveBucket;
 use crate::budget::Budget;
 use crate::clock::{Clock, SystemClock};
 use crate::event::{StreamEvent, read_records};
 use crate::report::BatchReport;
 use crate::seal::Sealer;
-use crate::signer::{DigestSigner, SignError};
+use crate::signer::DigestSigner;
 use crate::telemetry;
+use audit_aws::s3::Bucket;
 
 /// The function: the bucket, the clock, the digest key and the settings, built once per process.
 pub struct Handler<B, C = SystemClock, S = NoDigestKey> {
@@ -40,14 +41,18 @@ impl DigestSigner for NoDigestKey {
         ""
     }
 
-    async fn sign(&self, _message: &[u8]) -> Result<Vec<u8>, SignError> {
-        Err(SignError::Refused {
+    async fn sign(&self, _message: &[u8]) -> Result<Vec<u8>, AwsError> {
+        let message = "DIGEST_KEY_ID is not set: set it to the digest key's ARN (the stack's AuditDigestKeyArn output)";
+        Err(AwsError {
+            kind: ErrorKind::Rejected,
             code: "NoDigestKey".into(),
-            message: "DIGEST_KEY_ID is not set: set it to the digest key's ARN (the stack's AuditDigestKeyArn output)".into(),
+            message: message.into(),
+            status: None,
+            text: format!("NoDigestKey: {message}"),
         })
     }
 
-    async fn public_key(&self) -> Result<Vec<u8>, SignError> {
+    async fn public_key(&self) -> Result<Vec<u8>, AwsError> {
         self.sign(b"").await
     }
 }
@@ -58,14 +63,14 @@ impl<S: DigestSigner> DigestSigner for Option<S> {
         self.as_ref().map_or("", DigestSigner::key_arn)
     }
 
-    async fn sign(&self, message: &[u8]) -> Result<Vec<u8>, SignError> {
+    async fn sign(&self, message: &[u8]) -> Result<Vec<u8>, AwsError> {
         match self {
             Some(signer) => signer.sign(message).await,
             None => NoDigestKey.sign(message).await,
         }
     }
 
-    async fn public_key(&self) -> Result<Vec<u8>, SignError> {
+    async fn public_key(&self) -> Result<Vec<u8>, AwsError> {
         match self {
             Some(signer) => signer.public_key().await,
             None => NoDigestKey.public_key().await,
@@ -73,7 +78,7 @@ impl<S: DigestSigner> DigestSigner for Option<S> {
     }
 }
 
-impl<B: ArchiveBucket> Handler<B> {
+impl<B: Bucket> Handler<B> {
     pub fn new(bucket: B, settings: Settings) -> Self {
         Self {
             bucket,
@@ -86,7 +91,7 @@ impl<B: ArchiveBucket> Handler<B> {
     }
 }
 
-impl<B: ArchiveBucket, C: Clock, S: DigestSigner> Handler<B, C, S> {
+impl<B: Bucket, C: Clock, S: DigestSigner> Handler<B, C, S> {
     /// The same handler on another clock (tests).
     pub fn with_clock<D: Clock>(self, clock: D) -> Handler<B, D, S> {
         Handler {

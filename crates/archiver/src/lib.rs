@@ -19,6 +19,7 @@ pub mod seal;
 pub mod signer;
 pub mod table;
 pub mod telemetry;
+pub mod words;
 
 pub use batch::Settings;
 pub use config::Config;

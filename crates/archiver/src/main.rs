@@ -5,7 +5,6 @@
 // The handler's future nests the S3 and KMS clients' futures deeper than the default limit.
 #![recursion_limit = "256"]
 
-use audit_archiver::bucket::s3::S3Bucket;
 use audit_archiver::budget::Budget;
 use audit_archiver::clock::SystemClock;
 use audit_archiver::repair::{self, Repairer};
@@ -13,6 +12,7 @@ use audit_archiver::signer::kms::KmsSigner;
 use audit_archiver::table::dynamodb::DynamoTable;
 use audit_archiver::{Config, Handler};
 use audit_aws::config::ClientOptions;
+use audit_aws::s3::S3Bucket;
 use audit_aws::telemetry::deadline_instant;
 use audit_model::archive::OBJECT_WRITE_TIMEOUT;
 use lambda_runtime::{Diagnostic, Error, LambdaEvent, service_fn};

@@ -7,9 +7,9 @@ use aws_lc_rs::digest::{SHA256, digest};
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 
-use crate::bucket::NewObject;
 use crate::encode::{gzip_lines, tamper_line, trail_line};
 use crate::event::{Change, Disposition, StreamRecord};
+use audit_aws::s3::NewObject;
 
 /// The content type of an archive object (gzip-compressed JSON lines; no Content-Encoding, so
 /// that readers get the `.jsonl.gz` bytes that the digests hash).

@@ -21,11 +21,13 @@ use futures::StreamExt;
 use serde_json::{Value, json};
 
 use crate::batch::{Ports, Settings, archive_repair};
-use crate::bucket::ArchiveBucket;
 use crate::budget::Budget;
 use crate::clock::Clock;
 use crate::event::{Change, Image, StreamRecord};
-use crate::table::{ItemTable, TableError};
+use crate::table::ItemTable;
+use crate::words;
+use audit_aws::dynamodb::batch_get::BatchGetError;
+use audit_aws::s3::Bucket;
 
 /// Items archived at once (each a marker and an object write).
 const CONCURRENCY: usize = 8;
@@ -45,11 +47,15 @@ pub enum RepairError {
     )]
     NoTable,
     #[error(
-        "reading the items from table {table}: {error}; the archiver's role needs dynamodb:BatchGetItem on the table (deploy the current template.yaml)"
+        "reading the items from table {table}: {}; the archiver's role needs dynamodb:BatchGetItem on the table (deploy the current template.yaml)",
+        words::Table(error)
     )]
-    TableRefused { table: String, error: TableError },
-    #[error("reading the items from table {table}: {error}; try again")]
-    TableUnavailable { table: String, error: TableError },
+    TableRefused { table: String, error: BatchGetError },
+    #[error(
+        "reading the items from table {table}: {}; try again",
+        words::Table(error)
+    )]
+    TableUnavailable { table: String, error: BatchGetError },
 }
 
 impl RepairError {
@@ -110,24 +116,19 @@ pub struct Repairer<'a, B, C, T> {
     pub settings: &'a Settings,
 }
 
-impl<B: ArchiveBucket, C: Clock, T: ItemTable> Repairer<'_, B, C, T> {
+impl<B: Bucket, C: Clock, T: ItemTable> Repairer<'_, B, C, T> {
     /// Reads the request's items from the table and archives each that is there.
     pub async fn repair(&self, body: Value, budget: Budget) -> Result<RepairAnswer, RepairError> {
         let request = RepairRequest::from_body(body)?;
         let (table, name) = self.table.ok_or(RepairError::NoTable)?;
-        let items = table
-            .get_items(&request.keys)
-            .await
-            .map_err(|error| match error {
-                TableError::Refused { .. } => RepairError::TableRefused {
-                    table: name.to_owned(),
-                    error,
-                },
-                TableError::Unavailable(_) => RepairError::TableUnavailable {
-                    table: name.to_owned(),
-                    error,
-                },
-            })?;
+        let items = table.get_items(&request.keys).await.map_err(|error| {
+            let table = name.to_owned();
+            if matches!(&error, BatchGetError::Request(e) if words::refused(e)) {
+                RepairError::TableRefused { table, error }
+            } else {
+                RepairError::TableUnavailable { table, error }
+            }
+        })?;
         let mut found: std::collections::HashMap<ItemKey, Image> = items
             .into_iter()
             .filter_map(|item| key_of(&item).map(|key| (key, item)))
@@ -189,10 +190,10 @@ mod tests {
     use flate2::read::GzDecoder;
 
     use super::*;
-    use crate::bucket::memory::MemoryBucket;
     use crate::clock::ManualClock;
     use crate::marker::Marker;
     use crate::table::memory::MemoryTable;
+    use audit_aws::s3::MemoryBucket;
 
     const NOW_MS: i64 = 1_795_341_600_000; // 2026-11-22T10:00:00Z
 
@@ -356,10 +357,13 @@ mod tests {
     #[tokio::test]
     async fn a_table_that_refuses_fails_the_repair_naming_the_permission_and_writes_nothing() {
         let world = World::new(&["m-1"]);
-        world.table.fail_with(Some(TableError::Refused {
-            code: "AccessDeniedException".into(),
-            message: "not authorized to perform dynamodb:BatchGetItem".into(),
-        }));
+        world.table.fail_with(Some(BatchGetError::Request(
+            audit_aws::error::AwsError::from_answer(
+                400,
+                "AccessDeniedException",
+                "not authorized to perform dynamodb:BatchGetItem",
+            ),
+        )));
         let error = world.repair(&["m-1"]).await.unwrap_err();
         assert_eq!(error.error_type(), "RepairTableRefused");
         assert!(
@@ -385,8 +389,8 @@ mod tests {
 
     #[tokio::test]
     async fn an_object_write_that_fails_is_reported_failed_and_a_later_repair_archives_it() {
-        use crate::bucket::memory::{Effect, Fault, Operation};
         use audit_aws::error::AwsError;
+        use audit_aws::s3::memory::{Effect, Fault, Operation};
         let world = World::new(&["m-1"]);
         world.bucket.inject(Fault {
             operation: Operation::Put,

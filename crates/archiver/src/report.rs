@@ -4,9 +4,11 @@
 
 use chrono::{DateTime, Utc};
 
-use crate::bucket::BucketError;
+use audit_aws::error::AwsError;
+
 use crate::budget::StepError;
 use crate::event::RecordError;
+use crate::words;
 
 /// Why the batch stopped short.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -18,8 +20,8 @@ pub enum Failure {
         sequence_number: String,
         error: RecordError,
     },
-    #[error("{step}: {error}")]
-    Bucket { step: Step, error: BucketError },
+    #[error("{step}: {}", words::Bucket(error))]
+    Bucket { step: Step, error: AwsError },
     #[error("{0}: the invocation's deadline came first")]
     Deadline(Step),
     /// A previous attempt's object may still land (its marker's `writeBy` is after the deadline):

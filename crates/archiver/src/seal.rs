@@ -50,19 +50,22 @@ use audit_model::digest::{
     UnattestedObject, digest_key, digest_key_alternate, hex, parse_any_digest_key, sha256,
     signing_string_of, unhex,
 };
-use audit_model::tlog::TreeEdge;
+use audit_model::tlog::{TreeEdge, object_lines};
 use aws_lc_rs::signature::{ECDSA_P256_SHA256_ASN1, ParsedPublicKey};
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use futures::{StreamExt, TryStreamExt};
 use tokio::time::Instant;
 
-use crate::bucket::{ArchiveBucket, BucketError, Created, NewObject, StoredObject, VersionEntry};
+use audit_aws::error::AwsError;
+use audit_aws::s3::{Bucket, Created, NewObject, StoredObject, VersionEntry};
+
 use crate::budget::{Budget, StepError};
 use crate::encode::gzip_lines;
 use crate::marker::{Confirmed, Marker, RunEntry};
 use crate::objects::CONTENT_TYPE;
-use crate::signer::{DigestSigner, SignError};
+use crate::signer::DigestSigner;
+use crate::words;
 
 /// How many periods back the newest digest is looked for with one listing before the whole
 /// `digest/` prefix is listed (48 hours in AWS).
@@ -153,10 +156,10 @@ pub struct SealedPeriod {
 /// Why a run stopped short.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SealError {
-    #[error(transparent)]
-    Bucket(#[from] BucketError),
-    #[error(transparent)]
-    Sign(#[from] SignError),
+    #[error("{}", words::Bucket(.0))]
+    Bucket(#[from] AwsError),
+    #[error("{}", words::SigningKey(.0))]
+    Sign(AwsError),
     /// The key's public key is not a P-256 key: no digest can be checked with it.
     #[error("the digest key's public key is not an ECDSA P-256 key")]
     KeyUnsuitable,
@@ -181,8 +184,8 @@ pub enum SealError {
 impl SealError {
     pub fn code(&self) -> &str {
         match self {
-            Self::Bucket(error) => error.code(),
-            Self::Sign(error) => error.code(),
+            Self::Bucket(error) => words::code(error),
+            Self::Sign(error) => words::sign_code(error),
             Self::KeyUnsuitable => "key_unsuitable",
             Self::NamesTaken { .. } => "names_taken",
             Self::Deadline => "deadline",
@@ -221,7 +224,7 @@ pub fn newest_sealable(now: DateTime<Utc>, length: PeriodLength) -> Period {
     }
 }
 
-impl<B: ArchiveBucket, S: DigestSigner> Sealer<'_, B, S> {
+impl<B: Bucket, S: DigestSigner> Sealer<'_, B, S> {
     /// Seals every due period without a digest, oldest first, while the budget lasts.
     pub async fn run(&self, now: DateTime<Utc>, budget: Budget) -> SealReport {
         let due = newest_sealable(now, self.period);
@@ -295,7 +298,7 @@ impl Examined {
     }
 }
 
-impl<B: ArchiveBucket, S: DigestSigner> Run<'_, '_, B, S> {
+impl<B: Bucket, S: DigestSigner> Run<'_, '_, B, S> {
     fn bucket(&self) -> &B {
         self.sealer.bucket
     }
@@ -312,7 +315,7 @@ impl<B: ArchiveBucket, S: DigestSigner> Run<'_, '_, B, S> {
     /// One bucket request under the budget.
     async fn request<T>(
         &self,
-        request: impl Future<Output = Result<T, BucketError>>,
+        request: impl Future<Output = Result<T, AwsError>>,
     ) -> Result<T, SealError> {
         Ok(self.budget.run(OBJECT_WRITE_TIMEOUT, request).await?)
     }
@@ -466,7 +469,12 @@ impl<B: ArchiveBucket, S: DigestSigner> Run<'_, '_, B, S> {
         if let Some(key) = self.key.get() {
             return Ok(key);
         }
-        let der = self.sealer.signer.public_key().await?;
+        let der = self
+            .sealer
+            .signer
+            .public_key()
+            .await
+            .map_err(SealError::Sign)?;
         let key = ParsedPublicKey::new(&ECDSA_P256_SHA256_ASN1, &der)
             .map_err(|_| SealError::KeyUnsuitable)?;
         Ok(self.key.get_or_init(|| key))
@@ -576,7 +584,7 @@ impl<B: ArchiveBucket, S: DigestSigner> Run<'_, '_, B, S> {
     }
 }
 
-impl<B: ArchiveBucket, S: DigestSigner> Run<'_, '_, B, S> {
+impl<B: Bucket, S: DigestSigner> Run<'_, '_, B, S> {
     /// Signs and creates `period`'s digest at `key`; `None` when the name was taken meanwhile.
     async fn write_digest(
         &self,
@@ -604,7 +612,8 @@ impl<B: ArchiveBucket, S: DigestSigner> Run<'_, '_, B, S> {
             .sealer
             .signer
             .sign(signing_string_of(&digest, key, &hash).as_bytes())
-            .await?;
+            .await
+            .map_err(SealError::Sign)?;
         let sealed = SealedDigest {
             key: key.to_owned(),
             sha256: hash,
@@ -744,7 +753,8 @@ impl<B: ArchiveBucket, S: DigestSigner> Run<'_, '_, B, S> {
         {
             Ok(Some(info)) => info,
             Ok(None) => return Ok(None),
-            Err(SealError::Bucket(BucketError::Refused { code, .. })) => {
+            Err(SealError::Bucket(error)) if words::refused(&error) => {
+                let code = words::refusal_code(&error);
                 found.attestation = Err(format!("not readable: {code}"));
                 return Ok(Some(found));
             }
@@ -761,7 +771,8 @@ impl<B: ArchiveBucket, S: DigestSigner> Run<'_, '_, B, S> {
             {
                 Ok(Some(object)) => object.body,
                 Ok(None) => return Ok(None),
-                Err(SealError::Bucket(BucketError::Refused { code, .. })) => {
+                Err(SealError::Bucket(error)) if words::refused(&error) => {
+                    let code = words::refusal_code(&error);
                     found.attestation = Err(format!("not readable: {code}"));
                     return Ok(Some(found));
                 }
@@ -807,7 +818,8 @@ impl<B: ArchiveBucket, S: DigestSigner> Run<'_, '_, B, S> {
         let stored = match self.original(marker_key).await {
             Ok(Some(stored)) => stored,
             Ok(None) => return Ok(Err(format!("its marker {marker_key} does not exist"))),
-            Err(SealError::Bucket(BucketError::Refused { code, .. })) => {
+            Err(SealError::Bucket(error)) if words::refused(&error) => {
+                let code = words::refusal_code(&error);
                 return Ok(Err(format!(
                     "its marker {marker_key} is not readable: {code}"
                 )));
@@ -989,7 +1001,7 @@ impl<B: ArchiveBucket, S: DigestSigner> Run<'_, '_, B, S> {
             .collect();
         let event_ids: Vec<String> = run.iter().map(|e| e.event_id().to_owned()).collect();
         let encoded = gzip_lines(lines.iter().map(String::as_str))
-            .map_err(|e| BucketError::Unavailable(e.to_string()))?;
+            .map_err(|e| words::unavailable(e.to_string()))?;
         let encoded_hash = sha256(&encoded);
         let mut n = 0;
         let mut looks = 0;
@@ -1125,27 +1137,28 @@ fn by_key(entries: &[VersionEntry]) -> Vec<(&str, Vec<&VersionEntry>)> {
     groups
 }
 
-/// The lines of a gzip object (each without its newline); `None` when it is not gzip or not text.
-fn lines_of(gzip: &[u8]) -> Option<Vec<String>> {
-    let mut text = String::new();
+/// A gzip object's text; `None` when it is not gzip.
+fn gunzip(gzip: &[u8]) -> Option<Vec<u8>> {
+    let mut text = Vec::new();
     flate2::read::MultiGzDecoder::new(gzip)
-        .read_to_string(&mut text)
+        .read_to_end(&mut text)
         .ok()?;
-    Some(text.lines().map(str::to_owned).collect())
+    Some(text)
 }
 
-/// Lines (events) of a gzip object; `None` when it is not gzip.
+/// The lines of a gzip object as the log's leaves are made of them (`object_lines`, each without
+/// its newline); `None` when it is not gzip or not text.
+fn lines_of(gzip: &[u8]) -> Option<Vec<String>> {
+    let text = gunzip(gzip)?;
+    object_lines(&text)
+        .into_iter()
+        .map(|line| std::str::from_utf8(line).ok().map(str::to_owned))
+        .collect()
+}
+
+/// Lines (events) of a gzip object, as the log counts its leaves (`object_lines`); `None` when
+/// it is not gzip.
 pub fn count_lines(gzip: &[u8]) -> Option<u64> {
-    let mut decoder = flate2::read::MultiGzDecoder::new(gzip);
-    let mut buffer = [0u8; 64 * 1024];
-    let (mut lines, mut last) = (0u64, b'\n');
-    loop {
-        let n = decoder.read(&mut buffer).ok()?;
-        if n == 0 {
-            break;
-        }
-        lines += buffer[..n].iter().filter(|b| **b == b'\n').count() as u64;
-        last = buffer[n - 1];
-    }
-    Some(lines + u64::from(last != b'\n'))
+    let text = gunzip(gzip)?;
+    u64::try_from(object_lines(&text).len()).ok()
 }

@@ -217,7 +217,7 @@ mod tests {
     #[test]
     fn a_sealing_run_reports_its_lag_and_fails_only_on_a_failure_not_the_deadline() {
         use crate::seal::{SealError, SealReport, SealedPeriod};
-        use crate::signer::SignError;
+        use audit_aws::error::AwsError;
         let now = DateTime::from_timestamp(1_795_345_290, 0).unwrap();
         let mut report = SealReport {
             sealed: vec![SealedPeriod {
@@ -243,10 +243,11 @@ mod tests {
         report.failure = Some(SealError::Deadline);
         let doc = seal_metrics_document(&report, Duration::from_millis(3), now, Some("f"));
         assert_eq!(doc["SealFailed"], 0);
-        report.failure = Some(SealError::Sign(SignError::Refused {
-            code: "DisabledException".into(),
-            message: "disabled".into(),
-        }));
+        report.failure = Some(SealError::Sign(AwsError::from_answer(
+            400,
+            "DisabledException",
+            "disabled",
+        )));
         let doc = seal_metrics_document(&report, Duration::from_millis(3), now, Some("f"));
         assert_eq!(doc["SealFailed"], 1);
         assert_eq!(

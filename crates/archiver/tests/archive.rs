@@ -7,13 +7,13 @@ mod support;
 use std::time::Duration;
 
 use audit_archiver::batch::{Ports, Settings, archive_batch};
-use audit_archiver::bucket::memory::{Effect, Fault, MemoryBucket, Operation};
 use audit_archiver::budget::Budget;
 use audit_archiver::clock::{Clock, ManualClock};
 use audit_archiver::event::{StreamEvent, read_records};
 use audit_archiver::report::{BatchReport, Failure};
 use audit_archiver::{Handler, handler::HandlerError};
 use audit_aws::error::{AwsError, ErrorKind};
+use audit_aws::s3::memory::{Effect, Fault, MemoryBucket, Operation};
 use audit_model::archive::{ObjectKey, ObjectKind, PeriodLength};
 use audit_model::line::item_line;
 use chrono::{DateTime, Utc};

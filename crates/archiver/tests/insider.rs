@@ -10,8 +10,6 @@ use std::time::Duration;
 
 use audit_archiver::Handler;
 use audit_archiver::batch::{Ports, Settings, archive_batch};
-use audit_archiver::bucket::memory::{Effect, Fault, MemoryBucket, Operation};
-use audit_archiver::bucket::{ArchiveBucket, Created, NewObject};
 use audit_archiver::budget::Budget;
 use audit_archiver::clock::ManualClock;
 use audit_archiver::encode::gzip_lines;
@@ -20,6 +18,8 @@ use audit_archiver::marker::{MarkedObject, Marker, RunEntry, marker_key};
 use audit_archiver::objects::encode;
 use audit_archiver::report::{BatchReport, Failure};
 use audit_aws::error::{AwsError, ErrorKind};
+use audit_aws::s3::memory::{Effect, Fault, MemoryBucket, Operation};
+use audit_aws::s3::{Bucket, Created, NewObject};
 use audit_model::archive::{MARKER_METADATA, ObjectKey, ObjectKind, PeriodLength, void_key};
 use audit_model::digest::hex;
 use audit_model::line::item_line;

@@ -12,14 +12,17 @@ use std::time::Duration;
 
 use audit_archiver::Handler;
 use audit_archiver::batch::{Ports, Settings, archive_batch};
-use audit_archiver::bucket::{
-    ArchiveBucket, BucketError, Created, NewObject, ObjectInfo, StoredObject, VersionEntry,
-    VersionInfo,
-};
+
 use audit_archiver::budget::Budget;
 use audit_archiver::clock::{Clock, ManualClock};
 use audit_archiver::event::{StreamEvent, read_records};
 use audit_archiver::telemetry::metrics_document;
+use audit_archiver::words;
+use audit_aws::error::{AwsError, ErrorKind};
+use audit_aws::s3::{
+    Bucket, Created, NewObject, ObjectInfo, StoredObject, StreamedObject, VersionInfo,
+    VersionMarker, VersionPage,
+};
 use audit_model::archive::{ObjectKey, PeriodLength};
 use aws_sdk_dynamodb::types::AttributeValue;
 use bytes::Bytes;
@@ -55,7 +58,7 @@ fn settings() -> Settings {
 }
 
 /// Feeds `records` to `handler` in batches of `size`; returns every failed sequence number.
-async fn feed<B: ArchiveBucket, C: Clock>(
+async fn feed<B: Bucket, C: Clock>(
     handler: &Handler<B, C>,
     records: &[Value],
     size: usize,
@@ -257,12 +260,12 @@ struct Dying<B> {
     puts_left: AtomicUsize,
 }
 
-impl<B: ArchiveBucket> Dying<B> {
-    fn dead(&self) -> BucketError {
-        BucketError::Unavailable("the process died".into())
+impl<B: Bucket> Dying<B> {
+    fn dead(&self) -> AwsError {
+        AwsError::without_answer(ErrorKind::Unavailable, "the process died")
     }
 
-    fn alive(&self) -> Result<(), BucketError> {
+    fn alive(&self) -> Result<(), AwsError> {
         match self.puts_left.load(Ordering::SeqCst) {
             0 => Err(self.dead()),
             _ => Ok(()),
@@ -270,8 +273,8 @@ impl<B: ArchiveBucket> Dying<B> {
     }
 }
 
-impl<B: ArchiveBucket> ArchiveBucket for Dying<B> {
-    async fn put_if_absent(&self, object: NewObject) -> Result<Created, BucketError> {
+impl<B: Bucket> Bucket for Dying<B> {
+    async fn put_if_absent(&self, object: NewObject) -> Result<Created, AwsError> {
         let left = self.puts_left.load(Ordering::SeqCst);
         if left == 0 {
             return Err(self.dead());
@@ -280,35 +283,39 @@ impl<B: ArchiveBucket> ArchiveBucket for Dying<B> {
         self.inner.put_if_absent(object).await
     }
 
-    async fn head(&self, key: &str) -> Result<Option<ObjectInfo>, BucketError> {
+    async fn head(&self, key: &str) -> Result<Option<ObjectInfo>, AwsError> {
         self.alive()?;
         self.inner.head(key).await
     }
 
-    async fn get(&self, key: &str) -> Result<Option<Bytes>, BucketError> {
+    async fn get(&self, key: &str) -> Result<Option<StoredObject>, AwsError> {
         self.alive()?;
         self.inner.get(key).await
-    }
-
-    async fn get_object(&self, key: &str) -> Result<Option<StoredObject>, BucketError> {
-        self.alive()?;
-        self.inner.get_object(key).await
     }
 
     async fn get_version(
         &self,
         key: &str,
         version_id: &str,
-    ) -> Result<Option<StoredObject>, BucketError> {
+    ) -> Result<Option<StoredObject>, AwsError> {
         self.alive()?;
         self.inner.get_version(key, version_id).await
+    }
+
+    async fn stream_version(
+        &self,
+        key: &str,
+        version_id: &str,
+    ) -> Result<Option<StreamedObject>, AwsError> {
+        self.alive()?;
+        self.inner.stream_version(key, version_id).await
     }
 
     async fn head_version(
         &self,
         key: &str,
         version_id: &str,
-    ) -> Result<Option<VersionInfo>, BucketError> {
+    ) -> Result<Option<VersionInfo>, AwsError> {
         self.alive()?;
         self.inner.head_version(key, version_id).await
     }
@@ -318,14 +325,18 @@ impl<B: ArchiveBucket> ArchiveBucket for Dying<B> {
         prefix: &str,
         start_after: Option<&str>,
         max: usize,
-    ) -> Result<Vec<String>, BucketError> {
+    ) -> Result<Vec<String>, AwsError> {
         self.alive()?;
         self.inner.list_keys(prefix, start_after, max).await
     }
 
-    async fn list_versions(&self, prefix: &str) -> Result<Vec<VersionEntry>, BucketError> {
+    async fn list_versions_page(
+        &self,
+        prefix: &str,
+        from: Option<VersionMarker>,
+    ) -> Result<VersionPage, AwsError> {
         self.alive()?;
-        self.inner.list_versions(prefix).await
+        self.inner.list_versions_page(prefix, from).await
     }
 }
 
@@ -423,14 +434,17 @@ async fn the_s3_adapter_creates_a_key_once_and_tells_a_missing_key_from_a_presen
         Ok(Created::AlreadyExists)
     );
     assert_eq!(
-        bucket.get("state/k/a0.json").await,
+        bucket
+            .get("state/k/a0.json")
+            .await
+            .map(|o| o.map(|o| o.body)),
         Ok(Some(Bytes::from_static(b"{}")))
     );
     assert!(bucket.head("state/k/a0.json").await.unwrap().is_some());
     let missing = moto.archive("no-such-bucket");
     assert!(matches!(
         missing.get("x").await,
-        Err(BucketError::Refused { code, .. }) if code == "NoSuchBucket"
+        Err(error) if words::refused(&error) && error.code == "NoSuchBucket"
     ));
 }
 

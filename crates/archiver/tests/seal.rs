@@ -9,12 +9,12 @@ mod support;
 use std::time::Duration;
 
 use audit_archiver::batch::Settings;
-use audit_archiver::bucket::memory::MemoryBucket;
 use audit_archiver::budget::Budget;
 use audit_archiver::clock::{Clock, ManualClock};
 use audit_archiver::seal::{SealError, Sealer, newest_sealable};
 use audit_archiver::signer::memory::MemorySigner;
 use audit_archiver::{Handler, handler::HandlerError};
+use audit_aws::s3::memory::MemoryBucket;
 use audit_model::archive::{Period, PeriodLength, SEAL_DELAY};
 use audit_model::digest::{
     Digest, SealedDigest, chain_break, digest_key, parse_digest_key, sha256, signing_string_of,
@@ -390,7 +390,7 @@ async fn a_digest_hidden_by_a_delete_marker_is_chained_on_not_sealed_twice() {
     let hidden_sealed = digests(&bucket).pop().unwrap().1;
     bucket.delete(&hidden);
     assert_eq!(
-        audit_archiver::bucket::ArchiveBucket::list_keys(&bucket, "digest/", None, 1000)
+        audit_aws::s3::Bucket::list_keys(&bucket, "digest/", None, 1000)
             .await
             .unwrap()
             .len(),

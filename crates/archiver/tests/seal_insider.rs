@@ -7,12 +7,12 @@
 mod planted;
 mod support;
 
-use audit_archiver::bucket::memory::{Effect, Fault, MemoryBucket, Operation};
 use audit_archiver::budget::Budget;
 use audit_archiver::seal::{LATE_PREFIX, SealReport, Sealer};
 use audit_archiver::signer::memory::MemorySigner;
 use audit_archiver::telemetry::seal_metrics_document;
 use audit_aws::error::AwsError;
+use audit_aws::s3::memory::{Effect, Fault, MemoryBucket, Operation};
 use audit_model::archive::{MARKER_METADATA, Period, PeriodLength, void_key};
 use audit_model::digest::{
     Digest, SealedDigest, digest_key, digest_key_alternate, hex, parse_any_digest_key, sha256,

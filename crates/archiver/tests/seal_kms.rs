@@ -6,11 +6,11 @@ mod moto;
 mod planted;
 mod support;
 
-use audit_archiver::bucket::{ArchiveBucket, NewObject};
 use audit_archiver::budget::Budget;
 use audit_archiver::marker::{Confirmed, Marker, RunEntry, marker_key};
 use audit_archiver::seal::Sealer;
 use audit_archiver::signer::kms::KmsSigner;
+use audit_aws::s3::{Bucket, NewObject};
 use audit_model::archive::{MARKER_METADATA, ObjectKey, ObjectKind, PeriodLength};
 use audit_model::digest::{Digest, digest_key, hex, sha256};
 use bytes::Bytes;
@@ -30,7 +30,7 @@ fn minute() -> PeriodLength {
 
 /// Records `first..first + count` written at `at` as the archiver writes them (marked or not).
 async fn put(
-    bucket: &impl ArchiveBucket,
+    bucket: &impl Bucket,
     at: DateTime<Utc>,
     first: u64,
     count: u64,
@@ -104,7 +104,7 @@ async fn sealing_reads_each_objects_marker_and_chains_on_a_digest_the_kms_key_ve
     let key = digest_key(minute().period_of(at("2026-11-22T10:15:00Z")));
     assert_eq!(first.sealed.len(), 1);
     assert_eq!(first.sealed[0].key, key);
-    let body = bucket.get(&key).await.unwrap().unwrap();
+    let body = bucket.get(&key).await.unwrap().unwrap().body;
     let digest = Digest::parse(&body).unwrap();
     assert_eq!(digest.objects.len(), 1);
     assert_eq!(digest.objects[0].key, ours);
@@ -124,7 +124,7 @@ async fn sealing_reads_each_objects_marker_and_chains_on_a_digest_the_kms_key_ve
         digest_key(minute().period_of(at("2026-11-22T10:16:00Z"))),
         "its own name: 10:15's digest was found valid"
     );
-    let body = bucket.get(&next.sealed[0].key).await.unwrap().unwrap();
+    let body = bucket.get(&next.sealed[0].key).await.unwrap().unwrap().body;
     assert_eq!(Digest::parse(&body).unwrap().previous.unwrap().key, key);
 }
 
@@ -157,11 +157,16 @@ async fn the_checkpoint_is_signed_by_the_kms_key_over_its_body() {
     for line in &lines {
         edge.push(leaf_hash(line.as_bytes()), &mut Vec::new());
     }
-    let tile = bucket.get("log/tile/0/000.p/3").await.unwrap().unwrap();
+    let tile = bucket
+        .get("log/tile/0/000.p/3")
+        .await
+        .unwrap()
+        .unwrap()
+        .body;
     let leaves: Vec<u8> = lines.iter().flat_map(|l| leaf_hash(l.as_bytes())).collect();
     assert_eq!(tile.as_ref(), leaves.as_slice());
 
-    let text = bucket.get(&checkpoint_key(3)).await.unwrap().unwrap();
+    let text = bucket.get(&checkpoint_key(3)).await.unwrap().unwrap().body;
     let note = SignedNote::parse(std::str::from_utf8(&text).unwrap()).unwrap();
     let body = Checkpoint {
         origin: origin(BUCKET),

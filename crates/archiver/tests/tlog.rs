@@ -11,11 +11,11 @@ mod support;
 use std::collections::HashMap;
 use std::io::Read;
 
-use audit_archiver::bucket::memory::{Effect, Fault, MemoryBucket, Operation};
 use audit_archiver::budget::Budget;
 use audit_archiver::seal::{SealError, SealReport, Sealer};
 use audit_archiver::signer::memory::MemorySigner;
 use audit_aws::error::{AwsError, ErrorKind};
+use audit_aws::s3::memory::{Effect, Fault, MemoryBucket, Operation};
 use audit_model::archive::{Period, PeriodLength};
 use audit_model::digest::{Digest, TreeHead};
 use audit_model::note::{

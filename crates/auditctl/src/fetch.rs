@@ -7,7 +7,13 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering as Atomic;
 use std::time::Duration;
 
-use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
+use audit_aws::dynamodb::batch_get::{BatchGetError, Retries, batch_get};
+use audit_aws::error::{AwsError, ErrorKind};
+use aws_sdk_dynamodb::config::http::HttpResponse;
+use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::types::AttributeValue;
+use aws_smithy_types::body::SdkBody;
+use aws_smithy_types::error::ErrorMetadata;
 
 use super::TrailError;
 use super::item::TrailItem;
@@ -63,59 +69,60 @@ impl Reader {
     }
 
     /// One BatchGetItem of `keys` (at most `BATCH_GET_KEYS`), and again for what it leaves
-    /// unprocessed, until none is left or the retries are spent.
+    /// unprocessed, until none is left or the retries are spent (`audit_aws`'s BatchGetItem).
     async fn batch_get(
         &self,
         keys: Vec<HashMap<String, AttributeValue>>,
         found: &mut HashMap<(String, String), HashMap<String, AttributeValue>>,
     ) -> Result<(), TrailError> {
-        let asked = keys.len();
-        let mut pending = keys;
-        let mut retries = 0;
-        loop {
-            let request = KeysAndAttributes::builder()
-                .set_keys(Some(pending))
-                .build()
-                .map_err(|e| TrailError::Aws(e.to_string()))?;
+        let retries = Retries {
+            times: UNPROCESSED_RETRIES,
+            wait: backoff,
+        };
+        let count = || {
             self.stats.batch_get_item.fetch_add(1, Atomic::Relaxed);
-            let output = self
-                .client
-                .batch_get_item()
-                .request_items(&self.table, request)
-                .send()
-                .await
-                .map_err(|error| self.failed(&error))?;
-            let items = output
-                .responses
-                .and_then(|mut tables| tables.remove(&self.table))
-                .unwrap_or_default();
-            for item in items {
-                let text = |name: &str| match item.get(name) {
-                    Some(AttributeValue::S(text)) => text.clone(),
-                    _ => String::new(),
-                };
-                found.insert((text(PARTITION_KEY), text(SORT_KEY)), item);
-            }
-            pending = output
-                .unprocessed_keys
-                .and_then(|mut tables| tables.remove(&self.table))
-                .map(|unprocessed| unprocessed.keys)
-                .unwrap_or_default();
-            if pending.is_empty() {
-                return Ok(());
-            }
-            if retries == UNPROCESSED_RETRIES {
-                return Err(TrailError::Aws(format!(
-                    "BatchGetItem on table {} left {} of {asked} items unread after {} tries (the table's read capacity is exhausted): run the lookup again later, or raise the table's read capacity",
-                    self.table,
-                    pending.len(),
-                    retries + 1
-                )));
-            }
-            tokio::time::sleep(backoff(retries)).await;
-            retries += 1;
+        };
+        let items = batch_get(&self.client, &self.table, keys, false, retries, count)
+            .await
+            .map_err(|error| match error {
+                BatchGetError::Request(error) => match answer(&error) {
+                    // Worded as every read's answer is (query.rs: a missing table is named with
+                    // where it was looked for).
+                    Some(answer) if error.kind == ErrorKind::NotFound => self.failed(&answer),
+                    _ => TrailError::Aws(error.text),
+                },
+                BatchGetError::Unprocessed {
+                    table,
+                    left,
+                    asked,
+                    tries,
+                } => TrailError::Aws(format!(
+                    "BatchGetItem on table {table} left {left} of {asked} items unread after {tries} tries (the table's read capacity is exhausted): run the lookup again later, or raise the table's read capacity"
+                )),
+            })?;
+        for item in items {
+            let text = |name: &str| match item.get(name) {
+                Some(AttributeValue::S(text)) => text.clone(),
+                _ => String::new(),
+            };
+            found.insert((text(PARTITION_KEY), text(SORT_KEY)), item);
         }
+        Ok(())
     }
+}
+
+/// A classified answer as the SDK's error again, for `Reader::failed` to word (it takes the
+/// SDK's error); `None` when no answer came.
+fn answer(error: &AwsError) -> Option<SdkError<ErrorMetadata>> {
+    let status = error.status?.try_into().ok()?;
+    let metadata = ErrorMetadata::builder()
+        .code(&error.code)
+        .message(&error.message)
+        .build();
+    Some(SdkError::service_error(
+        metadata,
+        HttpResponse::new(status, SdkBody::empty()),
+    ))
 }
 
 /// The table key of an item.

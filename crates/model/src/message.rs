@@ -1,16 +1,25 @@
-//! Owns the audit message: body -> `AuditMessage` (field rules, canonical time) and the
-//! `AuditItem` that gets stored. Must not know DynamoDB, batching or the Lambda runtime; which
-//! envelope a body came in is `envelope`'s.
+//! Owns the audit message: body -> `AuditMessage` (the field rules of docs/events.md), with its
+//! time (`time`), numbers (`number`) and the `AuditItem` that gets stored (`item`) in modules of
+//! their own. Must not know DynamoDB, batching or the Lambda runtime; which envelope a body came
+//! in is `envelope`'s.
 
-use chrono::{DateTime, NaiveDateTime, SecondsFormat, Utc};
-use std::borrow::Cow;
+use chrono::{DateTime, Utc};
 use std::net::IpAddr;
 
 use serde_json::{Map, Value};
 
 use crate::Reason;
 use crate::envelope::Draft;
-use crate::keys::{LOOKUP_INDEXES, LookupField, lookup_key};
+
+mod item;
+mod number;
+mod time;
+
+pub use item::{AUDIT_BUCKET_SHARDS, AuditItem, Delivery, audit_bucket, bucket_shard, fnv1a_32};
+pub use number::{Decimal, NumberError, check_number};
+pub use time::{canonical_time, parse_audit_time, parse_sent_timestamp};
+
+use number::check_numbers;
 
 /// Longest producer `messageId`, in characters.
 pub const MAX_MESSAGE_ID_CHARS: usize = 256;
@@ -126,17 +135,6 @@ pub enum InvalidMessage {
         "extra nests deeper than DynamoDB's {MAX_NESTING_LEVELS} levels: a field's value may be at most 30 objects or arrays deep"
     )]
     NestingTooDeep,
-}
-
-/// Why a JSON number cannot be stored as a DynamoDB number.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum NumberError {
-    #[error("a number has {0} significant digits; DynamoDB stores at most 38")]
-    TooPrecise(usize),
-    #[error("a number's magnitude is outside DynamoDB's 1E-130 to 1E+126")]
-    OutOfRange,
-    #[error("a number's exponent is too large to read")]
-    ExponentOverflow,
 }
 
 impl InvalidMessage {
@@ -303,131 +301,6 @@ fn nests_within(value: &Value, level: usize) -> bool {
         }
 }
 
-/// Every number in `value` can be stored by DynamoDB.
-fn check_numbers(value: &Value) -> Result<(), NumberError> {
-    match value {
-        Value::Number(n) => check_number(&n.to_string()),
-        Value::Array(values) => values.iter().try_for_each(check_numbers),
-        Value::Object(map) => map.values().try_for_each(check_numbers),
-        _ => Ok(()),
-    }
-}
-
-/// DynamoDB's number rules: at most 38 significant digits, and zero or a magnitude from 1E-130
-/// up to (not including) 1E+126.
-pub fn check_number(text: &str) -> Result<(), NumberError> {
-    let decimal = Decimal::parse(text).ok_or(NumberError::ExponentOverflow)?;
-    if decimal.digits.is_empty() {
-        return Ok(()); // zero
-    }
-    if decimal.digits.len() > 38 {
-        return Err(NumberError::TooPrecise(decimal.digits.len()));
-    }
-    // value = 0.d1d2… × 10^exponent, so 1E-130 <= value < 1E+126 <=> -129 <= exponent <= 126.
-    if !(-129..=126).contains(&decimal.exponent) {
-        return Err(NumberError::OutOfRange);
-    }
-    Ok(())
-}
-
-/// A decimal number in normal form: value = (−1 if negative) × 0.`digits` × 10^`exponent`, with
-/// no leading or trailing zeros in `digits` (empty for zero). Equal values have equal forms.
-/// Hand-written because only equality and the digit count are needed; a bignum crate would add
-/// weight for no more.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Decimal {
-    pub negative: bool,
-    pub digits: String,
-    pub exponent: i64,
-}
-
-impl Decimal {
-    /// Reads a JSON or DynamoDB number (`-12.50`, `1e2`, `5E-1`); None when it is not a number
-    /// or its exponent does not fit an i64.
-    pub fn parse(text: &str) -> Option<Self> {
-        let text = text.trim();
-        let (negative, unsigned) = match text.as_bytes().first()? {
-            b'-' => (true, &text[1..]),
-            b'+' => (false, &text[1..]),
-            _ => (false, text),
-        };
-        let (mantissa, exponent) = match unsigned.find(['e', 'E']) {
-            Some(at) => (&unsigned[..at], unsigned[at + 1..].parse::<i64>().ok()?),
-            None => (unsigned, 0),
-        };
-        let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
-        if int.is_empty() && frac.is_empty()
-            || !int.chars().chain(frac.chars()).all(|c| c.is_ascii_digit())
-        {
-            return None;
-        }
-        let digits = format!("{int}{frac}");
-        let leading = digits.len() - digits.trim_start_matches('0').len();
-        let significant = digits.trim_start_matches('0').trim_end_matches('0');
-        if significant.is_empty() {
-            return Some(Self {
-                negative: false,
-                digits: String::new(),
-                exponent: 0,
-            });
-        }
-        let shift = i64::try_from(int.len()).ok()? - i64::try_from(leading).ok()?;
-        Some(Self {
-            negative,
-            digits: significant.to_owned(),
-            exponent: exponent.checked_add(shift)?,
-        })
-    }
-}
-
-/// Parses an RFC 3339 time with an offset (`Z` or `±hh:mm`), any fractional precision.
-pub fn parse_audit_time(text: &str) -> Result<DateTime<Utc>, InvalidMessage> {
-    match DateTime::parse_from_rfc3339(text) {
-        Ok(time) => {
-            let utc = time.with_timezone(&Utc);
-            // The canonical form has a four-digit year; an offset can push year 0000 or 9999 out.
-            if !(0..=9999).contains(&chrono::Datelike::year(&utc)) {
-                return Err(InvalidMessage::InvalidAuditTime(
-                    "the UTC year is outside 0000-9999".into(),
-                ));
-            }
-            Ok(utc)
-        }
-        Err(error) if lacks_offset(text) => {
-            let _ = error;
-            Err(InvalidMessage::AuditTimeWithoutOffset)
-        }
-        Err(error) => Err(InvalidMessage::InvalidAuditTime(error.to_string())),
-    }
-}
-
-/// A local date-time that would be valid RFC 3339 if it had an offset.
-fn lacks_offset(text: &str) -> bool {
-    [
-        "%Y-%m-%dT%H:%M:%S%.f",
-        "%Y-%m-%dt%H:%M:%S%.f",
-        "%Y-%m-%d %H:%M:%S%.f",
-    ]
-    .iter()
-    .any(|format| NaiveDateTime::parse_from_str(text, format).is_ok())
-}
-
-/// `YYYY-MM-DDTHH:MM:SS.mmmZ`: UTC, exactly three fractional digits (truncated), so that string
-/// order is time order.
-pub fn canonical_time(time: DateTime<Utc>) -> String {
-    // SecondsFormat::Millis truncates; `true` writes `Z` rather than `+00:00`.
-    time.to_rfc3339_opts(SecondsFormat::Millis, true)
-}
-
-/// The SQS `SentTimestamp` attribute (epoch milliseconds), when present and valid.
-pub fn parse_sent_timestamp(millis: Option<&str>) -> Option<DateTime<Utc>> {
-    millis?
-        .trim()
-        .parse::<i64>()
-        .ok()
-        .and_then(DateTime::from_timestamp_millis)
-}
-
 fn wrong_type(field: &'static str, expected: &'static str, found: &Value) -> InvalidMessage {
     InvalidMessage::WrongType {
         field,
@@ -444,141 +317,6 @@ fn json_kind(value: &Value) -> &'static str {
         Value::String(_) => "string",
         Value::Array(_) => "array",
         Value::Object(_) => "object",
-    }
-}
-
-/// Shards per UTC day of the `byAuditTime` index: `auditBucket` is `YYYY-MM-DD#NN`, NN `00`-`31`.
-pub const AUDIT_BUCKET_SHARDS: u32 = 32;
-
-/// FNV-1a, 32 bits (offset basis 2166136261, prime 16777619), as docs/events.md "The item" fixes it
-/// so that any reader can compute a bucket. Hand-written: four lines, and a crate would add a
-/// dependency whose output must still be pinned by these same test vectors.
-pub fn fnv1a_32(bytes: &[u8]) -> u32 {
-    bytes.iter().fold(2_166_136_261u32, |hash, &byte| {
-        (hash ^ u32::from(byte)).wrapping_mul(16_777_619)
-    })
-}
-
-/// The item's `auditBucket`: the UTC day of its canonical `auditTime` and the shard of its
-/// `messageId`.
-pub fn audit_bucket(message_id: &str, canonical_audit_time: &str) -> String {
-    let day = canonical_audit_time
-        .get(..10)
-        .unwrap_or(canonical_audit_time);
-    format!("{day}#{}", bucket_shard(message_id))
-}
-
-/// The two-digit shard of a `messageId`.
-pub fn bucket_shard(message_id: &str) -> String {
-    format!(
-        "{:02}",
-        fnv1a_32(message_id.as_bytes()) % AUDIT_BUCKET_SHARDS
-    )
-}
-
-/// Where and how a message was delivered: the SQS side of the item.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Delivery {
-    /// This delivery's SQS message id (the item's `sqsMessageId`).
-    pub sqs_message_id: String,
-    /// The SQS message id of the original delivery: this one's, or the one a redriven record
-    /// carries in its `failureContext`. The item's `messageId` when the body has none.
-    pub original_message_id: String,
-    /// `SentTimestamp` of the original delivery.
-    pub sent_at: Option<DateTime<Utc>>,
-    pub receive_count: Option<u64>,
-    pub event_source: Option<String>,
-    /// This delivery's SQS `SenderId`: who AWS says sent it (a user id, or a role id and session
-    /// name). `actor` is what the producer claims; this is attested.
-    pub sender_id: Option<String>,
-    /// The first delivery's `SenderId`, when a redriven record's valid `failureContext` carries it.
-    pub original_sender_id: Option<String>,
-}
-
-/// The item written to the audit table, independent of how a store represents it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct AuditItem {
-    pub message_id: String,
-    pub audit_time: String,
-    /// `YYYY-MM-DD#NN`, the key of the `byAuditTime` index (`audit_bucket`).
-    pub audit_bucket: String,
-    pub audit_text: Option<String>,
-    /// `actor`, `action`, `resource`, `outcome`, `sourceIp`: top-level attributes.
-    pub fields: EventFields,
-    pub sqs_message_id: String,
-    pub sent_at: Option<String>,
-    pub receive_count: Option<u64>,
-    pub event_source: Option<String>,
-    /// `senderId`: the delivery's attested sender (delivery metadata, not payload).
-    pub sender_id: Option<String>,
-    /// `originalSenderId`: the first delivery's attested sender, across a redrive.
-    pub original_sender_id: Option<String>,
-    pub received_at: String,
-    pub extra: Map<String, Value>,
-    pub expires_at: Option<i64>,
-}
-
-impl AuditItem {
-    /// `retention_days` sets `expiresAt` to the audit time plus that many days: retention of an
-    /// audit record is counted from the event it records.
-    pub fn new(
-        message: AuditMessage,
-        delivery: Delivery,
-        received_at: DateTime<Utc>,
-        retention_days: Option<u32>,
-    ) -> Self {
-        let expires_at =
-            retention_days.map(|days| message.audit_time.timestamp() + i64::from(days) * 86_400);
-        let message_id = message
-            .producer_message_id
-            .unwrap_or_else(|| delivery.original_message_id.clone());
-        let audit_time = canonical_time(message.audit_time);
-        Self {
-            audit_bucket: audit_bucket(&message_id, &audit_time),
-            message_id,
-            audit_time,
-            audit_text: message.audit_text,
-            fields: message.fields,
-            sqs_message_id: delivery.sqs_message_id,
-            sent_at: delivery.sent_at.map(canonical_time),
-            receive_count: delivery.receive_count,
-            event_source: delivery.event_source,
-            sender_id: delivery.sender_id,
-            original_sender_id: delivery.original_sender_id,
-            received_at: canonical_time(received_at),
-            extra: message.extra,
-            expires_at,
-        }
-    }
-}
-
-impl AuditItem {
-    /// The structured fields as the item's string attributes (`actor`, `action`, `resource`,
-    /// `outcome`, `sourceIp`), each only when the event carries it; borrowed but for the address.
-    pub fn field_attributes(&self) -> impl Iterator<Item = (&'static str, Cow<'_, str>)> + '_ {
-        let f = &self.fields;
-        [
-            ("actor", f.actor.as_deref().map(Cow::Borrowed)),
-            ("action", f.action.as_deref().map(Cow::Borrowed)),
-            ("resource", f.resource.as_deref().map(Cow::Borrowed)),
-            ("outcome", f.outcome.map(|o| Cow::Borrowed(o.as_str()))),
-            ("sourceIp", f.source_ip.map(|ip| Cow::Owned(ip.to_string()))),
-        ]
-        .into_iter()
-        .filter_map(|(name, value)| Some((name, value?)))
-    }
-
-    /// The item's lookup keys: `(attribute, value)` for each lookup index whose field the item
-    /// carries (`keys::LOOKUP_INDEXES`); an item without the field is not in that index.
-    pub fn lookup_keys(&self) -> impl Iterator<Item = (&'static str, String)> + '_ {
-        LOOKUP_INDEXES.iter().filter_map(|index| {
-            let value = match index.field {
-                LookupField::Actor => self.fields.actor.as_deref(),
-                LookupField::Action => self.fields.action.as_deref(),
-                LookupField::Resource => self.fields.resource.as_deref(),
-            }?;
-            Some((index.key, lookup_key(value, &self.message_id)))
-        })
     }
 }
 

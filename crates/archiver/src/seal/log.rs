@@ -21,9 +21,9 @@ use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 
 use super::{HEAD_CONCURRENCY, Run, SealError};
-use crate::bucket::{ArchiveBucket, BucketError, Created, NewObject};
 use crate::objects::CONTENT_TYPE;
 use crate::signer::DigestSigner;
+use audit_aws::s3::{Bucket, Created, NewObject};
 
 const TILE_CONTENT_TYPE: &str = "application/octet-stream";
 const CHECKPOINT_CONTENT_TYPE: &str = "text/plain; charset=utf-8";
@@ -108,7 +108,7 @@ fn append_read(edge: &TreeEdge, read: Vec<ObjectLeaves>) -> Appended {
     appended
 }
 
-impl<B: ArchiveBucket, S: DigestSigner> Run<'_, '_, B, S> {
+impl<B: Bucket, S: DigestSigner> Run<'_, '_, B, S> {
     /// Reads one listed object (its listed version, its SHA-256 checked) and hashes its lines.
     async fn object_leaves(&self, object: &ListedObject) -> Result<ObjectLeaves, SealError> {
         let unreadable = |reason: String| SealError::ObjectUnreadable {
@@ -209,8 +209,12 @@ impl<B: ArchiveBucket, S: DigestSigner> Run<'_, '_, B, S> {
             root,
         }
         .body();
-        let signature = self.sealer.signer.sign(body.as_bytes()).await?;
-        let public = self.sealer.signer.public_key().await?;
+        let signer = &self.sealer.signer;
+        let signature = signer
+            .sign(body.as_bytes())
+            .await
+            .map_err(SealError::Sign)?;
+        let public = signer.public_key().await.map_err(SealError::Sign)?;
         let note = SignedNote {
             body: body.clone(),
             signatures: vec![NoteSignature {
@@ -291,7 +295,7 @@ impl<B: ArchiveBucket, S: DigestSigner> Run<'_, '_, B, S> {
         if !appended.rows.is_empty() {
             // Compressing into memory fails only without memory.
             let body = index_body(&appended.rows)
-                .map_err(|e| BucketError::Unavailable(format!("the index: {e}")))?;
+                .map_err(|e| crate::words::unavailable(format!("the index: {e}")))?;
             count(self.put_same(index_key(period), body, CONTENT_TYPE).await?);
         }
         count(

@@ -1,9 +1,10 @@
 //! Owns the signing key port over `audit_aws::kms`'s in-memory twin: a P-256 key pair of its own
 //! that signs as KMS does (ECDSA over SHA-256 of the message, DER), for unit tests and benchmarks,
-//! through the same error mapping as KMS's.
+//! with the same errors as KMS's.
 
-use super::kms::sign_error;
-use super::{DigestSigner, SignError};
+use audit_aws::error::AwsError;
+
+use super::DigestSigner;
 
 /// A signing key in memory.
 pub use audit_aws::kms::MemoryKey as MemorySigner;
@@ -13,11 +14,11 @@ impl DigestSigner for MemorySigner {
         self.arn()
     }
 
-    async fn sign(&self, message: &[u8]) -> Result<Vec<u8>, SignError> {
-        MemorySigner::sign(self, message).map_err(sign_error)
+    async fn sign(&self, message: &[u8]) -> Result<Vec<u8>, AwsError> {
+        MemorySigner::sign(self, message)
     }
 
-    async fn public_key(&self) -> Result<Vec<u8>, SignError> {
+    async fn public_key(&self) -> Result<Vec<u8>, AwsError> {
         Ok(MemorySigner::public_key(self).der)
     }
 }

@@ -1,17 +1,17 @@
-//! Owns the DynamoDB adapter of the table port: BatchGetItem with ConsistentRead (the item as the
-//! table holds it now, not a replica's older copy), the keys DynamoDB leaves unprocessed asked
-//! again a few times, the items as DynamoDB's JSON. Must not know the repair.
+//! Owns the DynamoDB adapter of the table port: `audit_aws`'s BatchGetItem with ConsistentRead
+//! (the item as the table holds it now, not a replica's older copy), the keys DynamoDB leaves
+//! unprocessed asked again a few times, the items as DynamoDB's JSON. Must not know the repair.
 
 use std::collections::HashMap;
 use std::time::Duration;
 
-use audit_aws::error::{AwsError, ErrorKind};
+use audit_aws::dynamodb::batch_get::{BatchGetError, Retries, batch_get};
 use audit_model::keys::{PARTITION_KEY, SORT_KEY};
 use audit_model::repair::ItemKey;
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
+use aws_sdk_dynamodb::types::AttributeValue;
 
-use super::{ItemTable, TableError};
+use super::ItemTable;
 use crate::event::Image;
 
 /// Asks for the keys DynamoDB left unprocessed (its answer when read capacity runs out) this many
@@ -47,63 +47,29 @@ fn key(item: &ItemKey) -> HashMap<String, AttributeValue> {
     ])
 }
 
-fn table_error(error: AwsError) -> TableError {
-    match error.kind {
-        ErrorKind::NotFound | ErrorKind::Denied | ErrorKind::Rejected => TableError::Refused {
-            code: error.code.clone(),
-            message: error.text.clone(),
-        },
-        ErrorKind::Throttled | ErrorKind::Unavailable | ErrorKind::TimedOut => {
-            TableError::Unavailable(error.text)
-        }
-    }
+/// 100 ms before the first retry, doubling.
+fn doubling(retry: u32) -> Duration {
+    Duration::from_millis(100).saturating_mul(1 << retry.min(16))
 }
 
 impl ItemTable for DynamoTable {
-    async fn get_items(&self, keys: &[ItemKey]) -> Result<Vec<Image>, TableError> {
-        let mut items = Vec::with_capacity(keys.len());
-        let mut wanted: Vec<HashMap<String, AttributeValue>> = keys.iter().map(key).collect();
-        let mut wait = Duration::from_millis(100);
-        for attempt in 0..=UNPROCESSED_RETRIES {
-            if wanted.is_empty() {
-                break;
-            }
-            if attempt > 0 {
-                tokio::time::sleep(wait).await;
-                wait *= 2;
-            }
-            let request = KeysAndAttributes::builder()
-                .set_keys(Some(std::mem::take(&mut wanted)))
-                .consistent_read(true)
-                .build()
-                .map_err(|e| TableError::Refused {
-                    code: "BuildRequest".into(),
-                    message: e.to_string(),
-                })?;
-            let output = self
-                .client
-                .batch_get_item()
-                .request_items(&self.table, request)
-                .send()
-                .await
-                .map_err(|error| table_error(AwsError::from_sdk(&error)))?;
-            if let Some(mut responses) = output.responses
-                && let Some(found) = responses.remove(&self.table)
-            {
-                items.extend(found.iter().map(audit_aws::dynamodb::json::item_json));
-            }
-            wanted = output
-                .unprocessed_keys
-                .and_then(|mut left| left.remove(&self.table))
-                .map(|left| left.keys)
-                .unwrap_or_default();
-        }
-        if !wanted.is_empty() {
-            return Err(TableError::Unavailable(format!(
-                "DynamoDB left {} key(s) unprocessed after {UNPROCESSED_RETRIES} retries (read capacity)",
-                wanted.len()
-            )));
-        }
-        Ok(items)
+    async fn get_items(&self, keys: &[ItemKey]) -> Result<Vec<Image>, BatchGetError> {
+        let retries = Retries {
+            times: UNPROCESSED_RETRIES,
+            wait: doubling,
+        };
+        let items = batch_get(
+            &self.client,
+            &self.table,
+            keys.iter().map(key).collect(),
+            true,
+            retries,
+            || {},
+        )
+        .await?;
+        Ok(items
+            .iter()
+            .map(audit_aws::dynamodb::json::item_json)
+            .collect())
     }
 }

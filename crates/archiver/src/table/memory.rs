@@ -5,18 +5,20 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
+use audit_aws::dynamodb::batch_get::BatchGetError;
+use audit_aws::error::AwsError;
 use audit_model::keys::{PARTITION_KEY, SORT_KEY};
 use audit_model::repair::ItemKey;
 use serde_json::Value;
 
-use super::{ItemTable, TableError};
+use super::ItemTable;
 use crate::event::Image;
 
 /// The audit table in memory.
 #[derive(Debug, Default)]
 pub struct MemoryTable {
     items: Mutex<HashMap<ItemKey, Image>>,
-    fail: Mutex<Option<TableError>>,
+    fail: Mutex<Option<BatchGetError>>,
     reads: Mutex<usize>,
 }
 
@@ -43,7 +45,7 @@ impl MemoryTable {
     }
 
     /// Every read fails with `error` from now on (`None`: reads work again).
-    pub fn fail_with(&self, error: Option<TableError>) {
+    pub fn fail_with(&self, error: Option<BatchGetError>) {
         *self.fail.lock().unwrap_or_else(|e| e.into_inner()) = error;
     }
 
@@ -58,23 +60,25 @@ impl MemoryTable {
 }
 
 impl ItemTable for MemoryTable {
-    async fn get_items(&self, keys: &[ItemKey]) -> Result<Vec<Image>, TableError> {
+    async fn get_items(&self, keys: &[ItemKey]) -> Result<Vec<Image>, BatchGetError> {
         *self.reads.lock().unwrap_or_else(|e| e.into_inner()) += 1;
         if let Some(error) = self.fail.lock().unwrap_or_else(|e| e.into_inner()).clone() {
             return Err(error);
         }
         if keys.len() > 100 {
-            return Err(TableError::Refused {
-                code: "ValidationException".into(),
-                message: "Too many items requested for the BatchGetItem call".into(),
-            });
+            return Err(BatchGetError::Request(AwsError::from_answer(
+                400,
+                "ValidationException",
+                "Too many items requested for the BatchGetItem call",
+            )));
         }
         let distinct: std::collections::HashSet<&ItemKey> = keys.iter().collect();
         if distinct.len() < keys.len() {
-            return Err(TableError::Refused {
-                code: "ValidationException".into(),
-                message: "Provided list of item keys contains duplicates".into(),
-            });
+            return Err(BatchGetError::Request(AwsError::from_answer(
+                400,
+                "ValidationException",
+                "Provided list of item keys contains duplicates",
+            )));
         }
         let items = self.lock_items();
         Ok(keys.iter().filter_map(|k| items.get(k).cloned()).collect())

@@ -4,9 +4,9 @@
 //! a version-1 marker, a void marker). Sealing is tested on these, apart from the batch path.
 #![allow(dead_code)] // each test binary uses a different part
 
-use audit_archiver::bucket::memory::MemoryBucket;
 use audit_archiver::encode::{gzip_lines, trail_line};
 use audit_archiver::marker::{Confirmed, Marker, RunEntry, marker_key};
+use audit_aws::s3::memory::MemoryBucket;
 use audit_model::archive::{MARKER_METADATA, ObjectKey, ObjectKind, PeriodLength, void_key};
 use audit_model::digest::{hex, sha256};
 use bytes::Bytes;

@@ -5,8 +5,8 @@
 
 use std::io::Read;
 
-use audit_archiver::bucket::memory::MemoryBucket;
 use audit_archiver::event::StreamEvent;
+use audit_aws::s3::memory::MemoryBucket;
 use aws_lambda_events::streams::DynamoDbEventResponse;
 use flate2::read::GzDecoder;
 use lambda_runtime::{Context, LambdaEvent};

@@ -8,8 +8,8 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use audit_archiver::bucket::s3::S3Bucket;
 use audit_aws::dynamodb::{DynamoDbStore, Wire};
+use audit_aws::s3::S3Bucket;
 use audit_model::keys::{PARTITION_KEY, SORT_KEY};
 use audit_receiver::{BatchSettings, Handler as Receiver, RetryPolicy};
 use audit_testkit::endpoint::{

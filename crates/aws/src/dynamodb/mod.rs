@@ -7,8 +7,11 @@
 //! - `port`: `Transport`, one signed call and its whole answer;
 //! - `wire`, `sigv4`: the fast wire (hyper, rustls) and its signer, the production `Transport`;
 //! - `memory`: `MemoryStore`, the twin, for tests;
+//! - `batch_get`: items by key with BatchGetItem, unprocessed keys asked again (auditctl's reads,
+//!   the archiver's repair);
 //! - `json`: an item the SDK read, as DynamoDB's JSON (auditctl's reads, the archiver's repair).
 
+pub mod batch_get;
 pub mod item;
 pub mod json;
 pub mod memory;

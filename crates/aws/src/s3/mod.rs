@@ -192,6 +192,68 @@ pub trait Bucket: Send + Sync {
     }
 }
 
+/// A bucket lent: what a caller holding `&bucket` passes to code that takes a `Bucket`.
+impl<B: Bucket + ?Sized> Bucket for &B {
+    fn put_if_absent(
+        &self,
+        object: NewObject,
+    ) -> impl Future<Output = Result<Created, AwsError>> + Send {
+        (**self).put_if_absent(object)
+    }
+
+    fn head(&self, key: &str) -> impl Future<Output = Result<Option<ObjectInfo>, AwsError>> + Send {
+        (**self).head(key)
+    }
+
+    fn get(
+        &self,
+        key: &str,
+    ) -> impl Future<Output = Result<Option<StoredObject>, AwsError>> + Send {
+        (**self).get(key)
+    }
+
+    fn get_version(
+        &self,
+        key: &str,
+        version_id: &str,
+    ) -> impl Future<Output = Result<Option<StoredObject>, AwsError>> + Send {
+        (**self).get_version(key, version_id)
+    }
+
+    fn stream_version(
+        &self,
+        key: &str,
+        version_id: &str,
+    ) -> impl Future<Output = Result<Option<StreamedObject>, AwsError>> + Send {
+        (**self).stream_version(key, version_id)
+    }
+
+    fn head_version(
+        &self,
+        key: &str,
+        version_id: &str,
+    ) -> impl Future<Output = Result<Option<VersionInfo>, AwsError>> + Send {
+        (**self).head_version(key, version_id)
+    }
+
+    fn list_keys(
+        &self,
+        prefix: &str,
+        start_after: Option<&str>,
+        max: usize,
+    ) -> impl Future<Output = Result<Vec<String>, AwsError>> + Send {
+        (**self).list_keys(prefix, start_after, max)
+    }
+
+    fn list_versions_page(
+        &self,
+        prefix: &str,
+        from: Option<VersionMarker>,
+    ) -> impl Future<Output = Result<VersionPage, AwsError>> + Send {
+        (**self).list_versions_page(prefix, from)
+    }
+}
+
 /// The listing said there is more without saying where it goes on.
 fn unmarked_page(prefix: &str, bucket: &str) -> AwsError {
     AwsError::without_answer(
