@@ -1,7 +1,7 @@
 //! Owns reading full items by key (BatchGetItem), for a lookup whose index holds only the keys
 //! and the filtered fields: at most `BATCH_GET_KEYS` keys a request, unprocessed keys retried
 //! with backoff (bounded), the items given back in the order asked, and those the table lacks
-//! named. Must not know indexes or output.
+//! named (docs/architecture.md "The crates", trail). Must not know indexes or output.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering as Atomic;
@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
 
-use super::TrailError;
-use super::item::TrailItem;
-use super::query::Reader;
+use crate::Error as TrailError;
+use crate::item::TrailItem;
+use crate::reader::Reader;
 use audit_model::keys::{PARTITION_KEY, SORT_KEY};
 
 /// DynamoDB's most keys in one BatchGetItem.
@@ -25,7 +25,7 @@ const LONGEST_WAIT: Duration = Duration::from_secs(2);
 /// What a fetch read: the items found, in the order asked, and the ones asked for that the table
 /// does not hold.
 #[derive(Debug, Default)]
-pub(crate) struct Fetched {
+pub struct Fetched {
     pub items: Vec<TrailItem>,
     /// The items asked for (as given) that the table no longer holds (expired by TTL, or deleted,
     /// after the index listed them), in the order asked.
@@ -37,7 +37,7 @@ impl Reader {
     /// key), read from the table in at most `BATCH_GET_KEYS` keys a request, in `wanted`'s
     /// order. An item the table no longer holds is left out, given back in `missing` and counted
     /// in `stats.missing`.
-    pub(crate) async fn fetch(&self, wanted: Vec<TrailItem>) -> Result<Fetched, TrailError> {
+    pub async fn fetch(&self, wanted: Vec<TrailItem>) -> Result<Fetched, TrailError> {
         let mut found: HashMap<(String, String), HashMap<String, AttributeValue>> =
             HashMap::with_capacity(wanted.len());
         for chunk in wanted.chunks(BATCH_GET_KEYS) {
@@ -76,7 +76,7 @@ impl Reader {
             let request = KeysAndAttributes::builder()
                 .set_keys(Some(pending))
                 .build()
-                .map_err(|e| TrailError::Aws(e.to_string()))?;
+                .map_err(|e| TrailError::Request(e.to_string()))?;
             self.stats.batch_get_item.fetch_add(1, Atomic::Relaxed);
             let output = self
                 .client
@@ -105,12 +105,12 @@ impl Reader {
                 return Ok(());
             }
             if retries == UNPROCESSED_RETRIES {
-                return Err(TrailError::Aws(format!(
-                    "BatchGetItem on table {} left {} of {asked} items unread after {} tries (the table's read capacity is exhausted): run the lookup again later, or raise the table's read capacity",
-                    self.table,
-                    pending.len(),
-                    retries + 1
-                )));
+                return Err(TrailError::Unprocessed {
+                    table: self.table.clone(),
+                    left: pending.len(),
+                    asked,
+                    tries: retries + 1,
+                });
             }
             tokio::time::sleep(backoff(retries)).await;
             retries += 1;
