@@ -96,7 +96,9 @@ async fn auditctl_lines(moto: &Moto) -> Vec<String> {
         .unwrap_or_default();
     let mut lines: Vec<String> = items
         .into_iter()
-        .map(|item: HashMap<String, AttributeValue>| auditctl::item::TrailItem::from(item).line())
+        .map(|item: HashMap<String, AttributeValue>| {
+            audit_trail::item::TrailItem::from(item).line()
+        })
         .collect();
     lines.sort();
     lines

@@ -6,8 +6,8 @@ mod commands;
 
 use std::process::ExitCode;
 
+use audit_trail::access::{Recorder, SdkAccessLog};
 use auditctl::TrailError;
-use auditctl::access::{self, Recorder, SdkAccessLog};
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use commands::{
     AuditArgs, AwsArgs, Context, Failure, archive, check_proof, dlq, get, prove, query, ui, verify,
@@ -97,7 +97,7 @@ async fn main() -> ExitCode {
     let cli = Cli::from_arg_matches(&matches)
         .map_err(|e| e.format(&mut Cli::command()))
         .unwrap_or_else(|e| e.exit());
-    let arguments = access::given_arguments(&command, &matches);
+    let arguments = commands::arguments::given_arguments(&command, &matches);
     match run(cli, arguments).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure::Trail(TrailError::Output(e)))

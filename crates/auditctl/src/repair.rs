@@ -250,11 +250,11 @@ mod tests {
     use serde_json::{Map, Value, json};
 
     use super::*;
-    use crate::range::TimeRange;
     use crate::verify::memory::{
         MemoryArchive, MemoryTable, TestKey, gzip_lines, seal, write_object,
     };
     use crate::verify::ports::TableItem;
+    use audit_model::range::TimeRange;
 
     const BUCKET: &str = "audit-archive";
     const START: &str = "2026-11-22T10:00:00Z";

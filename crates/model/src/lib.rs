@@ -13,6 +13,7 @@ pub mod line;
 pub mod message;
 pub mod note;
 pub mod payload;
+pub mod range;
 pub mod reason;
 pub mod repair;
 pub mod tlog;

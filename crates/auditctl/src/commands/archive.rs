@@ -6,11 +6,11 @@ use std::io::Write;
 
 use audit_model::archive::PeriodLength;
 use audit_model::keys::DEFAULT_TABLE_NAME;
+use audit_model::range::TimeRange;
 use audit_model::repair::RepairAnswer;
+use audit_trail::access::Action;
+use audit_trail::filter::{Fields, Plan};
 use auditctl::TrailError;
-use auditctl::access::Action;
-use auditctl::filter::{Fields, Plan};
-use auditctl::range::TimeRange;
 use auditctl::repair::{self, LambdaArchiver, RepairFailure};
 use auditctl::verify::dynamo::DynamoTable;
 use auditctl::verify::key::TrustedKey;

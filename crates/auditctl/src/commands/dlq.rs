@@ -1,16 +1,17 @@
 //! Owns `auditctl dlq list` and `redrive`: their flags and help, wiring and printing what they did.
-//! Must not know how the queue is read or moved (`auditctl::dlq`).
+//! Must not know how the queue is read or moved (`audit_trail::dlq`).
 
 use std::collections::BTreeMap;
 use std::io::BufWriter;
 
 use audit_aws::config::ClientOptions;
 use audit_model::keys::DEFAULT_TABLE_NAME;
+use audit_trail::access::Action;
+use audit_trail::dlq::{DeadLetterQueue, Listed, ListedWithBody, OriginalSender, RedriveOptions};
+use audit_trail::output::Printer;
+use audit_trail::stack::StackTags;
 use auditctl::TrailError;
-use auditctl::access::Action;
-use auditctl::dlq::{DeadLetterQueue, Listed, ListedWithBody, OriginalSender, RedriveOptions};
-use auditctl::output::{Format, Printer};
-use auditctl::stack::StackTags;
+use auditctl::choices::Format;
 use clap::{Args, Subcommand};
 
 use super::{Context, Failure};
@@ -183,13 +184,13 @@ async fn list(
         });
     let out = BufWriter::new(std::io::stdout().lock());
     if args.show_body {
-        let mut printer = Printer::new(args.format, out);
+        let mut printer = Printer::new(args.format.into(), out);
         for (message, sender) in shown {
             printer.print(&ListedWithBody(message, sender))?;
         }
         printer.finish()?;
     } else {
-        let mut printer = Printer::new(args.format, out);
+        let mut printer = Printer::new(args.format.into(), out);
         for (message, sender) in shown {
             printer.print(&Listed(message, sender))?;
         }

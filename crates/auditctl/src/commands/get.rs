@@ -1,7 +1,7 @@
 //! Owns `auditctl get`: its flags and help, and wiring them to the library's reader. Must not
-//! know how the table is read (`auditctl::query`) or printed.
+//! know how the table is read (`audit_trail::query`) or printed.
 
-use auditctl::access::Action;
+use audit_trail::access::Action;
 use clap::Args;
 
 use super::{Context, Failure, TableArgs, print_items};

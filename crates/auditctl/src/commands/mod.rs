@@ -3,6 +3,7 @@
 //! printing rows. Must not know any one command's flags or logic (each is a module here).
 
 pub mod archive;
+pub mod arguments;
 pub mod check_proof;
 pub mod dlq;
 pub mod get;
@@ -17,11 +18,12 @@ use std::time::{Duration, Instant};
 
 use audit_aws::config::CliOptions;
 use audit_model::keys::DEFAULT_TABLE_NAME;
+use audit_trail::Reader;
+use audit_trail::access::{AccessError, Recorder, SdkAccessLog};
+use audit_trail::item::TrailItem;
+use audit_trail::output::Printer;
 use auditctl::TrailError;
-use auditctl::access::{AccessError, Recorder, SdkAccessLog};
-use auditctl::item::TrailItem;
-use auditctl::output::{Format, Printer};
-use auditctl::query::Reader;
+use auditctl::choices::Format;
 use clap::Args;
 use futures::{Stream, StreamExt};
 
@@ -115,6 +117,13 @@ impl From<TrailError> for Failure {
     }
 }
 
+/// The trail library's errors, in auditctl's words (words.rs).
+impl From<audit_trail::Error> for Failure {
+    fn from(error: audit_trail::Error) -> Self {
+        Self::Trail(error.into())
+    }
+}
+
 impl From<AccessError> for Failure {
     fn from(error: AccessError) -> Self {
         Self::Trail(TrailError::Access(error))
@@ -130,11 +139,11 @@ impl From<std::io::Error> for Failure {
 /// Prints rows as they arrive: flushed at least every 100 ms, with a progress line on stderr
 /// when stderr is a terminal. Returns the rows printed.
 pub async fn print_items(
-    rows: impl Stream<Item = Result<TrailItem, TrailError>>,
+    rows: impl Stream<Item = Result<TrailItem, audit_trail::Error>>,
     format: Format,
     reader: &Reader,
 ) -> Result<u64, Failure> {
-    let mut printer = Printer::new(format, BufWriter::new(std::io::stdout().lock()));
+    let mut printer = Printer::new(format.into(), BufWriter::new(std::io::stdout().lock()));
     let progress = std::io::stderr().is_terminal();
     let mut last = Instant::now();
     let mut shown_progress = false;

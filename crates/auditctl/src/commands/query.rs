@@ -1,15 +1,16 @@
 //! Owns `auditctl query`: its flags and help, and wiring them to the library's time range, plan
-//! and reader. Must not know how the table is read (`auditctl::query`) or printed.
+//! and reader. Must not know how the table is read (`audit_trail::query`) or printed.
 
 use std::net::IpAddr;
 use std::time::Instant;
 
 use audit_model::message::EventOutcome;
-use auditctl::access::Action;
-use auditctl::filter::{self, By, Fields, Plan};
-use auditctl::merge::Order;
-use auditctl::query::QueryOptions;
-use auditctl::range::TimeRange;
+use audit_model::range::TimeRange;
+use audit_trail::access::Action;
+use audit_trail::filter::{self, Fields, Plan};
+use audit_trail::merge::Order;
+use audit_trail::query::QueryOptions;
+use auditctl::choices::By;
 use clap::Args;
 use futures::StreamExt;
 
@@ -121,7 +122,7 @@ pub async fn run(args: QueryArgs, context: &Context) -> Result<(), Failure> {
         source_ip: args.source_ip,
         sender: args.sender,
     };
-    let plan = Plan::new(args.by, fields).map_err(Failure::usage)?;
+    let plan = Plan::new(args.by.map(Into::into), fields).map_err(Failure::usage)?;
     context
         .access
         .record(Action::Query, &args.table.table, &args.table.table)

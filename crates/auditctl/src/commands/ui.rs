@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use audit_aws::config::ClientOptions;
 use audit_model::archive::PeriodLength;
+use audit_trail::dlq::DeadLetterQueue;
 use auditctl::TrailError;
-use auditctl::dlq::DeadLetterQueue;
 use auditctl::ui::checks::key_fetch;
 use auditctl::ui::dead_letters::DeadLetters;
 use auditctl::ui::health::Archive;

@@ -5,10 +5,10 @@ use std::io::{BufWriter, IsTerminal};
 
 use audit_model::archive::{DEFAULT_DIGEST_PERIOD_SECONDS, PeriodLength};
 use audit_model::keys::DEFAULT_TABLE_NAME;
+use audit_model::range::TimeRange;
+use audit_trail::access::Action;
+use audit_trail::filter::{Fields, Plan};
 use auditctl::TrailError;
-use auditctl::access::Action;
-use auditctl::filter::{Fields, Plan};
-use auditctl::range::TimeRange;
 use auditctl::tlog::witness_key_arg;
 use auditctl::verify::dynamo::DynamoTable;
 use auditctl::verify::key::TrustedKey;

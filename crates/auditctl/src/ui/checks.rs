@@ -17,12 +17,12 @@ use futures::future::BoxFuture;
 
 use super::health::{Archive, Sealed};
 use crate::TrailError;
-use crate::range::TimeRange;
 use crate::tlog::{CheckError, LogKey, LogReader};
 use crate::verify::key::TrustedKey;
 use crate::verify::ports::{Archive as _, KeySource, PublicKeyInfo};
 use crate::verify::report::{Observer, Problem, Summary};
 use crate::verify::{ARCHIVE_LAG_SECONDS, Settings, walk};
+use audit_model::range::TimeRange;
 
 /// Days of periods the page verifies at most at once; `auditctl verify` takes any range.
 pub const MAX_VERIFY_DAYS: i64 = 31;

@@ -2,7 +2,7 @@
 //! (bodies only on request), and the redrive of one reason after a confirmation that states how
 //! many will move. Each listing is recorded as `auditctl.ui.view` and each redrive as
 //! `auditctl.ui.redrive` before the queue is touched. Must not know how the queue is received or
-//! moved (`crate::dlq`).
+//! moved (`audit_trail::dlq`).
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -13,9 +13,9 @@ use serde_json::{Map, Value};
 use super::page::{escape, layout, problem, recorded_note, time};
 use super::{Body, Failed, Viewer, html};
 use crate::TrailError;
-use crate::access::{AccessLog, Action, Recorded};
-use crate::dlq::{DeadLetterQueue, DlqMessage, OriginalSender, RedriveOptions};
-use crate::stack::StackTags;
+use audit_trail::access::{AccessLog, Action, Recorded};
+use audit_trail::dlq::{DeadLetterQueue, DlqMessage, OriginalSender, RedriveOptions};
+use audit_trail::stack::StackTags;
 
 /// The dead-letter queue the viewer works, and where a redrive sends messages.
 pub struct DeadLetters {
@@ -99,7 +99,7 @@ impl<L: AccessLog + 'static, B: audit_aws::s3::Bucket + 'static> Viewer<L, B> {
             .access
             .record_with(Action::UiView, &dead.url, &self.table, Some(&arguments))
             .await?;
-        let tags = StackTags::read(&self.reader.client, &self.table, &self.location)
+        let tags = StackTags::read(self.reader.client(), &self.table, &self.location)
             .await
             .map_err(TrailError::from)?;
         let listing = dead.queue.list().await?;
@@ -214,7 +214,7 @@ impl<L: AccessLog + 'static, B: audit_aws::s3::Bucket + 'static> Viewer<L, B> {
             self.access
                 .record_with(Action::UiRedrive, &dead.url, &self.table, Some(&arguments))
                 .await?;
-            let tags = StackTags::read(&self.reader.client, &self.table, &self.location)
+            let tags = StackTags::read(self.reader.client(), &self.table, &self.location)
                 .await
                 .map_err(TrailError::from)?;
             let options = RedriveOptions {

@@ -29,11 +29,12 @@ use hyper::body::Frame;
 use serde_json::{Map, Value};
 
 use crate::TrailError;
-use crate::access::{AccessLog, Action, Recorded, Recorder};
-use crate::item::TrailItem;
-use crate::merge::Order;
-use crate::output::{Format, Printer};
-use crate::query::{QueryOptions, Reader};
+use audit_trail::Reader;
+use audit_trail::access::{AccessLog, Action, Recorded, Recorder};
+use audit_trail::item::TrailItem;
+use audit_trail::merge::Order;
+use audit_trail::output::{Format, Printer};
+use audit_trail::query::QueryOptions;
 use search::{Cursor, Search, SearchError};
 use session::{Admission, Session};
 
@@ -58,7 +59,7 @@ const TIME_PAGE_SIZE: i32 = 8;
 /// lookup's 4 shards.
 fn page_size(search: &Search) -> i32 {
     match (&search.plan.source, search.plan.filters.is_empty()) {
-        (crate::filter::Source::Time, true) => TIME_PAGE_SIZE,
+        (audit_trail::filter::Source::Time, true) => TIME_PAGE_SIZE,
         _ => i32::try_from(PAGE_ROWS + 1).unwrap_or(i32::MAX),
     }
 }
@@ -123,8 +124,14 @@ impl From<TrailError> for Failed {
     }
 }
 
-impl From<crate::access::AccessError> for Failed {
-    fn from(error: crate::access::AccessError) -> Self {
+impl From<audit_trail::Error> for Failed {
+    fn from(error: audit_trail::Error) -> Self {
+        TrailError::from(error).into()
+    }
+}
+
+impl From<audit_trail::access::AccessError> for Failed {
+    fn from(error: audit_trail::access::AccessError) -> Self {
         TrailError::from(error).into()
     }
 }
@@ -716,7 +723,8 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
         };
         let rows = self
             .reader
-            .read(&search.plan, search.range.clone(), options);
+            .read(&search.plan, search.range.clone(), options)
+            .map_err(TrailError::from);
         let body = export_body(rows, format);
         let content_type = match format {
             Format::Csv => "text/csv; charset=utf-8",

@@ -7,8 +7,8 @@ use std::fmt::Write;
 use serde_json::Value;
 
 use super::search::{Cursor, PARAMETERS, Preset, Search};
-use crate::access::Recorded;
-use crate::item::TrailItem;
+use audit_trail::access::Recorded;
+use audit_trail::item::TrailItem;
 
 /// Text made safe inside HTML text and quoted attributes. Written by hand: these five
 /// replacements are all the escaping the pages need, where a template engine would add a
@@ -80,7 +80,7 @@ pub fn recorded_note(recorded: &Recorded) -> String {
     let why = match recorded {
         Recorded::Sent { .. } => return String::new(),
         Recorded::Skipped => "access not recorded: auditctl ui was started with --no-audit-event",
-        Recorded::NotConfigured => crate::access::NOT_CONFIGURED,
+        Recorded::NotConfigured => audit_trail::access::NOT_CONFIGURED,
     };
     format!(r#"<p class="note" role="note">{}</p>"#, escape(why))
 }
@@ -611,7 +611,7 @@ const FIELD_ORDER: [&str; 17] = [
 ];
 
 fn fields(item: &TrailItem) -> String {
-    let Value::Object(plain) = crate::output::Record::json(item) else {
+    let Value::Object(plain) = audit_trail::output::Record::json(item) else {
         return String::new();
     };
     let mut names: Vec<&String> = plain.keys().collect();

@@ -6,8 +6,8 @@ use chrono::{DateTime, Duration, SecondsFormat, Utc};
 use clap::ValueEnum;
 use serde_json::{Map, Value};
 
-use crate::filter::{self, By, Fields, Plan, PlanError};
-use crate::range::{RangeError, TimeRange};
+use audit_model::range::{RangeError, TimeRange};
+use audit_trail::filter::{self, By, Fields, Plan, PlanError};
 
 /// The parameters a search's URL may carry, in the order its links write them.
 pub const PARAMETERS: [&str; 10] = [
@@ -208,7 +208,11 @@ impl Search {
             sender: value("sender"),
         };
         let by = match value("by") {
-            Some(by) => Some(By::from_str(&by, true).map_err(|_| SearchError::By(by))?),
+            Some(by) => Some(
+                crate::choices::By::from_str(&by, true)
+                    .map(By::from)
+                    .map_err(|_| SearchError::By(by))?,
+            ),
             // Several of actor, action and resource: the page reads the index of the first of
             // actor, resource, action given (what `--by` would name) and filters by the others.
             None => {
@@ -407,8 +411,8 @@ fn shell_word(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::filter::Source;
     use audit_model::keys::LookupField;
+    use audit_trail::filter::Source;
 
     fn now() -> DateTime<Utc> {
         DateTime::parse_from_rfc3339("2026-11-24T12:00:00Z")

@@ -7,8 +7,8 @@ use http::header::{COOKIE, HOST, LOCATION, SET_COOKIE};
 use serde_json::Map;
 
 use super::*;
-use crate::access::{AccessError, AccessEvent, Caller};
-use crate::stack::StackTags;
+use audit_trail::access::{AccessError, AccessEvent, Caller};
+use audit_trail::stack::StackTags;
 
 const QUEUE_URL: &str = "https://sqs.us-east-1.amazonaws.com/123456789012/AuditAccessQueue";
 const QUEUE_ARN: &str = "arn:aws:sqs:us-east-1:123456789012:AuditAccessQueue";

@@ -7,10 +7,11 @@ use futures::{StreamExt, TryStreamExt};
 
 use super::ports::{Table, TableItem};
 use crate::TrailError;
-use crate::item::TrailItem;
-use crate::merge::Order;
-use crate::query::{QueryOptions, Reader};
-use crate::range::TimeRange;
+use audit_model::range::TimeRange;
+use audit_trail::Reader;
+use audit_trail::item::TrailItem;
+use audit_trail::merge::Order;
+use audit_trail::query::QueryOptions;
 
 /// How the range is read: as `auditctl query`'s defaults.
 const OPTIONS: QueryOptions = QueryOptions {
@@ -48,6 +49,7 @@ impl Table for DynamoTable {
         self.reader
             .query(range.clone(), OPTIONS, None)
             .map_ok(table_item)
+            .map_err(TrailError::from)
             .boxed()
     }
 

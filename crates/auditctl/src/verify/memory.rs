@@ -29,7 +29,7 @@ use futures::stream::BoxStream;
 use super::ports::{KeySource, PublicKeyInfo, Table, TableItem};
 use super::s3::S3Archive;
 use crate::TrailError;
-use crate::range::TimeRange;
+use audit_model::range::TimeRange;
 
 /// The archive in memory: `audit_aws::s3`'s versioned twin, read through the same port
 /// implementation as S3 (every put a new version, deletes as delete markers, versions removable for

@@ -31,7 +31,7 @@ mod tests;
 use audit_model::archive::PeriodLength;
 use chrono::{DateTime, Utc};
 
-use crate::range::TimeRange;
+use audit_model::range::TimeRange;
 
 /// How long after a period may be sealed (`Period::sealable_at`) its digest may still be absent
 /// without being missing: the archiver seals on a schedule (every 5 minutes in AWS), and a run can

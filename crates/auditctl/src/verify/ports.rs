@@ -10,8 +10,8 @@ use futures::TryStreamExt;
 use futures::stream::BoxStream;
 
 use crate::TrailError;
-use crate::range::TimeRange;
 use crate::tlog::LogReader;
+use audit_model::range::TimeRange;
 
 /// One entry of a version listing: a version of a key, or a delete marker (`audit_aws::s3`'s).
 pub use audit_aws::s3::VersionEntry as Entry;

@@ -24,7 +24,7 @@ use super::CLOCK_SKEW_SECONDS;
 use super::ports::{Table, TableItem};
 use super::report::{Problem, TableSummary};
 use crate::TrailError;
-use crate::range::TimeRange;
+use audit_model::range::TimeRange;
 
 /// DynamoDB's most keys in one BatchGetItem.
 pub const BATCH: usize = 100;

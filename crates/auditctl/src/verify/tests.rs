@@ -22,8 +22,8 @@ use super::memory::{
 use super::ports::TableItem;
 use super::report::{Problem, Summary};
 use super::walk::{verify, verify_with_witnesses};
-use crate::range::TimeRange;
 use audit_model::note::WitnessKey;
+use audit_model::range::TimeRange;
 
 const BUCKET: &str = "audit-archive";
 const ARN: &str = "arn:aws:kms:us-east-1:111122223333:key/digest";

@@ -4,7 +4,7 @@
 
 use audit_receiver::message::canonical_time;
 use audit_testkit::endpoint::sdk_config;
-use auditctl::stack::ACCESS_QUEUE_TAG;
+use audit_trail::stack::ACCESS_QUEUE_TAG;
 use aws_sdk_sqs::types::MessageSystemAttributeName;
 use serde_json::Value;
 

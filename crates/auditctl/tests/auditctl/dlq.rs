@@ -9,7 +9,7 @@ use aws_lambda_events::sqs::SqsMessageAttribute;
 use aws_sdk_sqs::types::{MessageAttributeValue, MessageSystemAttributeName, QueueAttributeName};
 use serde_json::Value;
 
-use auditctl::stack::{ACCESS_QUEUE_TAG, RECEIVER_ROLE_TAG};
+use audit_trail::stack::{ACCESS_QUEUE_TAG, RECEIVER_ROLE_TAG};
 
 use crate::harness::*;
 use crate::support::*;

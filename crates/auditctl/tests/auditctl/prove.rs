@@ -17,7 +17,7 @@ use audit_model::note::{
 };
 use audit_model::tlog::{HexHash, TreeEdge, leaf_hash, parse_hex_hash, verify_consistency};
 use audit_testkit::endpoint::{create_locked_bucket, sdk_config};
-use auditctl::item::TrailItem;
+use audit_trail::item::TrailItem;
 use auditctl::tlog::{LogKey, check_proof};
 use aws_lc_rs::signature::{Ed25519KeyPair, KeyPair};
 use aws_sdk_kms::primitives::Blob;

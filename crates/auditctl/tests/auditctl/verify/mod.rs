@@ -23,7 +23,7 @@ use audit_model::note::{
 };
 use audit_model::tlog::{HexHash, TreeEdge, leaf_hash};
 use audit_testkit::endpoint::{create_locked_bucket, sdk_config};
-use auditctl::item::TrailItem;
+use audit_trail::item::TrailItem;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_kms::primitives::Blob;
 use aws_sdk_kms::types::{KeySpec, KeyUsageType, MessageType, SigningAlgorithmSpec};

@@ -1,10 +1,11 @@
 //! Owns the time range of a query: `--from`/`--to` (RFC 3339 with an offset, any precision) ->
-//! inclusive bounds in the canonical millisecond form, and the UTC days they span. Must not know
-//! DynamoDB.
+//! inclusive bounds in the canonical millisecond form, and the UTC days they span; the trail's
+//! reading, the archiver and verify share it (docs/architecture.md "The crates", model). Must not
+//! know DynamoDB or any I/O.
 
 use chrono::{DateTime, Duration, NaiveDate, SubsecRound, Utc};
 
-use audit_model::message::{InvalidMessage, canonical_time, parse_audit_time};
+use crate::message::{InvalidMessage, canonical_time, parse_audit_time};
 
 /// Inclusive bounds on the stored `auditTime` strings. Empty when no millisecond lies between
 /// the times given (`--from 10:00:00.0005Z --to 10:00:00.0009Z`).

@@ -1,6 +1,7 @@
 //! Owns the output formats of `auditctl`: `jsonl` (one JSON object per row), `csv` (for pipes)
 //! and `table` (for a terminal, with a text asked for in full printed under its row), written row
-//! by row as rows arrive. Must not know where rows come from.
+//! by row as rows arrive (docs/architecture.md "The crates", trail). Must not know where rows come
+//! from.
 
 use std::io::{self, Write};
 use std::marker::PhantomData;
@@ -9,7 +10,7 @@ use comfy_table::{ContentArrangement, Table, presets};
 use serde_json::Value;
 
 /// How rows are printed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
     /// Aligned columns for a terminal, long text truncated; a text asked for in full (a body)
     /// under its row.

@@ -2,30 +2,29 @@
 //! the `byAuditTime` index, a lookup over the 4 shards of one value of a lookup index (Query,
 //! never Scan), both merged in (auditTime, messageId) order; a lookup then reads the full items
 //! (`fetch.rs`), keeps those that are exactly what it asked for, and warns of those the table
-//! lacks; `get` reads one `messageId`. Must not know output formats.
+//! lacks; `get` reads one `messageId` (docs/architecture.md "The crates", trail). Must not know
+//! output formats.
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering as Atomic};
+use std::sync::atomic::Ordering as Atomic;
 
-use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::types::{AttributeValue, IndexStatus};
 use futures::{Stream, StreamExt};
 use tokio::sync::{Semaphore, mpsc};
 
-use super::TrailError;
-use super::fetch::BATCH_GET_KEYS;
-use super::filter::{Filter, Plan, Source};
-use super::item::TrailItem;
-use super::merge::{Order, merge};
-use super::range::TimeRange;
-use audit_aws::error::{AwsError, ErrorKind};
+use crate::Error;
+use crate::fetch::BATCH_GET_KEYS;
+use crate::filter::{Filter, Plan, Source};
+use crate::item::TrailItem;
+use crate::merge::{Order, merge};
+use crate::reader::Reader;
 use audit_model::keys::{
     AUDIT_BUCKET, LOOKUP_SHARDS, LookupIndex, PARTITION_KEY, SORT_KEY, TIME_INDEX, lookup_index,
     lookup_key_of_shard,
 };
 use audit_model::message::AUDIT_BUCKET_SHARDS;
+use audit_model::range::TimeRange;
 
 /// How a query reads.
 #[derive(Debug, Clone, Copy)]
@@ -52,74 +51,7 @@ impl QueryOptions {
     }
 }
 
-/// Requests made and items read, for the progress line and `--stats`.
-#[derive(Debug, Default)]
-pub struct Stats {
-    pub describe_table: AtomicU64,
-    pub query: AtomicU64,
-    pub batch_get_item: AtomicU64,
-    /// Index items read (DynamoDB's ScannedCount: before the filters; what is paid for).
-    pub items_read: AtomicU64,
-    /// Items a lookup's index listed that the table no longer held when read (expired by TTL, or
-    /// deleted).
-    pub missing: AtomicU64,
-}
-
-impl Stats {
-    /// Every request, whatever its operation.
-    pub fn requests(&self) -> u64 {
-        self.describe_table() + self.query() + self.batch_get_item()
-    }
-    pub fn describe_table(&self) -> u64 {
-        self.describe_table.load(Atomic::Relaxed)
-    }
-    pub fn query(&self) -> u64 {
-        self.query.load(Atomic::Relaxed)
-    }
-    pub fn batch_get_item(&self) -> u64 {
-        self.batch_get_item.load(Atomic::Relaxed)
-    }
-    pub fn items_read(&self) -> u64 {
-        self.items_read.load(Atomic::Relaxed)
-    }
-    pub fn missing(&self) -> u64 {
-        self.missing.load(Atomic::Relaxed)
-    }
-
-    /// The `--stats` line: rows, requests by operation, items read, time, rate.
-    pub fn line(&self, rows: u64, elapsed: std::time::Duration) -> String {
-        let seconds = elapsed.as_secs_f64();
-        let missing = match self.missing() {
-            0 => String::new(),
-            n => format!(", {n} listed by the index but no longer in the table"),
-        };
-        format!(
-            "{rows} rows, {} requests: {} DescribeTable + {} Query + {} BatchGetItem, {} items read, {seconds:.2} s, {:.0} rows/s{missing}",
-            self.requests(),
-            self.describe_table(),
-            self.query(),
-            self.batch_get_item(),
-            self.items_read(),
-            rows as f64 / seconds.max(1e-9)
-        )
-    }
-}
-
-/// The audit table, read.
-#[derive(Debug, Clone)]
-pub struct Reader {
-    pub(crate) client: Client,
-    pub(crate) table: String,
-    /// Where the table was looked for (endpoint or region), for error messages.
-    location: String,
-    pub stats: Arc<Stats>,
-    /// Whether each shard reads its next page before the merge asks for it (throughput: a whole
-    /// range), or only when asked (a page of rows for a person: one Query per shard when its
-    /// first page holds enough).
-    read_ahead: bool,
-}
-
-type Page = Result<Vec<TrailItem>, TrailError>;
+type Page = Result<Vec<TrailItem>, Error>;
 
 /// A lookup to read: the index and value, the filters DynamoDB applies to the index, and the
 /// checks made on the full items.
@@ -143,42 +75,9 @@ struct Shard {
 }
 
 impl Reader {
-    pub fn new(client: Client, table: impl Into<String>, location: impl Into<String>) -> Self {
-        Self {
-            client,
-            table: table.into(),
-            location: location.into(),
-            stats: Arc::default(),
-            read_ahead: true,
-        }
-    }
-
-    /// The same reader, each shard reading a further page only when the merge needs its rows
-    /// (its first page is read at once, all shards concurrently).
-    pub fn on_demand(mut self) -> Self {
-        self.read_ahead = false;
-        self
-    }
-
-    /// A failed DynamoDB read, classified once (`audit_aws::error`): a table that is not there
-    /// says where it was looked for; anything else is the error in words.
-    pub(crate) fn failed<E>(&self, error: &SdkError<E>) -> TrailError
-    where
-        E: aws_sdk_dynamodb::error::ProvideErrorMetadata + std::error::Error + 'static,
-    {
-        let error = AwsError::from_sdk(error);
-        match error.kind {
-            ErrorKind::NotFound => TrailError::TableNotFound {
-                table: self.table.clone(),
-                at: self.location.clone(),
-            },
-            _ => TrailError::Aws(error.text),
-        }
-    }
-
     /// The table exists and has the index the plan reads, built (one DescribeTable), so that a
     /// missing one is reported as such rather than as failing Queries.
-    pub async fn check_index(&self, plan: &Plan) -> Result<(), TrailError> {
+    pub async fn check_index(&self, plan: &Plan) -> Result<(), Error> {
         self.stats.describe_table.fetch_add(1, Atomic::Relaxed);
         let described = self
             .client
@@ -196,11 +95,11 @@ impl Reader {
             .find(|index| index.index_name() == Some(wanted));
         let status = index.and_then(|i| i.index_status());
         match (index, &plan.source) {
-            (None, Source::Time) => Err(TrailError::NoTimeIndex {
+            (None, Source::Time) => Err(Error::NoTimeIndex {
                 table: self.table.clone(),
                 index: wanted.to_owned(),
             }),
-            (None, Source::Lookup { field, .. }) => Err(TrailError::NoLookupIndex {
+            (None, Source::Lookup { field, .. }) => Err(Error::NoLookupIndex {
                 table: self.table.clone(),
                 index: wanted.to_owned(),
                 field: field.attribute(),
@@ -212,7 +111,7 @@ impl Reader {
                     Some(IndexStatus::Creating) | Some(IndexStatus::Deleting)
                 ) =>
             {
-                Err(TrailError::IndexNotActive {
+                Err(Error::IndexNotActive {
                     table: self.table.clone(),
                     index: wanted.to_owned(),
                     status: status.map(|s| s.as_str().to_owned()).unwrap_or_default(),
@@ -228,7 +127,7 @@ impl Reader {
         plan: &Plan,
         range: TimeRange,
         options: QueryOptions,
-    ) -> std::pin::Pin<Box<dyn Stream<Item = Result<TrailItem, TrailError>> + Send>> {
+    ) -> std::pin::Pin<Box<dyn Stream<Item = Result<TrailItem, Error>> + Send>> {
         let filter = plan.filter().map(Arc::new);
         match &plan.source {
             Source::Time => Box::pin(self.query(range, options, filter)),
@@ -265,7 +164,7 @@ impl Reader {
         range: TimeRange,
         options: QueryOptions,
         filter: Option<Arc<Filter>>,
-    ) -> impl Stream<Item = Result<TrailItem, TrailError>> + Send + use<> {
+    ) -> impl Stream<Item = Result<TrailItem, Error>> + Send + use<> {
         let mut days = range.days();
         if options.order == Order::Descending {
             days.reverse();
@@ -306,7 +205,7 @@ impl Reader {
         lookup: Lookup,
         range: TimeRange,
         options: QueryOptions,
-    ) -> impl Stream<Item = Result<TrailItem, TrailError>> + Send + use<> {
+    ) -> impl Stream<Item = Result<TrailItem, Error>> + Send + use<> {
         let permits = Arc::new(Semaphore::new(options.concurrency.max(1)));
         let page_size = options.page_size();
         let index = lookup.index;
@@ -353,21 +252,20 @@ impl Reader {
                             }
                         }
                     }
-                    let mut rows: Vec<Result<TrailItem, TrailError>> =
-                        match reader.fetch(wanted).await {
-                            Ok(fetched) => {
-                                for gone in &fetched.missing {
-                                    eprintln!("{}", reader.missing_warning(index, gone));
-                                }
-                                fetched
-                                    .items
-                                    .into_iter()
-                                    .filter(|item| item.has(&checks))
-                                    .map(Ok)
-                                    .collect()
+                    let mut rows: Vec<Result<TrailItem, Error>> = match reader.fetch(wanted).await {
+                        Ok(fetched) => {
+                            for gone in &fetched.missing {
+                                eprintln!("{}", reader.missing_warning(index, gone));
                             }
-                            Err(error) => vec![Err(error)],
-                        };
+                            fetched
+                                .items
+                                .into_iter()
+                                .filter(|item| item.has(&checks))
+                                .map(Ok)
+                                .collect()
+                        }
+                        Err(error) => vec![Err(error)],
+                    };
                     rows.extend(failed.map(Err));
                     futures::stream::iter(rows)
                 }
@@ -491,10 +389,7 @@ impl Reader {
     }
 
     /// The item(s) of one `messageId` (a Query on the table's partition key), in auditTime order.
-    pub fn get(
-        &self,
-        message_id: &str,
-    ) -> impl Stream<Item = Result<TrailItem, TrailError>> + use<> {
+    pub fn get(&self, message_id: &str) -> impl Stream<Item = Result<TrailItem, Error>> + use<> {
         let reader = self.clone();
         let message_id = message_id.to_owned();
         futures::stream::unfold(Some(None), move |start| {
@@ -516,7 +411,7 @@ impl Reader {
                 match result {
                     Ok(output) => {
                         let next = output.last_evaluated_key.filter(|key| !key.is_empty());
-                        let items: Vec<Result<TrailItem, TrailError>> = output
+                        let items: Vec<Result<TrailItem, Error>> = output
                             .items
                             .unwrap_or_default()
                             .into_iter()
@@ -532,89 +427,5 @@ impl Reader {
             }
         })
         .flatten()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use aws_sdk_dynamodb::config::http::HttpResponse;
-    use aws_sdk_dynamodb::operation::batch_get_item::BatchGetItemError;
-    use aws_sdk_dynamodb::operation::describe_table::DescribeTableError;
-    use aws_sdk_dynamodb::operation::query::QueryError;
-    use aws_sdk_dynamodb::types::error::{
-        ProvisionedThroughputExceededException, ResourceNotFoundException,
-    };
-    use aws_smithy_types::body::SdkBody;
-    use aws_smithy_types::error::ErrorMetadata;
-
-    use super::*;
-
-    fn reader() -> Reader {
-        let config = aws_sdk_dynamodb::Config::builder()
-            .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
-            .build();
-        Reader::new(
-            Client::from_conf(config),
-            "AuditMessages",
-            "region eu-west-1",
-        )
-    }
-
-    fn answer<E>(error: E) -> SdkError<E> {
-        let status = 400.try_into().expect("400 is a status");
-        SdkError::service_error(error, HttpResponse::new(status, SdkBody::empty()))
-    }
-
-    fn meta(code: &str, message: &str) -> ErrorMetadata {
-        ErrorMetadata::builder().code(code).message(message).build()
-    }
-
-    fn not_found() -> ResourceNotFoundException {
-        ResourceNotFoundException::builder()
-            .message("Requested resource not found")
-            .meta(meta(
-                "ResourceNotFoundException",
-                "Requested resource not found",
-            ))
-            .build()
-    }
-
-    const TABLE_NOT_FOUND: &str = "table AuditMessages not found at region eu-west-1: set TABLE_NAME or --table, or deploy the stack";
-
-    #[test]
-    fn a_missing_table_is_named_with_where_it_was_looked_for_by_every_read() {
-        let reader = reader();
-        let described = answer(DescribeTableError::ResourceNotFoundException(not_found()));
-        assert_eq!(reader.failed(&described).to_string(), TABLE_NOT_FOUND);
-        let queried = answer(QueryError::ResourceNotFoundException(not_found()));
-        assert_eq!(reader.failed(&queried).to_string(), TABLE_NOT_FOUND);
-        let fetched = answer(BatchGetItemError::ResourceNotFoundException(not_found()));
-        assert!(matches!(
-            reader.failed(&fetched),
-            TrailError::TableNotFound { table, at } if table == "AuditMessages" && at == "region eu-west-1"
-        ));
-    }
-
-    #[test]
-    fn any_other_failed_read_is_the_error_in_words() {
-        let throttled = ProvisionedThroughputExceededException::builder()
-            .message("slow down")
-            .meta(meta("ProvisionedThroughputExceededException", "slow down"))
-            .build();
-        let error = answer(QueryError::ProvisionedThroughputExceededException(
-            throttled,
-        ));
-        assert_eq!(
-            reader().failed(&error).to_string(),
-            "ProvisionedThroughputExceededException: slow down"
-        );
-        let denied = answer(DescribeTableError::generic(meta(
-            "AccessDeniedException",
-            "not authorized to perform: dynamodb:DescribeTable",
-        )));
-        assert_eq!(
-            reader().failed(&denied).to_string(),
-            "AccessDeniedException: not authorized to perform: dynamodb:DescribeTable"
-        );
     }
 }

@@ -1,16 +1,15 @@
 //! Owns recording auditctl's own access to the trail (docs/auditctl.md "Access to the trail is
-//! itself recorded", PCI DSS 10.2.1.3): the audit event a command sends to the access queue before
+//! itself recorded"): the audit event a command sends to the access queue before
 //! it reads anything, the arguments it carries, the check that the access queue is the stack's (the
 //! one the table names in its tag), and the port that names the caller and sends it. Must not know
-//! how a command reads the table or the dead-letter queue.
+//! how a command reads the table or the dead-letter queue, nor its flags (auditctl's
+//! commands/arguments.rs captures them).
 
 use std::future::Future;
 
 use audit_aws::{AwsError, ErrorKind};
 use audit_model::message::{AuditMessage, EventOutcome, canonical_time};
 use chrono::{DateTime, Utc};
-use clap::ArgMatches;
-use clap::parser::ValueSource;
 use serde_json::{Map, Value, json};
 
 use crate::stack::{ACCESS_QUEUE_TAG, StackTags, TagError, queue_arn};
@@ -187,66 +186,6 @@ pub fn event(
     .to_string();
     AuditMessage::parse(Some(&body), None).map_err(|e| AccessError::Invalid(e.to_string()))?;
     Ok(AccessEvent { message_id, body })
-}
-
-/// Every argument the command was given, on its command line or by an environment variable,
-/// under its long name in camelCase (`--dry-run` -> `dryRun`, `MESSAGE_ID` -> `messageId`): a
-/// flag as `true`, a value as the text given. Defaults are left out (the help states them).
-/// `command` must be built (`Command::build`), so that the global flags are in each subcommand.
-pub fn given_arguments(command: &clap::Command, matches: &ArgMatches) -> Map<String, Value> {
-    let (mut command, mut matches) = (command, matches);
-    while let Some((name, sub)) = matches.subcommand() {
-        let Some(subcommand) = command.find_subcommand(name) else {
-            break;
-        };
-        (command, matches) = (subcommand, sub);
-    }
-    let mut given = Map::new();
-    for id in matches.ids() {
-        let Some(arg) = command.get_arguments().find(|a| a.get_id() == id) else {
-            continue; // a group of arguments, not one
-        };
-        if !matches!(
-            matches.value_source(id.as_str()),
-            Some(ValueSource::CommandLine | ValueSource::EnvVariable)
-        ) {
-            continue;
-        }
-        let value = if arg.get_action().takes_values() {
-            let mut values: Vec<Value> = matches
-                .get_raw(id.as_str())
-                .into_iter()
-                .flatten()
-                .map(|v| Value::String(v.to_string_lossy().into_owned()))
-                .collect();
-            if values.len() == 1 {
-                values.remove(0)
-            } else {
-                Value::Array(values)
-            }
-        } else {
-            Value::Bool(true)
-        };
-        given.insert(camel_case(arg.get_long().unwrap_or(id.as_str())), value);
-    }
-    given
-}
-
-/// `dry-run` and `message_id` -> `dryRun` and `messageId`.
-fn camel_case(name: &str) -> String {
-    let mut out = String::with_capacity(name.len());
-    let mut upper = false;
-    for c in name.chars() {
-        if c == '-' || c == '_' {
-            upper = true;
-        } else if upper {
-            out.extend(c.to_uppercase());
-            upper = false;
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 /// What `record` did.
@@ -773,51 +712,6 @@ mod tests {
         assert_eq!(
             none.record(Action::Query, "T", "T").await.unwrap(),
             Recorded::NotConfigured
-        );
-    }
-
-    #[test]
-    fn the_arguments_are_those_given_by_long_name_in_camel_case() {
-        use clap::{Arg, ArgAction, Command};
-        let mut command = Command::new("auditctl")
-            .arg(
-                Arg::new("queue_url")
-                    .long("queue-url")
-                    .global(true)
-                    .env("AUDITCTL_TEST_UNSET_QUEUE"),
-            )
-            .subcommand(
-                Command::new("dlq").subcommand(
-                    Command::new("redrive")
-                        .arg(
-                            Arg::new("dry_run")
-                                .long("dry-run")
-                                .action(ArgAction::SetTrue),
-                        )
-                        .arg(Arg::new("max").long("max"))
-                        .arg(Arg::new("rate").long("rate").default_value("10"))
-                        .arg(Arg::new("message_id")),
-                ),
-            );
-        command.build();
-        let matches = command
-            .clone()
-            .try_get_matches_from([
-                "auditctl",
-                "dlq",
-                "redrive",
-                "--dry-run",
-                "--max",
-                "5",
-                "id-1",
-                "--queue-url",
-                "https://q",
-            ])
-            .unwrap();
-        assert_eq!(
-            Value::Object(given_arguments(&command, &matches)),
-            json!({"dryRun": true, "max": "5", "messageId": "id-1", "queueUrl": "https://q"}),
-            "the default --rate is left out"
         );
     }
 }

@@ -1,5 +1,6 @@
 //! Owns the k-way merge: streams of pages, each ordered by time only (as a Query on one shard of
-//! the index returns them), into one stream ordered by (time, id). Pure: no AWS, unit-tested.
+//! the index returns them), into one stream ordered by (time, id) (docs/architecture.md "The crates",
+//! trail). Pure: must not know AWS, unit-tested.
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, VecDeque};

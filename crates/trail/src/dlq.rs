@@ -1,7 +1,8 @@
 //! Owns working the dead-letter queue: listing its messages (and leaving them visible) and
 //! redriving them to the source queue with their identity (`failureContext`) kept, and with the
 //! original sender only as AWS attests it. Must not know DynamoDB (the receiver's role id is
-//! given); the message format is the library's (`deadletter.rs`), not restated here.
+//! given); the message format is the library's (`deadletter.rs`), not restated here
+//! (docs/architecture.md "The crates", trail).
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
@@ -17,8 +18,8 @@ use aws_sdk_sqs::types::{
 };
 use serde_json::{Value, json};
 
-use super::TrailError;
-use super::output::{Block, Column, Record};
+use crate::Error as TrailError;
+use crate::output::{Block, Column, Record};
 use audit_model::context::{FAILURE_CONTEXT, FAILURE_REASON, FailureContext, MAX_RECEIVES};
 use audit_model::message::canonical_time;
 
@@ -833,9 +834,10 @@ impl DeadLetterQueue {
             failed += output.failed.len();
         }
         if failed > 0 {
-            return Err(TrailError::Aws(format!(
-                "{failed} message(s) could not be made visible again; they will be after {HOLD_SECONDS} s"
-            )));
+            return Err(TrailError::NotReleased {
+                failed,
+                seconds: HOLD_SECONDS,
+            });
         }
         Ok(())
     }
@@ -848,14 +850,12 @@ impl DeadLetterQueue {
         match error.kind {
             ErrorKind::NotFound => TrailError::QueueNotFound {
                 url: self.url.clone(),
-                env: "DEAD_LETTER_QUEUE_URL",
-                flag: "--dlq-url",
             },
             ErrorKind::Denied => TrailError::QueueDenied {
                 url: self.url.clone(),
                 detail: error.text,
             },
-            _ => TrailError::Aws(error.text),
+            _ => TrailError::Aws(error),
         }
     }
 }

@@ -1,23 +1,18 @@
 //! Owns reading full items by key (BatchGetItem), for a lookup whose index holds only the keys
 //! and the filtered fields: at most `BATCH_GET_KEYS` keys a request, unprocessed keys retried
 //! with backoff (bounded), the items given back in the order asked, and those the table lacks
-//! named. Must not know indexes or output.
+//! named (docs/architecture.md "The crates", trail). Must not know indexes or output.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering as Atomic;
 use std::time::Duration;
 
 use audit_aws::dynamodb::batch_get::{BatchGetError, Retries, batch_get};
-use audit_aws::error::{AwsError, ErrorKind};
-use aws_sdk_dynamodb::config::http::HttpResponse;
-use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::types::AttributeValue;
-use aws_smithy_types::body::SdkBody;
-use aws_smithy_types::error::ErrorMetadata;
 
-use super::TrailError;
-use super::item::TrailItem;
-use super::query::Reader;
+use crate::Error as TrailError;
+use crate::item::TrailItem;
+use crate::reader::Reader;
 use audit_model::keys::{PARTITION_KEY, SORT_KEY};
 
 /// DynamoDB's most keys in one BatchGetItem.
@@ -31,7 +26,7 @@ const LONGEST_WAIT: Duration = Duration::from_secs(2);
 /// What a fetch read: the items found, in the order asked, and the ones asked for that the table
 /// does not hold.
 #[derive(Debug, Default)]
-pub(crate) struct Fetched {
+pub struct Fetched {
     pub items: Vec<TrailItem>,
     /// The items asked for (as given) that the table no longer holds (expired by TTL, or deleted,
     /// after the index listed them), in the order asked.
@@ -43,7 +38,7 @@ impl Reader {
     /// key), read from the table in at most `BATCH_GET_KEYS` keys a request, in `wanted`'s
     /// order. An item the table no longer holds is left out, given back in `missing` and counted
     /// in `stats.missing`.
-    pub(crate) async fn fetch(&self, wanted: Vec<TrailItem>) -> Result<Fetched, TrailError> {
+    pub async fn fetch(&self, wanted: Vec<TrailItem>) -> Result<Fetched, TrailError> {
         let mut found: HashMap<(String, String), HashMap<String, AttributeValue>> =
             HashMap::with_capacity(wanted.len());
         for chunk in wanted.chunks(BATCH_GET_KEYS) {
@@ -85,20 +80,18 @@ impl Reader {
         let items = batch_get(&self.client, &self.table, keys, false, retries, count)
             .await
             .map_err(|error| match error {
-                BatchGetError::Request(error) => match answer(&error) {
-                    // Worded as every read's answer is (query.rs: a missing table is named with
-                    // where it was looked for).
-                    Some(answer) if error.kind == ErrorKind::NotFound => self.failed(&answer),
-                    _ => TrailError::Aws(error.text),
-                },
+                BatchGetError::Request(error) => self.failed_aws(error),
                 BatchGetError::Unprocessed {
                     table,
                     left,
                     asked,
                     tries,
-                } => TrailError::Aws(format!(
-                    "BatchGetItem on table {table} left {left} of {asked} items unread after {tries} tries (the table's read capacity is exhausted): run the lookup again later, or raise the table's read capacity"
-                )),
+                } => TrailError::Unprocessed {
+                    table,
+                    left,
+                    asked,
+                    tries,
+                },
             })?;
         for item in items {
             let text = |name: &str| match item.get(name) {
@@ -109,20 +102,6 @@ impl Reader {
         }
         Ok(())
     }
-}
-
-/// A classified answer as the SDK's error again, for `Reader::failed` to word (it takes the
-/// SDK's error); `None` when no answer came.
-fn answer(error: &AwsError) -> Option<SdkError<ErrorMetadata>> {
-    let status = error.status?.try_into().ok()?;
-    let metadata = ErrorMetadata::builder()
-        .code(&error.code)
-        .message(&error.message)
-        .build();
-    Some(SdkError::service_error(
-        metadata,
-        HttpResponse::new(status, SdkBody::empty()),
-    ))
 }
 
 /// The table key of an item.

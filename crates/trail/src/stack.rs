@@ -1,6 +1,6 @@
 //! Owns what the stack's table says about the stack in its tags (template.yaml sets them): the
 //! access queue's ARN (`audit:access-queue-arn`) and the receiver function's role id
-//! (`audit:receiver-role-id`); and the ARN an SQS queue URL names. Must not know the commands or
+//! (`audit:receiver-role-id`); and the ARN an SQS queue URL names (docs/architecture.md "The crates", trail). Must not know the commands or
 //! what is checked against these.
 
 use audit_aws::error::{AwsError, ErrorKind};

@@ -1,6 +1,6 @@
 //! Owns an audit item as read back from the table: its attributes, its merge key, and its form
 //! in DynamoDB's JSON, from which the model makes the plain JSON line (`audit_model::line`, the
-//! same line the archive stores). Must not know how items are queried or printed.
+//! same line the archive stores; docs/architecture.md "The crates", trail). Must not know how items are queried or printed.
 
 use std::collections::HashMap;
 

@@ -1,7 +1,7 @@
 //! Owns what a query reads and what it keeps: which index (`byAuditTime`, or a lookup index by
 //! `--actor`, `--action` or `--resource`) and the exact-match filters on top, validated and in
 //! the stored form: their DynamoDB FilterExpression, and the checks made on the full items a
-//! lookup reads. Pure: must not know the SDK or the wire.
+//! lookup reads (docs/architecture.md "The crates", trail). Pure: must not know the SDK or the wire.
 
 use std::net::IpAddr;
 
@@ -15,7 +15,7 @@ use audit_model::message::{
 pub const SENDER_ID: &str = "senderId";
 
 /// The index a query reads, as `--by` names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum By {
     /// byAuditTime: every event in the range; --actor, --action and --resource filter it.
     Time,

@@ -1,0 +1,186 @@
+//! Owns the words for people of every error the command line reports: its own (`TrailError`) and
+//! the trail library's (`audit_trail::Error`), each with the fix ("set TABLE_NAME or --table";
+//! docs/architecture.md "The crates", auditctl). Must not know how the errors arose.
+
+/// What went wrong, each with the fix in words. `auditctl` exits 1 on these.
+#[derive(Debug, thiserror::Error)]
+pub enum TrailError {
+    #[error("table {table} not found at {at}: set TABLE_NAME or --table, or deploy the stack")]
+    TableNotFound { table: String, at: String },
+    #[error(
+        "table {table} has no index {index} (the trail is read in time order from it): deploy the current template.yaml, which adds it"
+    )]
+    NoTimeIndex { table: String, index: String },
+    #[error(
+        "table {table} has no index {index} (lookups by {field} read it): deploy the current template.yaml, which adds it"
+    )]
+    NoLookupIndex {
+        table: String,
+        index: String,
+        field: &'static str,
+    },
+    #[error(
+        "index {index} of table {table} is {status}, not ACTIVE: wait until it is built (aws dynamodb describe-table --table-name {table} shows IndexStatus), then run this again"
+    )]
+    IndexNotActive {
+        table: String,
+        index: String,
+        status: String,
+    },
+    #[error("no {what} URL: set {env} or {flag} (stack output {output})")]
+    NoQueueUrl {
+        what: &'static str,
+        env: &'static str,
+        flag: &'static str,
+        output: &'static str,
+    },
+    #[error("queue {url} not found: check {env} or {flag}, or deploy the stack")]
+    QueueNotFound {
+        url: String,
+        env: &'static str,
+        flag: &'static str,
+    },
+    /// The dead-letter queue refused the caller: it is the operator's.
+    #[error(
+        "not allowed to work the dead-letter queue {url}: {detail}; listing and redriving it need AuditOperatorPolicy (AuditReaderPolicy reads the trail only)"
+    )]
+    QueueDenied { url: String, detail: String },
+    /// A setting `verify` needs, absent.
+    #[error(
+        "{var} is not set: export it from the stack's outputs ({output}) or .local/stack.env, or pass {flag}"
+    )]
+    NotSet {
+        var: &'static str,
+        flag: &'static str,
+        output: &'static str,
+    },
+    #[error(
+        "archive bucket {bucket} not found at {at}: check ARCHIVE_BUCKET or --bucket (stack output AuditArchiveBucketName)"
+    )]
+    BucketNotFound { bucket: String, at: String },
+    #[error(
+        "digest key {key} not found at {at}: check DIGEST_KEY_ID or --key-id (stack output AuditDigestKeyArn)"
+    )]
+    KeyNotFound { key: String, at: String },
+    #[error(
+        "digest key {key} cannot check the digests: {detail}; DIGEST_KEY_ID or --key-id must name the stack's AuditDigestKey (stack output AuditDigestKeyArn)"
+    )]
+    KeyUnsuitable { key: String, detail: String },
+    /// `verify` was given another digest period than the archiver's (its digests say theirs).
+    #[error(
+        "the digest {key}, signed by the digest key, is of {found} s periods, not {given}: set DIGEST_PERIOD_SECONDS or --period-seconds to the archiver's ({found})"
+    )]
+    PeriodMismatch { key: String, found: u32, given: u32 },
+    #[error("{0}")]
+    Aws(String),
+    /// A listing that could not get every message: printed what it got, then this.
+    #[error(transparent)]
+    Incomplete(#[from] audit_trail::dlq::Shortfall),
+    #[error("writing the output: {0}")]
+    Output(#[from] std::io::Error),
+    /// The access event could not be sent: nothing was read.
+    #[error(transparent)]
+    Access(#[from] audit_trail::access::AccessError),
+    /// The stack's table's tags could not be read.
+    #[error(transparent)]
+    Tags(#[from] audit_trail::stack::TagError),
+    /// The archiver did not repair (`archive repair`).
+    #[error(transparent)]
+    Repair(#[from] crate::repair::RepairFailure),
+    /// A proof of the transparency log could not be made (`prove`, `consistency`).
+    #[error(transparent)]
+    Prove(#[from] crate::prove::ProveError),
+}
+
+/// The trail library's errors in today's words: where a flag or a variable fixes it, it is named.
+impl From<audit_trail::Error> for TrailError {
+    fn from(error: audit_trail::Error) -> Self {
+        use audit_trail::Error;
+        match error {
+            Error::TableNotFound { table, at } => Self::TableNotFound { table, at },
+            Error::NoTimeIndex { table, index } => Self::NoTimeIndex { table, index },
+            Error::NoLookupIndex {
+                table,
+                index,
+                field,
+            } => Self::NoLookupIndex {
+                table,
+                index,
+                field,
+            },
+            Error::IndexNotActive {
+                table,
+                index,
+                status,
+            } => Self::IndexNotActive {
+                table,
+                index,
+                status,
+            },
+            Error::Unprocessed {
+                table,
+                left,
+                asked,
+                tries,
+            } => Self::Aws(format!(
+                "BatchGetItem on table {table} left {left} of {asked} items unread after {tries} tries (the table's read capacity is exhausted): run the lookup again later, or raise the table's read capacity"
+            )),
+            Error::QueueNotFound { url } => Self::QueueNotFound {
+                url,
+                env: "DEAD_LETTER_QUEUE_URL",
+                flag: "--dlq-url",
+            },
+            Error::QueueDenied { url, detail } => Self::QueueDenied { url, detail },
+            error @ Error::NotReleased { .. } => Self::Aws(error.to_string()),
+            Error::Request(text) => Self::Aws(text),
+            Error::Aws(error) => Self::Aws(error.text),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use audit_trail::Error;
+
+    #[test]
+    fn a_missing_table_is_named_with_where_it_was_looked_for_and_the_fix() {
+        let error = TrailError::from(Error::TableNotFound {
+            table: "AuditMessages".into(),
+            at: "region eu-west-1".into(),
+        });
+        assert_eq!(
+            error.to_string(),
+            "table AuditMessages not found at region eu-west-1: set TABLE_NAME or --table, or deploy the stack"
+        );
+    }
+
+    #[test]
+    fn unread_keys_and_unreleased_messages_keep_their_words() {
+        let unread = TrailError::from(Error::Unprocessed {
+            table: "T".into(),
+            left: 3,
+            asked: 100,
+            tries: 11,
+        });
+        assert_eq!(
+            unread.to_string(),
+            "BatchGetItem on table T left 3 of 100 items unread after 11 tries (the table's read capacity is exhausted): run the lookup again later, or raise the table's read capacity"
+        );
+        let held = TrailError::from(Error::NotReleased {
+            failed: 2,
+            seconds: 120,
+        });
+        assert_eq!(
+            held.to_string(),
+            "2 message(s) could not be made visible again; they will be after 120 s"
+        );
+        let gone = TrailError::from(Error::QueueNotFound {
+            url: "https://q".into(),
+        });
+        assert_eq!(
+            gone.to_string(),
+            "queue https://q not found: check DEAD_LETTER_QUEUE_URL or --dlq-url, or deploy the stack"
+        );
+    }
+}
