@@ -20,6 +20,7 @@ pub mod log;
 pub mod ports;
 pub mod report;
 pub mod s3;
+pub mod seen;
 pub mod table;
 pub mod walk;
 
