@@ -71,6 +71,7 @@ pub async fn verify_with_witnesses<A: Archive, T: Table, O: Observer>(
         seen: Seen::new(),
         seen_objects: Vec::new(),
         reread: HashMap::new(),
+        last: None,
         late: HashSet::new(),
         unlisted: Vec::new(),
         log: LogCheck::new(
@@ -112,6 +113,8 @@ struct Walk<'a, A, T, O> {
     /// The exact keys of objects read again to confirm a fingerprint found (`None`: gone since),
     /// a few at a time (`REREAD_KEYS`).
     reread: HashMap<u32, Option<HashSet<u128>>>,
+    /// The range's last period, until `seen` is sized (`size_seen`).
+    last: Option<Period>,
     /// The `late` entries of the digests read: (key, version id).
     late: HashSet<(String, String)>,
     /// Objects in sealed periods' places that their digest does not list, until a later digest's
@@ -163,6 +166,7 @@ impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
         let last = length.period_of(to);
         let total = u64::try_from((last.start - first.start) / i64::from(length.seconds()) + 1)
             .unwrap_or(0);
+        self.last = Some(last);
         self.chain_start(first, last).await?;
 
         // Every UTC hour partition a write of the range's periods can be keyed in, listed once;
@@ -558,6 +562,7 @@ impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
                 }
                 if checked.signed {
                     self.remember_late(&digest);
+                    self.size_seen(period, &digest).await?;
                 }
                 self.objects(&digest, &digest_key, checked.signed, groups)
                     .await
@@ -788,6 +793,41 @@ impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
             self.report_all(problems)?;
         }
         self.flush_table().await
+    }
+
+    /// `seen` sized once, at the range's first signed digest, before its objects are read: the
+    /// range holds at most the log's leaves from before this period to the end of the last
+    /// (the last period's signed digest read once more here; its tree size is the log's size
+    /// then, this digest's less its events the size before). Without a tree (digests sealed
+    /// before the log) or a signed last digest, it grows as records come.
+    async fn size_seen(&mut self, period: Period, digest: &Digest) -> Result<(), TrailError> {
+        let Some(last) = self.last.take() else {
+            return Ok(());
+        };
+        let Some(tree) = &digest.tree else {
+            return Ok(());
+        };
+        let before = tree.size.saturating_sub(digest.events);
+        let end = if last == period {
+            Some(tree.size)
+        } else {
+            digests::load_period(self.archive, last)
+                .await?
+                .iter()
+                .map(|l| digests::judge(l, last, &self.settings.bucket, self.key))
+                .find(|j| j.signed)
+                .and_then(|j| j.digest)
+                .and_then(|d| d.tree)
+                .map(|t| t.size)
+        };
+        if let Some(end) = end {
+            // A tree of more than 2^32 leaves is not this range's: left to grow.
+            let records = end.saturating_sub(before);
+            if records <= u64::from(u32::MAX) {
+                self.seen.reserve(records);
+            }
+        }
+        Ok(())
     }
 
     /// The records of a sealed object: each one already read in another sealed object of the
