@@ -1,5 +1,5 @@
-//! Owns the records read in the range's sealed objects: each one's 64-bit fingerprint and the object
-//! it was first read in. Must not know objects, S3, or what a record's key is made of.
+//! Owns the records read in the range's sealed objects: each one's 64-bit fingerprint and the
+//! object it was first read in. Must not know objects, S3, or what a record's key is made of.
 //!
 //! About 12 bytes a record (a fingerprint and an object index in parallel arrays, at a load of
 //! about 0.85 when sized from the digests, [`Seen::reserve`]), so about 14 MB at 1,000,000 records
