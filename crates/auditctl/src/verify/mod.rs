@@ -8,8 +8,9 @@
 //! period's), `walk` checks the objects it lists (`content` reads each version's bytes) against
 //! every version S3 holds in the period's partitions, and `table` compares the archived events
 //! with the table; `log` checks the transparency log of the digests that carry its tree, from
-//! the lines `content` hashes as they pass. Every finding is a `report::Problem`, printed as it
-//! is found.
+//! the lines `content` hashes as they pass; `seen` remembers each record read (a fingerprint and
+//! its first object) to find one archived twice. Every finding is a `report::Problem`, printed
+//! as it is found.
 
 pub mod content;
 pub mod digests;
@@ -20,6 +21,7 @@ pub mod log;
 pub mod ports;
 pub mod report;
 pub mod s3;
+pub mod seen;
 pub mod table;
 pub mod walk;
 

@@ -7,10 +7,11 @@
 //!
 //! Memory is bounded by one period's objects (their listing, the digest's list, `concurrency`
 //! objects being read), not by the range: periods are checked as soon as every partition they can
-//! be written in has been listed, and then dropped. Beside them, the walk keeps a 16-byte key and
-//! an object index per record of the range's sealed objects (to find one archived twice), and the
-//! few objects of sealed periods that their digest does not list until a later digest's `late`
-//! list explains them. The log's check keeps the tree's edge, never the range's leaves.
+//! be written in has been listed, and then dropped. Beside them, the walk keeps a 64-bit
+//! fingerprint and an object index per record of the range's sealed objects (`seen`, about 12
+//! bytes a record, to find one archived twice), and the few objects of sealed periods that their
+//! digest does not list until a later digest's `late` list explains them. The log's check keeps
+//! the tree's edge, never the range's leaves.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -28,6 +29,7 @@ use super::key::TrustedKey;
 use super::log::{self, LogCheck};
 use super::ports::{Archive, Entry, Table};
 use super::report::{Observer, Problem, Summary};
+use super::seen::{Lookup, Seen};
 use super::table::{ArchivedEvent, TableCheck, Window};
 use super::{LATE_ARCHIVE_SECONDS, Settings};
 use crate::TrailError;
@@ -66,8 +68,10 @@ pub async fn verify_with_witnesses<A: Archive, T: Table, O: Observer>(
         reported_at_start: HashSet::new(),
         previous: None,
         first_in_range: None,
-        seen: HashMap::new(),
+        seen: Seen::new(),
         seen_objects: Vec::new(),
+        reread: HashMap::new(),
+        last: None,
         late: HashSet::new(),
         unlisted: Vec::new(),
         log: LogCheck::new(
@@ -102,9 +106,15 @@ struct Walk<'a, A, T, O> {
     /// The range's first period, while its digest is not seen yet, and the digest it links to
     /// before the range (for the chain's line).
     first_in_range: Option<(Period, Option<String>)>,
-    /// Every record of the range's sealed objects: its key and the object it was first read in.
-    seen: HashMap<u128, u32>,
-    seen_objects: Vec<Arc<str>>,
+    /// Every record of the range's sealed objects: its fingerprint and the object it was first
+    /// read in (an index in `seen_objects`: each object's key and version).
+    seen: Seen,
+    seen_objects: Vec<(Arc<str>, Box<str>)>,
+    /// The exact keys of objects read again to confirm a fingerprint found (`None`: gone since),
+    /// a few at a time (`REREAD_KEYS`).
+    reread: HashMap<u32, Option<HashSet<u128>>>,
+    /// The range's last period, until `seen` is sized (`size_seen`).
+    last: Option<Period>,
     /// The `late` entries of the digests read: (key, version id).
     late: HashSet<(String, String)>,
     /// Objects in sealed periods' places that their digest does not list, until a later digest's
@@ -113,6 +123,9 @@ struct Walk<'a, A, T, O> {
     /// The transparency log's check.
     log: LogCheck,
 }
+
+/// The most exact keys kept of objects read again (`Walk::reread`): about 1 MB.
+const REREAD_KEYS: usize = 1 << 16;
 
 /// An object in a sealed period's place that its digest does not list.
 struct Unlisted {
@@ -153,6 +166,7 @@ impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
         let last = length.period_of(to);
         let total = u64::try_from((last.start - first.start) / i64::from(length.seconds()) + 1)
             .unwrap_or(0);
+        self.last = Some(last);
         self.chain_start(first, last).await?;
 
         // Every UTC hour partition a write of the range's periods can be keyed in, listed once;
@@ -548,6 +562,7 @@ impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
                 }
                 if checked.signed {
                     self.remember_late(&digest);
+                    self.size_seen(period, &digest).await?;
                 }
                 self.objects(&digest, &digest_key, checked.signed, groups)
                     .await
@@ -756,7 +771,10 @@ impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
                     format!("version {}: {}", object.version_id, why.join("; ")),
                 ))?;
             }
-            let twice = self.duplicates(&object.key, std::mem::take(&mut content.keys))?;
+            let keys = std::mem::take(&mut content.keys);
+            let twice = self
+                .duplicates(&object.key, &object.version_id, keys)
+                .await?;
             match kind {
                 ObjectKind::Trail => self.compare_events(&object.key, content).await?,
                 ObjectKind::Tamper => self.tampered(&object.key, &content, &twice)?,
@@ -777,45 +795,139 @@ impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
         self.flush_table().await
     }
 
+    /// `seen` sized once, at the range's first signed digest, before its objects are read: the
+    /// range holds at most the log's leaves from before this period to the end of the last
+    /// (the last period's signed digest read once more here; its tree size is the log's size
+    /// then, this digest's less its events the size before). Without a tree (digests sealed
+    /// before the log) or a signed last digest, it grows as records come.
+    async fn size_seen(&mut self, period: Period, digest: &Digest) -> Result<(), TrailError> {
+        let Some(last) = self.last.take() else {
+            return Ok(());
+        };
+        let Some(tree) = &digest.tree else {
+            return Ok(());
+        };
+        let before = tree.size.saturating_sub(digest.events);
+        let end = if last == period {
+            Some(tree.size)
+        } else {
+            digests::load_period(self.archive, last)
+                .await?
+                .iter()
+                .map(|l| digests::judge(l, last, &self.settings.bucket, self.key))
+                .find(|j| j.signed)
+                .and_then(|j| j.digest)
+                .and_then(|d| d.tree)
+                .map(|t| t.size)
+        };
+        if let Some(end) = end {
+            // A tree of more than 2^32 leaves is not this range's: left to grow.
+            let records = end.saturating_sub(before);
+            if records <= u64::from(u32::MAX) {
+                self.seen.reserve(records);
+            }
+        }
+        Ok(())
+    }
+
     /// The records of a sealed object: each one already read in another sealed object of the
     /// range (or earlier in this one) is `event duplicated`. Returns the positions of this
     /// object's records that were duplicates (among its keyed lines).
-    fn duplicates(
+    async fn duplicates(
         &mut self,
         object: &str,
+        version_id: &str,
         keys: Vec<content::LineKey>,
     ) -> Result<HashSet<usize>, TrailError> {
         let index = u32::try_from(self.seen_objects.len()).unwrap_or(u32::MAX);
-        let name: Arc<str> = Arc::from(object);
-        self.seen_objects.push(name);
+        self.seen_objects
+            .push((Arc::from(object), Box::from(version_id)));
+        // This object's keys, each at its first position, made on its first fingerprint found
+        // in it.
+        let mut here: Option<HashMap<u128, usize>> = None;
         let mut twice = HashSet::new();
-        for (at, line) in keys.into_iter().enumerate() {
-            match self.seen.get(&line.key) {
-                None => {
-                    self.seen.insert(line.key, index);
-                }
-                Some(first) => {
-                    twice.insert(at);
-                    self.summary.duplicated += 1;
-                    let first = self
-                        .seen_objects
-                        .get(*first as usize)
-                        .map(|o| o.to_string())
-                        .unwrap_or_default();
-                    let detail = if first == object {
-                        format!("archived twice in {object}")
+        for (at, line) in keys.iter().enumerate() {
+            let first = match self.seen.lookup(line.key, index) {
+                Lookup::New => continue,
+                Lookup::Duplicate(first) => first,
+                // Only a fingerprint was found: a record of `first` has the same one. It is this
+                // record again only if `first` holds its exact key (before it, when `first` is
+                // this object); else the two differ and this one is kept whole. The exact keys
+                // are not kept for every record (16 bytes more each), so `first` is read again:
+                // that happens for each object of a duplicate (its keys are then kept for the
+                // next ones) and for a false 64-bit collision (about 1 in 2^64 / n a record).
+                Lookup::Confirm(first) => {
+                    let holds = if first == index {
+                        let here = here.get_or_insert_with(|| {
+                            let mut positions = HashMap::with_capacity(keys.len());
+                            for (position, key) in keys.iter().enumerate() {
+                                positions.entry(key.key).or_insert(position);
+                            }
+                            positions
+                        });
+                        here.get(&line.key).is_some_and(|position| *position < at)
                     } else {
-                        format!("archived in {object}, and already in {first}")
+                        self.holds(first, line.key).await?
                     };
-                    self.report(Problem::new(
-                        ProblemKind::EventDuplicated,
-                        &*line.message_id,
-                        detail,
-                    ))?;
+                    if !holds {
+                        self.seen.remember_exact(line.key, index);
+                        continue;
+                    }
+                    first
                 }
-            }
+            };
+            twice.insert(at);
+            self.summary.duplicated += 1;
+            let first = self
+                .seen_objects
+                .get(first as usize)
+                .map(|(o, _)| o.to_string())
+                .unwrap_or_default();
+            let detail = if first == object {
+                format!("archived twice in {object}")
+            } else {
+                format!("archived in {object}, and already in {first}")
+            };
+            self.report(Problem::new(
+                ProblemKind::EventDuplicated,
+                &*line.message_id,
+                detail,
+            ))?;
         }
         Ok(twice)
+    }
+
+    /// Whether the sealed object `first` (read earlier in the walk) holds a record of exact key
+    /// `key`: its version read again, its keys kept for the next questions. A version gone since
+    /// is `object missing`, and holds nothing (none of its records can be compared any more).
+    async fn holds(&mut self, first: u32, key: u128) -> Result<bool, TrailError> {
+        if !self.reread.contains_key(&first) {
+            let Some((object, version_id)) = self.seen_objects.get(first as usize).cloned() else {
+                return Ok(false);
+            };
+            let kind = kind_of(&object);
+            let read =
+                read_version(self.archive, &object, &version_id, false, Some(kind), false).await?;
+            let keys: Option<HashSet<u128>> =
+                read.map(|content| content.keys.iter().map(|k| k.key).collect());
+            if keys.is_none() {
+                self.report(Problem::new(
+                    ProblemKind::ObjectMissing,
+                    &*object,
+                    format!("its sealed version {version_id}, read earlier in this run, is gone"),
+                ))?;
+            }
+            let kept: usize = self.reread.values().flatten().map(HashSet::len).sum();
+            if kept + keys.as_ref().map_or(0, HashSet::len) > REREAD_KEYS {
+                self.reread.clear();
+            }
+            self.reread.insert(first, keys);
+        }
+        Ok(self
+            .reread
+            .get(&first)
+            .and_then(Option::as_ref)
+            .is_some_and(|keys| keys.contains(&key)))
     }
 
     /// The lines of a tamper object: each record (a MODIFY, or a REMOVE that is not TTL's) is
