@@ -154,6 +154,24 @@ pub trait AccessLog: Send + Sync {
     fn send(&self, event: &AccessEvent) -> impl Future<Output = Result<(), AccessError>> + Send;
 }
 
+/// An argument's name as the access event's `arguments` key: camelCase (`dry-run`, `message_id`
+/// -> `dryRun`, `messageId`), for the command line's flags and the viewer's fields alike.
+pub fn argument_name(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut upper = false;
+    for c in name.chars() {
+        if c == '-' || c == '_' {
+            upper = true;
+        } else if upper {
+            out.extend(c.to_uppercase());
+            upper = false;
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// A fresh `messageId`: `auditctl-` and 32 hex digits.
 pub fn new_message_id() -> String {
     format!("auditctl-{:032x}", fastrand::u128(..))

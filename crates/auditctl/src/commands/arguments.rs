@@ -2,6 +2,7 @@
 //! "Access to the trail is itself recorded"): clap's matches -> camelCase names and values. Must
 //! not know how the event is sent (audit_trail::access).
 
+use audit_trail::access::argument_name;
 use clap::ArgMatches;
 use clap::parser::ValueSource;
 use serde_json::{Map, Value};
@@ -44,26 +45,9 @@ pub fn given_arguments(command: &clap::Command, matches: &ArgMatches) -> Map<Str
         } else {
             Value::Bool(true)
         };
-        given.insert(camel_case(arg.get_long().unwrap_or(id.as_str())), value);
+        given.insert(argument_name(arg.get_long().unwrap_or(id.as_str())), value);
     }
     given
-}
-
-/// `dry-run` and `message_id` -> `dryRun` and `messageId`.
-fn camel_case(name: &str) -> String {
-    let mut out = String::with_capacity(name.len());
-    let mut upper = false;
-    for c in name.chars() {
-        if c == '-' || c == '_' {
-            upper = true;
-        } else if upper {
-            out.extend(c.to_uppercase());
-            upper = false;
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@ use clap::ValueEnum;
 use serde_json::{Map, Value};
 
 use audit_model::range::{RangeError, TimeRange};
+use audit_trail::access::argument_name;
 use audit_trail::filter::{self, By, Fields, Plan, PlanError};
 
 /// The parameters a search's URL may carry, in the order its links write them.
@@ -313,7 +314,7 @@ impl Search {
         let mut arguments: Map<String, Value> = self
             .given
             .iter()
-            .map(|(n, v)| (camel(n), Value::String(v.clone())))
+            .map(|(n, v)| (argument_name(n), Value::String(v.clone())))
             .collect();
         arguments.insert("from".into(), Value::String(self.range.from.clone()));
         arguments.insert("to".into(), Value::String(self.range.to.clone()));
@@ -379,23 +380,6 @@ fn as_utc(text: &str) -> String {
 /// `now` as a canonical RFC 3339 time.
 fn stamp(now: DateTime<Utc>) -> String {
     now.to_rfc3339_opts(SecondsFormat::Millis, true)
-}
-
-/// `source_ip` -> `sourceIp`.
-fn camel(name: &str) -> String {
-    let mut out = String::new();
-    let mut upper = false;
-    for c in name.chars() {
-        if c == '_' {
-            upper = true;
-        } else if upper {
-            out.extend(c.to_uppercase());
-            upper = false;
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 /// A value as one POSIX shell word: as it is when plain, else in single quotes.
