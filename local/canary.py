@@ -22,6 +22,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def background_build(entry: Path) -> bool:
+    """A process of a build that CI runs beside the suites (`.ci/run` marks its environment with
+    AUDIT_BACKGROUND_BUILD): not a server the suites started, and not theirs to stop."""
+    try:
+        return b"\0AUDIT_BACKGROUND_BUILD=" in b"\0" + (entry / "environ").read_bytes()
+    except OSError:
+        return False
+
+
 def ours() -> dict[int, str]:
     """Servers running in this checkout (their working directory is in it): moto_server,
     cargo lambda watch, the function. Another checkout's servers, even ones started with this
@@ -37,6 +46,8 @@ def ours() -> dict[int, str]:
         except OSError:
             continue
         if not cmdline:
+            continue
+        if background_build(entry):
             continue
         servers = ("moto_server", "local.motoserver", "cargo-lambda", "lambda watch", "audit-receiver")
         if (cwd == root or cwd.startswith(root + "/")) and any(s in cmdline for s in servers):
