@@ -4,7 +4,6 @@
 
 use std::io::Write;
 
-use audit_model::archive::PeriodLength;
 use audit_model::keys::DEFAULT_TABLE_NAME;
 use audit_model::range::TimeRange;
 use audit_model::repair::RepairAnswer;
@@ -20,7 +19,7 @@ use auditctl::verify::s3::S3Archive;
 use auditctl::verify::{ARCHIVE_LAG_SECONDS, Settings};
 use clap::{Args, Subcommand};
 
-use super::verify::parse_period;
+use super::archive_flags::ArchiveFlags;
 use super::{Context, Failure};
 
 /// The archive: repair what it lacks.
@@ -80,15 +79,8 @@ pub struct RepairArgs {
     /// List what would be repaired; invoke nothing.
     #[arg(long)]
     dry_run: bool,
-    /// The archive bucket (stack output AuditArchiveBucketName).
-    #[arg(long, env = "ARCHIVE_BUCKET", value_name = "BUCKET")]
-    bucket: Option<String>,
-    /// The digest signing key: its ARN, id or alias (stack output AuditDigestKeyArn).
-    #[arg(long, env = "DIGEST_KEY_ID", value_name = "KEY")]
-    key_id: Option<String>,
-    /// The digest period in seconds, the archiver's (3600 in AWS, short on the local stack).
-    #[arg(long, env = "DIGEST_PERIOD_SECONDS", value_name = "SECONDS", default_value = "3600", value_parser = parse_period)]
-    period_seconds: PeriodLength,
+    #[command(flatten)]
+    archive: ArchiveFlags,
     /// Seconds after an item's receivedAt within which the stream archives it: items written
     /// more recently are left to the stream, and the archive is read this far after each item.
     #[arg(long, value_name = "SECONDS", default_value_t = ARCHIVE_LAG_SECONDS as u32)]
@@ -109,16 +101,8 @@ pub async fn run(args: ArchiveArgs, context: &Context) -> Result<(), Failure> {
 async fn repair_range(args: RepairArgs, context: &Context) -> Result<(), Failure> {
     let range = TimeRange::parse(&args.from, &args.to).map_err(Failure::usage)?;
     let given = |value: Option<String>| value.filter(|v| !v.trim().is_empty());
-    let bucket = given(args.bucket).ok_or(TrailError::NotSet {
-        var: "ARCHIVE_BUCKET",
-        flag: "--bucket",
-        output: "AuditArchiveBucketName",
-    })?;
-    let key_id = given(args.key_id).ok_or(TrailError::NotSet {
-        var: "DIGEST_KEY_ID",
-        flag: "--key-id",
-        output: "AuditDigestKeyArn",
-    })?;
+    let bucket = args.archive.bucket()?;
+    let key_id = args.archive.key_id()?;
     let function = given(args.archiver_function);
     if function.is_none() && !args.dry_run {
         return Err(TrailError::Repair(RepairFailure::NoFunction).into());
@@ -138,7 +122,7 @@ async fn repair_range(args: RepairArgs, context: &Context) -> Result<(), Failure
     let reader = context.reader(&args.table_name);
     reader.check_index(&time_plan).await?;
     let table = DynamoTable::new(reader);
-    let length = args.period_seconds;
+    let length = args.archive.period;
     let settings = Settings {
         bucket: bucket.clone(),
         length,

@@ -3,6 +3,7 @@
 //! printing rows. Must not know any one command's flags or logic (each is a module here).
 
 pub mod archive;
+pub mod archive_flags;
 pub mod arguments;
 pub mod check_proof;
 pub mod dlq;

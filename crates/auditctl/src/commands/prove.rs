@@ -4,7 +4,6 @@
 
 use std::io::Write;
 
-use audit_model::archive::PeriodLength;
 use audit_model::keys::DEFAULT_TABLE_NAME;
 use audit_model::note::origin;
 use audit_trail::access::Action;
@@ -21,7 +20,7 @@ use chrono::{DateTime, Duration, Utc};
 use clap::Args;
 use futures::TryStreamExt;
 
-use super::verify::parse_period;
+use super::archive_flags::{ArchiveFlags, LogFlags};
 use super::{Context, Failure};
 
 const PROVE_HELP: &str = "\
@@ -52,42 +51,6 @@ Its access is recorded first (action auditctl.prove; see auditctl --help).
 
 Environment: TABLE_NAME, ARCHIVE_BUCKET, DIGEST_KEY_ID, DIGEST_PERIOD_SECONDS, ACCESS_QUEUE_URL,
 AWS_ENDPOINT_URL, AWS_PROFILE, AWS_REGION.";
-
-/// Where the log is and who signs it (prove, consistency).
-#[derive(Debug, Args)]
-pub struct LogArgs {
-    /// The archive bucket (stack output AuditArchiveBucketName).
-    #[arg(long, env = "ARCHIVE_BUCKET", value_name = "BUCKET")]
-    bucket: Option<String>,
-    /// The digest signing key, which signs the checkpoints: its ARN, id or alias (stack output
-    /// AuditDigestKeyArn).
-    #[arg(long, env = "DIGEST_KEY_ID", value_name = "KEY")]
-    key_id: Option<String>,
-}
-
-impl LogArgs {
-    fn bucket(&self) -> Result<String, TrailError> {
-        self.bucket
-            .clone()
-            .filter(|v| !v.trim().is_empty())
-            .ok_or(TrailError::NotSet {
-                var: "ARCHIVE_BUCKET",
-                flag: "--bucket",
-                output: "AuditArchiveBucketName",
-            })
-    }
-
-    fn key_id(&self) -> Result<String, TrailError> {
-        self.key_id
-            .clone()
-            .filter(|v| !v.trim().is_empty())
-            .ok_or(TrailError::NotSet {
-                var: "DIGEST_KEY_ID",
-                flag: "--key-id",
-                output: "AuditDigestKeyArn",
-            })
-    }
-}
 
 /// The log's key: the digest key's public key from KMS (never from the bucket), checked.
 async fn log_key(context: &Context, key_id: String) -> Result<LogKey, Failure> {
@@ -139,10 +102,7 @@ pub struct ProveArgs {
     #[arg(long, env = "TABLE_NAME", value_name = "TABLE", default_value = DEFAULT_TABLE_NAME)]
     table: String,
     #[command(flatten)]
-    log: LogArgs,
-    /// The digest period in seconds, the archiver's (3600 in AWS, short on the local stack).
-    #[arg(long, env = "DIGEST_PERIOD_SECONDS", value_name = "SECONDS", default_value = "3600", value_parser = parse_period)]
-    period_seconds: PeriodLength,
+    archive: ArchiveFlags,
 }
 
 fn parse_time(text: &str) -> Option<DateTime<Utc>> {
@@ -214,8 +174,8 @@ pub async fn run(args: ProveArgs, context: &Context) -> Result<(), Failure> {
         )),
         None => None,
     };
-    let bucket = args.log.bucket()?;
-    let key_id = args.log.key_id()?;
+    let bucket = args.archive.bucket()?;
+    let key_id = args.archive.key_id()?;
     context
         .access
         .record(Action::Prove, &bucket, &args.table)
@@ -228,7 +188,7 @@ pub async fn run(args: ProveArgs, context: &Context) -> Result<(), Failure> {
             ProveError::Ambiguous { .. } | ProveError::NoSuchTime { .. } => Failure::usage(e),
             other => Failure::Trail(other.into()),
         })?;
-    let length = args.period_seconds;
+    let length = args.archive.period;
     let wanted = Wanted {
         message_id: args.message_id.clone(),
         audit_time,
@@ -298,7 +258,7 @@ pub struct ConsistencyArgs {
     #[arg(long, value_name = "N")]
     new_size: Option<u64>,
     #[command(flatten)]
-    log: LogArgs,
+    log: LogFlags,
 }
 
 /// `auditctl consistency`: the proof made from the tiles, checked, printed.

@@ -1,11 +1,11 @@
 //! Owns `auditctl ui`: its flags and help, the loopback listener, the printed URL, and stopping
 //! on Ctrl-C. Must not know the pages or how the trail is read (`auditctl::ui`).
 
+use super::archive_flags::ArchiveFlags;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
 use audit_aws::config::ClientOptions;
-use audit_model::archive::PeriodLength;
 use audit_trail::dlq::DeadLetterQueue;
 use auditctl::TrailError;
 use auditctl::ui::checks::key_fetch;
@@ -60,31 +60,13 @@ pub struct UiArgs {
     /// The audit queue a redrive sends messages back to (stack output AuditQueueUrl).
     #[arg(long, env = "AUDIT_QUEUE_URL")]
     queue_url: Option<String>,
-    /// The archive bucket (stack output AuditArchiveBucketName): the health page and each
-    /// event's period seal, from its digests.
-    #[arg(long, env = "ARCHIVE_BUCKET")]
-    bucket: Option<String>,
-    /// The digest signing key (stack output AuditDigestKeyArn): the health page verifies the
-    /// periods in view with its public key, and checks the log's signature on the newest
-    /// checkpoint.
-    #[arg(long, env = "DIGEST_KEY_ID", value_name = "KEY")]
-    key_id: Option<String>,
-    /// The digest period, as the archiver's DIGEST_PERIOD_SECONDS (3600 in AWS).
-    #[arg(long, env = "DIGEST_PERIOD_SECONDS", value_name = "SECONDS", default_value = "3600", value_parser = parse_period)]
-    period_seconds: PeriodLength,
+    /// The archive (the health page and each event's period seal, from its digests) and the
+    /// digest key (the health page verifies the periods in view with its public key, and checks
+    /// the log's signature on the newest checkpoint).
+    #[command(flatten)]
+    archive: ArchiveFlags,
     #[command(flatten)]
     table: TableArgs,
-}
-
-/// A digest period: from 10 seconds to a day, dividing a day (as `auditctl verify` takes it).
-fn parse_period(text: &str) -> Result<PeriodLength, String> {
-    text.trim()
-        .parse::<u32>()
-        .ok()
-        .and_then(PeriodLength::new)
-        .ok_or_else(|| {
-            format!("'{text}' is not a digest period: seconds from 10 to 86400 that divide a day (3600 in AWS); use the archiver's DIGEST_PERIOD_SECONDS")
-        })
 }
 
 /// `auditctl ui`: listen, print the URL, serve until Ctrl-C.
@@ -114,9 +96,9 @@ pub async fn run(args: UiArgs, context: Context) -> Result<(), Failure> {
             target: args.queue_url,
         });
     }
-    if let Some(name) = args.bucket.filter(|b| !b.trim().is_empty()) {
+    if let Some(name) = args.archive.log.bucket.given() {
         // The digest key's public key from KMS (never from next to a digest), fetched at each use.
-        let key = args.key_id.filter(|k| !k.trim().is_empty()).map(|key_id| {
+        let key = args.archive.log.given_key_id().map(|key_id| {
             key_fetch(KmsKey::new(
                 &context.config,
                 key_id,
@@ -126,7 +108,7 @@ pub async fn run(args: UiArgs, context: Context) -> Result<(), Failure> {
         viewer = viewer.with_archive(Archive {
             bucket: S3Archive::new(&context.config, &name, context.location.clone()),
             name,
-            length: args.period_seconds,
+            length: args.archive.period,
             key,
         });
     }

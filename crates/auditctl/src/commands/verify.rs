@@ -1,9 +1,9 @@
 //! Owns `auditctl verify`: its flags and help, wiring archive, trusted key and table to the walk,
 //! and the exit it makes of the summary. Must not know how the trail is checked (auditctl::verify).
 
+use super::archive_flags::ArchiveFlags;
 use std::io::{BufWriter, IsTerminal};
 
-use audit_model::archive::{DEFAULT_DIGEST_PERIOD_SECONDS, PeriodLength};
 use audit_model::keys::DEFAULT_TABLE_NAME;
 use audit_model::range::TimeRange;
 use audit_trail::access::Action;
@@ -94,15 +94,8 @@ pub struct VerifyArgs {
     /// the table's items of the range archived.
     #[arg(long)]
     table: bool,
-    /// The archive bucket (stack output AuditArchiveBucketName).
-    #[arg(long, env = "ARCHIVE_BUCKET", value_name = "BUCKET")]
-    bucket: Option<String>,
-    /// The digest signing key: its ARN, id or alias (stack output AuditDigestKeyArn).
-    #[arg(long, env = "DIGEST_KEY_ID", value_name = "KEY")]
-    key_id: Option<String>,
-    /// The digest period in seconds, the archiver's (3600 in AWS, short on the local stack).
-    #[arg(long, env = "DIGEST_PERIOD_SECONDS", value_name = "SECONDS", default_value = DEFAULT_PERIOD, value_parser = parse_period)]
-    period_seconds: PeriodLength,
+    #[command(flatten)]
+    archive: ArchiveFlags,
     /// Seconds after a period could be sealed (its end + 30 s) during which its absent digest is
     /// "not sealed yet" rather than missing [default: 600 + the period].
     #[arg(long, value_name = "SECONDS")]
@@ -124,21 +117,6 @@ pub struct VerifyArgs {
     witness_key: Vec<String>,
 }
 
-/// The digest period in AWS, as the flag's default: the model's, checked when this compiles.
-const DEFAULT_PERIOD: &str = "3600";
-const _: () = assert!(DEFAULT_DIGEST_PERIOD_SECONDS == 3600);
-
-/// A digest period: from 10 seconds to a day, dividing a day.
-pub fn parse_period(text: &str) -> Result<PeriodLength, String> {
-    text.trim()
-        .parse::<u32>()
-        .ok()
-        .and_then(PeriodLength::new)
-        .ok_or_else(|| {
-            format!("'{text}' is not a digest period: seconds from 10 to 86400 that divide a day (3600 in AWS); use the archiver's DIGEST_PERIOD_SECONDS")
-        })
-}
-
 /// `auditctl verify`: its settings checked, its access recorded, the key fetched and checked, then
 /// the walk, printing each problem as it is found and the summary last.
 pub async fn run(args: VerifyArgs, context: &Context) -> Result<(), Failure> {
@@ -150,18 +128,9 @@ pub async fn run(args: VerifyArgs, context: &Context) -> Result<(), Failure> {
             witnesses.push(witness);
         }
     }
-    let length = args.period_seconds;
-    let given = |value: Option<String>| value.filter(|v| !v.trim().is_empty());
-    let bucket = given(args.bucket).ok_or(TrailError::NotSet {
-        var: "ARCHIVE_BUCKET",
-        flag: "--bucket",
-        output: "AuditArchiveBucketName",
-    })?;
-    let key_id = given(args.key_id).ok_or(TrailError::NotSet {
-        var: "DIGEST_KEY_ID",
-        flag: "--key-id",
-        output: "AuditDigestKeyArn",
-    })?;
+    let length = args.archive.period;
+    let bucket = args.archive.bucket()?;
+    let key_id = args.archive.key_id()?;
     let time_plan = Plan::new(None, Fields::default()).map_err(Failure::usage)?;
     // The table's tag names the stack's access queue, with or without --table.
     context

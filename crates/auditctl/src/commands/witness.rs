@@ -2,6 +2,7 @@
 //! overwritten), the state file (written to a temporary file, then renamed), the log's key (PEM
 //! or KMS) and the exit. Must not know how checkpoints are checked (auditctl::witness).
 
+use super::archive_flags::LogFlags;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -71,13 +72,9 @@ pub struct WitnessArgs {
     /// KMS GetPublicKey of --key-id.
     #[arg(long, value_name = "PEM")]
     public_key: Option<PathBuf>,
-    /// The archive bucket (stack output AuditArchiveBucketName).
-    #[arg(long, env = "ARCHIVE_BUCKET", value_name = "BUCKET")]
-    bucket: Option<String>,
-    /// The digest signing key, when no --public-key: its ARN, id or alias (stack output
-    /// AuditDigestKeyArn).
-    #[arg(long, env = "DIGEST_KEY_ID", value_name = "KEY")]
-    key_id: Option<String>,
+    /// The bucket, and the digest key when no --public-key.
+    #[command(flatten)]
+    log: LogFlags,
 }
 
 pub async fn run(args: WitnessArgs, context: &Context) -> Result<(), Failure> {
@@ -87,12 +84,7 @@ pub async fn run(args: WitnessArgs, context: &Context) -> Result<(), Failure> {
     let Some(state_path) = args.state else {
         return Err(Failure::usage("--state is required (or --init)"));
     };
-    let given = |value: Option<String>| value.filter(|v| !v.trim().is_empty());
-    let bucket = given(args.bucket).ok_or(TrailError::NotSet {
-        var: "ARCHIVE_BUCKET",
-        flag: "--bucket",
-        output: "AuditArchiveBucketName",
-    })?;
+    let bucket = args.log.bucket()?;
     let signer = WitnessSigner::parse(&read(&args.key, "the witness's key")?).map_err(fail)?;
     let state = match std::fs::read_to_string(&state_path) {
         Ok(text) => Some(
@@ -106,11 +98,7 @@ pub async fn run(args: WitnessArgs, context: &Context) -> Result<(), Failure> {
         Some(pem) => LogKey::from_pem(&read(&pem, "the log's public key")?)
             .map_err(|e| fail(format!("{}: {e}", pem.display())))?,
         None => {
-            let key_id = given(args.key_id).ok_or(TrailError::NotSet {
-                var: "DIGEST_KEY_ID",
-                flag: "--key-id (or --public-key)",
-                output: "AuditDigestKeyArn",
-            })?;
+            let key_id = args.log.key_id_or("--key-id (or --public-key)")?;
             let info = KmsKey::new(&context.config, key_id, context.location.clone())
                 .public_key()
                 .await?;
