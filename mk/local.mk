@@ -10,7 +10,7 @@ SOAK_MESSAGES ?= 100000
 SOAK_FAULTS   ?= 3
 # `make e2e` runs its files side by side in this many workers (pytest-xdist), a file's tests in one
 # worker, every stack on free ports of its own: most of a test is waiting on the local schedule.
-E2E_WORKERS   ?= 2
+E2E_WORKERS   ?= 3
 PYTEST_E2E    := $(PYTHON) -m pytest -p no:cacheprovider -ra
 DEMO_ARGS     ?=
 # make sql QUERY=actor|actions|failures [ACTOR=...] [FROM=...] [TO=...] (RFC 3339 times)
