@@ -91,3 +91,18 @@ def test_a_forged_access_event_is_refused_and_a_genuine_one_kept(system):
     assert genuine not in letters
     assert {i: letters[i]["reason"] for i in (forged, not_auditctl, reserved)} == {
         forged: "access_event_invalid", not_auditctl: "access_event_invalid", reserved: "reserved_action"}
+
+
+def test_an_access_event_naming_another_person_as_actor_is_refused(system):
+    """A reader sends as herself (callerUserId is her attested SenderId) but names another
+    person's role session as `actor`, to frame them in `auditctl query --actor`: refused."""
+    me = _caller(system)["UserId"]
+    framing = json.loads(_access_event(system, "access-local-6", me))
+    framing["actor"] = "arn:aws:sts::123456789012:assumed-role/AuditOperator/alice"
+    sent = system.sqs.send_message(QueueUrl=system.access_queue_url, MessageBody=json.dumps(framing))["MessageId"]
+
+    assert system.wait_access_drained(120), system.depth(system.access_queue_url)
+    assert _items(system, "access-local-6") == []
+    letter = _dead_letters(system)[sent]
+    assert letter["reason"] == "access_event_invalid"
+    assert "actor is not the ARN of its attested sender" in json.dumps(letter), letter

@@ -34,6 +34,10 @@ pub enum Refused {
     NoSenderId,
     #[error("callerUserId does not match the delivery's attested SenderId")]
     CallerMismatch,
+    #[error(
+        "the access event's actor is not the ARN of its attested sender (the role session, federated user, user or root that callerUserId names)"
+    )]
+    ActorNotCaller,
 }
 
 impl Refused {
@@ -43,7 +47,8 @@ impl Refused {
             Self::NotAnAccessAction
             | Self::NoCallerUserId
             | Self::NoSenderId
-            | Self::CallerMismatch => Reason::AccessEventInvalid,
+            | Self::CallerMismatch
+            | Self::ActorNotCaller => Reason::AccessEventInvalid,
         }
     }
 }
@@ -74,11 +79,55 @@ pub fn check(
                 .and_then(serde_json::Value::as_str)
                 .ok_or(Refused::NoCallerUserId)?;
             match sender_id {
-                None => Err(Refused::NoSenderId),
-                Some(sender) if sender == caller => Ok(()),
-                Some(_) => Err(Refused::CallerMismatch),
+                None => return Err(Refused::NoSenderId),
+                Some(sender) if sender == caller => {}
+                Some(_) => return Err(Refused::CallerMismatch),
+            }
+            match message.fields.actor.as_deref() {
+                Some(actor) if actor_is_caller(actor, caller) => Ok(()),
+                _ => Err(Refused::ActorNotCaller),
             }
         }
+    }
+}
+
+/// Whether `actor` (an ARN, as `sts:GetCallerIdentity` gives it) is the identity whose user id is
+/// `caller` (the attested `SenderId`), as far as the two can be matched without asking IAM: a
+/// role session (`AROA…:<session>`) is an `assumed-role/<role>/<session>` ARN of that session; a
+/// federated user (`<account>:<name>`) is `federated-user/<name>` of that account; an account id
+/// is that account's `root`; any other id (a user's `AIDA…`) is a `user/…` ARN. So a reader
+/// cannot name another person as `actor` (docs/auditctl.md "Access to the trail is itself
+/// recorded").
+pub fn actor_is_caller(actor: &str, caller: &str) -> bool {
+    // arn:<partition>:<service>:<region>:<account>:<resource>
+    let mut parts = actor.splitn(6, ':');
+    let (Some("arn"), Some(_), Some(service), Some(_), Some(account), Some(resource)) = (
+        parts.next(),
+        parts.next(),
+        parts.next(),
+        parts.next(),
+        parts.next(),
+        parts.next(),
+    ) else {
+        return false;
+    };
+    let all_digits = |t: &str| t.len() == 12 && t.bytes().all(|b| b.is_ascii_digit());
+    match caller.split_once(':') {
+        Some((id, session)) if id.starts_with("AROA") => {
+            service == "sts"
+                && resource
+                    .strip_prefix("assumed-role/")
+                    .and_then(|rest| rest.rsplit_once('/'))
+                    .is_some_and(|(role, name)| !role.is_empty() && name == session)
+        }
+        Some((id, name)) if all_digits(id) => {
+            service == "sts"
+                && account == id
+                && resource.strip_prefix("federated-user/") == Some(name)
+        }
+        Some(_) => false,
+        None if all_digits(caller) => account == caller && resource == "root",
+        None => resource.starts_with("user/"),
     }
 }
 
@@ -164,6 +213,78 @@ mod tests {
                 !detail.contains(CALLER) && !detail.contains("AIDA"),
                 "{detail}"
             );
+        }
+    }
+
+    #[test]
+    fn an_access_event_naming_someone_else_as_actor_is_refused() {
+        let framed = message(&format!(
+            r#"{{"action":"auditctl.query","actor":"arn:aws:sts::123456789012:assumed-role/r/bob","callerUserId":"{CALLER}"}}"#
+        ));
+        assert_eq!(
+            check(&framed, Source::AccessQueue, Some(CALLER)),
+            Err(Refused::ActorNotCaller)
+        );
+        let none = message(&format!(
+            r#"{{"action":"auditctl.query","callerUserId":"{CALLER}"}}"#
+        ));
+        assert_eq!(
+            check(&none, Source::AccessQueue, Some(CALLER)),
+            Err(Refused::ActorNotCaller)
+        );
+        assert_eq!(Refused::ActorNotCaller.reason(), Reason::AccessEventInvalid);
+    }
+
+    #[test]
+    fn the_actor_is_matched_to_each_kind_of_caller_aws_names() {
+        let yes = [
+            (
+                "arn:aws:sts::123456789012:assumed-role/reader/alice",
+                "AROAEXAMPLE:alice",
+            ),
+            (
+                "arn:aws:sts::123456789012:assumed-role/a/b/alice",
+                "AROAEXAMPLE:alice",
+            ),
+            ("arn:aws:iam::123456789012:user/ops/bob", "AIDAEXAMPLE"),
+            (
+                "arn:aws:sts::123456789012:federated-user/carol",
+                "123456789012:carol",
+            ),
+            ("arn:aws:iam::123456789012:root", "123456789012"),
+            // moto's STS: an access key id as the user id, a user ARN under sts.
+            (
+                "arn:aws:sts::123456789012:user/moto",
+                "AKIAIOSFODNN7EXAMPLE",
+            ),
+        ];
+        for (actor, caller) in yes {
+            assert!(actor_is_caller(actor, caller), "{actor} {caller}");
+        }
+        let no = [
+            (
+                "arn:aws:sts::123456789012:assumed-role/reader/bob",
+                "AROAEXAMPLE:alice",
+            ),
+            ("arn:aws:iam::123456789012:user/alice", "AROAEXAMPLE:alice"),
+            (
+                "arn:aws:sts::123456789012:assumed-role/reader/alice",
+                "AIDAEXAMPLE",
+            ),
+            (
+                "arn:aws:sts::123456789012:federated-user/dave",
+                "123456789012:carol",
+            ),
+            (
+                "arn:aws:sts::999999999999:federated-user/carol",
+                "123456789012:carol",
+            ),
+            ("arn:aws:iam::999999999999:root", "123456789012"),
+            ("alice", "AIDAEXAMPLE"),
+            ("arn:aws:iam::123456789012:role/admin", "AIDAEXAMPLE"),
+        ];
+        for (actor, caller) in no {
+            assert!(!actor_is_caller(actor, caller), "{actor} {caller}");
         }
     }
 

@@ -1039,6 +1039,28 @@ async fn an_access_event_of_its_attested_sender_is_written_from_the_access_queue
 }
 
 #[tokio::test]
+async fn an_access_event_that_names_another_person_as_actor_is_dead_lettered_not_written() {
+    let (store, dlq) = (MemoryStore::new(), MemoryDeadLetterQueue::new());
+    // Bob's own session, sending as himself, names alice as the reader.
+    const BOB: &str = "AROAREADER:bob";
+    let framing = sent_by(access_event("framing", BOB, ACCESS_QUEUE), BOB);
+    let report = process_batch(
+        with_dlq(&store, &dlq),
+        &with_access_queue(),
+        &[framing],
+        None,
+    )
+    .await
+    .unwrap();
+    assert!(store.items().is_empty(), "nothing written");
+    assert_eq!(reasons(&dlq), ["access_event_invalid"]);
+    assert!(
+        dead_letter_detail(&dlq, "framing").contains("actor is not the ARN of its attested sender"),
+        "{report:?}"
+    );
+}
+
+#[tokio::test]
 async fn the_access_queue_dead_letters_anything_but_an_access_event_of_its_sender() {
     let (store, dlq) = (MemoryStore::new(), MemoryDeadLetterQueue::new());
     let mut application = record("app", r#"{"action":"invoice.delete","callerUserId":"x"}"#);
