@@ -4,11 +4,10 @@
 //! how rows are read.
 
 use std::collections::BTreeMap;
-use std::fmt::Write;
 
 use chrono::{DateTime, Duration, DurationRound, Utc};
 
-use super::page::escape;
+use maud::{Markup, html};
 
 /// The outcomes, bottom to top, with their fill; an event without one is `none`.
 const STACK: [(&str, &str); 4] = [
@@ -57,7 +56,8 @@ fn hours(from: DateTime<Utc>, to: DateTime<Utc>, max: usize) -> Vec<String> {
 const MAX_HOURS: usize = 24 * 31;
 
 /// The chart over `from`..`to`, with `note` under it (e.g. that it counts only the newest rows).
-pub fn render(counts: &Hours, from: DateTime<Utc>, to: DateTime<Utc>, note: &str) -> String {
+/// The SVG's coordinates are numbers computed here; every word goes through maud's escaping.
+pub fn render(counts: &Hours, from: DateTime<Utc>, to: DateTime<Utc>, note: &str) -> Markup {
     let hours = hours(from, to, MAX_HOURS);
     let (width, height, left, bottom) = (960.0_f64, 220.0_f64, 48.0_f64, 28.0_f64);
     let plot_w = width - left - 8.0;
@@ -70,21 +70,9 @@ pub fn render(counts: &Hours, from: DateTime<Utc>, to: DateTime<Utc>, note: &str
         .unwrap_or(0)
         .max(1);
     let bar = plot_w / hours.len().max(1) as f64;
-    let mut svg = format!(
-        r#"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" role="img" aria-labelledby="chart-title" class="chart"><title id="chart-title">Events per hour, stacked by outcome: {} events, at most {peak} in one hour</title>"#,
-        counts.total
-    );
-    let _ = write!(
-        svg,
-        r##"<line x1="{left}" y1="8" x2="{left}" y2="{y}" stroke="#57606a"/><line x1="{left}" y1="{y}" x2="{x}" y2="{y}" stroke="#57606a"/><text x="{tx}" y="16" text-anchor="end" font-size="12">{peak}</text><text x="{tx}" y="{y}" text-anchor="end" font-size="12">0</text>"##,
-        y = 8.0 + plot_h,
-        x = left + plot_w,
-        tx = left - 4.0,
-    );
-    for (i, hour) in hours.iter().enumerate() {
-        let Some(c) = counts.counts.get(hour) else {
-            continue;
-        };
+    let (axis_y, axis_x, label_x) = (8.0 + plot_h, left + plot_w, left - 4.0);
+    let bars = hours.iter().enumerate().filter_map(|(i, hour)| {
+        let c = counts.counts.get(hour)?;
         let x = left + i as f64 * bar;
         let mut y = 8.0 + plot_h;
         let words: Vec<String> = STACK
@@ -93,68 +81,90 @@ pub fn render(counts: &Hours, from: DateTime<Utc>, to: DateTime<Utc>, note: &str
             .filter(|(_, n)| **n > 0)
             .map(|((name, _), n)| format!("{n} {name}"))
             .collect();
-        let _ = write!(svg, "<g><title>{hour}:00 UTC: {}</title>", words.join(", "));
-        for ((_, fill), n) in STACK.iter().zip(c) {
-            if *n == 0 {
-                continue;
+        let segments: Vec<(String, String, &str)> = STACK
+            .iter()
+            .zip(c)
+            .filter(|(_, n)| **n > 0)
+            .map(|((_, fill), n)| {
+                let h = plot_h * *n as f64 / peak as f64;
+                y -= h;
+                (format!("{y:.2}"), format!("{h:.2}"), *fill)
+            })
+            .collect();
+        let (x, w) = (format!("{x:.2}"), format!("{:.2}", (bar - 0.5).max(0.5)));
+        Some(html! {
+            g {
+                title { (hour) ":00 UTC: " (words.join(", ")) }
+                @for (y, h, fill) in &segments {
+                    rect x=(x) y=(y) width=(w) height=(h) fill=(fill) {}
+                }
             }
-            let h = plot_h * *n as f64 / peak as f64;
-            y -= h;
-            let _ = write!(
-                svg,
-                r#"<rect x="{x:.2}" y="{y:.2}" width="{w:.2}" height="{h:.2}" fill="{fill}"/>"#,
-                w = (bar - 0.5).max(0.5)
-            );
-        }
-        svg.push_str("</g>");
-    }
-    if let (Some(first), Some(last)) = (hours.first(), hours.last()) {
-        let _ = write!(
-            svg,
-            r#"<text x="{left}" y="{y}" font-size="12">{first}:00</text><text x="{x}" y="{y}" font-size="12" text-anchor="end">{last}:00 UTC</text>"#,
-            y = height - 6.0,
-            x = left + plot_w,
-        );
-    }
-    svg.push_str("</svg>");
+        })
+    });
+    let bars: Vec<Markup> = bars.collect();
     let mut totals = [0u64; 4];
     for c in counts.counts.values() {
         for (t, n) in totals.iter_mut().zip(c) {
             *t += n;
         }
     }
-    let mut legend = String::from(r#"<ul class="legend">"#);
-    for ((name, fill), n) in STACK.iter().zip(totals) {
-        let _ = write!(
-            legend,
-            r#"<li><svg width="12" height="12" aria-hidden="true"><rect width="12" height="12" fill="{fill}"/></svg> {name}: {n}</li>"#
-        );
+    html! {
+        figure class="chart-box" {
+            figcaption { "Events per hour, stacked by outcome (" (counts.total) " events)" }
+            svg xmlns="http://www.w3.org/2000/svg" viewBox={ "0 0 " (width) " " (height) } role="img"
+                aria-labelledby="chart-title" class="chart" {
+                title id="chart-title" {
+                    "Events per hour, stacked by outcome: " (counts.total) " events, at most "
+                    (peak) " in one hour"
+                }
+                line x1=(left) y1="8" x2=(left) y2=(axis_y) stroke="#57606a" {}
+                line x1=(left) y1=(axis_y) x2=(axis_x) y2=(axis_y) stroke="#57606a" {}
+                text x=(label_x) y="16" text-anchor="end" font-size="12" { (peak) }
+                text x=(label_x) y=(axis_y) text-anchor="end" font-size="12" { "0" }
+                @for bar in &bars { (bar) }
+                @if let (Some(first), Some(last)) = (hours.first(), hours.last()) {
+                    text x=(left) y=(height - 6.0) font-size="12" { (first) ":00" }
+                    text x=(axis_x) y=(height - 6.0) font-size="12" text-anchor="end" {
+                        (last) ":00 UTC"
+                    }
+                }
+            }
+            ul class="legend" {
+                @for ((name, fill), n) in STACK.iter().zip(totals) {
+                    li {
+                        svg width="12" height="12" aria-hidden="true" {
+                            rect width="12" height="12" fill=(fill) {}
+                        }
+                        " " (name) ": " (n)
+                    }
+                }
+            }
+            @if !note.is_empty() {
+                p class="note" { (note) }
+            }
+            details {
+                summary { "Counts per hour" }
+                div class="table-wrap" {
+                    table class="rows" {
+                        thead {
+                            tr {
+                                th scope="col" { "Hour (UTC)" }
+                                @for (name, _) in STACK { th scope="col" { (name) } }
+                            }
+                        }
+                        tbody {
+                            @for (hour, c) in &counts.counts {
+                                tr {
+                                    td { (hour) ":00" }
+                                    @for n in c { td { (n) } }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
     }
-    legend.push_str("</ul>");
-    let mut table = String::from(
-        r#"<details><summary>Counts per hour</summary><div class="table-wrap"><table class="rows"><thead><tr><th scope="col">Hour (UTC)</th><th scope="col">success</th><th scope="col">failure</th><th scope="col">unknown</th><th scope="col">none</th></tr></thead><tbody>"#,
-    );
-    for (hour, c) in &counts.counts {
-        let _ = write!(
-            table,
-            "<tr><td>{}:00</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            escape(hour),
-            c[0],
-            c[1],
-            c[2],
-            c[3]
-        );
-    }
-    table.push_str("</tbody></table></div></details>");
-    let note = if note.is_empty() {
-        String::new()
-    } else {
-        format!(r#"<p class="note">{}</p>"#, escape(note))
-    };
-    format!(
-        r#"<figure class="chart-box"><figcaption>Events per hour, stacked by outcome ({} events)</figcaption>{svg}{legend}{note}{table}</figure>"#,
-        counts.total
-    )
 }
 
 #[cfg(test)]
@@ -177,7 +187,8 @@ mod tests {
             at("2026-11-24T09:30:00Z"),
             at("2026-11-24T12:30:00Z"),
             "",
-        );
+        )
+        .into_string();
         assert!(
             html.contains("<title>2026-11-24T10:00 UTC: 1 success, 2 failure</title>"),
             "{html}"

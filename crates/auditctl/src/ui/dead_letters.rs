@@ -5,13 +5,13 @@
 //! moved (`audit_trail::dlq`).
 
 use std::collections::BTreeMap;
-use std::fmt::Write;
 
 use http::{HeaderMap, StatusCode};
+use maud::{Markup, html};
 use serde_json::{Map, Value};
 
-use super::page::{escape, layout, problem, recorded_note, time};
-use super::{Body, Failed, Viewer, html};
+use super::page::{layout, problem, recorded_note, time};
+use super::{Body, Failed, Viewer, html_response};
 use crate::TrailError;
 use audit_trail::access::{AccessLog, Action, Recorded};
 use audit_trail::dlq::{DeadLetterQueue, DlqMessage, OriginalSender, RedriveOptions};
@@ -124,7 +124,7 @@ impl<L: AccessLog + 'static, B: audit_aws::s3::Bucket + 'static> Viewer<L, B> {
             ))
         };
         match result.await {
-            Ok(main) => html(StatusCode::OK, layout("Dead letters", &main)),
+            Ok(main) => html_response(StatusCode::OK, layout("Dead letters", main)),
             Err(failed) => failure(&failed, "Dead letters", Some(&format!("/dlq?{query}"))),
         }
     }
@@ -148,36 +148,36 @@ impl<L: AccessLog + 'static, B: audit_aws::s3::Bucket + 'static> Viewer<L, B> {
             };
             let (recorded, messages, _, short) = self.listing("dlq.confirm", &asked).await?;
             let count = messages.iter().filter(|m| m.reason() == reason).count();
-            let mut main = format!(
-                "<h1>Redrive <code>{r}</code></h1>{}",
-                recorded_note(&recorded),
-                r = escape(&reason)
-            );
-            if let Some(short) = short {
-                let _ = write!(main, r#"<p class="note">{}</p>"#, escape(&short));
-            }
-            if count == 0 {
-                let _ = write!(
-                    main,
-                    r#"<p>No message of reason <code>{}</code> is in the dead-letter queue now.</p><p><a href="/dlq">Back to the dead-letter queue</a></p>"#,
-                    escape(&reason)
-                );
-            } else {
-                let _ = write!(
-                    main,
-                    r#"<form method="post" action="/dlq/redrive" class="confirm">
-<p><strong>{count} message(s)</strong> of reason <code>{r}</code> will move from the dead-letter queue back to <code class="wrap">{t}</code>, each under its original identity (a duplicate of a written event stays one item).</p>
-<input type="hidden" name="reason" value="{r}"><input type="hidden" name="count" value="{count}">
-<p><button type="submit">Redrive {count} message(s)</button> <a href="/dlq">Cancel</a></p>
-</form>"#,
-                    r = escape(&reason),
-                    t = escape(target)
-                );
-            }
+            let main = html! {
+                h1 { "Redrive " code { (reason) } }
+                (recorded_note(&recorded))
+                @if let Some(short) = short {
+                    p class="note" { (short) }
+                }
+                @if count == 0 {
+                    p { "No message of reason " code { (reason) } " is in the dead-letter queue now." }
+                    p { a href="/dlq" { "Back to the dead-letter queue" } }
+                } @else {
+                    form method="post" action="/dlq/redrive" class="confirm" {
+                        p {
+                            strong { (count) " message(s)" } " of reason " code { (reason) }
+                            " will move from the dead-letter queue back to "
+                            code class="wrap" { (target) }
+                            ", each under its original identity (a duplicate of a written event stays one item)."
+                        }
+                        input type="hidden" name="reason" value=(reason);
+                        input type="hidden" name="count" value=(count);
+                        p {
+                            button type="submit" { "Redrive " (count) " message(s)" } " "
+                            a href="/dlq" { "Cancel" }
+                        }
+                    }
+                }
+            };
             Ok::<_, Failed>(main)
         };
         match result.await {
-            Ok(main) => html(StatusCode::OK, layout("Confirm the redrive", &main)),
+            Ok(main) => html_response(StatusCode::OK, layout("Confirm the redrive", main)),
             Err(failed) => failure(&failed, "Redrive", None),
         }
     }
@@ -227,34 +227,25 @@ impl<L: AccessLog + 'static, B: audit_aws::s3::Bucket + 'static> Viewer<L, B> {
             };
             let report = dead.queue.redrive(target, &options).await?;
             let moved: u64 = report.moved.values().sum();
-            let mut main = format!(
-                "<h1>Redrive <code>{}</code></h1><p role=\"status\"><strong>Moved {moved} message(s)</strong> to <code class=\"wrap\">{}</code>.</p>",
-                escape(&reason),
-                escape(target)
-            );
-            main.push_str(&counts("Left in the dead-letter queue", &report.left));
-            for (id, error) in &report.failed {
-                let _ = write!(
-                    main,
-                    "{}",
-                    problem(502, &format!("{id} not moved: {error}"), None)
-                );
-            }
-            for id in &report.access_events {
-                let _ = write!(
-                    main,
-                    r#"<p class="note">{} left in the dead-letter queue: an access event is written only as sent by its own caller.</p>"#,
-                    escape(id)
-                );
-            }
-            if let Some(unseen) = &report.unseen {
-                let _ = write!(
-                    main,
-                    r#"<p class="note">{}</p>"#,
-                    escape(&unseen.to_string())
-                );
-            }
-            main.push_str(r#"<p><a href="/dlq">Back to the dead-letter queue</a></p>"#);
+            let main = html! {
+                h1 { "Redrive " code { (reason) } }
+                p role="status" {
+                    strong { "Moved " (moved) " message(s)" } " to " code class="wrap" { (target) } "."
+                }
+                (counts("Left in the dead-letter queue", &report.left))
+                @for (id, error) in &report.failed {
+                    (problem(502, &format!("{id} not moved: {error}"), None))
+                }
+                @for id in &report.access_events {
+                    p class="note" {
+                        (id) " left in the dead-letter queue: an access event is written only as sent by its own caller."
+                    }
+                }
+                @if let Some(unseen) = &report.unseen {
+                    p class="note" { (unseen.to_string()) }
+                }
+                p { a href="/dlq" { "Back to the dead-letter queue" } }
+            };
             let status = if report.failed.is_empty() {
                 StatusCode::OK
             } else {
@@ -263,7 +254,7 @@ impl<L: AccessLog + 'static, B: audit_aws::s3::Bucket + 'static> Viewer<L, B> {
             Ok::<_, Failed>((status, main))
         };
         match result.await {
-            Ok((status, main)) => html(status, layout("Redrive", &main)),
+            Ok((status, main)) => html_response(status, layout("Redrive", main)),
             Err(failed) => failure(&failed, "Redrive", None),
         }
     }
@@ -271,26 +262,23 @@ impl<L: AccessLog + 'static, B: audit_aws::s3::Bucket + 'static> Viewer<L, B> {
 
 fn failure(failed: &Failed, title: &str, retry: Option<&str>) -> http::Response<Body> {
     let retry = if failed.retry { retry } else { None };
-    html(
+    html_response(
         failed.status,
         layout(
             title,
-            &problem(failed.status.as_u16(), &failed.message, retry),
+            problem(failed.status.as_u16(), &failed.message, retry),
         ),
     )
 }
 
-fn counts(title: &str, by_reason: &BTreeMap<String, u64>) -> String {
+fn counts(title: &str, by_reason: &BTreeMap<String, u64>) -> Markup {
     let total: u64 = by_reason.values().sum();
-    let mut out = format!("<p>{} : {total}</p>", escape(title));
-    if !by_reason.is_empty() {
-        out.push_str("<ul>");
-        for (reason, n) in by_reason {
-            let _ = write!(out, "<li><code>{}</code>: {n}</li>", escape(reason));
+    html! {
+        p { (title) " : " (total) }
+        @if !by_reason.is_empty() {
+            ul { @for (reason, n) in by_reason { li { code { (reason) } ": " (n) } } }
         }
-        out.push_str("</ul>");
     }
-    out
 }
 
 fn render_queue(
@@ -300,95 +288,107 @@ fn render_queue(
     messages: &[DlqMessage],
     role: Option<&str>,
     short: Option<String>,
-) -> String {
+) -> Markup {
     let mut by_reason: BTreeMap<String, u64> = BTreeMap::new();
     for m in messages {
         *by_reason.entry(m.reason()).or_default() += 1;
     }
-    let mut out = format!(
-        "<h1>Dead-letter queue</h1>{}<p class=\"command\">{}</p>",
-        recorded_note(recorded),
-        escape(&dead.url)
-    );
-    if let Some(short) = short {
-        let _ = write!(out, r#"<p class="note" role="note">{}</p>"#, escape(&short));
-    }
-    if by_reason.is_empty() {
-        out.push_str(r#"<p class="empty">The dead-letter queue is empty.</p>"#);
-    } else {
-        out.push_str(
-            r#"<div class="table-wrap"><table class="rows" id="reasons"><thead><tr><th scope="col">Reason</th><th scope="col">Messages</th><th scope="col">Look</th><th scope="col">Redrive</th></tr></thead><tbody>"#,
-        );
-        for (reason, n) in &by_reason {
-            let q = form_urlencoded::Serializer::new(String::new())
-                .append_pair("reason", reason)
-                .finish();
-            let redrive = match &dead.target {
-                Some(_) => format!(
-                    r#"<a class="button" href="/dlq/confirm?{}">Redrive {n}…</a>"#,
-                    escape(&q)
-                ),
-                None => r#"<button type="button" disabled aria-describedby="why-no-redrive">Redrive</button>"#.to_owned(),
-            };
-            let _ = write!(
-                out,
-                r#"<tr><td><code>{r}</code></td><td>{n}</td><td><a href="/dlq?{q}">Messages</a> · <a href="/dlq?{q}&amp;body=1">with bodies</a></td><td>{redrive}</td></tr>"#,
-                r = escape(reason),
-                q = escape(&q),
-            );
+    html! {
+        h1 { "Dead-letter queue" }
+        (recorded_note(recorded))
+        p class="command" { (dead.url) }
+        @if let Some(short) = short {
+            p class="note" role="note" { (short) }
         }
-        out.push_str("</tbody></table></div>");
-        if dead.target.is_none() {
-            let _ = write!(
-                out,
-                r#"<p class="note" id="why-no-redrive">{}</p>"#,
-                escape(NO_TARGET)
-            );
-        }
-    }
-    if let Some(reason) = &asked.reason {
-        let _ = write!(
-            out,
-            "<h2>Messages of reason <code>{}</code></h2>",
-            escape(reason)
-        );
-        if !asked.show_body {
-            out.push_str(
-                r#"<p class="hint">Bodies are not shown unless asked for: audit text can be personal data.</p>"#,
-            );
-        }
-        out.push_str(r#"<div class="table-wrap"><table class="rows"><thead><tr><th scope="col">messageId</th><th scope="col">original SQS id</th><th scope="col">failed at</th><th scope="col">receives</th><th scope="col">body bytes</th><th scope="col">original sender</th></tr></thead><tbody>"#);
-        for m in messages.iter().filter(|m| m.reason() == *reason) {
-            let sender = match m.original_sender(role) {
-                OriginalSender::Own(id) | OriginalSender::Vouched(id) => escape(&id),
-                OriginalSender::Unvouched { why, .. } => {
-                    format!("not attested ({})", escape(&why))
+        @if by_reason.is_empty() {
+            p class="empty" { "The dead-letter queue is empty." }
+        } @else {
+            div class="table-wrap" {
+                table class="rows" id="reasons" {
+                    thead {
+                        tr {
+                            th scope="col" { "Reason" }
+                            th scope="col" { "Messages" }
+                            th scope="col" { "Look" }
+                            th scope="col" { "Redrive" }
+                        }
+                    }
+                    tbody {
+                        @for (reason, n) in &by_reason {
+                            @let q = form_urlencoded::Serializer::new(String::new())
+                                .append_pair("reason", reason)
+                                .finish();
+                            tr {
+                                td { code { (reason) } }
+                                td { (n) }
+                                td {
+                                    a href={ "/dlq?" (q) } { "Messages" } " · "
+                                    a href={ "/dlq?" (q) "&body=1" } { "with bodies" }
+                                }
+                                td {
+                                    @if dead.target.is_some() {
+                                        a class="button" href={ "/dlq/confirm?" (q) } { "Redrive " (n) "…" }
+                                    } @else {
+                                        button type="button" disabled aria-describedby="why-no-redrive" {
+                                            "Redrive"
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
                 }
-                OriginalSender::Unknown => "unknown".into(),
-            };
-            let failed_at = m
-                .context()
-                .map(|c| c.failed_at)
-                .filter(|t| !t.is_empty())
-                .map(|t| time(&t))
-                .unwrap_or_default();
-            let _ = write!(
-                out,
-                r#"<tr><td class="mono">{}</td><td class="mono">{}</td><td>{failed_at}</td><td>{}</td><td>{}</td><td class="mono">{sender}</td></tr>"#,
-                escape(&m.message_id),
-                escape(&m.original_id()),
-                m.receive_count().map(|n| n.to_string()).unwrap_or_default(),
-                m.body.len(),
-            );
-            if asked.show_body {
-                let _ = write!(
-                    out,
-                    r#"<tr><td colspan="6" class="body"><pre class="json">{}</pre></td></tr>"#,
-                    escape(&m.body)
-                );
+            }
+            @if dead.target.is_none() {
+                p class="note" id="why-no-redrive" { (NO_TARGET) }
             }
         }
-        out.push_str("</tbody></table></div>");
+        @if let Some(reason) = &asked.reason {
+            h2 { "Messages of reason " code { (reason) } }
+            @if !asked.show_body {
+                p class="hint" {
+                    "Bodies are not shown unless asked for: audit text can be personal data."
+                }
+            }
+            div class="table-wrap" {
+                table class="rows" {
+                    thead {
+                        tr {
+                            @for name in ["messageId", "original SQS id", "failed at", "receives", "body bytes", "original sender"] {
+                                th scope="col" { (name) }
+                            }
+                        }
+                    }
+                    tbody {
+                        @for m in messages.iter().filter(|m| m.reason() == *reason) {
+                            tr {
+                                td class="mono" { (m.message_id) }
+                                td class="mono" { (m.original_id()) }
+                                td {
+                                    @if let Some(at) = m.context().map(|c| c.failed_at).filter(|t| !t.is_empty()) {
+                                        (time(&at))
+                                    }
+                                }
+                                td { (m.receive_count().map(|n| n.to_string()).unwrap_or_default()) }
+                                td { (m.body.len()) }
+                                td class="mono" { (original_sender(m, role)) }
+                            }
+                            @if asked.show_body {
+                                tr { td colspan="6" class="body" { pre class="json" { (m.body) } } }
+                            }
+                        }
+                    }
+                }
+            }
+        }
     }
-    out
+}
+
+/// Who first sent a dead letter, as far as the receiver's role vouches for it.
+fn original_sender(message: &DlqMessage, role: Option<&str>) -> Markup {
+    match message.original_sender(role) {
+        OriginalSender::Own(id) | OriginalSender::Vouched(id) => html! { (id) },
+        OriginalSender::Unvouched { why, .. } => html! { "not attested (" (why) ")" },
+        OriginalSender::Unknown => html! { "unknown" },
+    }
 }

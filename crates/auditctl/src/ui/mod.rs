@@ -26,6 +26,7 @@ use http::{HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full, StreamBody};
 use hyper::body::Frame;
+use maud::{Markup, html};
 use serde_json::{Map, Value};
 
 use crate::TrailError;
@@ -196,9 +197,9 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
                 return response;
             }
             Admission::Refused(status, why) => {
-                return html(
+                return html_response(
                     status,
-                    page::layout("Refused", &page::problem(status.as_u16(), why, None)),
+                    page::layout("Refused", page::problem(status.as_u16(), why, None)),
                 );
             }
         }
@@ -206,11 +207,11 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
             return self.redrive(request.headers(), request.body()).await;
         }
         if request.method() != Method::GET {
-            return html(
+            return html_response(
                 StatusCode::METHOD_NOT_ALLOWED,
                 page::layout(
                     "Not allowed",
-                    &page::problem(
+                    page::problem(
                         405,
                         "this address is read with GET only (a redrive is a POST to /dlq/redrive)",
                         None,
@@ -230,11 +231,11 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
             "/dlq/confirm" => self.confirm_page(&query).await,
             "/assets/viewer.css" => text(StatusCode::OK, "text/css; charset=utf-8", CSS),
             "/assets/viewer.js" => text(StatusCode::OK, "text/javascript; charset=utf-8", JS),
-            _ => html(
+            _ => html_response(
                 StatusCode::NOT_FOUND,
                 page::layout(
                     "Not found",
-                    &page::problem(404, &format!("no page at {path}"), Some("/")),
+                    page::problem(404, &format!("no page at {path}"), Some("/")),
                 ),
             ),
         }
@@ -246,41 +247,36 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
             Ok(search) => search,
             Err(error) => {
                 let failed = Failed::from(error);
-                let main = format!(
-                    "{}{}",
-                    page::problem(failed.status.as_u16(), &failed.message, None),
-                    page::search_form(&page::sent_values(query))
-                );
-                return html(failed.status, page::layout("Bad search", &main));
+                let main = html! {
+                    (page::problem(failed.status.as_u16(), &failed.message, None))
+                    (page::search_form(&page::sent_values(query)))
+                };
+                return html_response(failed.status, page::layout("Bad search", main));
             }
         };
         let form = page::search_form(&page::form_values(&search));
         match self.rows(&search).await {
-            Ok(rows) => html(
+            Ok(rows) => html_response(
                 StatusCode::OK,
                 page::layout(
                     "Search",
-                    &format!(
-                        "{form}{}{}",
-                        page::recorded_note(&rows.recorded),
-                        page::results(&search, &rows.rows, rows.next.as_ref())
-                    ),
+                    html! {
+                        (form)
+                        (page::recorded_note(&rows.recorded))
+                        (page::results(&search, &rows.rows, rows.next.as_ref()))
+                    },
                 ),
             ),
             Err(failed) => {
                 let retry = failed.retry.then(|| format!("/?{query}"));
-                html(
+                html_response(
                     failed.status,
                     page::layout(
                         "Search failed",
-                        &format!(
-                            "{form}{}",
-                            page::problem(
-                                failed.status.as_u16(),
-                                &failed.message,
-                                retry.as_deref()
-                            )
-                        ),
+                        html! {
+                            (form)
+                            (page::problem(failed.status.as_u16(), &failed.message, retry.as_deref()))
+                        },
                     ),
                 )
             }
@@ -297,8 +293,8 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
             Err(error) => Err(error.into()),
         };
         match result {
-            Ok(fragment) => html(StatusCode::OK, fragment),
-            Err(failed) => html(
+            Ok(fragment) => html_response(StatusCode::OK, fragment),
+            Err(failed) => html_response(
                 failed.status,
                 page::problem(failed.status.as_u16(), &failed.message, None),
             ),
@@ -394,8 +390,8 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
             Ok::<_, Failed>(chart::render(&counts, from, to, &note))
         };
         match result.await {
-            Ok(fragment) => html(StatusCode::OK, fragment),
-            Err(failed) => html(
+            Ok(fragment) => html_response(StatusCode::OK, fragment),
+            Err(failed) => html_response(
                 failed.status,
                 page::problem(failed.status.as_u16(), &failed.message, None),
             ),
@@ -412,19 +408,19 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
                     let message = format!(
                         "an event's page takes one parameter, id (its messageId): '{name}' is not it"
                     );
-                    return html(
+                    return html_response(
                         StatusCode::BAD_REQUEST,
-                        page::layout("Bad request", &page::problem(400, &message, None)),
+                        page::layout("Bad request", page::problem(400, &message, None)),
                     );
                 }
             }
         }
         let Some(id) = id else {
-            return html(
+            return html_response(
                 StatusCode::BAD_REQUEST,
                 page::layout(
                     "Bad request",
-                    &page::problem(400, "an event's page needs id, its messageId", None),
+                    page::problem(400, "an event's page needs id, its messageId", None),
                 ),
             );
         };
@@ -443,24 +439,23 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
             Ok::<_, Failed>((recorded, items, proofs))
         };
         match read.await {
-            Ok((recorded, items, proofs)) => html(
+            Ok((recorded, items, proofs)) => html_response(
                 StatusCode::OK,
                 page::layout(
                     "Event",
-                    &format!(
-                        "{}{}",
-                        page::recorded_note(&recorded),
-                        page::event(&id, &items, &proofs)
-                    ),
+                    html! {
+                        (page::recorded_note(&recorded))
+                        (page::event(&id, &items, &proofs))
+                    },
                 ),
             ),
             Err(failed) => {
                 let retry = format!("/event?{query}");
-                html(
+                html_response(
                     failed.status,
                     page::layout(
                         "Event",
-                        &page::problem(failed.status.as_u16(), &failed.message, Some(&retry)),
+                        page::problem(failed.status.as_u16(), &failed.message, Some(&retry)),
                     ),
                 )
             }
@@ -550,20 +545,20 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
         let (search, run) = match health_query(query, now) {
             Ok(parsed) => parsed,
             Err(error) => {
-                let main = format!(
-                    "<h1>Health</h1>{}{}",
-                    page::problem(400, &error, None),
-                    page::verify_form(&page::sent_values(query), None)
-                );
-                return html(StatusCode::BAD_REQUEST, page::layout("Health", &main));
+                let main = html! {
+                    h1 { "Health" }
+                    (page::problem(400, &error, None))
+                    (page::verify_form(&page::sent_values(query), None))
+                };
+                return html_response(StatusCode::BAD_REQUEST, page::layout("Health", main));
             }
         };
         let Some(archive) = &self.archive else {
-            return html(
+            return html_response(
                 StatusCode::NOT_FOUND,
                 page::layout(
                     "Health",
-                    &page::problem(
+                    page::problem(
                         404,
                         "no archive: start auditctl ui with ARCHIVE_BUCKET or --bucket (stack output AuditArchiveBucketName)",
                         None,
@@ -578,11 +573,12 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
             .map(|e| e.to_string());
         let form = page::verify_form(&page::form_values(&search), no_key.as_deref());
         if run && let Err(refused) = archive.may_verify(&search.range) {
-            let main = format!(
-                "<h1>Health</h1>{}{form}",
-                page::problem(400, &refused.to_string(), None)
-            );
-            return html(StatusCode::BAD_REQUEST, page::layout("Health", &main));
+            let main = html! {
+                h1 { "Health" }
+                (page::problem(400, &refused.to_string(), None))
+                (form)
+            };
+            return html_response(StatusCode::BAD_REQUEST, page::layout("Health", main));
         }
         let result = async {
             let mut arguments = Map::new();
@@ -642,7 +638,7 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
                 _ => StatusCode::OK,
             };
             let verify_section = match &verified {
-                None => String::new(),
+                None => html! {},
                 Some(Ok(verified)) => page::verified(verified),
                 Some(Err(failed)) => {
                     let retry = format!("/health?{query}");
@@ -653,32 +649,34 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
                     )
                 }
             };
-            let main = format!(
-                "{}{form}{verify_section}{}",
-                page::health(
+            let main = html! {
+                (page::health(
                     &recorded,
                     &archive.name,
                     newest.as_ref(),
                     &tamper,
                     now,
                     archive.length,
-                ),
-                page::log_head(&log, "/health")
-            );
+                ))
+                (form)
+                (verify_section)
+                (page::log_head(&log, "/health"))
+            };
             Ok::<_, Failed>((status, main))
         };
         match result.await {
-            Ok((status, main)) => html(status, page::layout("Health", &main)),
+            Ok((status, main)) => html_response(status, page::layout("Health", main)),
             Err(failed) => {
                 let retry = format!("/health?{query}");
-                html(
+                html_response(
                     failed.status,
                     page::layout(
                         "Health",
-                        &format!(
-                            "<h1>Health</h1>{}{form}",
-                            page::problem(failed.status.as_u16(), &failed.message, Some(&retry))
-                        ),
+                        html! {
+                            h1 { "Health" }
+                            (page::problem(failed.status.as_u16(), &failed.message, Some(&retry)))
+                            (form)
+                        },
                     ),
                 )
             }
@@ -706,11 +704,11 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
         let (search, name) = match prepared.await {
             Ok(ready) => ready,
             Err(failed) => {
-                return html(
+                return html_response(
                     failed.status,
                     page::layout(
                         "Export failed",
-                        &page::problem(failed.status.as_u16(), &failed.message, None),
+                        page::problem(failed.status.as_u16(), &failed.message, None),
                     ),
                 );
             }
@@ -870,8 +868,8 @@ fn text(status: StatusCode, content_type: &str, body: impl Into<Bytes>) -> Respo
     response
 }
 
-fn html(status: StatusCode, body: String) -> Response<Body> {
-    text(status, "text/html; charset=utf-8", body)
+fn html_response(status: StatusCode, body: Markup) -> Response<Body> {
+    text(status, "text/html; charset=utf-8", body.into_string())
 }
 
 /// Serves `viewer` on `listener` (HTTP/1.1) until `stop` completes; then stops accepting, lets
@@ -933,7 +931,7 @@ async fn answer<L: AccessLog + 'static, B: Bucket + 'static>(
                 .respond(Request::from_parts(parts, collected.to_bytes()))
                 .await
         }
-        Err(_) => html(
+        Err(_) => html_response(
             StatusCode::PAYLOAD_TOO_LARGE,
             page::problem(413, "the request's body is too large or broken", None),
         ),
