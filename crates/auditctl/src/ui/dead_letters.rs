@@ -1,20 +1,18 @@
-//! Owns the viewer's dead-letter pages: the queue by reason with counts, one reason's messages
+//! Owns the viewer's dead-letter routes: the queue by reason with counts, one reason's messages
 //! (bodies only on request), and the redrive of one reason after a confirmation that states how
 //! many will move. Each listing is recorded as `auditctl.ui.view` and each redrive as
 //! `auditctl.ui.redrive` before the queue is touched. Must not know how the queue is received or
-//! moved (`audit_trail::dlq`).
-
-use std::collections::BTreeMap;
+//! moved (`audit_trail::dlq`), nor the pages' markup (dead_letter_page.rs).
 
 use http::{HeaderMap, StatusCode};
-use maud::{Markup, html};
 use serde_json::{Map, Value};
 
-use super::page::{layout, problem, recorded_note, time};
-use super::{Body, Failed, Viewer, html_response};
+use super::Viewer;
+use super::page::layout;
+use super::response::{self, Body, Failed};
 use crate::TrailError;
 use audit_trail::access::{AccessLog, Action, Recorded};
-use audit_trail::dlq::{DeadLetterQueue, DlqMessage, OriginalSender, RedriveOptions};
+use audit_trail::dlq::{DeadLetterQueue, DlqMessage, RedriveOptions};
 use audit_trail::stack::StackTags;
 
 /// The dead-letter queue the viewer works, and where a redrive sends messages.
@@ -25,8 +23,7 @@ pub struct DeadLetters {
     pub target: Option<String>,
 }
 
-/// Why a redrive is not offered when no audit queue is set.
-const NO_TARGET: &str = "redrive is unavailable: no audit queue to send the messages back to; start auditctl ui with AUDIT_QUEUE_URL or --queue-url (stack output AuditQueueUrl)";
+use super::dead_letter_page::{self, NO_TARGET};
 
 /// What a dead-letter URL asks for.
 struct Asked {
@@ -43,7 +40,7 @@ fn asked(query: &str, allowed: &[&str]) -> Result<Asked, Failed> {
     };
     for (name, value) in form_urlencoded::parse(query.as_bytes()) {
         if !allowed.contains(&name.as_ref()) {
-            return Err(bad(format!(
+            return Err(Failed::bad(format!(
                 "unknown parameter '{name}': this page takes {}",
                 allowed.join(", ")
             )));
@@ -53,21 +50,13 @@ fn asked(query: &str, allowed: &[&str]) -> Result<Asked, Failed> {
             "body" => asked.show_body = value == "1",
             "count" => {
                 asked.count = Some(value.parse().map_err(|_| {
-                    bad(format!("count '{value}': the number of messages confirmed"))
+                    Failed::bad(format!("count '{value}': the number of messages confirmed"))
                 })?);
             }
             _ => {}
         }
     }
     Ok(asked)
-}
-
-fn bad(message: String) -> Failed {
-    Failed {
-        status: StatusCode::BAD_REQUEST,
-        message,
-        retry: false,
-    }
 }
 
 impl<L: AccessLog + 'static, B: audit_aws::s3::Bucket + 'static> Viewer<L, B> {
@@ -114,18 +103,25 @@ impl<L: AccessLog + 'static, B: audit_aws::s3::Bucket + 'static> Viewer<L, B> {
             let asked = asked(query, &["reason", "body"])?;
             let (recorded, messages, role, short) = self.listing("dlq", &asked).await?;
             let dead = self.dead_letters()?;
-            Ok::<_, Failed>(render_queue(
-                dead,
-                &asked,
+            Ok::<_, Failed>(dead_letter_page::queue(
+                &dead_letter_page::Queue {
+                    url: &dead.url,
+                    redrive: dead.target.is_some(),
+                    reason: asked.reason.as_deref(),
+                    show_body: asked.show_body,
+                    role: role.as_deref(),
+                    short: short.as_deref(),
+                },
                 &recorded,
                 &messages,
-                role.as_deref(),
-                short,
             ))
         };
         match result.await {
-            Ok(main) => html_response(StatusCode::OK, layout("Dead letters", main)),
-            Err(failed) => failure(&failed, "Dead letters", Some(&format!("/dlq?{query}"))),
+            Ok(main) => response::page(StatusCode::OK, layout("Dead letters", main)),
+            Err(failed) => {
+                let retry = failed.retry.then(|| format!("/dlq?{query}"));
+                failed.page("Dead letters", retry.as_deref())
+            }
         }
     }
 
@@ -137,7 +133,7 @@ impl<L: AccessLog + 'static, B: audit_aws::s3::Bucket + 'static> Viewer<L, B> {
             let reason = asked
                 .reason
                 .clone()
-                .ok_or_else(|| bad("a redrive is by reason: give reason".into()))?;
+                .ok_or_else(|| Failed::bad("a redrive is by reason: give reason".into()))?;
             let dead = self.dead_letters()?;
             let Some(target) = &dead.target else {
                 return Err(Failed {
@@ -148,37 +144,13 @@ impl<L: AccessLog + 'static, B: audit_aws::s3::Bucket + 'static> Viewer<L, B> {
             };
             let (recorded, messages, _, short) = self.listing("dlq.confirm", &asked).await?;
             let count = messages.iter().filter(|m| m.reason() == reason).count();
-            let main = html! {
-                h1 { "Redrive " code { (reason) } }
-                (recorded_note(&recorded))
-                @if let Some(short) = short {
-                    p class="note" { (short) }
-                }
-                @if count == 0 {
-                    p { "No message of reason " code { (reason) } " is in the dead-letter queue now." }
-                    p { a href="/dlq" { "Back to the dead-letter queue" } }
-                } @else {
-                    form method="post" action="/dlq/redrive" class="confirm" {
-                        p {
-                            strong { (count) " message(s)" } " of reason " code { (reason) }
-                            " will move from the dead-letter queue back to "
-                            code class="wrap" { (target) }
-                            ", each under its original identity (a duplicate of a written event stays one item)."
-                        }
-                        input type="hidden" name="reason" value=(reason);
-                        input type="hidden" name="count" value=(count);
-                        p {
-                            button type="submit" { "Redrive " (count) " message(s)" } " "
-                            a href="/dlq" { "Cancel" }
-                        }
-                    }
-                }
-            };
+            let main =
+                dead_letter_page::confirm(&reason, &recorded, short.as_deref(), count, target);
             Ok::<_, Failed>(main)
         };
         match result.await {
-            Ok(main) => html_response(StatusCode::OK, layout("Confirm the redrive", main)),
-            Err(failed) => failure(&failed, "Redrive", None),
+            Ok(main) => response::page(StatusCode::OK, layout("Confirm the redrive", main)),
+            Err(failed) => failed.page("Redrive", None),
         }
     }
 
@@ -198,7 +170,9 @@ impl<L: AccessLog + 'static, B: audit_aws::s3::Bucket + 'static> Viewer<L, B> {
                 &["reason", "count"],
             )?;
             let (Some(reason), Some(count)) = (asked.reason.clone(), asked.count) else {
-                return Err(bad("a redrive needs reason and the count confirmed".into()));
+                return Err(Failed::bad(
+                    "a redrive needs reason and the count confirmed".into(),
+                ));
             };
             let dead = self.dead_letters()?;
             let Some(target) = &dead.target else {
@@ -226,26 +200,7 @@ impl<L: AccessLog + 'static, B: audit_aws::s3::Bucket + 'static> Viewer<L, B> {
                 access_queue_arn: tags.access_queue_arn,
             };
             let report = dead.queue.redrive(target, &options).await?;
-            let moved: u64 = report.moved.values().sum();
-            let main = html! {
-                h1 { "Redrive " code { (reason) } }
-                p role="status" {
-                    strong { "Moved " (moved) " message(s)" } " to " code class="wrap" { (target) } "."
-                }
-                (counts("Left in the dead-letter queue", &report.left))
-                @for (id, error) in &report.failed {
-                    (problem(502, &format!("{id} not moved: {error}"), None))
-                }
-                @for id in &report.access_events {
-                    p class="note" {
-                        (id) " left in the dead-letter queue: an access event is written only as sent by its own caller."
-                    }
-                }
-                @if let Some(unseen) = &report.unseen {
-                    p class="note" { (unseen.to_string()) }
-                }
-                p { a href="/dlq" { "Back to the dead-letter queue" } }
-            };
+            let main = dead_letter_page::redriven(&reason, target, &report);
             let status = if report.failed.is_empty() {
                 StatusCode::OK
             } else {
@@ -254,141 +209,8 @@ impl<L: AccessLog + 'static, B: audit_aws::s3::Bucket + 'static> Viewer<L, B> {
             Ok::<_, Failed>((status, main))
         };
         match result.await {
-            Ok((status, main)) => html_response(status, layout("Redrive", main)),
-            Err(failed) => failure(&failed, "Redrive", None),
+            Ok((status, main)) => response::page(status, layout("Redrive", main)),
+            Err(failed) => failed.page("Redrive", None),
         }
-    }
-}
-
-fn failure(failed: &Failed, title: &str, retry: Option<&str>) -> http::Response<Body> {
-    let retry = if failed.retry { retry } else { None };
-    html_response(
-        failed.status,
-        layout(
-            title,
-            problem(failed.status.as_u16(), &failed.message, retry),
-        ),
-    )
-}
-
-fn counts(title: &str, by_reason: &BTreeMap<String, u64>) -> Markup {
-    let total: u64 = by_reason.values().sum();
-    html! {
-        p { (title) " : " (total) }
-        @if !by_reason.is_empty() {
-            ul { @for (reason, n) in by_reason { li { code { (reason) } ": " (n) } } }
-        }
-    }
-}
-
-fn render_queue(
-    dead: &DeadLetters,
-    asked: &Asked,
-    recorded: &Recorded,
-    messages: &[DlqMessage],
-    role: Option<&str>,
-    short: Option<String>,
-) -> Markup {
-    let mut by_reason: BTreeMap<String, u64> = BTreeMap::new();
-    for m in messages {
-        *by_reason.entry(m.reason()).or_default() += 1;
-    }
-    html! {
-        h1 { "Dead-letter queue" }
-        (recorded_note(recorded))
-        p class="command" { (dead.url) }
-        @if let Some(short) = short {
-            p class="note" role="note" { (short) }
-        }
-        @if by_reason.is_empty() {
-            p class="empty" { "The dead-letter queue is empty." }
-        } @else {
-            div class="table-wrap" {
-                table class="rows" id="reasons" {
-                    thead {
-                        tr {
-                            th scope="col" { "Reason" }
-                            th scope="col" { "Messages" }
-                            th scope="col" { "Look" }
-                            th scope="col" { "Redrive" }
-                        }
-                    }
-                    tbody {
-                        @for (reason, n) in &by_reason {
-                            @let q = form_urlencoded::Serializer::new(String::new())
-                                .append_pair("reason", reason)
-                                .finish();
-                            tr {
-                                td { code { (reason) } }
-                                td { (n) }
-                                td {
-                                    a href={ "/dlq?" (q) } { "Messages" } " · "
-                                    a href={ "/dlq?" (q) "&body=1" } { "with bodies" }
-                                }
-                                td {
-                                    @if dead.target.is_some() {
-                                        a class="button" href={ "/dlq/confirm?" (q) } { "Redrive " (n) "…" }
-                                    } @else {
-                                        button type="button" disabled aria-describedby="why-no-redrive" {
-                                            "Redrive"
-                                        }
-                                    }
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-            @if dead.target.is_none() {
-                p class="note" id="why-no-redrive" { (NO_TARGET) }
-            }
-        }
-        @if let Some(reason) = &asked.reason {
-            h2 { "Messages of reason " code { (reason) } }
-            @if !asked.show_body {
-                p class="hint" {
-                    "Bodies are not shown unless asked for: audit text can be personal data."
-                }
-            }
-            div class="table-wrap" {
-                table class="rows" {
-                    thead {
-                        tr {
-                            @for name in ["messageId", "original SQS id", "failed at", "receives", "body bytes", "original sender"] {
-                                th scope="col" { (name) }
-                            }
-                        }
-                    }
-                    tbody {
-                        @for m in messages.iter().filter(|m| m.reason() == *reason) {
-                            tr {
-                                td class="mono" { (m.message_id) }
-                                td class="mono" { (m.original_id()) }
-                                td {
-                                    @if let Some(at) = m.context().map(|c| c.failed_at).filter(|t| !t.is_empty()) {
-                                        (time(&at))
-                                    }
-                                }
-                                td { (m.receive_count().map(|n| n.to_string()).unwrap_or_default()) }
-                                td { (m.body.len()) }
-                                td class="mono" { (original_sender(m, role)) }
-                            }
-                            @if asked.show_body {
-                                tr { td colspan="6" class="body" { pre class="json" { (m.body) } } }
-                            }
-                        }
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// Who first sent a dead letter, as far as the receiver's role vouches for it.
-fn original_sender(message: &DlqMessage, role: Option<&str>) -> Markup {
-    match message.original_sender(role) {
-        OriginalSender::Own(id) | OriginalSender::Vouched(id) => html! { (id) },
-        OriginalSender::Unvouched { why, .. } => html! { "not attested (" (why) ")" },
-        OriginalSender::Unknown => html! { "unknown" },
     }
 }

@@ -7,6 +7,7 @@ use http::header::{COOKIE, HOST, LOCATION, SET_COOKIE};
 use serde_json::Map;
 
 use super::*;
+use crate::TrailError;
 use audit_trail::access::{AccessError, AccessEvent, Caller};
 use audit_trail::stack::StackTags;
 
