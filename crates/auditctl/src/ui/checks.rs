@@ -15,11 +15,12 @@ use chrono::{DateTime, Utc};
 use futures::TryStreamExt;
 use futures::future::BoxFuture;
 
-use super::health::{Archive, Sealed};
+use super::archive::Archive;
+use super::health::Sealed;
 use crate::TrailError;
 use crate::tlog::{CheckError, LogKey, LogReader};
 use crate::verify::key::TrustedKey;
-use crate::verify::ports::{Archive as _, KeySource, PublicKeyInfo};
+use crate::verify::ports::Archive as _;
 use crate::verify::report::{Observer, Problem, Summary};
 use crate::verify::{ARCHIVE_LAG_SECONDS, Settings, walk};
 use audit_model::range::TimeRange;
@@ -32,19 +33,6 @@ pub const VERIFY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1
 pub const PROBLEMS_SHOWN: usize = 1000;
 /// Object reads in flight at most (`auditctl verify`'s default).
 const CONCURRENCY: usize = 8;
-
-/// Where the digest key's public key comes from (KMS GetPublicKey, or a twin), asked at each use.
-pub type KeyFetch =
-    Arc<dyn Fn() -> BoxFuture<'static, Result<PublicKeyInfo, TrailError>> + Send + Sync>;
-
-/// The public key of `key`, fetched at each use.
-pub fn key_fetch<K: KeySource + 'static>(key: K) -> KeyFetch {
-    let key = Arc::new(key);
-    Arc::new(move || {
-        let key = key.clone();
-        Box::pin(async move { key.public_key().await })
-    })
-}
 
 /// Why the page does not run verify over a range, in words that name the fix (HTTP 400).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -7,21 +7,13 @@
 use http::{HeaderMap, StatusCode};
 use serde_json::{Map, Value};
 
-use super::Viewer;
 use super::page::layout;
 use super::response::{self, Body, Failed};
+use super::{DeadLetters, Viewer};
 use crate::TrailError;
 use audit_trail::access::{AccessLog, Action, Recorded};
-use audit_trail::dlq::{DeadLetterQueue, DlqMessage, RedriveOptions};
+use audit_trail::dlq::{DlqMessage, RedriveOptions};
 use audit_trail::stack::StackTags;
-
-/// The dead-letter queue the viewer works, and where a redrive sends messages.
-pub struct DeadLetters {
-    pub queue: DeadLetterQueue,
-    pub url: String,
-    /// The audit queue (`AUDIT_QUEUE_URL`): without it there is no redrive.
-    pub target: Option<String>,
-}
 
 use super::dead_letter_page::{self, NO_TARGET};
 

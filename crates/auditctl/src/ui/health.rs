@@ -1,30 +1,20 @@
 //! Owns what the viewer says of the archive's seal, from the digests' names alone: the newest
 //! sealed period and its age, and whether an event's period has its digest yet. It does not check
-//! signatures or contents: that is `auditctl verify`'s, which the pages name. Must not know HTTP;
-//! reads the bucket through the `Bucket` port (S3, or its twin in tests).
+//! signatures or contents: that is `auditctl verify`'s, which the pages name. Must not know HTTP or
+//! checks.rs (which imports this, never the reverse); reads the bucket through the `Bucket` port.
 
 use audit_aws::AwsError;
 use audit_aws::s3::Bucket;
-use audit_model::archive::{Period, PeriodLength, TAMPER_PREFIX};
+use audit_model::archive::{Period, TAMPER_PREFIX};
 use audit_model::digest::{DIGEST_PREFIX, DIGEST_SUFFIX, digest_key, parse_any_digest_key};
 use chrono::{DateTime, Duration, Utc};
 
-use super::checks::KeyFetch;
-use crate::verify::s3::S3Archive;
+use super::archive::Archive;
 
 /// Days back the health page looks for the newest digest.
 pub const LOOK_BACK_DAYS: i64 = 7;
 /// Digest keys read at most per day (a day of 10-second periods is 8,640).
 const KEYS_PER_DAY: usize = 10_000;
-
-/// The archive bucket, the digest period, and where the digest key's public key comes from
-/// (for verify and the log's signature; `None`: not configured).
-pub struct Archive<B> {
-    pub bucket: S3Archive<B>,
-    pub name: String,
-    pub length: PeriodLength,
-    pub key: Option<KeyFetch>,
-}
 
 /// A period with its digest.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -142,7 +132,9 @@ pub fn age(seconds: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::verify::s3::S3Archive;
     use audit_aws::s3::{MemoryBucket, NewObject};
+    use audit_model::archive::PeriodLength;
 
     fn at(text: &str) -> DateTime<Utc> {
         DateTime::parse_from_rfc3339(text).unwrap().to_utc()

@@ -5,6 +5,7 @@
 //! line (commands/ui.rs), how the table is read, a page's markup (page.rs) or the headers every
 //! answer carries (response.rs).
 
+pub mod archive;
 pub mod chart;
 pub mod checks;
 pub mod dead_letter_page;
@@ -34,6 +35,7 @@ use serde_json::Value;
 
 use audit_trail::Reader;
 use audit_trail::access::{AccessLog, Action, Recorded, Recorder};
+use audit_trail::dlq::DeadLetterQueue;
 use audit_trail::item::TrailItem;
 use audit_trail::merge::Order;
 use audit_trail::output::Format;
@@ -85,8 +87,16 @@ pub struct Viewer<L, B = audit_aws::s3::S3Bucket> {
     location: String,
     access: Recorder<L>,
     session: Session,
-    dead_letters: Option<dead_letters::DeadLetters>,
-    archive: Option<Arc<health::Archive<B>>>,
+    dead_letters: Option<DeadLetters>,
+    archive: Option<Arc<archive::Archive<B>>>,
+}
+
+/// The dead-letter queue the viewer works, and where a redrive sends messages.
+pub struct DeadLetters {
+    pub queue: DeadLetterQueue,
+    pub url: String,
+    /// The audit queue (`AUDIT_QUEUE_URL`): without it there is no redrive.
+    pub target: Option<String>,
 }
 
 /// One page of newest-first rows and where the next begins.
@@ -117,13 +127,13 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
     }
 
     /// With the archive's health and each event's period seal, from `archive`'s digests.
-    pub fn with_archive(mut self, archive: health::Archive<B>) -> Self {
+    pub fn with_archive(mut self, archive: archive::Archive<B>) -> Self {
         self.archive = Some(Arc::new(archive));
         self
     }
 
     /// With the dead-letter pages, over `dead_letters`.
-    pub fn with_dead_letters(mut self, dead_letters: dead_letters::DeadLetters) -> Self {
+    pub fn with_dead_letters(mut self, dead_letters: DeadLetters) -> Self {
         self.dead_letters = Some(dead_letters);
         self
     }

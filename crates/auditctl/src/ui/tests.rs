@@ -288,7 +288,7 @@ async fn each_read_records_its_access_event_first_with_what_it_asked_for() {
 
 mod health_checks {
     use super::*;
-    use crate::ui::checks::KeyFetch;
+    use crate::ui::archive::KeyFetch;
     use crate::verify::memory::{MemoryArchive, TestKey, seal, write_object};
     use audit_aws::s3::MemoryBucket;
     use audit_model::archive::{ObjectKind, Period, PeriodLength};
@@ -327,7 +327,7 @@ mod health_checks {
             dead_letters: None,
             archive: None,
         }
-        .with_archive(health::Archive {
+        .with_archive(archive::Archive {
             bucket: MemoryArchive::default(),
             name: "archive".into(),
             length: PeriodLength::default(),

@@ -1,0 +1,34 @@
+//! Owns the archive the viewer reads: its bucket (through verify's S3 reader), its name, the
+//! digest period, and where the digest key's public key comes from. health.rs (the seal, from the
+//! digests' names) and checks.rs (verify, the log) both read it; it knows neither, nor HTTP.
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+
+use crate::TrailError;
+use crate::verify::ports::{KeySource, PublicKeyInfo};
+use crate::verify::s3::S3Archive;
+use audit_model::archive::PeriodLength;
+
+/// The archive bucket, the digest period, and where the digest key's public key comes from
+/// (for verify and the log's signature; `None`: not configured).
+pub struct Archive<B> {
+    pub bucket: S3Archive<B>,
+    pub name: String,
+    pub length: PeriodLength,
+    pub key: Option<KeyFetch>,
+}
+
+/// Where the digest key's public key comes from (KMS GetPublicKey, or a twin), asked at each use.
+pub type KeyFetch =
+    Arc<dyn Fn() -> BoxFuture<'static, Result<PublicKeyInfo, TrailError>> + Send + Sync>;
+
+/// The public key of `key`, fetched at each use.
+pub fn key_fetch<K: KeySource + 'static>(key: K) -> KeyFetch {
+    let key = Arc::new(key);
+    Arc::new(move || {
+        let key = key.clone();
+        Box::pin(async move { key.public_key().await })
+    })
+}
