@@ -6,6 +6,8 @@ use std::sync::Arc;
 
 use audit_aws::config::ClientOptions;
 use audit_model::archive::PeriodLength;
+use audit_proof::archive::S3Archive;
+use audit_proof::verify::kms::KmsKey;
 use audit_trail::dlq::DeadLetterQueue;
 use auditctl::TrailError;
 use auditctl::ui::checks::key_fetch;
@@ -13,8 +15,6 @@ use auditctl::ui::dead_letters::DeadLetters;
 use auditctl::ui::health::Archive;
 use auditctl::ui::session::Session;
 use auditctl::ui::{Viewer, serve};
-use auditctl::verify::kms::KmsKey;
-use auditctl::verify::s3::S3Archive;
 use clap::Args;
 use tokio::signal::unix::{SignalKind, signal};
 

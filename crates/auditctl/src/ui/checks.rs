@@ -17,12 +17,12 @@ use futures::future::BoxFuture;
 
 use super::health::{Archive, Sealed};
 use crate::TrailError;
-use crate::tlog::{CheckError, LogKey, LogReader};
-use crate::verify::key::TrustedKey;
-use crate::verify::ports::{Archive as _, KeySource, PublicKeyInfo};
-use crate::verify::report::{Observer, Problem, Summary};
-use crate::verify::{ARCHIVE_LAG_SECONDS, Settings, walk};
 use audit_model::range::TimeRange;
+use audit_proof::tlog::{CheckError, LogKey, LogReader};
+use audit_proof::verify::key::TrustedKey;
+use audit_proof::verify::ports::{Archive as _, KeySource, PublicKeyInfo};
+use audit_proof::verify::report::{Observer, Problem, Summary};
+use audit_proof::verify::{ARCHIVE_LAG_SECONDS, Settings, walk};
 
 /// Days of periods the page verifies at most at once; `auditctl verify` takes any range.
 pub const MAX_VERIFY_DAYS: i64 = 31;
@@ -42,7 +42,7 @@ pub fn key_fetch<K: KeySource + 'static>(key: K) -> KeyFetch {
     let key = Arc::new(key);
     Arc::new(move || {
         let key = key.clone();
-        Box::pin(async move { key.public_key().await })
+        Box::pin(async move { Ok(key.public_key().await?) })
     })
 }
 
@@ -74,7 +74,7 @@ pub struct Verified {
 struct Kept(Vec<Problem>);
 
 impl Observer for Kept {
-    fn problem(&mut self, problem: &Problem) -> Result<(), TrailError> {
+    fn problem(&mut self, problem: &Problem) -> Result<(), audit_proof::Error> {
         if self.0.len() < PROBLEMS_SHOWN {
             self.0.push(problem.clone());
         }
@@ -157,7 +157,7 @@ impl<B: Bucket> Archive<B> {
         let summary = walk::verify(
             &self.bucket,
             &key,
-            None::<&crate::verify::dynamo::DynamoTable>,
+            None::<&crate::table::DynamoTable>,
             &settings,
             &mut kept,
         )
@@ -334,8 +334,8 @@ pub async fn proof_verdict<B: Bucket>(
     anchor: DateTime<Utc>,
     now: i64,
 ) -> Option<ProofVerdict> {
-    use crate::prove::Wanted;
-    use crate::verify::{CLOCK_SKEW_SECONDS, LATE_ARCHIVE_SECONDS};
+    use audit_proof::prove::Wanted;
+    use audit_proof::verify::{CLOCK_SKEW_SECONDS, LATE_ARCHIVE_SECONDS};
     let fetch = archive.key.as_ref()?;
     let wanted = Wanted {
         message_id: message_id.to_owned(),
@@ -365,7 +365,7 @@ pub async fn proof_verdict<B: Bucket>(
         Ok(proof) => proof,
         Err(error) => return Some(ProofVerdict::Fails(error.to_string())),
     };
-    Some(match crate::tlog::check_proof(&proof, &key, &[]) {
+    Some(match audit_proof::tlog::check_proof(&proof, &key, &[]) {
         Ok(verdict) => ProofVerdict::Proven {
             leaf: verdict.leaf_index,
             size: verdict.tree_size,

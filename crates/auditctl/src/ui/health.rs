@@ -10,7 +10,7 @@ use audit_model::digest::{DIGEST_PREFIX, DIGEST_SUFFIX, digest_key, parse_any_di
 use chrono::{DateTime, Duration, Utc};
 
 use super::checks::KeyFetch;
-use crate::verify::s3::S3Archive;
+use audit_proof::archive::S3Archive;
 
 /// Days back the health page looks for the newest digest.
 pub const LOOK_BACK_DAYS: i64 = 7;
