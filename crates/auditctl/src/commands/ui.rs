@@ -6,13 +6,13 @@ use std::sync::Arc;
 
 use audit_aws::config::ClientOptions;
 use audit_model::archive::PeriodLength;
+use audit_proof::archive::S3Archive;
+use audit_proof::verify::kms::KmsKey;
 use audit_trail::dlq::DeadLetterQueue;
 use auditctl::TrailError;
 use auditctl::ui::archive::{Archive, key_fetch};
 use auditctl::ui::session::Session;
 use auditctl::ui::{DeadLetters, Viewer, serve};
-use auditctl::verify::kms::KmsKey;
-use auditctl::verify::s3::S3Archive;
 use clap::Args;
 use tokio::signal::unix::{SignalKind, signal};
 

@@ -7,9 +7,9 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 
 use crate::TrailError;
-use crate::verify::ports::{KeySource, PublicKeyInfo};
-use crate::verify::s3::S3Archive;
 use audit_model::archive::PeriodLength;
+use audit_proof::archive::S3Archive;
+use audit_proof::verify::ports::{KeySource, PublicKeyInfo};
 
 /// The archive bucket, the digest period, and where the digest key's public key comes from
 /// (for verify and the log's signature; `None`: not configured).
@@ -29,6 +29,6 @@ pub fn key_fetch<K: KeySource + 'static>(key: K) -> KeyFetch {
     let key = Arc::new(key);
     Arc::new(move || {
         let key = key.clone();
-        Box::pin(async move { key.public_key().await })
+        Box::pin(async move { Ok(key.public_key().await?) })
     })
 }

@@ -18,12 +18,12 @@ use futures::future::BoxFuture;
 use super::archive::Archive;
 use super::health::Sealed;
 use crate::TrailError;
-use crate::tlog::{CheckError, LogKey, LogReader};
-use crate::verify::key::TrustedKey;
-use crate::verify::ports::Archive as _;
-use crate::verify::report::{Observer, Problem, Summary};
-use crate::verify::{ARCHIVE_LAG_SECONDS, Settings, walk};
 use audit_model::range::TimeRange;
+use audit_proof::tlog::{CheckError, LogKey, LogReader};
+use audit_proof::verify::key::TrustedKey;
+use audit_proof::verify::ports::Archive as _;
+use audit_proof::verify::report::{Observer, Problem, Summary};
+use audit_proof::verify::{ARCHIVE_LAG_SECONDS, Settings, walk};
 
 /// Days of periods the page verifies at most at once; `auditctl verify` takes any range.
 pub const MAX_VERIFY_DAYS: i64 = 31;
@@ -62,7 +62,7 @@ pub struct Verified {
 struct Kept(Vec<Problem>);
 
 impl Observer for Kept {
-    fn problem(&mut self, problem: &Problem) -> Result<(), TrailError> {
+    fn problem(&mut self, problem: &Problem) -> Result<(), audit_proof::Error> {
         if self.0.len() < PROBLEMS_SHOWN {
             self.0.push(problem.clone());
         }
@@ -145,7 +145,7 @@ impl<B: Bucket> Archive<B> {
         let summary = walk::verify(
             &self.bucket,
             &key,
-            None::<&crate::verify::dynamo::DynamoTable>,
+            None::<&crate::table::DynamoTable>,
             &settings,
             &mut kept,
         )
@@ -322,8 +322,8 @@ pub async fn proof_verdict<B: Bucket>(
     anchor: DateTime<Utc>,
     now: i64,
 ) -> Option<ProofVerdict> {
-    use crate::prove::Wanted;
-    use crate::verify::{CLOCK_SKEW_SECONDS, LATE_ARCHIVE_SECONDS};
+    use audit_proof::prove::Wanted;
+    use audit_proof::verify::{CLOCK_SKEW_SECONDS, LATE_ARCHIVE_SECONDS};
     let fetch = archive.key.as_ref()?;
     let wanted = Wanted {
         message_id: message_id.to_owned(),
@@ -353,7 +353,7 @@ pub async fn proof_verdict<B: Bucket>(
         Ok(proof) => proof,
         Err(error) => return Some(ProofVerdict::Fails(error.to_string())),
     };
-    Some(match crate::tlog::check_proof(&proof, &key, &[]) {
+    Some(match audit_proof::tlog::check_proof(&proof, &key, &[]) {
         Ok(verdict) => ProofVerdict::Proven {
             leaf: verdict.leaf_index,
             size: verdict.tree_size,

@@ -132,9 +132,9 @@ pub fn age(seconds: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::verify::s3::S3Archive;
     use audit_aws::s3::{MemoryBucket, NewObject};
     use audit_model::archive::PeriodLength;
+    use audit_proof::archive::S3Archive;
 
     fn at(text: &str) -> DateTime<Utc> {
         DateTime::parse_from_rfc3339(text).unwrap().to_utc()

@@ -289,7 +289,6 @@ async fn each_read_records_its_access_event_first_with_what_it_asked_for() {
 mod health_checks {
     use super::*;
     use crate::ui::archive::KeyFetch;
-    use crate::verify::memory::{MemoryArchive, TestKey, seal, write_object};
     use audit_aws::s3::MemoryBucket;
     use audit_model::archive::{ObjectKind, Period, PeriodLength};
     use audit_model::digest::{TreeHead, digest_key};
@@ -297,6 +296,7 @@ mod health_checks {
         Checkpoint, NoteSignature, SignedNote, checkpoint_key, cosignature_key, cosigned_message,
         cosigner_key_id, ecdsa_key_id, origin,
     };
+    use audit_proof::verify::memory::{MemoryArchive, TestKey, seal, write_object};
     use aws_lc_rs::signature::{Ed25519KeyPair, KeyPair};
 
     const ARN: &str = "arn:aws:kms:us-east-1:123456789012:key/digest";
@@ -598,13 +598,13 @@ mod health_checks {
         // A period sealed with the tree of 3 leaves, its checkpoint, no cosignature yet.
         let period = sealed_hour();
         let mut digest =
-            crate::verify::memory::digest_of(archive(&viewer), "archive", period, None, &key);
+            audit_proof::verify::memory::digest_of(archive(&viewer), "archive", period, None, &key);
         digest.tree = Some(TreeHead {
             size: 3,
             root: "07".repeat(32),
             checkpoint: checkpoint_key(3),
         });
-        crate::verify::memory::put_digest(archive(&viewer), period, &digest, &key);
+        audit_proof::verify::memory::put_digest(archive(&viewer), period, &digest, &key);
         assert_eq!(digest_key(period), archive(&viewer).keys("digest/")[0]);
         let note = checkpoint(&key, 3);
         archive(&viewer).overwrite(&checkpoint_key(3), Bytes::from(note.clone()));
@@ -680,9 +680,9 @@ mod health_checks {
     #[tokio::test]
     async fn an_events_proof_is_checked_in_the_page_and_a_changed_line_is_not_proven() {
         use crate::ui::checks::{ProofVerdict, proof_verdict};
-        use crate::verify::memory::{gzip_lines, seal_logged};
         use audit_model::note::{IndexRow, index_key};
         use audit_model::tlog::TreeEdge;
+        use audit_proof::verify::memory::{gzip_lines, seal_logged};
 
         let (keyed, _, key) = viewer(false, true);
         let (without_key, _, _) = viewer(false, false);

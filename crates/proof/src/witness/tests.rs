@@ -10,8 +10,8 @@ use aws_lc_rs::signature::{ECDSA_P256_SHA256_ASN1_SIGNING, EcdsaKeyPair};
 use bytes::Bytes;
 use chrono::TimeZone as _;
 
+use crate::archive::S3Archive;
 use crate::tlog::check_cosignature;
-use crate::verify::s3::S3Archive;
 
 /// A log in the twin bucket, written as the sealer writes it: tiles, then the checkpoint.
 struct TestLog {
@@ -97,7 +97,7 @@ impl TestLog {
         LogKey::from_der(&self.der).unwrap()
     }
 
-    fn reader(&self) -> LogReader<'_, MemoryBucket> {
+    fn reader(&self) -> LogReader<'_, S3Archive<MemoryBucket>> {
         LogReader {
             archive: &self.archive,
         }

@@ -17,7 +17,6 @@
 
 use std::collections::BTreeSet;
 
-use audit_aws::s3::Bucket;
 use audit_model::digest::{Digest, ProblemKind, TreeHead};
 use audit_model::note::{Checkpoint, SignedNote, WitnessKey, checkpoint_key, origin};
 use audit_model::tlog::{
@@ -26,7 +25,8 @@ use audit_model::tlog::{
 };
 
 use super::report::{LogSummary, Problem};
-use crate::TrailError;
+use crate::Error;
+use crate::archive::Archive;
 use crate::tlog::{LogKey, LogReader, check_cosignature};
 
 /// Full tiles compared at once (read concurrently by `LogReader::tiles`).
@@ -157,19 +157,16 @@ impl PeriodLeaves {
     }
 
     /// Compares the full tiles filled so far with the stored ones.
-    pub async fn compare<B: Bucket>(
-        &mut self,
-        reader: &LogReader<'_, B>,
-    ) -> Result<(), TrailError> {
+    pub async fn compare<A: Archive>(&mut self, reader: &LogReader<'_, A>) -> Result<(), Error> {
         let tiles = std::mem::take(&mut self.pending);
         self.compare_tiles(reader, tiles).await
     }
 
-    async fn compare_tiles<B: Bucket>(
+    async fn compare_tiles<A: Archive>(
         &mut self,
-        reader: &LogReader<'_, B>,
+        reader: &LogReader<'_, A>,
         tiles: Vec<(TileRef, Vec<u8>)>,
-    ) -> Result<(), TrailError> {
+    ) -> Result<(), Error> {
         if tiles.is_empty() {
             return Ok(());
         }
@@ -244,12 +241,12 @@ impl LogCheck {
     /// The start of a digest's period (validly signed): the tree before its leaves, read from
     /// the tiles when it is not the one the last period left; `None` when the digest has no tree
     /// or its leaves cannot be checked (with the problems why).
-    pub async fn start<B: Bucket>(
+    pub async fn start<A: Archive>(
         &mut self,
-        reader: &LogReader<'_, B>,
+        reader: &LogReader<'_, A>,
         digest: &Digest,
         digest_key: &str,
-    ) -> Result<(Option<PeriodLeaves>, Vec<Problem>), TrailError> {
+    ) -> Result<(Option<PeriodLeaves>, Vec<Problem>), Error> {
         let mut problems = Vec::new();
         let Some(tree) = digest.tree.clone() else {
             self.summary.untreed += 1;
@@ -371,11 +368,11 @@ impl LogCheck {
     }
 
     /// The edge of the tree of `size` from its partial tiles, or the key of the one missing.
-    async fn load_edge<B: Bucket>(
+    async fn load_edge<A: Archive>(
         &self,
-        reader: &LogReader<'_, B>,
+        reader: &LogReader<'_, A>,
         size: u64,
-    ) -> Result<Result<TreeEdge, String>, TrailError> {
+    ) -> Result<Result<TreeEdge, String>, Error> {
         let names: BTreeSet<TileRef> = TreeEdge::edge_tiles(size).into_iter().collect();
         let tiles = reader.tiles(size, names).await?;
         Ok(
@@ -388,11 +385,11 @@ impl LogCheck {
 
     /// The end of a period whose leaves were appended: the rest of its tiles compared, its root
     /// and size against the digest's tree (`leaf missing`).
-    pub async fn finish<B: Bucket>(
+    pub async fn finish<A: Archive>(
         &mut self,
-        reader: &LogReader<'_, B>,
+        reader: &LogReader<'_, A>,
         mut leaves: PeriodLeaves,
-    ) -> Result<Vec<Problem>, TrailError> {
+    ) -> Result<Vec<Problem>, Error> {
         let mut tiles = std::mem::take(&mut leaves.pending);
         if leaves.edge.size > leaves.start {
             tiles.extend(leaves.edge.partial_tiles());
@@ -445,13 +442,13 @@ impl LogCheck {
     /// A digest's checkpoint (when its tree's size was not just checked): there, signed by the
     /// log's key, its size and root the digest's; consistent with the previous checkpoint of
     /// the range; cosigned by each witness asked for.
-    pub async fn checkpoint<B: Bucket>(
+    pub async fn checkpoint<A: Archive>(
         &mut self,
-        reader: &LogReader<'_, B>,
+        reader: &LogReader<'_, A>,
         log_key: &LogKey,
         digest: &Digest,
         digest_key: &str,
-    ) -> Result<Vec<Problem>, TrailError> {
+    ) -> Result<Vec<Problem>, Error> {
         let mut problems = Vec::new();
         let Some(tree) = &digest.tree else {
             return Ok(problems);
@@ -554,12 +551,12 @@ impl LogCheck {
 
     /// Why the checkpoint of `size` and `root` does not extend the previous one of the range, if
     /// it does not: an RFC 9162 consistency proof made from the stored tiles.
-    async fn consistent<B: Bucket>(
+    async fn consistent<A: Archive>(
         &mut self,
-        reader: &LogReader<'_, B>,
+        reader: &LogReader<'_, A>,
         size: u64,
         root: Hash,
-    ) -> Result<Option<String>, TrailError> {
+    ) -> Result<Option<String>, Error> {
         let Some((old, old_root)) = self.last_checkpoint else {
             return Ok(None);
         };

@@ -1,11 +1,11 @@
 //! Owns the key port over `audit_aws::kms`: GetPublicKey of the digest key (what
-//! AuditReaderPolicy allows) with the key's ARN, which every digest it signed names, and the
-//! mapping of its errors to ones that name the fix. Must not know digests.
+//! AuditReaderPolicy allows) with the key's ARN, which every digest it signed names, and its
+//! errors as typed `Error`s. Must not know digests.
 
 use audit_aws::error::ErrorKind;
 
 use super::ports::{KeySource, PublicKeyInfo};
-use crate::TrailError;
+use crate::Error;
 
 /// The digest key in KMS.
 #[derive(Debug, Clone)]
@@ -30,21 +30,24 @@ impl KmsKey {
 }
 
 impl KeySource for KmsKey {
-    async fn public_key(&self) -> Result<PublicKeyInfo, TrailError> {
+    async fn public_key(&self) -> Result<PublicKeyInfo, Error> {
         let key_id = self.key.key_id();
-        self.key.public_key().await.map_err(|error| {
-            match error.kind {
-                ErrorKind::NotFound => TrailError::KeyNotFound {
+        self.key
+            .public_key()
+            .await
+            .map_err(|error| match error.kind {
+                ErrorKind::NotFound => Error::KeyNotFound {
                     key: key_id.to_owned(),
                     at: self.location.clone(),
                 },
-                ErrorKind::Denied => TrailError::Aws(format!(
-                    "not allowed to read the public key of the digest key {key_id}: {error}; attach AuditReaderPolicy (kms:GetPublicKey on it)"
-                )),
-                _ => TrailError::Aws(format!(
-                    "reading the public key of the digest key {key_id}: {error}"
-                )),
-            }
-        })
+                ErrorKind::Denied => Error::KeyDenied {
+                    key: key_id.to_owned(),
+                    error,
+                },
+                _ => Error::Key {
+                    key: key_id.to_owned(),
+                    error,
+                },
+            })
     }
 }

@@ -1,13 +1,14 @@
-//! Owns the DynamoDB adapter of the table port: the items of a time range as `auditctl query`
-//! reads them (the byAuditTime index, its 32 shards a day merged), and items by key
-//! (BatchGetItem), each as its JSON line. Must not know the archive.
+//! Owns the adapter of verify's table port (`audit_proof::verify::ports::Table`) over
+//! `audit_trail::Reader`: the items of a time range as `auditctl query` reads them (the
+//! byAuditTime index, its 32 shards a day merged), and items by key (BatchGetItem), each as its
+//! JSON line; the trail's errors kept whole for `words.rs`. Must not know the archive.
 
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 
-use super::ports::{Table, TableItem};
-use crate::TrailError;
 use audit_model::range::TimeRange;
+use audit_proof::Error;
+use audit_proof::verify::ports::{Table, TableItem};
 use audit_trail::Reader;
 use audit_trail::item::TrailItem;
 use audit_trail::merge::Order;
@@ -34,6 +35,11 @@ impl DynamoTable {
     }
 }
 
+/// The trail's error, kept whole: `words.rs` words it as `auditctl query` does.
+fn trail_error(error: audit_trail::Error) -> Error {
+    Error::Table(Box::new(error))
+}
+
 fn table_item(item: TrailItem) -> TableItem {
     let received_at = Some(item.text("receivedAt")).filter(|t| !t.is_empty());
     TableItem {
@@ -45,15 +51,15 @@ fn table_item(item: TrailItem) -> TableItem {
 }
 
 impl Table for DynamoTable {
-    fn items(&self, range: &TimeRange) -> BoxStream<'static, Result<TableItem, TrailError>> {
+    fn items(&self, range: &TimeRange) -> BoxStream<'static, Result<TableItem, Error>> {
         self.reader
             .query(range.clone(), OPTIONS, None)
             .map_ok(table_item)
-            .map_err(TrailError::from)
+            .map_err(trail_error)
             .boxed()
     }
 
-    async fn get(&self, keys: Vec<(String, String)>) -> Result<Vec<TableItem>, TrailError> {
+    async fn get(&self, keys: Vec<(String, String)>) -> Result<Vec<TableItem>, Error> {
         let wanted = keys
             .into_iter()
             .map(|(message_id, audit_time)| TrailItem {
@@ -65,7 +71,8 @@ impl Table for DynamoTable {
         Ok(self
             .reader
             .fetch(wanted)
-            .await?
+            .await
+            .map_err(trail_error)?
             .items
             .into_iter()
             .map(table_item)

@@ -17,7 +17,7 @@ use futures::StreamExt;
 
 use super::ports::Fetched;
 use super::table::key_hash;
-use crate::TrailError;
+use crate::Error;
 
 /// The record a line holds, for finding one archived twice: a trail line's event (`messageId`
 /// and `auditTime`, [`key_hash`]) or a tamper line's stream record (its `eventID`), and the
@@ -254,7 +254,7 @@ pub async fn read(
     keep: bool,
     keyed: Option<ObjectKind>,
     leaves: bool,
-) -> Result<Content, TrailError> {
+) -> Result<Content, Error> {
     let mut reader = ContentReader::new(keep, keyed);
     if leaves {
         reader = reader.with_leaves();

@@ -1052,10 +1052,17 @@ async fn a_trail_with_data_and_no_digest_is_not_sealed_and_an_empty_one_says_so(
         &mut Vec::new(),
     )
     .await
-    .unwrap_err()
-    .to_string();
+    .unwrap_err();
+    // The flag to set is auditctl's words (words.rs tests them on this error).
     assert!(
-        error.contains("of 3600 s periods, not 60: set DIGEST_PERIOD_SECONDS or --period-seconds"),
+        matches!(
+            &error,
+            crate::Error::PeriodMismatch {
+                found: 3600,
+                given: 60,
+                ..
+            }
+        ),
         "{error}"
     );
 

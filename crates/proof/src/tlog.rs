@@ -1,12 +1,10 @@
-//! Owns reading the transparency log for `auditctl`'s commands (`prove`, `consistency`,
-//! `witness`, `verify`, the viewer): the log's objects read from the archive bucket (tiles,
-//! checkpoints, cosignatures). Checking them (the log's key, signatures, a whole proof offline)
-//! is `audit_proof`'s, re-exported here. The formats are
-//! `audit_model::tlog` and `audit_model::note`'s; docs/archive.md "The transparency log".
+//! Owns reading the transparency log (for prove, the witness, verify and the viewer): its objects
+//! read from the archive bucket through the read port (tiles, checkpoints, cosignatures).
+//! Checking them is `offline`'s, re-exported here. Must not know the table or KMS; the formats
+//! are `audit_model::tlog` and `audit_model::note`'s (docs/archive.md "The transparency log").
 
 use std::collections::BTreeSet;
 
-use audit_aws::s3::Bucket;
 use audit_model::note::{
     CHECKPOINTS_PREFIX, COSIGNATURES_PREFIX, NoteSignature, SignedNote, checkpoint_key,
     cosignatures_of, parse_checkpoint_key,
@@ -14,42 +12,37 @@ use audit_model::note::{
 use audit_model::tlog::{TileRef, Tiles};
 use futures::{StreamExt, TryStreamExt};
 
-pub use audit_proof::{
+pub use crate::offline::{
     CheckError, LogKey, Verdict, check_cosignature, check_proof, witness_key_arg,
 };
 
-use crate::TrailError;
-use crate::verify::s3::S3Archive;
+use crate::Error;
+use crate::archive::Archive;
 
 /// Tiles read at once.
 const TILE_CONCURRENCY: usize = 16;
 /// Keys per listing page.
 const LIST_PAGE: usize = 1000;
 
-/// The log's objects in the archive bucket, read.
-pub struct LogReader<'a, B> {
-    pub archive: &'a S3Archive<B>,
+/// The log's objects in the archive bucket, read (`archive`: the read port, `S3Archive` over S3
+/// or its twin).
+pub struct LogReader<'a, A> {
+    pub archive: &'a A,
 }
 
-impl<B: Bucket> LogReader<'_, B> {
-    pub(crate) async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, TrailError> {
-        Ok(self
-            .archive
-            .get(key)
-            .await
-            .map_err(|e| self.archive.error(&e))?
-            .map(|o| o.body.to_vec()))
+impl<A: Archive> LogReader<'_, A> {
+    pub(crate) async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, Error> {
+        self.archive.current(key).await
     }
 
-    async fn keys(&self, prefix: &str, after: Option<String>) -> Result<Vec<String>, TrailError> {
+    async fn keys(&self, prefix: &str, after: Option<String>) -> Result<Vec<String>, Error> {
         let mut all = Vec::new();
         let mut after = after;
         loop {
             let page = self
                 .archive
-                .list_keys(prefix, after.as_deref(), LIST_PAGE)
-                .await
-                .map_err(|e| self.archive.error(&e))?;
+                .keys(prefix, after.as_deref(), LIST_PAGE)
+                .await?;
             let full = page.len() == LIST_PAGE;
             after = page.last().cloned();
             all.extend(page);
@@ -61,9 +54,9 @@ impl<B: Bucket> LogReader<'_, B> {
 
     /// The tiles of the tree of `size` named, read at once; a tile that is not there is left
     /// out (the proof made from them then names it).
-    pub async fn tiles(&self, size: u64, tiles: BTreeSet<TileRef>) -> Result<Tiles, TrailError> {
+    pub async fn tiles(&self, size: u64, tiles: BTreeSet<TileRef>) -> Result<Tiles, Error> {
         let read: Vec<(TileRef, Option<Vec<u8>>)> = futures::stream::iter(tiles)
-            .map(|tile| async move { Ok::<_, TrailError>((tile, self.get(&tile.key()).await?)) })
+            .map(|tile| async move { Ok::<_, Error>((tile, self.get(&tile.key()).await?)) })
             .buffered(TILE_CONCURRENCY)
             .try_collect()
             .await?;
@@ -77,11 +70,14 @@ impl<B: Bucket> LogReader<'_, B> {
     }
 
     /// The checkpoint of the tree of `size`, as stored (the log's signature only).
-    pub async fn checkpoint(&self, size: u64) -> Result<Option<SignedNote>, TrailError> {
+    pub async fn checkpoint(&self, size: u64) -> Result<Option<SignedNote>, Error> {
         match self.stored_checkpoint(size).await? {
             None => Ok(None),
             Some(Ok(note)) => Ok(Some(note)),
-            Some(Err(why)) => Err(TrailError::Aws(format!("{}: {why}", checkpoint_key(size)))),
+            Some(Err(why)) => Err(Error::NotANote {
+                key: checkpoint_key(size),
+                why,
+            }),
         }
     }
 
@@ -90,7 +86,7 @@ impl<B: Bucket> LogReader<'_, B> {
     pub async fn stored_checkpoint(
         &self,
         size: u64,
-    ) -> Result<Option<Result<SignedNote, String>>, TrailError> {
+    ) -> Result<Option<Result<SignedNote, String>>, Error> {
         let Some(bytes) = self.get(&checkpoint_key(size)).await? else {
             return Ok(None);
         };
@@ -102,7 +98,7 @@ impl<B: Bucket> LogReader<'_, B> {
 
     /// The sizes of every checkpoint larger than `after` (all of them for `None`), smallest
     /// first.
-    pub async fn checkpoint_sizes(&self, after: Option<u64>) -> Result<Vec<u64>, TrailError> {
+    pub async fn checkpoint_sizes(&self, after: Option<u64>) -> Result<Vec<u64>, Error> {
         let keys = self
             .keys(CHECKPOINTS_PREFIX, after.map(checkpoint_key))
             .await?;
@@ -113,13 +109,13 @@ impl<B: Bucket> LogReader<'_, B> {
     }
 
     /// The newest checkpoint's size (after `after`, when given).
-    pub async fn newest_size(&self, after: Option<u64>) -> Result<Option<u64>, TrailError> {
+    pub async fn newest_size(&self, after: Option<u64>) -> Result<Option<u64>, Error> {
         Ok(self.checkpoint_sizes(after).await?.last().copied())
     }
 
     /// Every cosignature line stored for the checkpoint of `size` (by any witness; a line that
     /// does not parse is passed over: a verifier checks only the witnesses it knows).
-    pub async fn cosignatures(&self, size: u64) -> Result<Vec<NoteSignature>, TrailError> {
+    pub async fn cosignatures(&self, size: u64) -> Result<Vec<NoteSignature>, Error> {
         let mut lines = Vec::new();
         for key in self.keys(&cosignatures_of(size), None).await? {
             let Some(bytes) = self.get(&key).await? else {
@@ -137,7 +133,7 @@ impl<B: Bucket> LogReader<'_, B> {
     }
 
     /// The checkpoint of `size` with every stored cosignature added.
-    pub async fn cosigned_checkpoint(&self, size: u64) -> Result<Option<SignedNote>, TrailError> {
+    pub async fn cosigned_checkpoint(&self, size: u64) -> Result<Option<SignedNote>, Error> {
         let Some(mut note) = self.checkpoint(size).await? else {
             return Ok(None);
         };
@@ -148,7 +144,7 @@ impl<B: Bucket> LogReader<'_, B> {
     }
 
     /// The sizes that have at least one cosignature, after `after`, smallest first.
-    pub async fn cosigned_sizes(&self, after: Option<u64>) -> Result<Vec<u64>, TrailError> {
+    pub async fn cosigned_sizes(&self, after: Option<u64>) -> Result<Vec<u64>, Error> {
         let keys = self
             .keys(
                 COSIGNATURES_PREFIX,

@@ -19,7 +19,8 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use serde::{Deserialize, Serialize};
 
-use crate::TrailError;
+use crate::Error;
+use crate::archive::S3Archive;
 use crate::tlog::{LogKey, LogReader};
 
 /// How a private key file starts (the form of Go's `note.NewSigner`/`GenerateKey`).
@@ -226,7 +227,7 @@ pub enum WitnessError {
     #[error("REFUSED: {0}")]
     Refused(#[from] Refusal),
     #[error(transparent)]
-    Trail(#[from] TrailError),
+    Failed(#[from] Error),
 }
 
 /// One checkpoint cosigned by a run.
@@ -258,7 +259,7 @@ struct Accepted {
 /// every one held, cosigns them all at `now` (seconds since the epoch). Nothing is written when
 /// any is refused.
 pub async fn run<B: Bucket>(
-    reader: &LogReader<'_, B>,
+    reader: &LogReader<'_, S3Archive<B>>,
     log: &LogKey,
     signer: &WitnessSigner,
     state: Option<&WitnessState>,
@@ -270,7 +271,7 @@ pub async fn run<B: Bucket>(
         Some(state) => {
             let root = state
                 .root_hash()
-                .map_err(|e| TrailError::Aws(format!("the witness's state: {e}")))?;
+                .map_err(|e| Error::WitnessState(e.to_string()))?;
             let newer = check_accepted(reader, log, state, root).await?;
             (state.size, root, state.origin.clone(), newer)
         }
@@ -348,7 +349,7 @@ pub async fn run<B: Bucket>(
 /// missing checkpoint is never a GET (which a witness allowed to list only log/ could not tell
 /// from a refusal).
 async fn check_accepted<B: Bucket>(
-    reader: &LogReader<'_, B>,
+    reader: &LogReader<'_, S3Archive<B>>,
     log: &LogKey,
     state: &WitnessState,
     root: Hash,
@@ -393,22 +394,21 @@ async fn check_accepted<B: Bucket>(
 
 /// The checkpoint of `size`, its log signature checked.
 async fn signed<B: Bucket>(
-    reader: &LogReader<'_, B>,
+    reader: &LogReader<'_, S3Archive<B>>,
     log: &LogKey,
     size: u64,
 ) -> Result<Accepted, WitnessError> {
     let key = audit_model::note::checkpoint_key(size);
     let note = reader.checkpoint(size).await.map_err(|e| match e {
         // A note that does not parse (named by its key) is no checkpoint the log signed.
-        TrailError::Aws(why) if why.starts_with(&key) => {
-            WitnessError::Refused(Refusal::BadSignature { size, why })
-        }
+        error @ Error::NotANote { .. } => WitnessError::Refused(Refusal::BadSignature {
+            size,
+            why: error.to_string(),
+        }),
         other => other.into(),
     })?;
     let Some(note) = note else {
-        return Err(
-            TrailError::Aws(format!("{key} was listed but is not there: run again")).into(),
-        );
+        return Err(Error::Vanished { key }.into());
     };
     let checkpoint = log.checkpoint(&note).map_err(|why| Refusal::BadSignature {
         size,
@@ -430,7 +430,7 @@ async fn signed<B: Bucket>(
 /// RFC 9162 consistency of the accepted tree `(size, root)` with `new`, the proof made from the
 /// tiles of the tree of `new.size`.
 async fn consistent<B: Bucket>(
-    reader: &LogReader<'_, B>,
+    reader: &LogReader<'_, S3Archive<B>>,
     (old, old_root): (u64, Hash),
     new: &Checkpoint,
 ) -> Result<(), WitnessError> {
@@ -450,11 +450,11 @@ async fn consistent<B: Bucket>(
 /// Stores `line` as this witness's cosignature of the checkpoint of `size` (If-None-Match):
 /// true when one was already there.
 async fn store<B: Bucket>(
-    reader: &LogReader<'_, B>,
+    reader: &LogReader<'_, S3Archive<B>>,
     size: u64,
     line: &NoteSignature,
     signer: &WitnessSigner,
-) -> Result<bool, TrailError> {
+) -> Result<bool, Error> {
     let key = cosignature_key(size, signer.key.key_id());
     let body = line.line().into_bytes();
     let sha256 = audit_model::digest::sha256(&body);
@@ -472,12 +472,11 @@ async fn store<B: Bucket>(
     Ok(created == Created::AlreadyExists)
 }
 
-fn write_error(key: &str, error: &AwsError) -> TrailError {
+fn write_error(key: &str, error: &AwsError) -> Error {
+    let (key, error) = (key.to_owned(), error.clone());
     match error.kind {
-        ErrorKind::Denied => TrailError::Aws(format!(
-            "not allowed to write the cosignature {key}: {error}; the witness needs AuditWitnessPolicy (s3:PutObject on log/cosignatures/*), or in another account the bucket policy statement of docs/operations.md \"Witnesses\""
-        )),
-        _ => TrailError::Aws(format!("writing the cosignature {key}: {error}")),
+        ErrorKind::Denied => Error::CosignatureDenied { key, error },
+        _ => Error::Cosignature { key, error },
     }
 }
 

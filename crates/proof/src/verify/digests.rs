@@ -33,7 +33,7 @@ use futures::TryStreamExt;
 use super::key::TrustedKey;
 use super::ports::{Archive, Entry};
 use super::report::Problem;
-use crate::TrailError;
+use crate::Error;
 
 /// A digest as the bucket holds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,7 +73,7 @@ async fn loaded_from<A: Archive>(
     key: &str,
     alternate: u32,
     entries: &[Entry],
-) -> Result<Option<Loaded>, TrailError> {
+) -> Result<Option<Loaded>, Error> {
     let versions: Vec<&str> = entries
         .iter()
         .filter(|e| !e.delete_marker)
@@ -98,7 +98,7 @@ async fn loaded_from<A: Archive>(
 }
 
 /// The digest at `key`, when it has a version.
-pub async fn load<A: Archive>(archive: &A, key: &str) -> Result<Option<Loaded>, TrailError> {
+pub async fn load<A: Archive>(archive: &A, key: &str) -> Result<Option<Loaded>, Error> {
     let entries: Vec<_> = archive
         .versions(key.to_owned())
         .try_filter(|entry| std::future::ready(entry.key == key))
@@ -109,10 +109,7 @@ pub async fn load<A: Archive>(archive: &A, key: &str) -> Result<Option<Loaded>, 
 
 /// Every digest of `period` the bucket holds, at its name and its alternate names (one listing),
 /// in alternate order: the name first.
-pub async fn load_period<A: Archive>(
-    archive: &A,
-    period: Period,
-) -> Result<Vec<Loaded>, TrailError> {
+pub async fn load_period<A: Archive>(archive: &A, period: Period) -> Result<Vec<Loaded>, Error> {
     let key = digest_key(period);
     let stem = key.strip_suffix(DIGEST_SUFFIX).unwrap_or(&key).to_owned();
     let mut by_key: BTreeMap<u32, (String, Vec<Entry>)> = BTreeMap::new();
@@ -156,7 +153,7 @@ pub async fn chain_start<A: Archive>(
     key: &TrustedKey,
     bucket: &str,
     length: PeriodLength,
-) -> Result<Start, TrailError> {
+) -> Result<Start, Error> {
     let mut start = Start {
         first: None,
         problems: Vec::new(),
@@ -186,7 +183,7 @@ pub async fn chain_start<A: Archive>(
                 && digest.period_seconds != length.seconds()
                 && digest.bucket == bucket
             {
-                return Err(TrailError::PeriodMismatch {
+                return Err(Error::PeriodMismatch {
                     key: loaded.key,
                     found: digest.period_seconds,
                     given: length.seconds(),
@@ -450,7 +447,7 @@ pub async fn check_newer<A: Archive>(
     archive: &A,
     loaded: &Loaded,
     key: &TrustedKey,
-) -> Result<Vec<Problem>, TrailError> {
+) -> Result<Vec<Problem>, Error> {
     let mut problems = Vec::new();
     for version in &loaded.newer {
         let Some(fetched) = archive.get(&loaded.key, version).await? else {

@@ -27,8 +27,8 @@ use futures::StreamExt;
 use futures::stream::BoxStream;
 
 use super::ports::{KeySource, PublicKeyInfo, Table, TableItem};
-use super::s3::S3Archive;
-use crate::TrailError;
+use crate::Error;
+use crate::archive::S3Archive;
 use audit_model::range::TimeRange;
 
 /// The archive in memory: `audit_aws::s3`'s versioned twin, read through the same port
@@ -47,7 +47,7 @@ impl Default for MemoryArchive {
 pub type TestKey = MemoryKey;
 
 impl KeySource for MemoryKey {
-    async fn public_key(&self) -> Result<PublicKeyInfo, TrailError> {
+    async fn public_key(&self) -> Result<PublicKeyInfo, Error> {
         Ok(MemoryKey::public_key(self))
     }
 }
@@ -83,7 +83,7 @@ impl MemoryTable {
 }
 
 impl Table for MemoryTable {
-    fn items(&self, range: &TimeRange) -> BoxStream<'static, Result<TableItem, TrailError>> {
+    fn items(&self, range: &TimeRange) -> BoxStream<'static, Result<TableItem, Error>> {
         let mut items: Vec<TableItem> = self
             .items
             .lock()
@@ -96,7 +96,7 @@ impl Table for MemoryTable {
         futures::stream::iter(items.into_iter().map(Ok)).boxed()
     }
 
-    async fn get(&self, keys: Vec<(String, String)>) -> Result<Vec<TableItem>, TrailError> {
+    async fn get(&self, keys: Vec<(String, String)>) -> Result<Vec<TableItem>, Error> {
         assert!(keys.len() <= 100, "BatchGetItem takes at most 100 keys");
         let unique: std::collections::BTreeSet<_> = keys.iter().collect();
         assert_eq!(unique.len(), keys.len(), "BatchGetItem refuses a key twice");

@@ -17,7 +17,7 @@ use bytes::Bytes;
 use chrono::DateTime;
 
 use super::*;
-use crate::verify::s3::S3Archive;
+use crate::archive::S3Archive;
 
 const BUCKET: &str = "archive";
 const SECONDS: u32 = 60;
@@ -71,7 +71,7 @@ impl Log {
         self.archive.inner()
     }
 
-    fn reader(&self) -> LogReader<'_, Counted<MemoryBucket>> {
+    fn reader(&self) -> LogReader<'_, S3Archive<Counted<MemoryBucket>>> {
         LogReader {
             archive: &self.archive,
         }
@@ -233,9 +233,9 @@ impl Log {
     }
 }
 
-fn prove_error(result: Result<impl std::fmt::Debug, TrailError>) -> ProveError {
+fn prove_error(result: Result<impl std::fmt::Debug, Error>) -> ProveError {
     match result {
-        Err(TrailError::Prove(error)) => error,
+        Err(Error::Prove(error)) => error,
         other => panic!("not a prove error: {other:?}"),
     }
 }

@@ -28,7 +28,8 @@ use audit_model::tlog::{
 use chrono::{DateTime, SecondsFormat};
 use serde::Serialize;
 
-use crate::TrailError;
+use crate::Error;
+use crate::archive::Archive;
 use crate::tlog::{LogKey, LogReader, check_proof};
 use crate::verify::SEAL_GRACE_SECONDS;
 
@@ -302,9 +303,9 @@ fn gunzip(bytes: &[u8]) -> std::io::Result<Vec<u8>> {
     Ok(text)
 }
 
-impl<B: Bucket> LogReader<'_, B> {
+impl<A: Archive> LogReader<'_, A> {
     /// The rows of `period`'s index, or `None` when it has none.
-    pub async fn index(&self, period: Period) -> Result<Option<Vec<IndexRow>>, TrailError> {
+    pub async fn index(&self, period: Period) -> Result<Option<Vec<IndexRow>>, Error> {
         let key = index_key(period);
         let Some(bytes) = self.get(&key).await? else {
             return Ok(None);
@@ -337,20 +338,19 @@ impl<B: Bucket> LogReader<'_, B> {
         period: Period,
         message_id: &str,
         now: i64,
-    ) -> Result<Unindexed, TrailError> {
+    ) -> Result<Unindexed, Error> {
         let name = digest_key(period);
         let stem = name.strip_suffix(DIGEST_SUFFIX).unwrap_or(&name);
         // One listing: the period's digest (at its name or an alternate: they sort right after
         // the stem) and the digest keys after it.
         let keys = self
             .archive
-            .list_keys(
+            .keys(
                 DIGEST_PREFIX,
                 Some(stem),
                 1 + 1 + MAX_DIGEST_ALTERNATES as usize,
             )
-            .await
-            .map_err(|e| self.archive.error(&e))?;
+            .await?;
         let of = |k: &String| parse_any_digest_key(k, period.length).map(|(p, _)| p);
         let mut digests = Vec::new();
         for key in keys.iter().filter(|k| of(k) == Some(period)) {
@@ -413,7 +413,7 @@ impl<B: Bucket> LogReader<'_, B> {
 
     /// Looks for the event's row in the index of each period from `wanted.first` to
     /// `wanted.last`, in order; stops at the first period not sealed yet.
-    pub async fn locate(&self, wanted: &Wanted, now: i64) -> Result<Found, TrailError> {
+    pub async fn locate(&self, wanted: &Wanted, now: i64) -> Result<Found, Error> {
         let mut period = wanted.first;
         let mut searched = 0u32;
         let mut before_log = 0u32;
@@ -473,7 +473,7 @@ impl<B: Bucket> LogReader<'_, B> {
         size: u64,
         key: &LogKey,
         origin: &str,
-    ) -> Result<(SignedNote, Checkpoint), TrailError> {
+    ) -> Result<(SignedNote, Checkpoint), Error> {
         let Some(note) = self.cosigned_checkpoint(size).await? else {
             return Err(ProveError::NoCheckpointOf {
                 size,
@@ -502,7 +502,7 @@ impl<B: Bucket> LogReader<'_, B> {
 
     /// The tree size to prove leaf `leaf` in: `given`, else the largest with a witness's
     /// cosignature, else the newest checkpoint.
-    pub async fn proof_size(&self, leaf: u64, given: Option<u64>) -> Result<u64, TrailError> {
+    pub async fn proof_size(&self, leaf: u64, given: Option<u64>) -> Result<u64, Error> {
         if let Some(size) = given {
             if size <= leaf {
                 return Err(ProveError::TooSmall { size, leaf }.into());
@@ -532,7 +532,7 @@ impl<B: Bucket> LogReader<'_, B> {
         key: &LogKey,
         origin: &str,
         tree_size: Option<u64>,
-    ) -> Result<Proof, TrailError> {
+    ) -> Result<Proof, Error> {
         let row = &found.row;
         let broken = |what: String| ProveError::Broken {
             what,
@@ -608,7 +608,7 @@ impl<B: Bucket> LogReader<'_, B> {
         new: Option<u64>,
         key: &LogKey,
         origin: &str,
-    ) -> Result<Consistency, TrailError> {
+    ) -> Result<Consistency, Error> {
         let new = match new {
             Some(new) => new,
             None => self

@@ -23,7 +23,7 @@ use serde_json::{Map, Value};
 use super::CLOCK_SKEW_SECONDS;
 use super::ports::{Table, TableItem};
 use super::report::{Problem, TableSummary};
-use crate::TrailError;
+use crate::Error;
 use audit_model::range::TimeRange;
 
 /// DynamoDB's most keys in one BatchGetItem.
@@ -192,10 +192,7 @@ impl<'a, T: Table> TableCheck<'a, T> {
 
     /// Archived trail events of the range's periods: remembered, and looked up in the table a
     /// batch at a time. The problems of each full batch are returned.
-    pub async fn archived(
-        &mut self,
-        events: Vec<ArchivedEvent>,
-    ) -> Result<Vec<Problem>, TrailError> {
+    pub async fn archived(&mut self, events: Vec<ArchivedEvent>) -> Result<Vec<Problem>, Error> {
         let mut problems = Vec::new();
         for event in events {
             self.note(&event);
@@ -229,7 +226,7 @@ impl<'a, T: Table> TableCheck<'a, T> {
     }
 
     /// Looks up the batch of events waiting.
-    pub async fn flush(&mut self) -> Result<Vec<Problem>, TrailError> {
+    pub async fn flush(&mut self) -> Result<Vec<Problem>, Error> {
         if self.batch.is_empty() {
             return Ok(Vec::new());
         }
@@ -290,7 +287,7 @@ impl<'a, T: Table> TableCheck<'a, T> {
         window: Window,
         lag: i64,
         late: i64,
-    ) -> Result<(Vec<Pending>, Unsealed), TrailError> {
+    ) -> Result<(Vec<Pending>, Unsealed), Error> {
         let mut pending = Vec::new();
         let mut unsealed = Unsealed {
             periods: BTreeMap::new(),

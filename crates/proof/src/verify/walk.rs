@@ -32,7 +32,7 @@ use super::report::{Observer, Problem, Summary};
 use super::seen::{Lookup, Seen};
 use super::table::{ArchivedEvent, TableCheck, Window};
 use super::{LATE_ARCHIVE_SECONDS, Settings};
-use crate::TrailError;
+use crate::Error;
 
 /// Checks the archive (and with `table` the table) over `settings.range`, telling `observer` of
 /// each problem as it is found; returns what was checked.
@@ -42,7 +42,7 @@ pub async fn verify<A: Archive, T: Table, O: Observer>(
     table: Option<&T>,
     settings: &Settings,
     observer: &mut O,
-) -> Result<Summary, TrailError> {
+) -> Result<Summary, Error> {
     verify_with_witnesses(archive, key, table, settings, Vec::new(), observer).await
 }
 
@@ -55,7 +55,7 @@ pub async fn verify_with_witnesses<A: Archive, T: Table, O: Observer>(
     settings: &Settings,
     witnesses: Vec<WitnessKey>,
     observer: &mut O,
-) -> Result<Summary, TrailError> {
+) -> Result<Summary, Error> {
     let mut walk = Walk {
         archive,
         key,
@@ -143,21 +143,21 @@ fn report<O: Observer>(
     summary: &mut Summary,
     observer: &mut O,
     problem: Problem,
-) -> Result<(), TrailError> {
+) -> Result<(), Error> {
     summary.count(problem.kind);
     observer.problem(&problem)
 }
 
 impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
-    fn report(&mut self, problem: Problem) -> Result<(), TrailError> {
+    fn report(&mut self, problem: Problem) -> Result<(), Error> {
         report(&mut self.summary, self.observer, problem)
     }
 
-    fn report_all(&mut self, problems: Vec<Problem>) -> Result<(), TrailError> {
+    fn report_all(&mut self, problems: Vec<Problem>) -> Result<(), Error> {
         problems.into_iter().try_for_each(|p| self.report(p))
     }
 
-    async fn run(&mut self) -> Result<(), TrailError> {
+    async fn run(&mut self) -> Result<(), Error> {
         let Some((from, to)) = self.settings.range.bounds() else {
             return Ok(()); // no millisecond between the bounds: nothing to check
         };
@@ -219,7 +219,7 @@ impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
     /// Where the chain starts, and from which digest the range's chain is trusted, and why (the
     /// summary's `chain` line): the chain's first digest when the range reaches back to it, else
     /// the range's first period, linked to the digest before the range.
-    async fn chain_start(&mut self, first: Period, last: Period) -> Result<(), TrailError> {
+    async fn chain_start(&mut self, first: Period, last: Period) -> Result<(), Error> {
         let length = self.settings.length;
         // Read first, once: a reader that may not read it learns so at once, not only on the
         // day the chain's start has expired.
@@ -298,7 +298,7 @@ impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
         &mut self,
         first: &Loaded,
         predecessor: &str,
-    ) -> Result<String, TrailError> {
+    ) -> Result<String, Error> {
         let length = self.settings.length;
         let Some((gone, _)) = audit_model::digest::parse_any_digest_key(predecessor, length) else {
             // Its link names no digest of the period before: the walk reports the link.
@@ -343,7 +343,7 @@ impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
     /// The objects of sealed periods that their digest does not list: explained by a `late` list
     /// of a digest read, or of a later digest (read on after the range, until every one is
     /// explained or the newest period); the rest are `object not in digest`.
-    async fn settle_unlisted(&mut self, last: Period) -> Result<(), TrailError> {
+    async fn settle_unlisted(&mut self, last: Period) -> Result<(), Error> {
         let now = self.settings.now.timestamp();
         let mut period = last.next();
         loop {
@@ -400,7 +400,7 @@ impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
     }
 
     /// One period: its digest, then its objects.
-    async fn period(&mut self, period: Period, entries: Vec<Entry>) -> Result<(), TrailError> {
+    async fn period(&mut self, period: Period, entries: Vec<Entry>) -> Result<(), Error> {
         self.summary.periods += 1;
         let mut groups: Groups = BTreeMap::new();
         for entry in entries {
@@ -599,7 +599,7 @@ impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
         digest_key: &str,
         signed: bool,
         groups: Groups,
-    ) -> Result<(), TrailError> {
+    ) -> Result<(), Error> {
         let listed: BTreeMap<&str, _> =
             digest.objects.iter().map(|o| (o.key.as_str(), o)).collect();
         let unattested: HashSet<(&str, &str)> = digest
@@ -688,7 +688,7 @@ impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
 
         let keep_trail = self.table.is_some();
         let archive = self.archive;
-        let reader = archive.log();
+        let reader = crate::tlog::LogReader { archive };
         // The period's leaves, appended in the digest's order as its objects are read.
         let mut leaves = if signed {
             let (leaves, problems) = self.log.start(&reader, digest, digest_key).await?;
@@ -800,7 +800,7 @@ impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
     /// (the last period's signed digest read once more here; its tree size is the log's size
     /// then, this digest's less its events the size before). Without a tree (digests sealed
     /// before the log) or a signed last digest, it grows as records come.
-    async fn size_seen(&mut self, period: Period, digest: &Digest) -> Result<(), TrailError> {
+    async fn size_seen(&mut self, period: Period, digest: &Digest) -> Result<(), Error> {
         let Some(last) = self.last.take() else {
             return Ok(());
         };
@@ -838,7 +838,7 @@ impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
         object: &str,
         version_id: &str,
         keys: Vec<content::LineKey>,
-    ) -> Result<HashSet<usize>, TrailError> {
+    ) -> Result<HashSet<usize>, Error> {
         let index = u32::try_from(self.seen_objects.len()).unwrap_or(u32::MAX);
         self.seen_objects
             .push((Arc::from(object), Box::from(version_id)));
@@ -900,7 +900,7 @@ impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
     /// Whether the sealed object `first` (read earlier in the walk) holds a record of exact key
     /// `key`: its version read again, its keys kept for the next questions. A version gone since
     /// is `object missing`, and holds nothing (none of its records can be compared any more).
-    async fn holds(&mut self, first: u32, key: u128) -> Result<bool, TrailError> {
+    async fn holds(&mut self, first: u32, key: u128) -> Result<bool, Error> {
         if !self.reread.contains_key(&first) {
             let Some((object, version_id)) = self.seen_objects.get(first as usize).cloned() else {
                 return Ok(false);
@@ -938,7 +938,7 @@ impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
         object: &str,
         content: &Content,
         twice: &HashSet<usize>,
-    ) -> Result<(), TrailError> {
+    ) -> Result<(), Error> {
         let mut keyed = 0usize;
         for line in &content.kept {
             let Some(problem) = tamper_problem(object, line) else {
@@ -956,7 +956,7 @@ impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
     /// The current objects of a period no digest covers (not sealed yet, or its digest missing):
     /// not checked against a digest, but its tamper records are `item modified` all the same, and
     /// with `--table` its trail events are archived events.
-    async fn current_events(&mut self, groups: &Groups) -> Result<(), TrailError> {
+    async fn current_events(&mut self, groups: &Groups) -> Result<(), Error> {
         for (key, group) in groups {
             let Some(current) = group.iter().find(|e| e.latest && !e.delete_marker) else {
                 continue;
@@ -978,7 +978,7 @@ impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
         self.flush_table().await
     }
 
-    async fn compare_events(&mut self, key: &str, content: Content) -> Result<(), TrailError> {
+    async fn compare_events(&mut self, key: &str, content: Content) -> Result<(), Error> {
         let Some(table) = self.table.as_mut() else {
             return Ok(());
         };
@@ -992,7 +992,7 @@ impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
         self.report_all(problems)
     }
 
-    async fn flush_table(&mut self) -> Result<(), TrailError> {
+    async fn flush_table(&mut self) -> Result<(), Error> {
         let Some(table) = self.table.as_mut() else {
             return Ok(());
         };
@@ -1006,7 +1006,7 @@ impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
         &mut self,
         period: Period,
         wanted: Option<&HashSet<u128>>,
-    ) -> Result<(), TrailError> {
+    ) -> Result<(), Error> {
         let prefixes = object_prefixes(period)
             .into_iter()
             .filter(|p| p.starts_with(ObjectKind::Trail.prefix()));
@@ -1054,7 +1054,7 @@ impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
         first: Period,
         last: Period,
         to: DateTime<Utc>,
-    ) -> Result<(), TrailError> {
+    ) -> Result<(), Error> {
         let length = self.settings.length;
         let step = i64::from(length.seconds());
         let lag = self.settings.lag_seconds;
@@ -1136,7 +1136,7 @@ async fn read_version<A: Archive>(
     keep: bool,
     keyed: Option<ObjectKind>,
     leaves: bool,
-) -> Result<Option<Content>, TrailError> {
+) -> Result<Option<Content>, Error> {
     match archive.get(key, version_id).await? {
         Some(fetched) => content::read(fetched, keep, keyed, leaves).await.map(Some),
         None => Ok(None),

@@ -1,7 +1,8 @@
-//! Owns `auditctl verify`: the proof that the archive (and with `--table` the table) still says
-//! what the signed, chained digests say (docs/auditctl.md "Proving the trail unchanged: verify").
-//! Must not know the SDK: the archive, the digest key and the table are ports (`ports`) with
-//! adapters (`s3`, `kms`, `dynamo`) and, for the tests, in-memory twins (`memory`).
+//! Owns verify: the proof that the archive (and, given a table, the table) still says what the
+//! signed, chained digests say (docs/auditctl.md "Proving the trail unchanged: verify"). Must not
+//! know the SDK, flags or words for people: the archive (`crate::archive`), the digest key and
+//! the table are ports (`ports`) with adapters (`kms` here; the table's is the caller's) and,
+//! for the tests, in-memory twins (`memory`).
 //!
 //! The flow: `walk` goes through the range's periods in order; for each, `digests` loads and
 //! checks the period's digest (versions, signature with `key`, fields, link to the previous
@@ -14,19 +15,17 @@
 
 pub mod content;
 pub mod digests;
-pub mod dynamo;
 pub mod key;
 pub mod kms;
 pub mod log;
 pub mod ports;
 pub mod report;
-pub mod s3;
 pub mod seen;
 pub mod table;
 pub mod walk;
 
-#[cfg(test)]
-pub(crate) mod memory;
+#[cfg(any(test, feature = "test-support"))]
+pub mod memory;
 #[cfg(test)]
 mod tests;
 

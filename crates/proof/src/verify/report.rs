@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use audit_model::archive::Period;
 use audit_model::digest::ProblemKind;
 
-use crate::TrailError;
+use crate::Error;
 
 /// One thing that does not hold.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,14 +42,14 @@ impl fmt::Display for Problem {
 /// Hears what `verify` finds, as it finds it.
 pub trait Observer {
     /// A problem, to print now.
-    fn problem(&mut self, problem: &Problem) -> Result<(), TrailError>;
+    fn problem(&mut self, problem: &Problem) -> Result<(), Error>;
     /// A period was checked (for a progress line).
     fn progress(&mut self, _summary: &Summary, _period: Period, _of: u64) {}
 }
 
 /// Collects problems (tests).
 impl Observer for Vec<Problem> {
-    fn problem(&mut self, problem: &Problem) -> Result<(), TrailError> {
+    fn problem(&mut self, problem: &Problem) -> Result<(), Error> {
         self.push(problem.clone());
         Ok(())
     }
@@ -102,7 +102,7 @@ impl<W: Write> Console<W> {
 }
 
 impl<W: Write> Observer for Console<W> {
-    fn problem(&mut self, problem: &Problem) -> Result<(), TrailError> {
+    fn problem(&mut self, problem: &Problem) -> Result<(), Error> {
         self.clear();
         writeln!(self.out, "{problem}")?;
         self.out.flush()?;

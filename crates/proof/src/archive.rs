@@ -1,18 +1,72 @@
-//! Owns the archive port over `audit_aws::s3`: its S3 adapter and its in-memory twin read the
-//! archive (versions page by page, one version streamed) through one implementation, which maps
-//! their errors to ones that name the fix. Must not know the archive's layout or what is checked.
+//! Owns the one read port over the archive bucket (`Archive`) and its one implementation over
+//! `audit_aws::s3::Bucket`, through which S3 and its in-memory twin are read alike (versions page
+//! by page, one version streamed, current objects, keys), their failures as typed `Error`s. Must
+//! not know the archive's layout, the transparency log or what is checked.
 
+use std::collections::BTreeMap;
+use std::future::Future;
 use std::ops::Deref;
 use std::sync::{Arc, Mutex};
 
 use audit_aws::error::{AwsError, ErrorKind};
 use audit_aws::s3::Bucket;
+use bytes::Bytes;
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 
-use super::ports::{Archive, Entry, Fetched};
-use crate::TrailError;
-use crate::tlog::LogReader;
+use crate::Error;
+
+/// One entry of a version listing: a version of a key, or a delete marker (`audit_aws::s3`'s).
+pub use audit_aws::s3::VersionEntry as Entry;
+
+/// One version read: its user metadata (names in lower case, without `x-amz-meta-`) and its
+/// bytes, streamed as they arrive.
+pub struct Fetched {
+    pub metadata: BTreeMap<String, String>,
+    pub body: BoxStream<'static, Result<Bytes, Error>>,
+}
+
+impl Fetched {
+    /// The whole body (for a digest: small).
+    pub async fn bytes(self) -> Result<Vec<u8>, Error> {
+        self.body
+            .try_fold(Vec::new(), |mut all, chunk| async move {
+                all.extend_from_slice(&chunk);
+                Ok(all)
+            })
+            .await
+    }
+}
+
+/// The archive bucket, read: verify's, prove's, the witness's and the viewer's one port.
+pub trait Archive: Send + Sync {
+    /// Every version and delete marker whose key starts with `prefix`, in S3's order (keys in
+    /// order, each key's versions and delete markers newest first), page by page.
+    fn versions(&self, prefix: String) -> BoxStream<'_, Result<Entry, Error>>;
+
+    /// The bucket's default Object Lock retention in days (a year counted as 366), `None`
+    /// when it has none: how long a digest is kept for certain.
+    fn default_retention_days(&self) -> impl Future<Output = Result<Option<u32>, Error>> + Send;
+
+    /// One version, or `None` when the key has no such version.
+    fn get(
+        &self,
+        key: &str,
+        version_id: &str,
+    ) -> impl Future<Output = Result<Option<Fetched>, Error>> + Send;
+
+    /// The current version's bytes of `key`, or `None` when it has none (the transparency log's
+    /// objects are read so).
+    fn current(&self, key: &str) -> impl Future<Output = Result<Option<Vec<u8>>, Error>> + Send;
+
+    /// At most `max` keys that start with `prefix`, after `after`, in order.
+    fn keys(
+        &self,
+        prefix: &str,
+        after: Option<&str>,
+        max: usize,
+    ) -> impl Future<Output = Result<Vec<String>, Error>> + Send;
+}
 
 /// The archive bucket, read: S3's (`audit_aws::s3::S3Bucket`) or its twin.
 #[derive(Debug, Clone)]
@@ -71,19 +125,27 @@ impl<B> S3Archive<B> {
         }
     }
 
-    /// A failed read in words that name the fix, by the one classification (a missing key or
-    /// version never gets here: the adapter answers those as no object).
-    pub(crate) fn error(&self, error: &AwsError) -> TrailError {
+    /// The bucket's name, as digests name it.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// A failed read, by the one classification (a missing key or version never gets here: the
+    /// adapter answers those as no object).
+    pub fn error(&self, error: &AwsError) -> Error {
         match error.kind {
-            ErrorKind::NotFound => TrailError::BucketNotFound {
+            ErrorKind::NotFound => Error::BucketNotFound {
                 bucket: self.name.clone(),
                 at: self.location.clone(),
             },
-            ErrorKind::Denied => TrailError::Aws(format!(
-                "not allowed to read the archive bucket {}: {error}; attach AuditReaderPolicy (s3:ListBucketVersions, s3:GetObjectVersion on the archive)",
-                self.name
-            )),
-            _ => TrailError::Aws(format!("reading the archive bucket {}: {error}", self.name)),
+            ErrorKind::Denied => Error::BucketDenied {
+                bucket: self.name.clone(),
+                error: error.clone(),
+            },
+            _ => Error::Bucket {
+                bucket: self.name.clone(),
+                error: error.clone(),
+            },
         }
     }
 }
@@ -98,20 +160,14 @@ impl<B> Deref for S3Archive<B> {
 }
 
 impl<B: Bucket> Archive for S3Archive<B> {
-    type Bucket = B;
-
-    fn log(&self) -> LogReader<'_, B> {
-        LogReader { archive: self }
-    }
-
-    fn versions(&self, prefix: String) -> BoxStream<'_, Result<Entry, TrailError>> {
+    fn versions(&self, prefix: String) -> BoxStream<'_, Result<Entry, Error>> {
         self.bucket
             .versions(prefix)
             .map_err(|e| self.error(&e))
             .boxed()
     }
 
-    async fn default_retention_days(&self) -> Result<Option<u32>, TrailError> {
+    async fn default_retention_days(&self) -> Result<Option<u32>, Error> {
         let client = match &self.lock {
             Lock::Fixed(fixed) => return Ok(*fixed.lock().unwrap_or_else(|e| e.into_inner())),
             Lock::S3(client) => client,
@@ -130,10 +186,10 @@ impl<B: Bucket> Archive for S3Archive<B> {
                     return Ok(None);
                 }
                 return Err(match error.kind {
-                    ErrorKind::Denied => TrailError::Aws(format!(
-                        "not allowed to read the Object Lock configuration of the archive bucket {}: {error}; attach AuditReaderPolicy (s3:GetBucketObjectLockConfiguration on the archive)",
-                        self.name
-                    )),
+                    ErrorKind::Denied => Error::LockDenied {
+                        bucket: self.name.clone(),
+                        error,
+                    },
                     _ => self.error(&error),
                 });
             }
@@ -149,7 +205,7 @@ impl<B: Bucket> Archive for S3Archive<B> {
         }))
     }
 
-    async fn get(&self, key: &str, version_id: &str) -> Result<Option<Fetched>, TrailError> {
+    async fn get(&self, key: &str, version_id: &str) -> Result<Option<Fetched>, Error> {
         let Some(object) = self
             .bucket
             .stream_version(key, version_id)
@@ -161,11 +217,35 @@ impl<B: Bucket> Archive for S3Archive<B> {
         let place = format!("s3://{}/{key}", self.name);
         let body = object
             .body
-            .map_err(move |e| TrailError::Aws(format!("reading {place}: {e}")))
+            .map_err(move |error| Error::Body {
+                place: place.clone(),
+                error,
+            })
             .boxed();
         Ok(Some(Fetched {
             metadata: object.metadata,
             body,
         }))
+    }
+
+    async fn current(&self, key: &str) -> Result<Option<Vec<u8>>, Error> {
+        Ok(self
+            .bucket
+            .get(key)
+            .await
+            .map_err(|e| self.error(&e))?
+            .map(|o| o.body.to_vec()))
+    }
+
+    async fn keys(
+        &self,
+        prefix: &str,
+        after: Option<&str>,
+        max: usize,
+    ) -> Result<Vec<String>, Error> {
+        self.bucket
+            .list_keys(prefix, after, max)
+            .await
+            .map_err(|e| self.error(&e))
     }
 }
