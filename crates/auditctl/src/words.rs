@@ -136,6 +136,35 @@ impl From<audit_proof::Error> for TrailError {
     }
 }
 
+/// The viewer's errors in the commands' words: its pages show them as the commands print them.
+impl From<audit_viewer::Error> for TrailError {
+    fn from(error: audit_viewer::Error) -> Self {
+        use audit_viewer::Error;
+        match error {
+            Error::Trail(error) => error.into(),
+            Error::Access(error) => error.into(),
+            Error::Tags(error) => error.into(),
+            Error::Proof(error) => error.into(),
+            Error::NoKey => Self::NotSet {
+                var: "DIGEST_KEY_ID",
+                flag: "--key-id",
+                output: "AuditDigestKeyArn",
+            },
+            Error::Listen { address, error } => Self::Aws(format!(
+                "cannot listen on {address}: {error}; choose another --port, or leave it out for a free one"
+            )),
+            error @ (Error::Listing { .. } | Error::VerifyStopped(_) | Error::NoRandom(_)) => {
+                Self::Aws(error.to_string())
+            }
+        }
+    }
+}
+
+/// How the viewer's pages word its errors: as the commands do (`Viewer::with_words`).
+pub fn viewer_words(error: audit_viewer::Error) -> String {
+    TrailError::from(error).to_string()
+}
+
 /// The trail library's errors in today's words: where a flag or a variable fixes it, it is named.
 impl From<audit_trail::Error> for TrailError {
     fn from(error: audit_trail::Error) -> Self {

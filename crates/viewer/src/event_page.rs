@@ -26,13 +26,16 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
                     let message = format!(
                         "an event's page takes one parameter, id (its messageId): '{name}' is not it"
                     );
-                    return Failed::bad(message).page("Bad request", None);
+                    return Failed::bad(message).page(self.words, "Bad request", None);
                 }
             }
         }
         let Some(id) = id else {
-            return Failed::bad("an event's page needs id, its messageId".into())
-                .page("Bad request", None);
+            return Failed::bad("an event's page needs id, its messageId".into()).page(
+                self.words,
+                "Bad request",
+                None,
+            );
         };
         let mut arguments = Map::new();
         arguments.insert("messageId".into(), Value::String(id.clone()));
@@ -59,7 +62,7 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
                     },
                 ),
             ),
-            Err(failed) => failed.page("Event", Some(&format!("/event?{query}"))),
+            Err(failed) => failed.page(self.words, "Event", Some(&format!("/event?{query}"))),
         }
     }
 

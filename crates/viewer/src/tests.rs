@@ -7,7 +7,6 @@ use http::header::{COOKIE, HOST, LOCATION, SET_COOKIE};
 use serde_json::Map;
 
 use super::*;
-use crate::TrailError;
 use audit_trail::access::{AccessError, AccessEvent, Caller};
 use audit_trail::stack::StackTags;
 
@@ -288,7 +287,7 @@ async fn each_read_records_its_access_event_first_with_what_it_asked_for() {
 
 mod health_checks {
     use super::*;
-    use crate::ui::archive::KeyFetch;
+    use crate::archive::KeyFetch;
     use audit_aws::s3::MemoryBucket;
     use audit_model::archive::{ObjectKind, Period, PeriodLength};
     use audit_model::digest::{TreeHead, digest_key};
@@ -326,6 +325,7 @@ mod health_checks {
             session: plain.session,
             dead_letters: None,
             archive: None,
+            words: own_words,
         }
         .with_archive(archive::Archive {
             bucket: MemoryArchive::default(),
@@ -516,9 +516,13 @@ mod health_checks {
         // The key's public key cannot be had: verify does not finish, the page says why.
         let fetch: KeyFetch = Arc::new(|| {
             Box::pin(async {
-                Err(TrailError::Aws(
-                    "reading the public key of the digest key k: throttled".into(),
-                ))
+                Err(audit_proof::Error::Key {
+                    key: "k".into(),
+                    error: audit_aws::AwsError::without_answer(
+                        audit_aws::ErrorKind::Throttled,
+                        "throttled",
+                    ),
+                })
             })
         });
         let mut viewer = viewer;
@@ -679,7 +683,7 @@ mod health_checks {
     /// and "no proof yet" for an event no index names; nothing without the digest key.
     #[tokio::test]
     async fn an_events_proof_is_checked_in_the_page_and_a_changed_line_is_not_proven() {
-        use crate::ui::checks::{ProofVerdict, proof_verdict};
+        use crate::checks::{ProofVerdict, proof_verdict};
         use audit_model::note::{IndexRow, index_key};
         use audit_model::tlog::TreeEdge;
         use audit_proof::verify::memory::{gzip_lines, seal_logged};

@@ -1,15 +1,16 @@
-//! Owns `auditctl ui`'s router and server: which route answers a request (search, further pages,
-//! the chart, the embedded assets here; an event, exports, health and dead letters in their own
-//! modules), each read recorded as an access event before it reads (the same reader and recorder
-//! as every command), served on a loopback listener until told to stop. Must not know the command
-//! line (commands/ui.rs), how the table is read, a page's markup (page.rs) or the headers every
-//! answer carries (response.rs).
+//! Owns `auditctl ui` as a library (docs/architecture.md "The viewer"): the `Viewer`, which route
+//! answers a request (search, further pages, the chart, the embedded assets here; an event,
+//! exports, health and dead letters in their own modules), each read recorded as an access event
+//! before it reads (the same reader and recorder as every command), served on a loopback listener
+//! until told to stop. Must not know the command line or its words (auditctl words `Error`
+//! through `Words`), how the table is read, a page's markup (page.rs) or the headers (response.rs).
 
 pub mod archive;
 pub mod chart;
 pub mod checks;
 pub mod dead_letter_page;
 pub mod dead_letters;
+mod error;
 mod event_page;
 mod export;
 pub mod health;
@@ -21,6 +22,7 @@ pub mod session;
 
 use std::convert::Infallible;
 use std::future::Future;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -40,6 +42,7 @@ use audit_trail::item::TrailItem;
 use audit_trail::merge::Order;
 use audit_trail::output::Format;
 use audit_trail::query::QueryOptions;
+pub use error::{Error, Words, own_words};
 pub use response::Body;
 use response::Failed;
 use search::{Cursor, Search};
@@ -88,6 +91,8 @@ pub struct Viewer<L, B = audit_aws::s3::S3Bucket> {
     access: Recorder<L>,
     session: Session,
     dead_letters: Option<DeadLetters>,
+    /// How the pages word an error (the command line's words).
+    words: Words,
     archive: Option<Arc<archive::Archive<B>>>,
 }
 
@@ -123,7 +128,14 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
             session,
             dead_letters: None,
             archive: None,
+            words: own_words,
         }
+    }
+
+    /// With `words` for the errors the pages show (the command line's).
+    pub fn with_words(mut self, words: Words) -> Self {
+        self.words = words;
+        self
     }
 
     /// With the archive's health and each event's period seal, from `archive`'s digests.
@@ -199,11 +211,12 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
             Ok(search) => search,
             Err(error) => {
                 let failed = Failed::from(error);
+                let status = failed.status;
                 let main = html! {
-                    (page::problem(failed.status.as_u16(), &failed.message, None))
+                    (page::problem(status.as_u16(), &failed.message(self.words), None))
                     (page::search_form(&page::sent_values(query)))
                 };
-                return response::page(failed.status, page::layout("Bad search", main));
+                return response::page(status, page::layout("Bad search", main));
             }
         };
         let form = page::search_form(&page::form_values(&search));
@@ -220,14 +233,15 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
                 ),
             ),
             Err(failed) => {
+                let status = failed.status;
                 let retry = failed.retry.then(|| format!("/?{query}"));
                 response::page(
-                    failed.status,
+                    status,
                     page::layout(
                         "Search failed",
                         html! {
                             (form)
-                            (page::problem(failed.status.as_u16(), &failed.message, retry.as_deref()))
+                            (page::problem(status.as_u16(), &failed.message(self.words), retry.as_deref()))
                         },
                     ),
                 )
@@ -246,7 +260,7 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
         };
         match result {
             Ok(fragment) => response::page(StatusCode::OK, fragment),
-            Err(failed) => failed.fragment(),
+            Err(failed) => failed.fragment(self.words),
         }
     }
 
@@ -340,9 +354,20 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
         };
         match result.await {
             Ok(fragment) => response::page(StatusCode::OK, fragment),
-            Err(failed) => failed.fragment(),
+            Err(failed) => failed.fragment(self.words),
         }
     }
+}
+
+/// A listener on 127.0.0.1 at `port` (0: a free one), and the address it got.
+pub async fn listen(port: u16) -> Result<(tokio::net::TcpListener, SocketAddr), Error> {
+    let address = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    let failed = |error| Error::Listen { address, error };
+    let listener = tokio::net::TcpListener::bind(address)
+        .await
+        .map_err(failed)?;
+    let bound = listener.local_addr().map_err(failed)?;
+    Ok((listener, bound))
 }
 
 /// Serves `viewer` on `listener` (HTTP/1.1) until `stop` completes; then stops accepting, lets

@@ -12,16 +12,17 @@ use audit_model::archive::Period;
 use audit_model::digest::{Digest, hex};
 use audit_model::note::{SignedNote, origin, split_cosignature};
 use chrono::{DateTime, Utc};
-use futures::TryStreamExt;
 use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+use futures::{StreamExt, TryStreamExt};
 
 use super::archive::Archive;
 use super::health::Sealed;
-use crate::TrailError;
+use crate::error::Error;
 use audit_model::range::TimeRange;
 use audit_proof::tlog::{CheckError, LogKey, LogReader};
 use audit_proof::verify::key::TrustedKey;
-use audit_proof::verify::ports::Archive as _;
+use audit_proof::verify::ports::{Archive as _, Table, TableItem};
 use audit_proof::verify::report::{Observer, Problem, Summary};
 use audit_proof::verify::{ARCHIVE_LAG_SECONDS, Settings, walk};
 
@@ -56,6 +57,19 @@ pub struct Verified {
     pub summary: Summary,
     /// The first `PROBLEMS_SHOWN` problems, as found.
     pub problems: Vec<Problem>,
+}
+
+/// No table: the page verifies the archive alone, as `auditctl verify` without `--table`.
+struct NoTable;
+
+impl Table for NoTable {
+    fn items(&self, _: &TimeRange) -> BoxStream<'static, Result<TableItem, audit_proof::Error>> {
+        futures::stream::empty().boxed()
+    }
+
+    async fn get(&self, _: Vec<(String, String)>) -> Result<Vec<TableItem>, audit_proof::Error> {
+        Ok(Vec::new())
+    }
 }
 
 /// Keeps the first problems; the summary counts them all.
@@ -102,7 +116,7 @@ impl<B: Bucket> Archive<B> {
         self: Arc<Self>,
         range: TimeRange,
         now: DateTime<Utc>,
-    ) -> Option<Result<Verified, TrailError>>
+    ) -> Option<Result<Verified, Error>>
     where
         B: 'static,
     {
@@ -115,21 +129,13 @@ impl<B: Bucket> Archive<B> {
         match run.await {
             Ok(Ok(verified)) => Some(verified),
             Ok(Err(_elapsed)) => None,
-            Err(error) => Some(Err(TrailError::Aws(format!("verify stopped: {error}")))),
+            Err(error) => Some(Err(Error::VerifyStopped(error.to_string()))),
         }
     }
 
-    async fn verify_now(
-        &self,
-        range: &TimeRange,
-        now: DateTime<Utc>,
-    ) -> Result<Verified, TrailError> {
+    async fn verify_now(&self, range: &TimeRange, now: DateTime<Utc>) -> Result<Verified, Error> {
         let Some(fetch) = &self.key else {
-            return Err(TrailError::NotSet {
-                var: "DIGEST_KEY_ID",
-                flag: "--key-id",
-                output: "AuditDigestKeyArn",
-            });
+            return Err(Error::NoKey);
         };
         let key = TrustedKey::new(fetch().await?)?;
         let settings = Settings {
@@ -142,14 +148,8 @@ impl<B: Bucket> Archive<B> {
             concurrency: CONCURRENCY,
         };
         let mut kept = Kept(Vec::new());
-        let summary = walk::verify(
-            &self.bucket,
-            &key,
-            None::<&crate::table::DynamoTable>,
-            &settings,
-            &mut kept,
-        )
-        .await?;
+        let summary =
+            walk::verify(&self.bucket, &key, None::<&NoTable>, &settings, &mut kept).await?;
         Ok(Verified {
             range: range.clone(),
             summary,
@@ -165,11 +165,11 @@ impl<B: Bucket> Archive<B> {
     pub fn log_head<'a>(
         &'a self,
         newest: Option<&'a Sealed>,
-    ) -> BoxFuture<'a, Result<Option<LogHead>, TrailError>> {
+    ) -> BoxFuture<'a, Result<Option<LogHead>, Error>> {
         Box::pin(self.read_log_head(newest))
     }
 
-    async fn read_log_head(&self, newest: Option<&Sealed>) -> Result<Option<LogHead>, TrailError> {
+    async fn read_log_head(&self, newest: Option<&Sealed>) -> Result<Option<LogHead>, Error> {
         let reader = LogReader {
             archive: &self.bucket,
         };
@@ -257,7 +257,7 @@ impl<B: Bucket> Archive<B> {
 
     /// The period, seal time and tree size of `sealed`'s digest (its version as sealed, the
     /// oldest), when it has a tree.
-    async fn tree_of(&self, sealed: &Sealed) -> Result<Option<(Period, String, u64)>, TrailError> {
+    async fn tree_of(&self, sealed: &Sealed) -> Result<Option<(Period, String, u64)>, Error> {
         let versions: Vec<_> = self
             .bucket
             .versions(sealed.key.clone())

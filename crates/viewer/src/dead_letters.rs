@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 use super::page::layout;
 use super::response::{self, Body, Failed};
 use super::{DeadLetters, Viewer};
-use crate::TrailError;
+use crate::error::Error;
 use audit_trail::access::{AccessLog, Action, Recorded};
 use audit_trail::dlq::{DlqMessage, RedriveOptions};
 use audit_trail::stack::StackTags;
@@ -53,11 +53,7 @@ fn asked(query: &str, allowed: &[&str]) -> Result<Asked, Failed> {
 
 impl<L: AccessLog + 'static, B: audit_aws::s3::Bucket + 'static> Viewer<L, B> {
     fn dead_letters(&self) -> Result<&DeadLetters, Failed> {
-        self.dead_letters.as_ref().ok_or_else(|| Failed {
-            status: StatusCode::NOT_FOUND,
-            message: "no dead-letter queue: start auditctl ui with DEAD_LETTER_QUEUE_URL or --dlq-url (stack output AuditDeadLetterQueueUrl)".into(),
-            retry: false,
-        })
+        self.dead_letters.as_ref().ok_or_else(|| Failed::said(StatusCode::NOT_FOUND, "no dead-letter queue: start auditctl ui with DEAD_LETTER_QUEUE_URL or --dlq-url (stack output AuditDeadLetterQueueUrl)", false))
     }
 
     /// Records the access, then lists the queue (every message visible again after) with the
@@ -82,7 +78,7 @@ impl<L: AccessLog + 'static, B: audit_aws::s3::Bucket + 'static> Viewer<L, B> {
             .await?;
         let tags = StackTags::read(self.reader.client(), &self.table, &self.location)
             .await
-            .map_err(TrailError::from)?;
+            .map_err(Error::from)?;
         let listing = dead.queue.list().await?;
         let short = listing.shortfall.map(|s| s.to_string());
         Ok((recorded, listing.messages, tags.receiver_role_id, short))
@@ -112,7 +108,7 @@ impl<L: AccessLog + 'static, B: audit_aws::s3::Bucket + 'static> Viewer<L, B> {
             Ok(main) => response::page(StatusCode::OK, layout("Dead letters", main)),
             Err(failed) => {
                 let retry = failed.retry.then(|| format!("/dlq?{query}"));
-                failed.page("Dead letters", retry.as_deref())
+                failed.page(self.words, "Dead letters", retry.as_deref())
             }
         }
     }
@@ -128,11 +124,7 @@ impl<L: AccessLog + 'static, B: audit_aws::s3::Bucket + 'static> Viewer<L, B> {
                 .ok_or_else(|| Failed::bad("a redrive is by reason: give reason".into()))?;
             let dead = self.dead_letters()?;
             let Some(target) = &dead.target else {
-                return Err(Failed {
-                    status: StatusCode::CONFLICT,
-                    message: NO_TARGET.into(),
-                    retry: false,
-                });
+                return Err(Failed::said(StatusCode::CONFLICT, NO_TARGET, false));
             };
             let (recorded, messages, _, short) = self.listing("dlq.confirm", &asked).await?;
             let count = messages.iter().filter(|m| m.reason() == reason).count();
@@ -142,7 +134,7 @@ impl<L: AccessLog + 'static, B: audit_aws::s3::Bucket + 'static> Viewer<L, B> {
         };
         match result.await {
             Ok(main) => response::page(StatusCode::OK, layout("Confirm the redrive", main)),
-            Err(failed) => failed.page("Redrive", None),
+            Err(failed) => failed.page(self.words, "Redrive", None),
         }
     }
 
@@ -151,11 +143,11 @@ impl<L: AccessLog + 'static, B: audit_aws::s3::Bucket + 'static> Viewer<L, B> {
     pub(super) async fn redrive(&self, headers: &HeaderMap, body: &[u8]) -> http::Response<Body> {
         let result = async {
             if !self.session.same_origin(headers) {
-                return Err(Failed {
-                    status: StatusCode::FORBIDDEN,
-                    message: "a redrive is sent from this viewer's own page only (its Origin is not this viewer's)".into(),
-                    retry: false,
-                });
+                return Err(Failed::said(
+                    StatusCode::FORBIDDEN,
+                    "a redrive is sent from this viewer's own page only (its Origin is not this viewer's)",
+                    false,
+                ));
             }
             let asked = asked(
                 std::str::from_utf8(body).unwrap_or_default(),
@@ -168,11 +160,7 @@ impl<L: AccessLog + 'static, B: audit_aws::s3::Bucket + 'static> Viewer<L, B> {
             };
             let dead = self.dead_letters()?;
             let Some(target) = &dead.target else {
-                return Err(Failed {
-                    status: StatusCode::CONFLICT,
-                    message: NO_TARGET.into(),
-                    retry: false,
-                });
+                return Err(Failed::said(StatusCode::CONFLICT, NO_TARGET, false));
             };
             let mut arguments = Map::new();
             arguments.insert("reason".into(), Value::String(reason.clone()));
@@ -182,7 +170,7 @@ impl<L: AccessLog + 'static, B: audit_aws::s3::Bucket + 'static> Viewer<L, B> {
                 .await?;
             let tags = StackTags::read(self.reader.client(), &self.table, &self.location)
                 .await
-                .map_err(TrailError::from)?;
+                .map_err(Error::from)?;
             let options = RedriveOptions {
                 reason: Some(reason.clone()),
                 max: Some(count),
@@ -202,7 +190,7 @@ impl<L: AccessLog + 'static, B: audit_aws::s3::Bucket + 'static> Viewer<L, B> {
         };
         match result.await {
             Ok((status, main)) => response::page(status, layout("Redrive", main)),
-            Err(failed) => failed.page("Redrive", None),
+            Err(failed) => failed.page(self.words, "Redrive", None),
         }
     }
 }

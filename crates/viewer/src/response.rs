@@ -14,7 +14,7 @@ use maud::Markup;
 
 use super::page;
 use super::search::SearchError;
-use crate::TrailError;
+use crate::error::{Error, Words};
 
 /// A response's body: a page at once, or an export as it is read.
 pub type Body = UnsyncBoxBody<Bytes, std::io::Error>;
@@ -97,33 +97,35 @@ pub fn download(body: Body, content_type: &str, filename: &str) -> Response<Body
 /// What a request failed on, with its status.
 pub struct Failed {
     pub status: StatusCode,
-    pub message: String,
+    why: Why,
     /// Worth trying again (an AWS call failed), not bad input.
     pub retry: bool,
 }
 
+/// A failure said here (bad input, a missing setting), or an error worded by the command line.
+enum Why {
+    Said(String),
+    Error(Box<Error>),
+}
+
 impl From<SearchError> for Failed {
     fn from(error: SearchError) -> Self {
-        Self {
-            status: StatusCode::BAD_REQUEST,
-            message: error.to_string(),
-            retry: false,
-        }
+        Self::bad(error.to_string())
     }
 }
 
-impl From<TrailError> for Failed {
+impl From<Error> for Failed {
     /// A caller AWS denies is refused (403, no retry helps); any other failed call is the
     /// upstream's (502, worth a retry).
-    fn from(error: TrailError) -> Self {
-        let denied = matches!(error, TrailError::QueueDenied { .. });
+    fn from(error: Error) -> Self {
+        let denied = error.denied();
         Self {
             status: if denied {
                 StatusCode::FORBIDDEN
             } else {
                 StatusCode::BAD_GATEWAY
             },
-            message: error.to_string(),
+            why: Why::Error(Box::new(error)),
             retry: !denied,
         }
     }
@@ -131,36 +133,51 @@ impl From<TrailError> for Failed {
 
 impl From<audit_trail::Error> for Failed {
     fn from(error: audit_trail::Error) -> Self {
-        TrailError::from(error).into()
+        Error::from(error).into()
     }
 }
 
 impl From<audit_trail::access::AccessError> for Failed {
     fn from(error: audit_trail::access::AccessError) -> Self {
-        TrailError::from(error).into()
+        Error::from(error).into()
     }
 }
 
 impl Failed {
+    /// A failure in words said here, with its status.
+    pub fn said(status: StatusCode, message: impl Into<String>, retry: bool) -> Self {
+        Self {
+            status,
+            why: Why::Said(message.into()),
+            retry,
+        }
+    }
+
     /// A 400: the request itself is wrong, in words that name the fix.
     pub fn bad(message: String) -> Self {
-        Self {
-            status: StatusCode::BAD_REQUEST,
-            message,
-            retry: false,
+        Self::said(StatusCode::BAD_REQUEST, message, false)
+    }
+
+    /// What failed, in `words`.
+    pub fn message(self, words: Words) -> String {
+        match self.why {
+            Why::Said(message) => message,
+            Why::Error(error) => words(*error),
         }
     }
 
     /// As a whole page titled `title`, with a retry at `retry`.
-    pub fn page(&self, title: &str, retry: Option<&str>) -> Response<Body> {
-        problem_page(self.status, title, &self.message, retry)
+    pub fn page(self, words: Words, title: &str, retry: Option<&str>) -> Response<Body> {
+        let status = self.status;
+        problem_page(status, title, &self.message(words), retry)
     }
 
     /// As a fragment (for the page's script).
-    pub fn fragment(&self) -> Response<Body> {
+    pub fn fragment(self, words: Words) -> Response<Body> {
+        let status = self.status;
         page(
-            self.status,
-            page::problem(self.status.as_u16(), &self.message, None),
+            status,
+            page::problem(status.as_u16(), &self.message(words), None),
         )
     }
 }

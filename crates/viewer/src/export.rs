@@ -17,7 +17,7 @@ use serde_json::Value;
 use super::response::{self, Body, Failed};
 use super::search::Search;
 use super::{CONCURRENCY, EXPORT_PAGE_SIZE, Viewer};
-use crate::TrailError;
+use crate::error::Error;
 use audit_trail::access::{AccessLog, Action};
 use audit_trail::item::TrailItem;
 use audit_trail::merge::Order;
@@ -48,7 +48,7 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
         };
         let (search, name) = match prepared.await {
             Ok(ready) => ready,
-            Err(failed) => return failed.page("Export failed", None),
+            Err(failed) => return failed.page(self.words, "Export failed", None),
         };
         let options = QueryOptions {
             order: Order::Descending,
@@ -59,7 +59,7 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
         let rows = self
             .reader
             .read(&search.plan, search.range.clone(), options)
-            .map_err(TrailError::from);
+            .map_err(Error::from);
         let body = export_body(rows, format);
         let content_type = match format {
             Format::Csv => "text/csv; charset=utf-8",
@@ -72,7 +72,7 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
 /// Rows printed as `auditctl query` prints them, in chunks as they are read; a failure after
 /// the first bytes ends the body with an error (the download fails rather than looking whole).
 fn export_body(
-    rows: impl futures::Stream<Item = Result<TrailItem, TrailError>> + Send + 'static,
+    rows: impl futures::Stream<Item = Result<TrailItem, Error>> + Send + 'static,
     format: Format,
 ) -> Body {
     let buffer = Shared::default();

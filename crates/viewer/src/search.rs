@@ -3,7 +3,6 @@
 //! page; checked into the library's `TimeRange` and `Plan`. Pure: must not know HTTP or the SDK.
 
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
-use clap::ValueEnum;
 use serde_json::{Map, Value};
 
 use audit_model::range::{RangeError, TimeRange};
@@ -209,11 +208,14 @@ impl Search {
             sender: value("sender"),
         };
         let by = match value("by") {
-            Some(by) => Some(
-                crate::choices::By::from_str(&by, true)
-                    .map(By::from)
-                    .map_err(|_| SearchError::By(by))?,
-            ),
+            // As `auditctl query --by` names them (docs/auditctl.md), in any case.
+            Some(by) => Some(match by.to_ascii_lowercase().as_str() {
+                "time" => By::Time,
+                "actor" => By::Actor,
+                "action" => By::Action,
+                "resource" => By::Resource,
+                _ => return Err(SearchError::By(by)),
+            }),
             // Several of actor, action and resource: the page reads the index of the first of
             // actor, resource, action given (what `--by` would name) and filters by the others.
             None => {

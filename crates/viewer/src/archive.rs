@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 
-use crate::TrailError;
 use audit_model::archive::PeriodLength;
 use audit_proof::archive::S3Archive;
 use audit_proof::verify::ports::{KeySource, PublicKeyInfo};
@@ -22,13 +21,13 @@ pub struct Archive<B> {
 
 /// Where the digest key's public key comes from (KMS GetPublicKey, or a twin), asked at each use.
 pub type KeyFetch =
-    Arc<dyn Fn() -> BoxFuture<'static, Result<PublicKeyInfo, TrailError>> + Send + Sync>;
+    Arc<dyn Fn() -> BoxFuture<'static, Result<PublicKeyInfo, audit_proof::Error>> + Send + Sync>;
 
 /// The public key of `key`, fetched at each use.
 pub fn key_fetch<K: KeySource + 'static>(key: K) -> KeyFetch {
     let key = Arc::new(key);
     Arc::new(move || {
         let key = key.clone();
-        Box::pin(async move { Ok(key.public_key().await?) })
+        Box::pin(async move { key.public_key().await })
     })
 }

@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 use super::response::{self, Body, Failed};
 use super::search::{self, Search};
 use super::{TAMPER_SHOWN, Viewer, checks, page};
-use crate::TrailError;
+use crate::error::Error;
 use audit_trail::access::{AccessLog, Action};
 
 impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
@@ -68,40 +68,38 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
                 .access
                 .record_with(action, &archive.name, &self.table, Some(&arguments))
                 .await?;
-            let newest = archive.newest_sealed(now).await.map_err(|e| {
-                TrailError::Aws(format!(
-                    "listing the digests of bucket {}: {e}",
-                    archive.name
-                ))
-            })?;
+            let newest = archive
+                .newest_sealed(now)
+                .await
+                .map_err(|error| Error::Listing {
+                    what: "digests",
+                    bucket: archive.name.clone(),
+                    error,
+                })?;
             let tamper = archive
                 .tamper_objects(now, TAMPER_SHOWN)
                 .await
-                .map_err(|e| {
-                    TrailError::Aws(format!(
-                        "listing the tamper records of bucket {}: {e}",
-                        archive.name
-                    ))
+                .map_err(|error| Error::Listing {
+                    what: "tamper records",
+                    bucket: archive.name.clone(),
+                    error,
                 })?;
-            let log = archive
-                .log_head(newest.as_ref())
-                .await
-                .map_err(|e| e.to_string());
+            let log = archive.log_head(newest.as_ref()).await.map_err(self.words);
             let verified = if run {
                 Some(
                     match archive.clone().verify(search.range.clone(), now).await {
                         Some(Ok(verified)) => Ok(verified),
                         Some(Err(error)) => Err(Failed::from(error)),
-                        None => Err(Failed {
-                            status: StatusCode::GATEWAY_TIMEOUT,
-                            message: format!(
+                        None => Err(Failed::said(
+                            StatusCode::GATEWAY_TIMEOUT,
+                            format!(
                                 "verify took longer than {} s and was stopped; run auditctl verify --from {} --to {} for this range",
                                 checks::VERIFY_TIMEOUT.as_secs(),
                                 search.range.from,
                                 search.range.to
                             ),
-                            retry: true,
-                        }),
+                            true,
+                        )),
                     },
                 )
             } else {
@@ -111,16 +109,13 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
                 Some(Err(failed)) => failed.status,
                 _ => StatusCode::OK,
             };
-            let verify_section = match &verified {
+            let verify_section = match verified {
                 None => html! {},
-                Some(Ok(verified)) => page::verified(verified),
+                Some(Ok(verified)) => page::verified(&verified),
                 Some(Err(failed)) => {
                     let retry = format!("/health?{query}");
-                    page::verify_failed(
-                        failed.status.as_u16(),
-                        &failed.message,
-                        failed.retry.then_some(retry.as_str()),
-                    )
+                    let (status, retry) = (failed.status, failed.retry.then_some(retry.as_str()));
+                    page::verify_failed(status.as_u16(), &failed.message(self.words), retry)
                 }
             };
             let main = html! {
@@ -141,14 +136,15 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
         match result.await {
             Ok((status, main)) => response::page(status, page::layout("Health", main)),
             Err(failed) => {
+                let status = failed.status;
                 let retry = format!("/health?{query}");
                 response::page(
-                    failed.status,
+                    status,
                     page::layout(
                         "Health",
                         html! {
                             h1 { "Health" }
-                            (page::problem(failed.status.as_u16(), &failed.message, Some(&retry)))
+                            (page::problem(status.as_u16(), &failed.message(self.words), Some(&retry)))
                             (form)
                         },
                     ),
