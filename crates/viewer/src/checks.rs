@@ -18,7 +18,7 @@ use futures::{StreamExt, TryStreamExt};
 
 use super::archive::Archive;
 use super::health::Sealed;
-use crate::error::Error;
+use crate::error::{Error, Words};
 use audit_model::range::TimeRange;
 use audit_proof::tlog::{CheckError, LogKey, LogReader};
 use audit_proof::verify::key::TrustedKey;
@@ -162,14 +162,20 @@ impl<B: Bucket> Archive<B> {
     /// newest sealed period's digest: when its tree is the checkpoint's, the checkpoint's period.
     /// Boxed as `Send` here, where the compiler can prove it for the reads' futures (a server
     /// task must be `Send`).
+    /// `words` words why the key could not be had (the command line's words).
     pub fn log_head<'a>(
         &'a self,
         newest: Option<&'a Sealed>,
+        words: Words,
     ) -> BoxFuture<'a, Result<Option<LogHead>, Error>> {
-        Box::pin(self.read_log_head(newest))
+        Box::pin(self.read_log_head(newest, words))
     }
 
-    async fn read_log_head(&self, newest: Option<&Sealed>) -> Result<Option<LogHead>, Error> {
+    async fn read_log_head(
+        &self,
+        newest: Option<&Sealed>,
+        words: Words,
+    ) -> Result<Option<LogHead>, Error> {
         let reader = LogReader {
             archive: &self.bucket,
         };
@@ -193,7 +199,7 @@ impl<B: Bucket> Archive<B> {
         let Some(note) = reader.checkpoint(size).await? else {
             return Ok(None);
         };
-        let signature = self.log_signature(&note, size).await;
+        let signature = self.log_signature(&note, size, words).await;
         let mut cosigned_size = size;
         let mut lines = reader.cosignatures(size).await?;
         if lines.is_empty()
@@ -225,7 +231,7 @@ impl<B: Bucket> Archive<B> {
     }
 
     /// The log's signature on the checkpoint of `size`, checked with the digest key's public key.
-    async fn log_signature(&self, note: &SignedNote, size: u64) -> LogSignature {
+    async fn log_signature(&self, note: &SignedNote, size: u64, words: Words) -> LogSignature {
         let Some(fetch) = &self.key else {
             return LogSignature::NotChecked(
                 "no digest key: start auditctl ui with DIGEST_KEY_ID or --key-id (stack output AuditDigestKeyArn) to check it".into(),
@@ -233,7 +239,7 @@ impl<B: Bucket> Archive<B> {
         };
         let info = match fetch().await {
             Ok(info) => info,
-            Err(error) => return LogSignature::NotChecked(error.to_string()),
+            Err(error) => return LogSignature::NotChecked(words(error.into())),
         };
         let checked = LogKey::from_der(&info.der)
             .map_err(CheckError::from)
@@ -314,13 +320,15 @@ pub struct Cosignature {
 /// checks a proof: found through the period indexes from `anchor` (its `receivedAt`, else its
 /// `auditTime`), its line read from its archive object, the inclusion path made from the tiles,
 /// the checkpoint's signature checked with the digest key's public key. `None` when the page has
-/// no digest key to check with (it then shows the period's digest status alone).
+/// no digest key to check with (it then shows the period's digest status alone). `words` words
+/// why the key could not be had (the command line's words).
 pub async fn proof_verdict<B: Bucket>(
     archive: &Archive<B>,
     message_id: &str,
     audit_time: &str,
     anchor: DateTime<Utc>,
     now: i64,
+    words: Words,
 ) -> Option<ProofVerdict> {
     use audit_proof::prove::Wanted;
     use audit_proof::verify::{CLOCK_SKEW_SECONDS, LATE_ARCHIVE_SECONDS};
@@ -347,7 +355,7 @@ pub async fn proof_verdict<B: Bucket>(
             Ok(key) => key,
             Err(error) => return Some(ProofVerdict::NotChecked(error.to_string())),
         },
-        Err(error) => return Some(ProofVerdict::NotChecked(error.to_string())),
+        Err(error) => return Some(ProofVerdict::NotChecked(words(error.into()))),
     };
     let proof = match log.prove(&found, &key, &origin(&archive.name), None).await {
         Ok(proof) => proof,

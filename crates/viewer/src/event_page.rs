@@ -88,6 +88,7 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
             &item.audit_time,
             anchor.to_utc(),
             Utc::now().timestamp(),
+            self.words,
         )
         .await;
         match verdict {

@@ -84,7 +84,10 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
                     bucket: archive.name.clone(),
                     error,
                 })?;
-            let log = archive.log_head(newest.as_ref()).await.map_err(self.words);
+            let log = archive
+                .log_head(newest.as_ref(), self.words)
+                .await
+                .map_err(self.words);
             let verified = if run {
                 Some(
                     match archive.clone().verify(search.range.clone(), now).await {

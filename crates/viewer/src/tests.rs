@@ -726,7 +726,7 @@ mod health_checks {
         let now = Utc::now().timestamp();
         let anchor = when;
 
-        let verdict = proof_verdict(archive, "m-1", &at, anchor, now).await;
+        let verdict = proof_verdict(archive, "m-1", &at, anchor, now, own_words).await;
         assert_eq!(
             verdict,
             Some(ProofVerdict::Proven {
@@ -742,7 +742,7 @@ mod health_checks {
                 .starts_with("Proven, checked in this page")
         );
 
-        let unknown = proof_verdict(archive, "m-9", &at, anchor, now).await;
+        let unknown = proof_verdict(archive, "m-9", &at, anchor, now, own_words).await;
         assert!(
             matches!(unknown, Some(ProofVerdict::NotYet(_))),
             "{unknown:?}"
@@ -754,7 +754,7 @@ mod health_checks {
         archive
             .bucket
             .overwrite(&object, Bytes::from(gzip_lines(&changed)));
-        let refused = proof_verdict(archive, "m-1", &at, anchor, now).await;
+        let refused = proof_verdict(archive, "m-1", &at, anchor, now, own_words).await;
         assert!(
             matches!(refused, Some(ProofVerdict::Fails(_))),
             "{refused:?}"
@@ -762,6 +762,9 @@ mod health_checks {
         assert!(refused.unwrap().to_string().starts_with("NOT PROVEN"));
 
         let archive = without_key.archive.as_ref().unwrap();
-        assert_eq!(proof_verdict(archive, "m-1", &at, anchor, now).await, None);
+        assert_eq!(
+            proof_verdict(archive, "m-1", &at, anchor, now, own_words).await,
+            None
+        );
     }
 }
