@@ -1,4 +1,5 @@
-//! Owns the in-memory twins of `verify`'s ports, for its tests: the archive over `audit_aws::s3`'s
+//! Owns the in-memory twins of `verify`'s ports, for its tests and (feature `test-support`) the
+//! tests of its callers: the archive over `audit_aws::s3`'s
 //! versioned twin, the key over `audit_aws::kms`'s (a P-256 key that signs as KMS does: DER, over
 //! SHA-256 of a RAW message), a table, and the archiver's writes and seals (with the
 //! transparency log, as docs/archive.md "The transparency log" has the sealer write it). Must not
