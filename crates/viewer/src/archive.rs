@@ -1,6 +1,5 @@
-//! Owns the archive the viewer reads: its bucket (through verify's S3 reader), its name, the
-//! digest period, and where the digest key's public key comes from. health.rs (the seal, from the
-//! digests' names) and checks.rs (verify, the log) both read it; it knows neither, nor HTTP.
+//! Owns the archive the viewer reads: bucket, name, digest period, the digest key's fetch.
+//! Must not know health.rs or checks.rs (both read it), HTTP or the pages.
 
 use std::sync::Arc;
 

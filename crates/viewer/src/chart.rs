@@ -1,7 +1,5 @@
-//! Owns the chart of events per hour, stacked by outcome: the counts of a search's rows by UTC
-//! hour and outcome, drawn as SVG on the server (nothing to load), with the same counts as a
-//! table and in each bar's title, so that it reads without colour. Pure: must not know HTTP or
-//! how rows are read.
+//! Owns the chart of events per hour by outcome: the counts, drawn as SVG markup with a table in
+//! words. Pure: must not know HTTP, the router or how rows are read.
 
 use std::collections::BTreeMap;
 

@@ -1,9 +1,5 @@
-//! Owns what the health page checks: `verify` over the periods in view, run on request (the
-//! library's walk, the same as `auditctl verify` without `--table`), bounded so that it never
-//! holds the page for long; and the transparency log's newest checkpoint, its log signature
-//! (checked with the digest key's public key, fetched as verify fetches it) and the witnesses'
-//! cosignatures stored for it. Must not know HTTP; reads the bucket through `LogReader` and
-//! verify's archive port.
+//! Owns what the health page checks: verify over the periods in view (bounded), the log's newest
+//! checkpoint and cosignatures, an event's proof. Must not know HTTP or the pages.
 
 use std::sync::Arc;
 

@@ -1,6 +1,5 @@
-//! Owns the dead-letter pages' markup: the queue by reason with counts, one reason's messages
-//! (bodies only when asked), the confirmation of a redrive and what it moved. Must not know HTTP,
-//! the routes (dead_letters.rs) or how the queue is read or moved (`audit_trail::dlq`).
+//! Owns the dead-letter pages' markup: the queue by reason, one reason's messages, a redrive's
+//! confirmation and outcome. Must not know HTTP, the routes or how the queue is worked.
 
 use std::collections::BTreeMap;
 

@@ -1,8 +1,5 @@
-//! Owns the viewer's dead-letter routes: the queue by reason with counts, one reason's messages
-//! (bodies only on request), and the redrive of one reason after a confirmation that states how
-//! many will move. Each listing is recorded as `auditctl.ui.view` and each redrive as
-//! `auditctl.ui.redrive` before the queue is touched. Must not know how the queue is received or
-//! moved (`audit_trail::dlq`), nor the pages' markup (dead_letter_page.rs).
+//! Owns the dead-letter routes: list by reason, confirm, redrive, each access recorded before the
+//! queue is touched. Must not know the markup (dead_letter_page.rs) or how the queue is moved.
 
 use http::{HeaderMap, StatusCode};
 use serde_json::{Map, Value};

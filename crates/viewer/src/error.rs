@@ -1,6 +1,5 @@
-//! Owns what the viewer fails on, as types: the trail's, the access log's, the stack's tags' and
-//! proof's errors it met, and its own (the archive's listings, a verify run, the listener). Must not
-//! word them for people: the command line does (auditctl's words.rs, through `Words`).
+//! Owns what the viewer fails on, as types (the libraries' errors it met, its own).
+//! Must not word them for people: the command line does (auditctl's words.rs, through `Words`).
 
 use std::net::SocketAddr;
 

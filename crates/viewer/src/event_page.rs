@@ -1,7 +1,5 @@
-//! Owns an event's page: every item of one messageId (as `auditctl get` reads them), its access
-//! event first, and what the page says of each item's proof (the transparency log's verdict, the
-//! period's digest status). Must not know how a page is laid out (page.rs) or HTTP's headers
-//! (response.rs).
+//! Owns an event's route: its items (as `auditctl get`) after its access event, and what the page
+//! says of each item's proof and period. Must not know the markup or the headers.
 
 use audit_aws::s3::Bucket;
 use chrono::Utc;

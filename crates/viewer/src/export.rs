@@ -1,6 +1,5 @@
-//! Owns the exports: a search streamed as CSV or JSON lines as it is read, the bytes of
-//! `auditctl query --desc --format csv|jsonl` (the same reader and printer), its access event
-//! first. Must not know the pages or HTTP's headers (response.rs).
+//! Owns the exports: a search streamed as CSV or JSON lines (`auditctl query`'s bytes), its access
+//! event first. Must not know the pages or the headers (response.rs).
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};

@@ -1,7 +1,5 @@
-//! Owns what the viewer says of the archive's seal, from the digests' names alone: the newest
-//! sealed period and its age, and whether an event's period has its digest yet. It does not check
-//! signatures or contents: that is `auditctl verify`'s, which the pages name. Must not know HTTP or
-//! checks.rs (which imports this, never the reverse); reads the bucket through the `Bucket` port.
+//! Owns the seal from the digests' names alone: the newest sealed period, tamper records, an
+//! event's period. Must not know HTTP, signatures (verify's) or checks.rs (which imports this).
 
 use audit_aws::AwsError;
 use audit_aws::s3::Bucket;

@@ -1,6 +1,5 @@
-//! Owns the health page's route: its query (the periods in view, `run=1`), its access event, the
-//! newest seal, the tamper records, the log's head and, on request, verify over the periods in
-//! view. Must not know how a page is laid out (page.rs) or HTTP's headers (response.rs).
+//! Owns the health page's route: its query, access event, the seal, tamper records, the log's head
+//! and verify on request. Must not know the markup (page.rs) or the headers (response.rs).
 
 use audit_aws::s3::Bucket;
 use chrono::Utc;

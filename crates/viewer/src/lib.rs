@@ -1,9 +1,5 @@
-//! Owns `auditctl ui` as a library (docs/architecture.md "The viewer"): the `Viewer`, which route
-//! answers a request (search, further pages, the chart, the embedded assets here; an event,
-//! exports, health and dead letters in their own modules), each read recorded as an access event
-//! before it reads (the same reader and recorder as every command), served on a loopback listener
-//! until told to stop. Must not know the command line or its words (auditctl words `Error`
-//! through `Words`), how the table is read, a page's markup (page.rs) or the headers (response.rs).
+//! Owns `auditctl ui` as a library: the `Viewer`, its router (search, rows, chart, assets here) and
+//! its loopback server. Must not know the command line or its words, a page's markup, the headers.
 
 pub mod archive;
 pub mod chart;

@@ -1,9 +1,5 @@
-//! Owns the HTML of `auditctl ui`: the layout, the search form, the rows of results (a page, and
-//! the fragment a further page adds), an event's page and the messages of a refusal or a failure.
-//! Must not know how rows are read or who may see them, nor HTTP (the pages are `Markup`).
-//!
-//! Every page is maud markup: each value is escaped by maud (text and attribute values, which it
-//! always quotes with `"`), so no page writes an escape of its own.
+//! Owns the pages' markup through maud (escaped by default): layout, forms, rows, event, health,
+//! verify, the log. Must not know HTTP, the router, how rows are read or who may see them.
 
 use maud::{DOCTYPE, Markup, html};
 use serde_json::Value;

@@ -1,7 +1,5 @@
-//! Owns how the viewer answers over HTTP: the body type, the headers every answer carries (no
-//! caching, no sniffing, the referrer policy, the Content-Security-Policy), a page, a plain text,
-//! the redirect that sets the session's cookie, a download, and a failure's status. Must not know
-//! the routes (mod.rs) or what a page says (page.rs renders it; this only sends it).
+//! Owns how the viewer answers over HTTP: body type, headers, CSP, page, redirect, download,
+//! a failure's status. Must not know the routes (lib.rs); a page's markup is page.rs's, sent here.
 
 use std::convert::Infallible;
 

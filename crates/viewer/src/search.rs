@@ -1,6 +1,5 @@
-//! Owns what a search of `auditctl ui` asks for, as its URL says it: the time range (a preset or
-//! two times), the fields (the same as `auditctl query`'s flags), and the cursor of a further
-//! page; checked into the library's `TimeRange` and `Plan`. Pure: must not know HTTP or the SDK.
+//! Owns what a search asks for, as its URL says it: range, fields, cursor, checked into the
+//! library's `TimeRange` and `Plan`. Pure: must not know HTTP, the pages or the SDK.
 
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
 use serde_json::{Map, Value};

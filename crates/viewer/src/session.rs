@@ -1,7 +1,5 @@
-//! Owns who may use a running `auditctl ui`: the one-time token of the URL it prints, the cookie
-//! that replaces it after the first load, and the Host a request names (loopback only, so that a
-//! page of another site cannot reach the viewer through its own DNS name). Must not know the
-//! pages.
+//! Owns who may use a running viewer: the one-time token, the cookie that replaces it, the Host
+//! a request names (loopback only). Must not know the pages or the routes.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
