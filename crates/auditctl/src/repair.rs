@@ -15,11 +15,11 @@ use audit_model::repair::{ItemKey, MAX_REPAIR_KEYS, RepairAnswer, RepairRequest}
 use futures::TryStreamExt;
 
 use crate::TrailError;
-use crate::verify::Settings;
-use crate::verify::key::TrustedKey;
-use crate::verify::ports::{Archive, Table};
-use crate::verify::report::{Observer, Problem};
-use crate::verify::walk;
+use audit_proof::verify::Settings;
+use audit_proof::verify::key::TrustedKey;
+use audit_proof::verify::ports::{Archive, Table};
+use audit_proof::verify::report::{Observer, Problem};
+use audit_proof::verify::walk;
 
 /// Why the archiver did not repair: each names the fix.
 #[derive(Debug, thiserror::Error)]
@@ -157,7 +157,7 @@ struct Collect {
 }
 
 impl Observer for Collect {
-    fn problem(&mut self, problem: &Problem) -> Result<(), TrailError> {
+    fn problem(&mut self, problem: &Problem) -> Result<(), audit_proof::Error> {
         if problem.kind == ProblemKind::ItemNotArchived {
             let times = self
                 .not_archived
@@ -250,11 +250,11 @@ mod tests {
     use serde_json::{Map, Value, json};
 
     use super::*;
-    use crate::verify::memory::{
+    use audit_model::range::TimeRange;
+    use audit_proof::verify::memory::{
         MemoryArchive, MemoryTable, TestKey, gzip_lines, seal, write_object,
     };
-    use crate::verify::ports::TableItem;
-    use audit_model::range::TimeRange;
+    use audit_proof::verify::ports::TableItem;
 
     const BUCKET: &str = "audit-archive";
     const START: &str = "2026-11-22T10:00:00Z";

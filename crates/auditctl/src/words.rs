@@ -1,6 +1,7 @@
-//! Owns the words for people of every error the command line reports: its own (`TrailError`) and
-//! the trail library's (`audit_trail::Error`), each with the fix ("set TABLE_NAME or --table";
-//! docs/architecture.md "The crates", auditctl). Must not know how the errors arose.
+//! Owns the words for people of every error the command line reports: its own (`TrailError`), the
+//! trail library's (`audit_trail::Error`) and the proof library's (`audit_proof::Error`), each
+//! with the fix ("set TABLE_NAME or --table"; docs/architecture.md "The crates", auditctl). Must
+//! not know how the errors arose.
 
 /// What went wrong, each with the fix in words. `auditctl` exits 1 on these.
 #[derive(Debug, thiserror::Error)]
@@ -89,7 +90,79 @@ pub enum TrailError {
     Repair(#[from] crate::repair::RepairFailure),
     /// A proof of the transparency log could not be made (`prove`, `consistency`).
     #[error(transparent)]
-    Prove(#[from] crate::prove::ProveError),
+    Prove(#[from] audit_proof::prove::ProveError),
+}
+
+/// The proof library's errors in today's words: the policy to attach, the flag or variable to set.
+impl From<audit_proof::Error> for TrailError {
+    fn from(error: audit_proof::Error) -> Self {
+        use audit_proof::Error;
+        match error {
+            Error::BucketNotFound { bucket, at } => Self::BucketNotFound { bucket, at },
+            Error::BucketDenied { bucket, error } => Self::Aws(format!(
+                "not allowed to read the archive bucket {bucket}: {error}; attach AuditReaderPolicy (s3:ListBucketVersions, s3:GetObjectVersion on the archive)"
+            )),
+            Error::LockDenied { bucket, error } => Self::Aws(format!(
+                "not allowed to read the Object Lock configuration of the archive bucket {bucket}: {error}; attach AuditReaderPolicy (s3:GetBucketObjectLockConfiguration on the archive)"
+            )),
+            Error::Vanished { key } => {
+                Self::Aws(format!("{key} was listed but is not there: run again"))
+            }
+            Error::KeyNotFound { key, at } => Self::KeyNotFound { key, at },
+            Error::KeyDenied { key, error } => Self::Aws(format!(
+                "not allowed to read the public key of the digest key {key}: {error}; attach AuditReaderPolicy (kms:GetPublicKey on it)"
+            )),
+            Error::KeyUnsuitable { key, detail } => Self::KeyUnsuitable { key, detail },
+            Error::PeriodMismatch { key, found, given } => {
+                Self::PeriodMismatch { key, found, given }
+            }
+            Error::CosignatureDenied { key, error } => Self::Aws(format!(
+                "not allowed to write the cosignature {key}: {error}; the witness needs AuditWitnessPolicy (s3:PutObject on log/cosignatures/*), or in another account the bucket policy statement of docs/operations.md \"Witnesses\""
+            )),
+            Error::Prove(error) => Self::Prove(error),
+            Error::Table(error) => match error.downcast::<audit_trail::Error>() {
+                Ok(error) => Self::from(*error),
+                Err(error) => Self::Aws(error.to_string()),
+            },
+            Error::Output(error) => Self::Output(error),
+            // Said as the library says them: what failed, and the service's own words.
+            error @ (Error::Bucket { .. }
+            | Error::Body { .. }
+            | Error::NotANote { .. }
+            | Error::Key { .. }
+            | Error::WitnessState(_)
+            | Error::Cosignature { .. }) => Self::Aws(error.to_string()),
+        }
+    }
+}
+
+/// The viewer's errors in the commands' words: its pages show them as the commands print them.
+impl From<audit_viewer::Error> for TrailError {
+    fn from(error: audit_viewer::Error) -> Self {
+        use audit_viewer::Error;
+        match error {
+            Error::Trail(error) => error.into(),
+            Error::Access(error) => error.into(),
+            Error::Tags(error) => error.into(),
+            Error::Proof(error) => error.into(),
+            Error::NoKey => Self::NotSet {
+                var: "DIGEST_KEY_ID",
+                flag: "--key-id",
+                output: "AuditDigestKeyArn",
+            },
+            Error::Listen { address, error } => Self::Aws(format!(
+                "cannot listen on {address}: {error}; choose another --port, or leave it out for a free one"
+            )),
+            error @ (Error::Listing { .. } | Error::VerifyStopped(_) | Error::NoRandom(_)) => {
+                Self::Aws(error.to_string())
+            }
+        }
+    }
+}
+
+/// How the viewer's pages word its errors: as the commands do (`Viewer::with_words`).
+pub fn viewer_words(error: audit_viewer::Error) -> String {
+    TrailError::from(error).to_string()
 }
 
 /// The trail library's errors in today's words: where a flag or a variable fixes it, it is named.
@@ -151,6 +224,68 @@ mod tests {
         });
         assert_eq!(
             error.to_string(),
+            "table AuditMessages not found at region eu-west-1: set TABLE_NAME or --table, or deploy the stack"
+        );
+    }
+
+    #[test]
+    fn a_digest_key_of_another_kind_is_refused_with_the_fix() {
+        use audit_proof::verify::key::TrustedKey;
+        let signer = audit_aws::kms::MemoryKey::new("arn:k");
+        let rsa = audit_aws::kms::PublicKeyInfo {
+            key_spec: "RSA_2048".into(),
+            ..signer.public_key()
+        };
+        let error = TrailError::from(TrustedKey::new(rsa).unwrap_err()).to_string();
+        assert!(
+            error.contains("RSA_2048, not ECC_NIST_P256") && error.contains("DIGEST_KEY_ID"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn digests_of_another_period_length_name_the_flag() {
+        let error = TrailError::from(audit_proof::Error::PeriodMismatch {
+            key: "digest/dt=2026-11-22/hour=10/p1795341600.json".into(),
+            found: 3600,
+            given: 60,
+        })
+        .to_string();
+        assert!(
+            error.contains(
+                "of 3600 s periods, not 60: set DIGEST_PERIOD_SECONDS or --period-seconds"
+            ),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn the_proof_librarys_errors_keep_their_words() {
+        use audit_aws::error::{AwsError, ErrorKind};
+        let denied = AwsError::without_answer(ErrorKind::Denied, "AccessDenied");
+        let bucket = TrailError::from(audit_proof::Error::BucketDenied {
+            bucket: "b".into(),
+            error: denied.clone(),
+        });
+        assert_eq!(
+            bucket.to_string(),
+            "not allowed to read the archive bucket b: AccessDenied; attach AuditReaderPolicy (s3:ListBucketVersions, s3:GetObjectVersion on the archive)"
+        );
+        let gone = TrailError::from(audit_proof::Error::Vanished {
+            key: "log/checkpoints/00000000000000000007".into(),
+        });
+        assert_eq!(
+            gone.to_string(),
+            "log/checkpoints/00000000000000000007 was listed but is not there: run again"
+        );
+        let table = TrailError::from(audit_proof::Error::Table(Box::new(
+            audit_trail::Error::TableNotFound {
+                table: "AuditMessages".into(),
+                at: "region eu-west-1".into(),
+            },
+        )));
+        assert_eq!(
+            table.to_string(),
             "table AuditMessages not found at region eu-west-1: set TABLE_NAME or --table, or deploy the stack"
         );
     }

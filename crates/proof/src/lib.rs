@@ -1,7 +1,25 @@
-//! Owns what proves the trail, for anyone who holds a proof: the log's key, a checkpoint's
-//! signature, a witness's cosignature, one event's proof checked offline, each with a typed
-//! error. Must not know AWS, a command line or how the proof was fetched (docs/architecture.md).
+//! Owns what proves the trail: the offline check of a proof (`offline`: the log's key, a
+//! checkpoint's signature, a witness's cosignature, one event's proof), with the feature `aws`
+//! the archive bucket read through one port (`archive`), the transparency log's reader (`tlog`),
+//! `verify`, `prove` and the witness, each with a typed error (`Error`). Must not know a command
+//! line, the words for people, or DynamoDB: the table is a port its caller adapts
+//! (docs/architecture.md).
 
 pub mod offline;
 
+#[cfg(feature = "aws")]
+pub mod archive;
+#[cfg(feature = "aws")]
+mod error;
+#[cfg(feature = "aws")]
+pub mod prove;
+#[cfg(feature = "aws")]
+pub mod tlog;
+#[cfg(feature = "aws")]
+pub mod verify;
+#[cfg(feature = "aws")]
+pub mod witness;
+
+#[cfg(feature = "aws")]
+pub use error::Error;
 pub use offline::{CheckError, LogKey, Verdict, check_cosignature, check_proof, witness_key_arg};

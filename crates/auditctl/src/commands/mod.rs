@@ -118,6 +118,13 @@ impl From<TrailError> for Failure {
     }
 }
 
+/// The proof library's errors, in auditctl's words (words.rs).
+impl From<audit_proof::Error> for Failure {
+    fn from(error: audit_proof::Error) -> Self {
+        Self::Trail(error.into())
+    }
+}
+
 /// The trail library's errors, in auditctl's words (words.rs).
 impl From<audit_trail::Error> for Failure {
     fn from(error: audit_trail::Error) -> Self {

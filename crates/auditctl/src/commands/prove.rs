@@ -1,21 +1,21 @@
 //! Owns `auditctl prove` and `auditctl consistency`: their flags and help, the event's times read
 //! from the table, the log's key from KMS, and printing the proof with what was read. Must not
-//! know how the index is searched or a proof made (`auditctl::prove`).
+//! know how the index is searched or a proof made (`audit_proof::prove`).
 
 use std::io::Write;
 
 use audit_model::keys::DEFAULT_TABLE_NAME;
 use audit_model::note::origin;
+use audit_proof::archive::S3Archive;
+use audit_proof::prove::{Counted, ProveError, Wanted};
+use audit_proof::tlog::{LogKey, LogReader};
+use audit_proof::verify::key::TrustedKey;
+use audit_proof::verify::kms::KmsKey;
+use audit_proof::verify::ports::KeySource;
+use audit_proof::verify::{CLOCK_SKEW_SECONDS, LATE_ARCHIVE_SECONDS};
 use audit_trail::access::Action;
 use audit_trail::item::TrailItem;
 use auditctl::TrailError;
-use auditctl::prove::{Counted, ProveError, Wanted};
-use auditctl::tlog::{LogKey, LogReader};
-use auditctl::verify::key::TrustedKey;
-use auditctl::verify::kms::KmsKey;
-use auditctl::verify::ports::KeySource;
-use auditctl::verify::s3::S3Archive;
-use auditctl::verify::{CLOCK_SKEW_SECONDS, LATE_ARCHIVE_SECONDS};
 use chrono::{DateTime, Duration, Utc};
 use clap::Args;
 use futures::TryStreamExt;

@@ -1,23 +1,21 @@
 //! Owns `auditctl ui`: its flags and help, the loopback listener, the printed URL, and stopping
-//! on Ctrl-C. Must not know the pages or how the trail is read (`auditctl::ui`).
+//! on Ctrl-C. Must not know the pages or how the trail is read (`audit_viewer`).
 
-use super::archive_flags::ArchiveFlags;
-use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
 use audit_aws::config::ClientOptions;
+use audit_proof::archive::S3Archive;
+use audit_proof::verify::kms::KmsKey;
 use audit_trail::dlq::DeadLetterQueue;
+use audit_viewer::archive::{Archive, key_fetch};
+use audit_viewer::session::Session;
+use audit_viewer::{DeadLetters, Viewer, listen, serve};
 use auditctl::TrailError;
-use auditctl::ui::checks::key_fetch;
-use auditctl::ui::dead_letters::DeadLetters;
-use auditctl::ui::health::Archive;
-use auditctl::ui::session::Session;
-use auditctl::ui::{Viewer, serve};
-use auditctl::verify::kms::KmsKey;
-use auditctl::verify::s3::S3Archive;
+use auditctl::words::viewer_words;
 use clap::Args;
 use tokio::signal::unix::{SignalKind, signal};
 
+use super::archive_flags::ArchiveFlags;
 use super::{Context, Failure, TableArgs};
 
 /// A web page over the trail on 127.0.0.1: search by time and by actor, action, resource,
@@ -71,14 +69,9 @@ pub struct UiArgs {
 
 /// `auditctl ui`: listen, print the URL, serve until Ctrl-C.
 pub async fn run(args: UiArgs, context: Context) -> Result<(), Failure> {
-    let address = SocketAddr::from((Ipv4Addr::LOCALHOST, args.port));
-    let listener = tokio::net::TcpListener::bind(address).await.map_err(|e| {
-        TrailError::Aws(format!(
-            "cannot listen on {address}: {e}; choose another --port, or leave it out for a free one"
-        ))
-    })?;
-    let bound = listener.local_addr()?;
-    let session = Session::new(bound).map_err(|e| TrailError::Aws(e.to_string()))?;
+    let (listener, bound) = listen(args.port).await.map_err(TrailError::from)?;
+    let session =
+        Session::new(bound).map_err(|e| TrailError::from(audit_viewer::Error::from(e)))?;
     let table = args.table.table;
     let reader = context.reader(&table);
     let mut viewer = Viewer::new(
@@ -87,7 +80,8 @@ pub async fn run(args: UiArgs, context: Context) -> Result<(), Failure> {
         context.location.clone(),
         context.access,
         session,
-    );
+    )
+    .with_words(viewer_words);
     if let Some(url) = args.dlq_url {
         let client = audit_aws::config::sqs(&context.config, ClientOptions::AS_CONFIGURED);
         viewer = viewer.with_dead_letters(DeadLetters {

@@ -1,22 +1,21 @@
 //! Owns `auditctl verify`: its flags and help, wiring archive, trusted key and table to the walk,
-//! and the exit it makes of the summary. Must not know how the trail is checked (auditctl::verify).
+//! and the exit it makes of the summary. Must not know how the trail is checked (audit_proof::verify).
 
 use super::archive_flags::ArchiveFlags;
 use std::io::{BufWriter, IsTerminal};
 
 use audit_model::keys::DEFAULT_TABLE_NAME;
 use audit_model::range::TimeRange;
+use audit_proof::archive::S3Archive;
+use audit_proof::tlog::witness_key_arg;
+use audit_proof::verify::key::TrustedKey;
+use audit_proof::verify::kms::KmsKey;
+use audit_proof::verify::ports::KeySource;
+use audit_proof::verify::report::Console;
+use audit_proof::verify::{ARCHIVE_LAG_SECONDS, Settings, walk};
 use audit_trail::access::Action;
 use audit_trail::filter::{Fields, Plan};
-use auditctl::TrailError;
-use auditctl::tlog::witness_key_arg;
-use auditctl::verify::dynamo::DynamoTable;
-use auditctl::verify::key::TrustedKey;
-use auditctl::verify::kms::KmsKey;
-use auditctl::verify::ports::KeySource;
-use auditctl::verify::report::Console;
-use auditctl::verify::s3::S3Archive;
-use auditctl::verify::{ARCHIVE_LAG_SECONDS, Settings, walk};
+use auditctl::table::DynamoTable;
 use clap::Args;
 
 use super::{Context, Failure};
@@ -181,7 +180,7 @@ pub async fn run(args: VerifyArgs, context: &Context) -> Result<(), Failure> {
     let summary = match walked {
         Ok(summary) => summary,
         // `auditctl verify | head`: what was printed stands, and so do its problems.
-        Err(TrailError::Output(e))
+        Err(audit_proof::Error::Output(e))
             if e.kind() == std::io::ErrorKind::BrokenPipe && console.printed() > 0 =>
         {
             return Err(Failure::Problems);

@@ -1,17 +1,17 @@
 //! Owns `auditctl witness`: its flags and help, the key file (made with --init, 0600, never
 //! overwritten), the state file (written to a temporary file, then renamed), the log's key (PEM
-//! or KMS) and the exit. Must not know how checkpoints are checked (auditctl::witness).
+//! or KMS) and the exit. Must not know how checkpoints are checked (audit_proof::witness).
 
 use super::archive_flags::LogFlags;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
+use audit_proof::archive::S3Archive;
+use audit_proof::tlog::{LogKey, LogReader};
+use audit_proof::verify::kms::KmsKey;
+use audit_proof::verify::ports::KeySource;
+use audit_proof::witness::{WitnessError, WitnessSigner, WitnessState, check_name};
 use auditctl::TrailError;
-use auditctl::tlog::{LogKey, LogReader};
-use auditctl::verify::kms::KmsKey;
-use auditctl::verify::ports::KeySource;
-use auditctl::verify::s3::S3Archive;
-use auditctl::witness::{WitnessError, WitnessSigner, WitnessState, check_name};
 use clap::Args;
 
 use super::{Context, Failure};
@@ -108,7 +108,7 @@ pub async fn run(args: WitnessArgs, context: &Context) -> Result<(), Failure> {
     let archive = S3Archive::new(&context.config, &bucket, context.location.clone());
     let reader = LogReader { archive: &archive };
     let now = chrono::Utc::now();
-    let done = match auditctl::witness::run(&reader, &log, &signer, state.as_ref(), now).await {
+    let done = match audit_proof::witness::run(&reader, &log, &signer, state.as_ref(), now).await {
         Ok(done) => done,
         Err(WitnessError::Refused(refusal)) => {
             eprintln!("REFUSED: {refusal}");
@@ -118,7 +118,7 @@ pub async fn run(args: WitnessArgs, context: &Context) -> Result<(), Failure> {
             );
             return Err(Failure::Problems);
         }
-        Err(WitnessError::Trail(error)) => return Err(error.into()),
+        Err(WitnessError::Failed(error)) => return Err(error.into()),
     };
     let mut out = std::io::stdout().lock();
     if let Some(first) = done.trusted {

@@ -426,12 +426,12 @@ async fn bad_input_is_a_4xx_with_the_reason_on_the_page_and_reads_nothing() {
         (
             "/?from=yesterday&to=2026-11-24T00:00:00Z",
             400,
-            "--from &#39;yesterday&#39;: add an offset",
+            "--from 'yesterday': add an offset",
         ),
-        ("/?colour=red", 400, "unknown filter &#39;colour&#39;"),
-        ("/?outcome=ok", 400, "outcome &#39;ok&#39;: one of success"),
+        ("/?colour=red", 400, "unknown filter 'colour'"),
+        ("/?outcome=ok", 400, "outcome 'ok': one of success"),
         ("/rows?cursor=x", 400, "is not where a page ended"),
-        ("/export.csv?range=2w", 400, "range &#39;2w&#39;"),
+        ("/export.csv?range=2w", 400, "range '2w'"),
         ("/event?messageId=x", 400, "takes one parameter, id"),
         ("/nowhere", 404, "no page at /nowhere"),
     ] {

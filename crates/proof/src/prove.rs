@@ -1,0 +1,705 @@
+//! Owns making the transparency log's proofs from the archive bucket: `auditctl prove` (where an
+//! event's leaf is, found through the period indexes without reading a period's objects, and its
+//! inclusion proof in a signed checkpoint) and `auditctl consistency` (the RFC 9162 consistency
+//! proof between two tree sizes), each checked before it is given out, and the count of what was
+//! read to make it. Reads through `tlog::LogReader`; the formats are `audit_model::note`'s and
+//! `audit_model::tlog`'s. Must not know the table, KMS or the command line (the commands pass the
+//! event's times and the log's key).
+
+use std::io::Read;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use audit_aws::error::AwsError;
+use audit_aws::s3::{
+    Bucket, Created, NewObject, ObjectInfo, StoredObject, StreamedObject, VersionInfo,
+    VersionMarker, VersionPage,
+};
+use audit_model::archive::Period;
+use audit_model::digest::{
+    DIGEST_PREFIX, DIGEST_SUFFIX, Digest, MAX_DIGEST_ALTERNATES, digest_key, parse_any_digest_key,
+};
+use audit_model::note::{
+    Checkpoint, IndexRow, PROOF_FORMAT, Proof, SignedNote, checkpoint_key, index_key,
+};
+use audit_model::tlog::{
+    Hash, HexHash, TlogError, consistency_proof, consistency_tiles, inclusion_proof,
+    inclusion_tiles, leaf_hash, tree_root, verify_consistency,
+};
+use chrono::{DateTime, SecondsFormat};
+use serde::Serialize;
+
+use crate::Error;
+use crate::archive::Archive;
+use crate::tlog::{LogKey, LogReader, check_proof};
+use crate::verify::SEAL_GRACE_SECONDS;
+
+/// Why a proof could not be made, each with what to do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProveError {
+    #[error(
+        "messageId {message_id} is not in the table {table} (expired by TTL, or never received): pass --audit-time with its auditTime to look for it in the archive's indexes from that time's period"
+    )]
+    NotInTable { message_id: String, table: String },
+    #[error(
+        "messageId {message_id} has {count} items in the table (auditTime {times}): pass --audit-time with the one to prove"
+    )]
+    Ambiguous {
+        message_id: String,
+        count: usize,
+        times: String,
+    },
+    #[error(
+        "messageId {message_id} has no item with auditTime {wanted} in the table (its items: {times}): pass one of those, or leave --audit-time out"
+    )]
+    NoSuchTime {
+        message_id: String,
+        wanted: String,
+        times: String,
+    },
+    #[error(
+        "the period {period} (where messageId {message_id} may be archived) is not sealed yet: the archiver seals it from {sealable} on; try again after {retry}"
+    )]
+    NotSealed {
+        message_id: String,
+        period: String,
+        sealable: String,
+        retry: String,
+    },
+    #[error(
+        "the period {period} (where messageId {message_id} may be archived) should have been sealed by {due} and is not: run `auditctl verify` over it to see why (digest missing?), then try again"
+    )]
+    Overdue {
+        message_id: String,
+        period: String,
+        due: String,
+    },
+    #[error(
+        "the period {period} is sealed (digest {digest}) but its checkpoint {checkpoint} is not written yet: the archiver's next run writes it; try again in a few minutes"
+    )]
+    LogPending {
+        period: String,
+        digest: String,
+        checkpoint: String,
+    },
+    #[error(
+        "messageId {message_id} (auditTime {audit_time}) is not in the index of the periods {first} to {last}{before}: check the messageId and --audit-time (`auditctl get` shows its receivedAt), and run `auditctl verify` over those periods"
+    )]
+    NotFound {
+        message_id: String,
+        audit_time: String,
+        first: String,
+        last: String,
+        /// Said when some of those periods were sealed before the log began, or have no digest.
+        before: String,
+    },
+    #[error(
+        "no checkpoint yet in the archive bucket: the transparency log starts with the first period sealed by an archiver that writes it; try again after the next period is sealed"
+    )]
+    NoCheckpoint,
+    #[error(
+        "no checkpoint of tree size {size} ({key}): pass a --tree-size that has one (`aws s3 ls s3://BUCKET/log/checkpoints/` lists them), or leave it out for the newest"
+    )]
+    NoCheckpointOf { size: u64, key: String },
+    #[error(
+        "the tree of size {size} does not hold leaf {leaf}: pass a --tree-size larger than {leaf}, or leave it out for the newest"
+    )]
+    TooSmall { size: u64, leaf: u64 },
+    #[error(
+        "--old-size {old} is larger than --new-size {new}: a consistency proof goes from an older (smaller) tree to a newer one"
+    )]
+    SizesOutOfOrder { old: u64, new: u64 },
+    /// The archive does not say what the log says: a problem for `verify`.
+    #[error("{what}: run `auditctl verify` over the period{period} to find what was changed")]
+    Broken { what: String, period: String },
+    /// Two checkpoints the log signed disagree.
+    #[error(
+        "checkpoint inconsistent: {0}; run `auditctl verify` (it reports the checkpoints that disagree)"
+    )]
+    Inconsistent(String),
+}
+
+/// A bucket whose reads are counted: GETs (objects) and their bytes, and listings (pages), so
+/// that a command can say what it read (the benchmark's figures).
+#[derive(Debug, Default)]
+pub struct Counted<B> {
+    inner: B,
+    objects: AtomicU64,
+    bytes: AtomicU64,
+    listings: AtomicU64,
+}
+
+/// What was read, by [`Counted`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReadCount {
+    pub objects: u64,
+    pub bytes: u64,
+    pub listings: u64,
+}
+
+impl std::fmt::Display for ReadCount {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "read {} objects ({} bytes) and {} listing pages",
+            self.objects, self.bytes, self.listings
+        )
+    }
+}
+
+impl<B> Counted<B> {
+    pub fn new(inner: B) -> Self {
+        Self {
+            inner,
+            objects: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+            listings: AtomicU64::new(0),
+        }
+    }
+
+    /// What was read so far.
+    pub fn count(&self) -> ReadCount {
+        ReadCount {
+            objects: self.objects.load(Ordering::Relaxed),
+            bytes: self.bytes.load(Ordering::Relaxed),
+            listings: self.listings.load(Ordering::Relaxed),
+        }
+    }
+
+    fn got(&self, object: &Option<StoredObject>) {
+        self.objects.fetch_add(1, Ordering::Relaxed);
+        if let Some(object) = object {
+            self.bytes
+                .fetch_add(object.body.len() as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// The bucket underneath.
+    pub fn inner(&self) -> &B {
+        &self.inner
+    }
+}
+
+impl<B: Bucket> Bucket for Counted<B> {
+    async fn put_if_absent(&self, object: NewObject) -> Result<Created, AwsError> {
+        self.inner.put_if_absent(object).await
+    }
+
+    async fn head(&self, key: &str) -> Result<Option<ObjectInfo>, AwsError> {
+        self.objects.fetch_add(1, Ordering::Relaxed);
+        self.inner.head(key).await
+    }
+
+    async fn get(&self, key: &str) -> Result<Option<StoredObject>, AwsError> {
+        let object = self.inner.get(key).await?;
+        self.got(&object);
+        Ok(object)
+    }
+
+    async fn get_version(
+        &self,
+        key: &str,
+        version_id: &str,
+    ) -> Result<Option<StoredObject>, AwsError> {
+        let object = self.inner.get_version(key, version_id).await?;
+        self.got(&object);
+        Ok(object)
+    }
+
+    async fn stream_version(
+        &self,
+        key: &str,
+        version_id: &str,
+    ) -> Result<Option<StreamedObject>, AwsError> {
+        self.objects.fetch_add(1, Ordering::Relaxed);
+        self.inner.stream_version(key, version_id).await
+    }
+
+    async fn head_version(
+        &self,
+        key: &str,
+        version_id: &str,
+    ) -> Result<Option<VersionInfo>, AwsError> {
+        self.objects.fetch_add(1, Ordering::Relaxed);
+        self.inner.head_version(key, version_id).await
+    }
+
+    async fn list_keys(
+        &self,
+        prefix: &str,
+        start_after: Option<&str>,
+        max: usize,
+    ) -> Result<Vec<String>, AwsError> {
+        self.listings.fetch_add(1, Ordering::Relaxed);
+        self.inner.list_keys(prefix, start_after, max).await
+    }
+
+    async fn list_versions_page(
+        &self,
+        prefix: &str,
+        from: Option<VersionMarker>,
+    ) -> Result<VersionPage, AwsError> {
+        self.listings.fetch_add(1, Ordering::Relaxed);
+        self.inner.list_versions_page(prefix, from).await
+    }
+}
+
+/// The event to prove: its messageId and auditTime (the table's, or `--audit-time`), and the
+/// periods its archive object can have been written in.
+#[derive(Debug, Clone)]
+pub struct Wanted {
+    pub message_id: String,
+    pub audit_time: String,
+    /// The first and the last period searched, in order.
+    pub first: Period,
+    pub last: Period,
+}
+
+/// Where the index said the event is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Found {
+    pub row: IndexRow,
+    pub period: Period,
+    /// Periods whose index was read.
+    pub searched: u32,
+}
+
+/// What a period without an index is.
+enum Unindexed {
+    /// Sealed with the log: no trail event in it.
+    Empty,
+    /// Sealed before the log began: its events are not leaves.
+    BeforeLog,
+    /// No digest, and a later period has one: before the trail began (or its digest is
+    /// missing).
+    NoDigest,
+}
+
+fn time(seconds: i64) -> String {
+    DateTime::from_timestamp(seconds, 0)
+        .unwrap_or_default()
+        .to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+fn period_text(period: Period) -> String {
+    format!("{} to {}", time(period.start), time(period.end()))
+}
+
+/// Whether two auditTimes are the same instant (as strings when either is not a time).
+fn same_time(a: &str, b: &str) -> bool {
+    match (
+        DateTime::parse_from_rfc3339(a),
+        DateTime::parse_from_rfc3339(b),
+    ) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
+}
+
+pub use audit_model::tlog::object_lines;
+
+fn gunzip(bytes: &[u8]) -> std::io::Result<Vec<u8>> {
+    let mut text = Vec::new();
+    flate2::read::MultiGzDecoder::new(bytes).read_to_end(&mut text)?;
+    Ok(text)
+}
+
+impl<A: Archive> LogReader<'_, A> {
+    /// The rows of `period`'s index, or `None` when it has none.
+    pub async fn index(&self, period: Period) -> Result<Option<Vec<IndexRow>>, Error> {
+        let key = index_key(period);
+        let Some(bytes) = self.get(&key).await? else {
+            return Ok(None);
+        };
+        let broken = |what: String| ProveError::Broken {
+            what,
+            period: format!(" {}", period_text(period)),
+        };
+        let text =
+            gunzip(&bytes).map_err(|e| broken(format!("the index {key} is not gzip ({e})")))?;
+        let text =
+            String::from_utf8(text).map_err(|_| broken(format!("the index {key} is not text")))?;
+        let rows = text
+            .lines()
+            .map(|line| {
+                IndexRow::parse(line).ok_or_else(|| {
+                    broken(format!(
+                        "the index {key} has a line that is not a row: {line:?}"
+                    ))
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Some(rows))
+    }
+
+    /// What a period with no index is, from its digest (at its name or an alternate): the digest
+    /// is only read to tell "nothing to index" from "not sealed yet"; a proof never trusts it.
+    async fn unindexed(
+        &self,
+        period: Period,
+        message_id: &str,
+        now: i64,
+    ) -> Result<Unindexed, Error> {
+        let name = digest_key(period);
+        let stem = name.strip_suffix(DIGEST_SUFFIX).unwrap_or(&name);
+        // One listing: the period's digest (at its name or an alternate: they sort right after
+        // the stem) and the digest keys after it.
+        let keys = self
+            .archive
+            .keys(
+                DIGEST_PREFIX,
+                Some(stem),
+                1 + 1 + MAX_DIGEST_ALTERNATES as usize,
+            )
+            .await?;
+        let of = |k: &String| parse_any_digest_key(k, period.length).map(|(p, _)| p);
+        let mut digests = Vec::new();
+        for key in keys.iter().filter(|k| of(k) == Some(period)) {
+            if let Some(bytes) = self.get(key).await?
+                && let Ok(digest) = Digest::parse(&bytes)
+                && digest.period() == Some(period)
+            {
+                digests.push((key.clone(), digest));
+            }
+        }
+        if digests.is_empty() {
+            // Sealed in order: a digest of a later period means the sealer went past this one
+            // (before the trail began, or its digest is missing: `verify`'s to say).
+            if keys
+                .iter()
+                .any(|k| of(k).is_some_and(|p| p.start > period.start))
+            {
+                return Ok(Unindexed::NoDigest);
+            }
+            let sealable = period.sealable_at();
+            let retry = sealable + SEAL_GRACE_SECONDS;
+            return Err(if now > retry + i64::from(period.length.seconds()) {
+                ProveError::Overdue {
+                    message_id: message_id.to_owned(),
+                    period: period_text(period),
+                    due: time(retry),
+                }
+            } else {
+                ProveError::NotSealed {
+                    message_id: message_id.to_owned(),
+                    period: period_text(period),
+                    sealable: time(sealable),
+                    retry: time(retry),
+                }
+            }
+            .into());
+        }
+        let mut before_log = false;
+        for (key, digest) in digests {
+            let Some(tree) = digest.tree else {
+                before_log = true;
+                continue;
+            };
+            if self.get(&tree.checkpoint).await?.is_none() {
+                return Err(ProveError::LogPending {
+                    period: period_text(period),
+                    digest: key,
+                    checkpoint: tree.checkpoint,
+                }
+                .into());
+            }
+            return Ok(Unindexed::Empty);
+        }
+        Ok(if before_log {
+            Unindexed::BeforeLog
+        } else {
+            Unindexed::Empty
+        })
+    }
+
+    /// Looks for the event's row in the index of each period from `wanted.first` to
+    /// `wanted.last`, in order; stops at the first period not sealed yet.
+    pub async fn locate(&self, wanted: &Wanted, now: i64) -> Result<Found, Error> {
+        let mut period = wanted.first;
+        let mut searched = 0u32;
+        let mut before_log = 0u32;
+        let mut no_digest = 0u32;
+        while period.start <= wanted.last.start {
+            match self.index(period).await? {
+                Some(rows) => {
+                    searched += 1;
+                    if let Some(row) = rows.into_iter().find(|r| {
+                        r.message_id == wanted.message_id
+                            && same_time(&r.audit_time, &wanted.audit_time)
+                    }) {
+                        return Ok(Found {
+                            row,
+                            period,
+                            searched,
+                        });
+                    }
+                }
+                None => match self.unindexed(period, &wanted.message_id, now).await? {
+                    Unindexed::Empty => {}
+                    Unindexed::BeforeLog => before_log += 1,
+                    Unindexed::NoDigest => no_digest += 1,
+                },
+            }
+            period = period.next();
+        }
+        let mut notes = Vec::new();
+        if before_log > 0 {
+            notes.push(format!(
+                "{before_log} of them sealed before the transparency log began: their events are not leaves; `auditctl verify` proves them whole"
+            ));
+        }
+        if no_digest > 0 {
+            notes.push(format!(
+                "{no_digest} of them without a digest although a later period has one: before the trail began, or their digest is missing"
+            ));
+        }
+        Err(ProveError::NotFound {
+            message_id: wanted.message_id.clone(),
+            audit_time: wanted.audit_time.clone(),
+            first: time(wanted.first.start),
+            last: time(wanted.last.end()),
+            before: if notes.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", notes.join("; "))
+            },
+        }
+        .into())
+    }
+
+    /// The checkpoint of `size`, every stored cosignature added, its log signature checked with
+    /// `key` and its origin the bucket's.
+    pub async fn signed_checkpoint(
+        &self,
+        size: u64,
+        key: &LogKey,
+        origin: &str,
+    ) -> Result<(SignedNote, Checkpoint), Error> {
+        let Some(note) = self.cosigned_checkpoint(size).await? else {
+            return Err(ProveError::NoCheckpointOf {
+                size,
+                key: checkpoint_key(size),
+            }
+            .into());
+        };
+        let checkpoint = key.checkpoint(&note).map_err(|e| ProveError::Broken {
+            what: format!("the checkpoint {}: {e}", checkpoint_key(size)),
+            period: String::new(),
+        })?;
+        if checkpoint.origin != origin || checkpoint.size != size {
+            return Err(ProveError::Broken {
+                what: format!(
+                    "the checkpoint {} is of the log {:?}, size {}, not of {origin:?}, size {size}",
+                    checkpoint_key(size),
+                    checkpoint.origin,
+                    checkpoint.size
+                ),
+                period: String::new(),
+            }
+            .into());
+        }
+        Ok((note, checkpoint))
+    }
+
+    /// The tree size to prove leaf `leaf` in: `given`, else the largest with a witness's
+    /// cosignature, else the newest checkpoint.
+    pub async fn proof_size(&self, leaf: u64, given: Option<u64>) -> Result<u64, Error> {
+        if let Some(size) = given {
+            if size <= leaf {
+                return Err(ProveError::TooSmall { size, leaf }.into());
+            }
+            return Ok(size);
+        }
+        if let Some(size) = self.cosigned_sizes(Some(leaf)).await?.last() {
+            return Ok(*size);
+        }
+        match self.newest_size(Some(leaf)).await? {
+            Some(size) => Ok(size),
+            None if self.newest_size(None).await?.is_some() => Err(ProveError::Broken {
+                what: format!("no checkpoint holds leaf {leaf}, which the index names"),
+                period: String::new(),
+            }
+            .into()),
+            None => Err(ProveError::NoCheckpoint.into()),
+        }
+    }
+
+    /// The proof of the event the index row names: its line read from its archive object, the
+    /// tree size chosen, the checkpoint's signature checked, the path made from the tiles, and
+    /// the whole checked as `check-proof` checks it.
+    pub async fn prove(
+        &self,
+        found: &Found,
+        key: &LogKey,
+        origin: &str,
+        tree_size: Option<u64>,
+    ) -> Result<Proof, Error> {
+        let row = &found.row;
+        let broken = |what: String| ProveError::Broken {
+            what,
+            period: format!(" {}", period_text(found.period)),
+        };
+        let Some(bytes) = self.get(&row.object).await? else {
+            return Err(broken(format!(
+                "the archive object {} that the index names is not there",
+                row.object
+            ))
+            .into());
+        };
+        let text = gunzip(&bytes).map_err(|e| {
+            broken(format!(
+                "the archive object {} is not gzip ({e})",
+                row.object
+            ))
+        })?;
+        let lines = object_lines(&text);
+        let line = usize::try_from(row.line_number)
+            .ok()
+            .and_then(|n| lines.get(n))
+            .ok_or_else(|| {
+                broken(format!(
+                    "the archive object {} has no line {} (it has {})",
+                    row.object,
+                    row.line_number,
+                    lines.len()
+                ))
+            })?;
+        let line = std::str::from_utf8(line).map_err(|_| {
+            broken(format!(
+                "line {} of the archive object {} is not UTF-8",
+                row.line_number, row.object
+            ))
+        })?;
+        let size = self.proof_size(row.leaf_index, tree_size).await?;
+        let (note, _) = self.signed_checkpoint(size, key, origin).await?;
+        let mut tiles = self
+            .tiles(
+                size,
+                inclusion_tiles(row.leaf_index, size).map_err(tlog_broken)?,
+            )
+            .await?;
+        let path = inclusion_proof(row.leaf_index, size, &mut tiles).map_err(tlog_broken)?;
+        let proof = Proof {
+            format: PROOF_FORMAT.to_owned(),
+            message_id: row.message_id.clone(),
+            audit_time: row.audit_time.clone(),
+            line: line.to_owned(),
+            object: row.object.clone(),
+            line_number: row.line_number,
+            leaf_index: row.leaf_index,
+            tree_size: size,
+            inclusion_path: path.iter().map(|h| HexHash(h).to_string()).collect(),
+            checkpoint: note.text(),
+        };
+        check_proof(&proof, key, &[]).map_err(|e| {
+            broken(format!(
+                "the proof made from the archive does not hold ({e}); leaf hash of the line {}",
+                HexHash(&leaf_hash(line.as_bytes()))
+            ))
+        })?;
+        Ok(proof)
+    }
+
+    /// The consistency proof of the tree of `old` leaves with the tree of `new` (the newest
+    /// checkpoint's when `None`), made from the tiles and checked against the checkpoint of
+    /// `new` and, when there is one, the checkpoint of `old`.
+    pub async fn consistency(
+        &self,
+        old: u64,
+        new: Option<u64>,
+        key: &LogKey,
+        origin: &str,
+    ) -> Result<Consistency, Error> {
+        let new = match new {
+            Some(new) => new,
+            None => self
+                .newest_size(None)
+                .await?
+                .ok_or(ProveError::NoCheckpoint)?,
+        };
+        if old > new {
+            return Err(ProveError::SizesOutOfOrder { old, new }.into());
+        }
+        let (note, checkpoint) = self.signed_checkpoint(new, key, origin).await?;
+        let mut tiles = self
+            .tiles(new, consistency_tiles(old, new).map_err(tlog_broken)?)
+            .await?;
+        let proof = consistency_proof(old, new, &mut tiles).map_err(tlog_broken)?;
+        let old_root = tree_root(old, &mut tiles).map_err(tlog_broken)?;
+        let tiles_root = tree_root(new, &mut tiles).map_err(tlog_broken)?;
+        if tiles_root != checkpoint.root {
+            return Err(ProveError::Inconsistent(format!(
+                "the tiles give the tree of size {new} the root {}, its checkpoint says {}",
+                HexHash(&tiles_root),
+                HexHash(&checkpoint.root)
+            ))
+            .into());
+        }
+        verify_consistency(old, new, &old_root, &checkpoint.root, &proof).map_err(|e| {
+            ProveError::Inconsistent(format!("the proof from {old} to {new} does not hold: {e}"))
+        })?;
+        let old_checkpoint = if old == new || old == 0 {
+            None
+        } else {
+            match self.checkpoint(old).await? {
+                None => None,
+                Some(old_note) => {
+                    let signed = key.checkpoint(&old_note).map_err(|e| ProveError::Broken {
+                        what: format!("the checkpoint {}: {e}", checkpoint_key(old)),
+                        period: String::new(),
+                    })?;
+                    if signed.root != old_root {
+                        return Err(ProveError::Inconsistent(format!(
+                            "the checkpoint of size {old} says the root {}, the tree of size {new} gives {}",
+                            HexHash(&signed.root),
+                            HexHash(&old_root)
+                        ))
+                        .into());
+                    }
+                    Some(old_note.text())
+                }
+            }
+        };
+        Ok(Consistency {
+            old_size: old,
+            new_size: new,
+            old_root: HexHash(&old_root).to_string(),
+            new_root: HexHash(&checkpoint.root).to_string(),
+            proof: proof.iter().map(|h| HexHash(h).to_string()).collect(),
+            checkpoint: note.text(),
+            old_checkpoint,
+        })
+    }
+}
+
+/// A proof that could not be made from the tiles: the log is damaged.
+fn tlog_broken(error: TlogError) -> ProveError {
+    ProveError::Broken {
+        what: format!("the log's tiles cannot make the proof: {error}"),
+        period: String::new(),
+    }
+}
+
+/// What `auditctl consistency` prints.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Consistency {
+    pub old_size: u64,
+    pub new_size: u64,
+    /// Hex.
+    pub old_root: String,
+    pub new_root: String,
+    /// Hex, RFC 9162 order.
+    pub proof: Vec<String>,
+    /// The checkpoint of `newSize` (the log's signature and the stored cosignatures).
+    pub checkpoint: String,
+    /// The checkpoint of `oldSize`, when there is one (its root is `oldRoot`).
+    pub old_checkpoint: Option<String>,
+}
+
+/// The hash of a hex string in a proof (for the tests and the checkers).
+pub fn unhex_hash(text: &str) -> Option<Hash> {
+    audit_model::tlog::parse_hex_hash(text)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,484 @@
+//! Owns the witness (`auditctl witness`): its Ed25519 key file, its state (the last checkpoint it
+//! accepted), and one run: every checkpoint after the accepted one checked (the log's signature,
+//! the origin, no fork at the accepted size, RFC 9162 consistency from the tiles), then cosigned
+//! (c2sp.org/tlog-cosignature) under `log/cosignatures/`. Must not know the flags or where the key
+//! and state files live (commands/witness.rs); the log's formats are `audit_model::note`'s.
+
+use audit_aws::error::{AwsError, ErrorKind};
+use audit_aws::s3::{Bucket, Created, NewObject};
+use audit_model::digest::hex;
+use audit_model::note::{
+    COSIGNATURE_TYPE, Checkpoint, NoteSignature, WitnessKey, cosignature_key, cosigned_message,
+};
+use audit_model::tlog::{
+    Hash, HexHash, consistency_proof, consistency_tiles, parse_hex_hash, verify_consistency,
+};
+use aws_lc_rs::encoding::AsBigEndian;
+use aws_lc_rs::signature::{Ed25519KeyPair, KeyPair};
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use serde::{Deserialize, Serialize};
+
+use crate::Error;
+use crate::archive::S3Archive;
+use crate::tlog::{LogKey, LogReader};
+
+/// How a private key file starts (the form of Go's `note.NewSigner`/`GenerateKey`).
+const PRIVATE_PREFIX: &str = "PRIVATE+KEY+";
+
+/// The witness's signing key: its name, its Ed25519 key pair and the seed it was made from.
+pub struct WitnessSigner {
+    pub key: WitnessKey,
+    pair: Ed25519KeyPair,
+    seed: [u8; 32],
+}
+
+impl std::fmt::Debug for WitnessSigner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WitnessSigner")
+            .field("key", &self.key)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Whether `name` can name a key in a signed note: not empty, no space, no `+`, printable.
+pub fn check_name(name: &str) -> Result<(), String> {
+    if name.is_empty()
+        || name
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control() || c == '+')
+    {
+        return Err(format!(
+            "{name:?} cannot name a witness key: it must be non-empty, without spaces or '+' (e.g. witness.example.com/w1)"
+        ));
+    }
+    Ok(())
+}
+
+impl WitnessSigner {
+    /// A new key named `name` (aws-lc-rs's Ed25519 key generation).
+    pub fn generate(name: &str) -> Result<Self, String> {
+        check_name(name)?;
+        let pair = Ed25519KeyPair::generate()
+            .map_err(|_| "could not generate an Ed25519 key".to_owned())?;
+        let seed = pair
+            .seed()
+            .and_then(|s| s.as_be_bytes())
+            .map_err(|_| "could not read the new key's seed".to_owned())?;
+        let seed: [u8; 32] = seed
+            .as_ref()
+            .try_into()
+            .map_err(|_| "the new key's seed is not 32 bytes".to_owned())?;
+        Self::from_seed(name, seed)
+    }
+
+    fn from_seed(name: &str, seed: [u8; 32]) -> Result<Self, String> {
+        let pair = Ed25519KeyPair::from_seed_unchecked(&seed)
+            .map_err(|e| format!("the key's seed is not an Ed25519 key ({e})"))?;
+        let public: [u8; 32] = pair
+            .public_key()
+            .as_ref()
+            .try_into()
+            .map_err(|_| "the key's public key is not 32 bytes".to_owned())?;
+        Ok(Self {
+            key: WitnessKey {
+                name: name.to_owned(),
+                public,
+            },
+            pair,
+            seed,
+        })
+    }
+
+    /// The key file's text: `PRIVATE+KEY+<name>+<key id hex>+<base64(0x04 || seed)>`.
+    pub fn key_file(&self) -> String {
+        let mut bytes = vec![COSIGNATURE_TYPE];
+        bytes.extend_from_slice(&self.seed);
+        format!(
+            "{PRIVATE_PREFIX}{}+{}+{}\n",
+            self.key.name,
+            hex(&self.key.key_id()),
+            STANDARD.encode(bytes)
+        )
+    }
+
+    /// Reads a key file (what [`WitnessSigner::key_file`] writes); the key id must be the one its
+    /// name and key give.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let bad = |why: &str| {
+            format!(
+                "not a witness key file: {why} (want PRIVATE+KEY+<name>+<key id>+<base64 key>, as `auditctl witness --init` writes)"
+            )
+        };
+        let rest = text
+            .trim()
+            .strip_prefix(PRIVATE_PREFIX)
+            .ok_or_else(|| bad("it does not start with PRIVATE+KEY+"))?;
+        // From the left: a name holds no '+', base64 may (c2sp.org/signed-note).
+        let mut parts = rest.splitn(3, '+');
+        let (Some(name), Some(id), Some(key)) = (parts.next(), parts.next(), parts.next()) else {
+            return Err(bad("it does not have three parts after PRIVATE+KEY+"));
+        };
+        check_name(name).map_err(|e| bad(&e))?;
+        let bytes = STANDARD
+            .decode(key)
+            .map_err(|_| bad("its key is not base64"))?;
+        if bytes.len() != 33 || bytes[0] != COSIGNATURE_TYPE {
+            return Err(bad("its key is not a type 0x04 Ed25519 seed"));
+        }
+        let seed: [u8; 32] = bytes[1..]
+            .try_into()
+            .map_err(|_| bad("its seed is not 32 bytes"))?;
+        let signer = Self::from_seed(name, seed).map_err(|e| bad(&e))?;
+        if hex(&signer.key.key_id()) != id.to_ascii_lowercase() {
+            return Err(bad("its key id is not the one its name and key give"));
+        }
+        Ok(signer)
+    }
+
+    /// The cosignature line of `body` at `timestamp` (seconds since the epoch): Ed25519 over
+    /// `cosignature/v1\ntime <t>\n<body>`, the signature bytes being the timestamp (8 bytes,
+    /// big-endian) and the Ed25519 signature.
+    pub fn cosign(&self, body: &str, timestamp: u64) -> NoteSignature {
+        let mut signature = timestamp.to_be_bytes().to_vec();
+        signature.extend_from_slice(
+            self.pair
+                .sign(cosigned_message(timestamp, body).as_bytes())
+                .as_ref(),
+        );
+        NoteSignature {
+            name: self.key.name.clone(),
+            key_id: self.key.key_id(),
+            signature,
+        }
+    }
+}
+
+/// What the witness keeps between runs: the last checkpoint it accepted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WitnessState {
+    pub origin: String,
+    pub size: u64,
+    /// The root hash, hex.
+    pub root: String,
+    /// The accepted checkpoint's signed note, as read.
+    pub checkpoint: String,
+    /// When it was accepted (RFC 3339).
+    pub accepted: String,
+}
+
+impl WitnessState {
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let state: Self = serde_json::from_str(text).map_err(|e| {
+            format!("not a witness state (origin, size, root, checkpoint, accepted): {e}")
+        })?;
+        state.root_hash()?;
+        Ok(state)
+    }
+
+    fn root_hash(&self) -> Result<Hash, String> {
+        parse_hex_hash(&self.root)
+            .ok_or_else(|| format!("the state's root {:?} is not a hex SHA-256", self.root))
+    }
+}
+
+/// Why the witness refuses to cosign: nothing is written, the state stays.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    #[error(
+        "rollback: the newest checkpoint is of size {newest}, smaller than the size {accepted} this witness accepted (another bucket, or a log rolled back)"
+    )]
+    Rollback { accepted: u64, newest: u64 },
+    #[error(
+        "rollback: the checkpoint of size {accepted} this witness accepted is not in the bucket any more (another bucket, or a log rolled back)"
+    )]
+    Gone { accepted: u64 },
+    #[error(
+        "fork: the checkpoint of size {size} now has root {now}, but this witness accepted root {accepted}: two checkpoints of one size with different roots"
+    )]
+    Fork {
+        size: u64,
+        accepted: String,
+        now: String,
+    },
+    #[error("bad signature: the checkpoint of size {size}: {why}")]
+    BadSignature { size: u64, why: String },
+    #[error(
+        "another log: the checkpoint of size {size} is of origin {origin:?}, this witness follows {accepted:?}"
+    )]
+    OtherOrigin {
+        size: u64,
+        origin: String,
+        accepted: String,
+    },
+    #[error(
+        "the checkpoint stored under size {key_size} says size {size}: it is not that key's checkpoint"
+    )]
+    WrongKey { key_size: u64, size: u64 },
+    #[error(
+        "the tree of size {new} does not extend the accepted tree of size {old}: {why} (RFC 9162 consistency, from the log's tiles)"
+    )]
+    NotExtending { old: u64, new: u64, why: String },
+}
+
+/// A run that did not finish: refused (exit 1, `REFUSED: ...`), or the bucket failed.
+#[derive(Debug, thiserror::Error)]
+pub enum WitnessError {
+    #[error("REFUSED: {0}")]
+    Refused(#[from] Refusal),
+    #[error(transparent)]
+    Failed(#[from] Error),
+}
+
+/// One checkpoint cosigned by a run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cosigned {
+    pub size: u64,
+    /// Already cosigned by this key (a run before whose state was not saved): left as it was.
+    pub already: bool,
+}
+
+/// What one run did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Run {
+    /// First run: the size of the checkpoint trusted on first sight (its signature held).
+    pub trusted: Option<u64>,
+    pub cosigned: Vec<Cosigned>,
+    /// The state to keep (unchanged when there was nothing new).
+    pub state: Option<WitnessState>,
+}
+
+/// A checkpoint checked, ready to cosign.
+struct Accepted {
+    checkpoint: Checkpoint,
+    text: String,
+}
+
+/// One run: checks every checkpoint after the state's (all of them on the first run, the first
+/// trusted once its signature holds) in size order, each against the one before; then, only if
+/// every one held, cosigns them all at `now` (seconds since the epoch). Nothing is written when
+/// any is refused.
+pub async fn run<B: Bucket>(
+    reader: &LogReader<'_, S3Archive<B>>,
+    log: &LogKey,
+    signer: &WitnessSigner,
+    state: Option<&WitnessState>,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<Run, WitnessError> {
+    let mut trusted = None;
+    // The last accepted (size, root) and origin, and the sizes to check, smallest first.
+    let (mut size, mut root, origin, sizes) = match state {
+        Some(state) => {
+            let root = state
+                .root_hash()
+                .map_err(|e| Error::WitnessState(e.to_string()))?;
+            let newer = check_accepted(reader, log, state, root).await?;
+            (state.size, root, state.origin.clone(), newer)
+        }
+        None => {
+            let all = reader.checkpoint_sizes(None).await?;
+            let Some(&first) = all.first() else {
+                return Ok(Run {
+                    trusted: None,
+                    cosigned: Vec::new(),
+                    state: None,
+                });
+            };
+            // The first run cosigns the checkpoint it trusted too.
+            let accepted = signed(reader, log, first).await?;
+            trusted = Some(first);
+            (
+                accepted.checkpoint.size,
+                accepted.checkpoint.root,
+                accepted.checkpoint.origin,
+                all,
+            )
+        }
+    };
+    let mut accepted = Vec::new();
+    for (i, &next) in sizes.iter().enumerate() {
+        let checkpoint = signed(reader, log, next).await?;
+        if checkpoint.checkpoint.origin != origin {
+            return Err(Refusal::OtherOrigin {
+                size: next,
+                origin: checkpoint.checkpoint.origin,
+                accepted: origin,
+            }
+            .into());
+        }
+        if !(trusted.is_some() && i == 0) {
+            consistent(reader, (size, root), &checkpoint.checkpoint).await?;
+        }
+        size = checkpoint.checkpoint.size;
+        root = checkpoint.checkpoint.root;
+        accepted.push(checkpoint);
+    }
+    let Some(last) = accepted.last() else {
+        return Ok(Run {
+            trusted,
+            cosigned: Vec::new(),
+            state: state.cloned(),
+        });
+    };
+    let new_state = WitnessState {
+        origin: last.checkpoint.origin.clone(),
+        size: last.checkpoint.size,
+        root: HexHash(&last.checkpoint.root).to_string(),
+        checkpoint: last.text.clone(),
+        accepted: now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+    };
+    let timestamp = u64::try_from(now.timestamp()).unwrap_or(0);
+    let mut cosigned = Vec::new();
+    for checkpoint in &accepted {
+        let line = signer.cosign(&checkpoint.checkpoint.body(), timestamp);
+        let already = store(reader, checkpoint.checkpoint.size, &line, signer).await?;
+        cosigned.push(Cosigned {
+            size: checkpoint.checkpoint.size,
+            already,
+        });
+    }
+    Ok(Run {
+        trusted,
+        cosigned,
+        state: Some(new_state),
+    })
+}
+
+/// The accepted checkpoint is still in the bucket, with the accepted root (otherwise a rollback or
+/// a fork); the sizes of the checkpoints after it. Listed from the accepted size on, so that a
+/// missing checkpoint is never a GET (which a witness allowed to list only log/ could not tell
+/// from a refusal).
+async fn check_accepted<B: Bucket>(
+    reader: &LogReader<'_, S3Archive<B>>,
+    log: &LogKey,
+    state: &WitnessState,
+    root: Hash,
+) -> Result<Vec<u64>, WitnessError> {
+    let mut listed = reader
+        .checkpoint_sizes(state.size.checked_sub(1))
+        .await?
+        .into_iter();
+    if listed.next() != Some(state.size) {
+        let newest = reader.newest_size(None).await?.unwrap_or(0);
+        return Err(if newest < state.size {
+            Refusal::Rollback {
+                accepted: state.size,
+                newest,
+            }
+        } else {
+            Refusal::Gone {
+                accepted: state.size,
+            }
+        }
+        .into());
+    }
+    let stored = signed(reader, log, state.size).await?;
+    if stored.checkpoint.origin != state.origin {
+        return Err(Refusal::OtherOrigin {
+            size: state.size,
+            origin: stored.checkpoint.origin,
+            accepted: state.origin.clone(),
+        }
+        .into());
+    }
+    if stored.checkpoint.root != root {
+        return Err(Refusal::Fork {
+            size: state.size,
+            accepted: state.root.clone(),
+            now: HexHash(&stored.checkpoint.root).to_string(),
+        }
+        .into());
+    }
+    Ok(listed.collect())
+}
+
+/// The checkpoint of `size`, its log signature checked.
+async fn signed<B: Bucket>(
+    reader: &LogReader<'_, S3Archive<B>>,
+    log: &LogKey,
+    size: u64,
+) -> Result<Accepted, WitnessError> {
+    let key = audit_model::note::checkpoint_key(size);
+    let note = reader.checkpoint(size).await.map_err(|e| match e {
+        // A note that does not parse (named by its key) is no checkpoint the log signed.
+        error @ Error::NotANote { .. } => WitnessError::Refused(Refusal::BadSignature {
+            size,
+            why: error.to_string(),
+        }),
+        other => other.into(),
+    })?;
+    let Some(note) = note else {
+        return Err(Error::Vanished { key }.into());
+    };
+    let checkpoint = log.checkpoint(&note).map_err(|why| Refusal::BadSignature {
+        size,
+        why: why.to_string(),
+    })?;
+    if checkpoint.size != size {
+        return Err(Refusal::WrongKey {
+            key_size: size,
+            size: checkpoint.size,
+        }
+        .into());
+    }
+    Ok(Accepted {
+        checkpoint,
+        text: note.text(),
+    })
+}
+
+/// RFC 9162 consistency of the accepted tree `(size, root)` with `new`, the proof made from the
+/// tiles of the tree of `new.size`.
+async fn consistent<B: Bucket>(
+    reader: &LogReader<'_, S3Archive<B>>,
+    (old, old_root): (u64, Hash),
+    new: &Checkpoint,
+) -> Result<(), WitnessError> {
+    let refuse = |why: String| Refusal::NotExtending {
+        old,
+        new: new.size,
+        why,
+    };
+    let tiles = consistency_tiles(old, new.size).map_err(|e| refuse(e.to_string()))?;
+    let mut tiles = reader.tiles(new.size, tiles).await?;
+    let proof = consistency_proof(old, new.size, &mut tiles).map_err(|e| refuse(e.to_string()))?;
+    verify_consistency(old, new.size, &old_root, &new.root, &proof)
+        .map_err(|e| refuse(e.to_string()))?;
+    Ok(())
+}
+
+/// Stores `line` as this witness's cosignature of the checkpoint of `size` (If-None-Match):
+/// true when one was already there.
+async fn store<B: Bucket>(
+    reader: &LogReader<'_, S3Archive<B>>,
+    size: u64,
+    line: &NoteSignature,
+    signer: &WitnessSigner,
+) -> Result<bool, Error> {
+    let key = cosignature_key(size, signer.key.key_id());
+    let body = line.line().into_bytes();
+    let sha256 = audit_model::digest::sha256(&body);
+    let created = reader
+        .archive
+        .put_if_absent(NewObject {
+            key: key.clone(),
+            body: body.into(),
+            content_type: "text/plain; charset=utf-8",
+            sha256,
+            metadata: Vec::new(),
+        })
+        .await
+        .map_err(|e| write_error(&key, &e))?;
+    Ok(created == Created::AlreadyExists)
+}
+
+fn write_error(key: &str, error: &AwsError) -> Error {
+    let (key, error) = (key.to_owned(), error.clone());
+    match error.kind {
+        ErrorKind::Denied => Error::CosignatureDenied { key, error },
+        _ => Error::Cosignature { key, error },
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,405 @@
+//! The witness against the archive bucket's in-memory twin: a log built by the model (tree edge,
+//! tiles, checkpoints signed with a local ECDSA P-256 key), then what a run cosigns or refuses.
+
+use super::*;
+use audit_aws::s3::MemoryBucket;
+use audit_model::note::{SignedNote, checkpoint_key, ecdsa_key_id, origin};
+use audit_model::tlog::{TreeEdge, leaf_hash};
+use aws_lc_rs::rand::SystemRandom;
+use aws_lc_rs::signature::{ECDSA_P256_SHA256_ASN1_SIGNING, EcdsaKeyPair};
+use bytes::Bytes;
+use chrono::TimeZone as _;
+
+use crate::archive::S3Archive;
+use crate::tlog::check_cosignature;
+
+/// A log in the twin bucket, written as the sealer writes it: tiles, then the checkpoint.
+struct TestLog {
+    archive: S3Archive<MemoryBucket>,
+    edge: TreeEdge,
+    pair: EcdsaKeyPair,
+    der: Vec<u8>,
+    origin: String,
+}
+
+fn ecdsa_pair() -> (EcdsaKeyPair, Vec<u8>) {
+    let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_ASN1_SIGNING, &SystemRandom::new())
+        .unwrap();
+    let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_ASN1_SIGNING, pkcs8.as_ref()).unwrap();
+    let der = aws_lc_rs::encoding::AsDer::<aws_lc_rs::encoding::PublicKeyX509Der>::as_der(
+        pair.public_key(),
+    )
+    .unwrap()
+    .as_ref()
+    .to_vec();
+    (pair, der)
+}
+
+impl TestLog {
+    fn new(bucket: &str) -> Self {
+        let (pair, der) = ecdsa_pair();
+        Self {
+            archive: S3Archive::over(MemoryBucket::new(), bucket, "memory"),
+            edge: TreeEdge::default(),
+            pair,
+            der,
+            origin: origin(bucket),
+        }
+    }
+
+    fn put(&self, key: &str, body: Vec<u8>) {
+        self.archive.overwrite(key, Bytes::from(body));
+    }
+
+    /// The signed note of (size, root) by `pair`, under this log's origin.
+    fn note(&self, size: u64, root: Hash, pair: &EcdsaKeyPair, der: &[u8]) -> String {
+        let body = Checkpoint {
+            origin: self.origin.clone(),
+            size,
+            root,
+        }
+        .body();
+        let signature = pair
+            .sign(&SystemRandom::new(), body.as_bytes())
+            .unwrap()
+            .as_ref()
+            .to_vec();
+        SignedNote {
+            body,
+            signatures: vec![NoteSignature {
+                name: self.origin.clone(),
+                key_id: ecdsa_key_id(der),
+                signature,
+            }],
+        }
+        .text()
+    }
+
+    /// Appends `n` leaves: their full tiles, the partial tiles of the new size, its checkpoint.
+    fn append(&mut self, n: usize) -> u64 {
+        for _ in 0..n {
+            let mut full = Vec::new();
+            let line = format!(r#"{{"messageId":"m-{}"}}"#, self.edge.size);
+            self.edge.push(leaf_hash(line.as_bytes()), &mut full);
+            for (tile, bytes) in full {
+                self.put(&tile.key(), bytes);
+            }
+        }
+        for (tile, bytes) in self.edge.partial_tiles() {
+            self.put(&tile.key(), bytes);
+        }
+        let note = self.note(self.edge.size, self.edge.root(), &self.pair, &self.der);
+        self.put(&checkpoint_key(self.edge.size), note.into_bytes());
+        self.edge.size
+    }
+
+    fn log_key(&self) -> LogKey {
+        LogKey::from_der(&self.der).unwrap()
+    }
+
+    fn reader(&self) -> LogReader<'_, S3Archive<MemoryBucket>> {
+        LogReader {
+            archive: &self.archive,
+        }
+    }
+
+    fn cosignature_keys(&self) -> Vec<String> {
+        self.archive.keys("log/cosignatures/")
+    }
+
+    async fn witness(
+        &self,
+        signer: &WitnessSigner,
+        state: Option<&WitnessState>,
+    ) -> Result<Run, WitnessError> {
+        run(&self.reader(), &self.log_key(), signer, state, now()).await
+    }
+}
+
+fn now() -> chrono::DateTime<chrono::Utc> {
+    chrono::Utc.timestamp_opt(1_795_000_000, 0).unwrap()
+}
+
+fn refusal(result: Result<Run, WitnessError>) -> Refusal {
+    match result {
+        Err(WitnessError::Refused(refusal)) => refusal,
+        other => panic!("not refused: {other:?}"),
+    }
+}
+
+#[test]
+fn a_key_file_reads_back_and_signs_what_its_vkey_checks() {
+    let signer = WitnessSigner::generate("witness.example/w1").unwrap();
+    let text = signer.key_file();
+    assert!(text.starts_with("PRIVATE+KEY+witness.example/w1+"));
+    let read = WitnessSigner::parse(&text).unwrap();
+    assert_eq!(read.key, signer.key);
+    let vkey = WitnessKey::parse(&signer.key.vkey()).unwrap();
+    let body = "origin\n1\nAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\n";
+    let note = SignedNote {
+        body: body.to_owned(),
+        signatures: vec![read.cosign(body, 42)],
+    };
+    assert_eq!(check_cosignature(&note, &vkey), Ok(42));
+
+    let wrong_id = text.replacen(&hex(&signer.key.key_id()), "00000000", 1);
+    assert!(
+        WitnessSigner::parse(&wrong_id)
+            .unwrap_err()
+            .contains("key id")
+    );
+    assert!(
+        WitnessSigner::parse(&signer.key.vkey())
+            .unwrap_err()
+            .contains("PRIVATE+KEY+")
+    );
+    // Base64 holds '+': a key file and a vkey whose key has one read back too.
+    let plus = (0u8..=255)
+        .map(|b| WitnessSigner::from_seed("w", [b; 32]).unwrap())
+        .find(|s| s.key_file().matches('+').count() > 4 && s.key.vkey().matches('+').count() > 2)
+        .unwrap();
+    assert_eq!(
+        WitnessSigner::parse(&plus.key_file()).unwrap().key,
+        plus.key
+    );
+    assert_eq!(WitnessKey::parse(&plus.key.vkey()).unwrap(), plus.key);
+    assert!(WitnessSigner::generate("two words").is_err());
+    assert!(WitnessSigner::generate("a+b").is_err());
+}
+
+#[tokio::test]
+async fn the_first_run_trusts_the_first_checkpoint_and_cosigns_every_one() {
+    let mut log = TestLog::new("archive");
+    log.append(3);
+    log.append(300);
+    let signer = WitnessSigner::generate("witness.example/w1").unwrap();
+
+    let run = log.witness(&signer, None).await.unwrap();
+
+    assert_eq!(run.trusted, Some(3));
+    assert_eq!(
+        run.cosigned,
+        vec![
+            Cosigned {
+                size: 3,
+                already: false
+            },
+            Cosigned {
+                size: 303,
+                already: false
+            }
+        ]
+    );
+    let state = run.state.unwrap();
+    assert_eq!(
+        (state.size, state.origin.as_str()),
+        (303, "audit-receiver/archive")
+    );
+    assert_eq!(state.root, HexHash(&log.edge.root()).to_string());
+    assert_eq!(state.accepted, "2026-11-18T11:06:40Z");
+    // Each stored cosignature holds on its checkpoint, for the witness's public key.
+    let vkey = WitnessKey::parse(&signer.key.vkey()).unwrap();
+    for size in [3, 303] {
+        let note = log
+            .reader()
+            .cosigned_checkpoint(size)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(check_cosignature(&note, &vkey), Ok(1_795_000_000));
+    }
+    assert_eq!(log.cosignature_keys().len(), 2);
+}
+
+#[tokio::test]
+async fn a_later_run_cosigns_new_checkpoints_that_extend_the_accepted_one() {
+    let mut log = TestLog::new("archive");
+    log.append(5);
+    let signer = WitnessSigner::generate("w").unwrap();
+    let first = log.witness(&signer, None).await.unwrap().state.unwrap();
+
+    let again = log.witness(&signer, Some(&first)).await.unwrap();
+    assert!(again.cosigned.is_empty(), "nothing new");
+    assert_eq!(again.state.as_ref(), Some(&first));
+
+    log.append(251); // 256: one full tile
+    log.append(1_000);
+    let run = log.witness(&signer, Some(&first)).await.unwrap();
+    assert_eq!(run.trusted, None);
+    let sizes: Vec<u64> = run.cosigned.iter().map(|c| c.size).collect();
+    assert_eq!(sizes, vec![256, 1_256]);
+    assert_eq!(run.state.unwrap().size, 1_256);
+    assert_eq!(log.cosignature_keys().len(), 3);
+
+    // A run whose state was not saved meets its own cosignatures: fine.
+    let rerun = log.witness(&signer, Some(&first)).await.unwrap();
+    assert!(rerun.cosigned.iter().all(|c| c.already));
+}
+
+#[tokio::test]
+async fn a_fork_at_the_accepted_size_is_refused_and_nothing_is_written() {
+    let mut log = TestLog::new("archive");
+    let size = log.append(10);
+    let signer = WitnessSigner::generate("w").unwrap();
+    let state = log.witness(&signer, None).await.unwrap().state.unwrap();
+    log.append(20);
+    // The log's key signs another root for the size the witness accepted.
+    let forged = log.note(size, [9; 32], &log.pair, &log.der);
+    log.put(&checkpoint_key(size), forged.into_bytes());
+    let before = log.cosignature_keys();
+
+    let refused = refusal(log.witness(&signer, Some(&state)).await);
+
+    assert!(
+        matches!(refused, Refusal::Fork { size: 10, .. }),
+        "{refused}"
+    );
+    assert!(refused.to_string().starts_with("fork: "));
+    assert_eq!(log.cosignature_keys(), before);
+}
+
+#[tokio::test]
+async fn a_rollback_is_refused() {
+    let mut log = TestLog::new("archive");
+    log.append(10);
+    let signer = WitnessSigner::generate("w").unwrap();
+    let mut state = log.witness(&signer, None).await.unwrap().state.unwrap();
+    // The witness accepted a bigger tree than this bucket's newest.
+    state.size = 50;
+    let before = log.cosignature_keys();
+
+    let refused = refusal(log.witness(&signer, Some(&state)).await);
+
+    assert_eq!(
+        refused,
+        Refusal::Rollback {
+            accepted: 50,
+            newest: 10
+        }
+    );
+    assert_eq!(log.cosignature_keys(), before);
+
+    // Another bucket (another log, a smaller tree) is refused too.
+    let mut other = TestLog::new("archive");
+    other.pair = log.pair;
+    other.der = log.der.clone();
+    other.append(3);
+    state.size = 10;
+    assert!(matches!(
+        refusal(other.witness(&signer, Some(&state)).await),
+        Refusal::Rollback { newest: 3, .. }
+    ));
+    assert!(other.cosignature_keys().is_empty());
+}
+
+#[tokio::test]
+async fn a_bad_signature_is_refused() {
+    let mut log = TestLog::new("archive");
+    log.append(4);
+    let signer = WitnessSigner::generate("w").unwrap();
+    let state = log.witness(&signer, None).await.unwrap().state.unwrap();
+    let size = log.append(4);
+    // The new checkpoint signed by another key under the log's key id.
+    let (stranger, _) = ecdsa_pair();
+    let forged = log.note(size, log.edge.root(), &stranger, &log.der);
+    log.put(&checkpoint_key(size), forged.into_bytes());
+
+    let refused = refusal(log.witness(&signer, Some(&state)).await);
+
+    assert!(
+        matches!(&refused, Refusal::BadSignature { size: 8, why } if why.contains("does not hold")),
+        "{refused}"
+    );
+    assert_eq!(log.cosignature_keys().len(), 1, "only the first run's");
+
+    // The first run refuses a first checkpoint whose signature does not hold.
+    let mut fresh = TestLog::new("archive");
+    fresh.append(2);
+    let mut first = fresh
+        .archive
+        .current(&checkpoint_key(2))
+        .unwrap()
+        .body
+        .to_vec();
+    first[0] ^= 1;
+    fresh.put(&checkpoint_key(2), first);
+    assert!(matches!(
+        refusal(fresh.witness(&signer, None).await),
+        Refusal::BadSignature { size: 2, .. }
+    ));
+    assert!(fresh.cosignature_keys().is_empty());
+}
+
+#[tokio::test]
+async fn a_tree_that_does_not_extend_the_accepted_one_is_refused() {
+    let mut log = TestLog::new("archive");
+    log.append(7);
+    let signer = WitnessSigner::generate("w").unwrap();
+    let state = log.witness(&signer, None).await.unwrap().state.unwrap();
+    log.append(300);
+    // A checkpoint of a bigger tree, signed by the log's key, whose root the tiles do not lead
+    // to from the accepted tree.
+    let forged = log.note(400, [5; 32], &log.pair, &log.der);
+    log.put(&checkpoint_key(400), forged.into_bytes());
+
+    let refused = refusal(log.witness(&signer, Some(&state)).await);
+
+    assert!(
+        matches!(
+            refused,
+            Refusal::NotExtending {
+                old: 307,
+                new: 400,
+                ..
+            }
+        ),
+        "{refused}"
+    );
+    assert_eq!(
+        log.cosignature_keys().len(),
+        1,
+        "nothing cosigned, not even 307"
+    );
+
+    // Another history: the tree of 307 rebuilt from other leaves, its tiles and checkpoint.
+    let mut other = TestLog::new("archive");
+    other.pair = log.pair;
+    other.der = log.der.clone();
+    for i in 0..7 {
+        let mut full = Vec::new();
+        other
+            .edge
+            .push(leaf_hash(format!("other {i}").as_bytes()), &mut full);
+    }
+    other.append(0);
+    other.append(10);
+    let refused = refusal(other.witness(&signer, Some(&state)).await);
+    assert!(
+        matches!(refused, Refusal::Fork { size: 7, .. }),
+        "{refused}"
+    );
+}
+
+#[tokio::test]
+async fn another_origin_is_refused() {
+    let mut log = TestLog::new("archive");
+    log.append(3);
+    let signer = WitnessSigner::generate("w").unwrap();
+    let mut state = log.witness(&signer, None).await.unwrap().state.unwrap();
+    state.origin = "audit-receiver/elsewhere".to_owned();
+    assert!(matches!(
+        refusal(log.witness(&signer, Some(&state)).await),
+        Refusal::OtherOrigin { .. }
+    ));
+}
+
+#[tokio::test]
+async fn an_empty_log_is_nothing_to_cosign() {
+    let log = TestLog::new("archive");
+    let signer = WitnessSigner::generate("w").unwrap();
+    let run = log.witness(&signer, None).await.unwrap();
+    assert_eq!(
+        (run.trusted, run.cosigned.len(), run.state),
+        (None, 0, None)
+    );
+}

@@ -1,0 +1,59 @@
+//! Owns what the viewer fails on, as types (the libraries' errors it met, its own).
+//! Must not word them for people: the command line does (auditctl's words.rs, through `Words`).
+
+use std::net::SocketAddr;
+
+use audit_aws::AwsError;
+
+/// What a request, or the viewer's start, failed on.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Trail(#[from] audit_trail::Error),
+    #[error(transparent)]
+    Access(#[from] audit_trail::access::AccessError),
+    #[error(transparent)]
+    Tags(#[from] audit_trail::stack::TagError),
+    #[error(transparent)]
+    Proof(#[from] audit_proof::Error),
+    /// The digests' or the tamper records' names could not be listed.
+    #[error("listing the {what} of bucket {bucket}: {error}")]
+    Listing {
+        what: &'static str,
+        bucket: String,
+        error: AwsError,
+    },
+    /// A verify run's task ended without an answer.
+    #[error("verify stopped: {0}")]
+    VerifyStopped(String),
+    /// Verify asked for without the digest key.
+    #[error(
+        "verify needs the digest key: start auditctl ui with DIGEST_KEY_ID or --key-id (stack output AuditDigestKeyArn)"
+    )]
+    NoKey,
+    /// No random bytes for the session's secrets.
+    #[error(transparent)]
+    NoRandom(#[from] crate::session::NoRandom),
+    /// The loopback port could not be listened on.
+    #[error("cannot listen on {address}: {error}")]
+    Listen {
+        address: SocketAddr,
+        error: std::io::Error,
+    },
+}
+
+impl Error {
+    /// Whether AWS refused the caller (no retry helps): the dead-letter queue is the operator's.
+    pub fn denied(&self) -> bool {
+        matches!(self, Self::Trail(audit_trail::Error::QueueDenied { .. }))
+    }
+}
+
+/// How the pages word an error for people: the command line's words (auditctl's words.rs), or
+/// the libraries' own when none are given.
+pub type Words = fn(Error) -> String;
+
+/// The libraries' own words.
+pub fn own_words(error: Error) -> String {
+    error.to_string()
+}

@@ -1,0 +1,135 @@
+//! Owns the exports: a search streamed as CSV or JSON lines (`auditctl query`'s bytes), its access
+//! event first. Must not know the pages or the headers (response.rs).
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+
+use audit_aws::s3::Bucket;
+use bytes::Bytes;
+use chrono::Utc;
+use futures::{StreamExt, TryStreamExt};
+use http::Response;
+use http_body_util::{BodyExt, StreamBody};
+use hyper::body::Frame;
+use serde_json::Value;
+
+use super::response::{self, Body, Failed};
+use super::search::Search;
+use super::{CONCURRENCY, EXPORT_PAGE_SIZE, Viewer};
+use crate::error::Error;
+use audit_trail::access::{AccessLog, Action};
+use audit_trail::item::TrailItem;
+use audit_trail::merge::Order;
+use audit_trail::output::{Format, Printer};
+use audit_trail::query::QueryOptions;
+
+/// Bytes of an export sent at once.
+const EXPORT_CHUNK: usize = 64 * 1024;
+
+impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
+    /// An export of a search, streamed as it is read: the bytes of `auditctl query --desc
+    /// --format csv|jsonl` over the same range and fields (the same reader and printer).
+    pub(super) async fn export(&self, query: &str, format: Format) -> Response<Body> {
+        let prepared = async {
+            let search = Search::parse(query, Utc::now(), false)?;
+            let mut arguments = search.arguments();
+            let name = match format {
+                Format::Csv => "csv",
+                Format::Jsonl => "jsonl",
+                Format::Table => "table",
+            };
+            arguments.insert("format".into(), Value::String(name.into()));
+            self.access
+                .record_with(Action::UiExport, &self.table, &self.table, Some(&arguments))
+                .await?;
+            self.reader.check_index(&search.plan).await?;
+            Ok::<_, Failed>((search, name))
+        };
+        let (search, name) = match prepared.await {
+            Ok(ready) => ready,
+            Err(failed) => return failed.page(self.words, "Export failed", None),
+        };
+        let options = QueryOptions {
+            order: Order::Descending,
+            page_size: EXPORT_PAGE_SIZE,
+            concurrency: CONCURRENCY,
+            limit: None,
+        };
+        let rows = self
+            .reader
+            .read(&search.plan, search.range.clone(), options)
+            .map_err(Error::from);
+        let body = export_body(rows, format);
+        let content_type = match format {
+            Format::Csv => "text/csv; charset=utf-8",
+            _ => "application/x-ndjson; charset=utf-8",
+        };
+        response::download(body, content_type, &format!("audit-trail.{name}"))
+    }
+}
+
+/// Rows printed as `auditctl query` prints them, in chunks as they are read; a failure after
+/// the first bytes ends the body with an error (the download fails rather than looking whole).
+fn export_body(
+    rows: impl futures::Stream<Item = Result<TrailItem, Error>> + Send + 'static,
+    format: Format,
+) -> Body {
+    let buffer = Shared::default();
+    let printer = Printer::<_, TrailItem>::new(format, buffer.clone());
+    let state = (Box::pin(rows), Some(printer), buffer);
+    let chunks = futures::stream::unfold(state, |(mut rows, printer, buffer)| async move {
+        let mut printer = printer?;
+        loop {
+            match rows.next().await {
+                Some(Ok(row)) => {
+                    if let Err(error) = printer.print(&row) {
+                        return Some((Err(error), (rows, None, buffer)));
+                    }
+                    if buffer.len() >= EXPORT_CHUNK {
+                        return Some((Ok(buffer.take()), (rows, Some(printer), buffer)));
+                    }
+                }
+                Some(Err(error)) => {
+                    let error = std::io::Error::other(error.to_string());
+                    return Some((Err(error), (rows, None, buffer)));
+                }
+                None => {
+                    return match printer.finish() {
+                        Ok(()) => Some((Ok(buffer.take()), (rows, None, buffer))),
+                        Err(error) => Some((Err(error), (rows, None, buffer))),
+                    };
+                }
+            }
+        }
+    });
+    BodyExt::boxed_unsync(StreamBody::new(chunks.map_ok(Frame::data)))
+}
+
+/// A byte buffer the printer writes to and the body takes from.
+#[derive(Clone, Default)]
+struct Shared(Arc<Mutex<Vec<u8>>>);
+
+impl Shared {
+    fn len(&self) -> usize {
+        self.0.lock().map(|b| b.len()).unwrap_or(0)
+    }
+    fn take(&self) -> Bytes {
+        self.0
+            .lock()
+            .map(|mut b| Bytes::from(std::mem::take(&mut *b)))
+            .unwrap_or_default()
+    }
+}
+
+impl Write for Shared {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .map_err(|_| std::io::Error::other("export buffer poisoned"))?
+            .extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}

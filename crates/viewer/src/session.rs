@@ -1,0 +1,269 @@
+//! Owns who may use a running viewer: the one-time token, the cookie that replaces it, the Host
+//! a request names (loopback only). Must not know the pages or the routes.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use http::header::{COOKIE, HOST};
+use http::{HeaderMap, StatusCode};
+
+/// The query parameter of the printed URL.
+pub const TOKEN: &str = "token";
+
+/// Bytes of randomness in the token and the cookie (hex: twice as many characters).
+const SECRET_BYTES: usize = 32;
+
+/// The secrets of one run.
+pub struct Session {
+    token: String,
+    cookie: String,
+    cookie_name: String,
+    used: AtomicBool,
+    hosts: [String; 2],
+}
+
+/// What a request may do.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Admission {
+    /// The token, used for the first time: set the cookie and send the browser to `location`,
+    /// the same URL without the token.
+    Enter {
+        set_cookie: String,
+        location: String,
+    },
+    /// The cookie: go on.
+    Allowed,
+    /// Refused, with the status and why in words.
+    Refused(StatusCode, &'static str),
+}
+
+/// Why no secret could be made.
+#[derive(Debug, thiserror::Error)]
+#[error("no random bytes for the viewer's token from the system")]
+pub struct NoRandom;
+
+impl Session {
+    /// Fresh secrets for a server at `address` (its port names the cookie: two viewers on one
+    /// machine keep theirs apart).
+    pub fn new(address: SocketAddr) -> Result<Self, NoRandom> {
+        let port = address.port();
+        Ok(Self {
+            token: secret()?,
+            cookie: secret()?,
+            cookie_name: format!("auditctl_ui_{port}"),
+            used: AtomicBool::new(false),
+            hosts: [format!("127.0.0.1:{port}"), format!("localhost:{port}")],
+        })
+    }
+
+    /// The URL to open: the first load sets the cookie.
+    pub fn url(&self) -> String {
+        format!("http://{}/?{TOKEN}={}", self.hosts[0], self.token)
+    }
+
+    /// Whether a request to `path` with `query` and `headers` may go on.
+    pub fn admit(&self, path: &str, query: &str, headers: &HeaderMap) -> Admission {
+        let host = headers.get(HOST).and_then(|h| h.to_str().ok());
+        if !host.is_some_and(|h| self.hosts.iter().any(|ours| ours.eq_ignore_ascii_case(h))) {
+            return Admission::Refused(
+                StatusCode::FORBIDDEN,
+                "this viewer answers only requests to 127.0.0.1 or localhost at its own port",
+            );
+        }
+        let mut token = None;
+        let mut rest = form_urlencoded::Serializer::new(String::new());
+        for (name, value) in form_urlencoded::parse(query.as_bytes()) {
+            if name == TOKEN {
+                token = Some(value.into_owned());
+            } else {
+                rest.append_pair(&name, &value);
+            }
+        }
+        if let Some(token) = token {
+            if aws_lc_rs::constant_time::verify_slices_are_equal(
+                token.as_bytes(),
+                self.token.as_bytes(),
+            )
+            .is_err()
+            {
+                return Admission::Refused(
+                    StatusCode::FORBIDDEN,
+                    "this link's token is not this viewer's: open the URL that auditctl ui printed",
+                );
+            }
+            if self.used.swap(true, Ordering::SeqCst) {
+                return Admission::Refused(
+                    StatusCode::FORBIDDEN,
+                    "this link's token has expired: it works once, and the browser that opened it holds the session now; run auditctl ui again for a new link",
+                );
+            }
+            let rest = rest.finish();
+            let location = if rest.is_empty() {
+                path.to_owned()
+            } else {
+                format!("{path}?{rest}")
+            };
+            return Admission::Enter {
+                set_cookie: format!(
+                    "{}={}; HttpOnly; SameSite=Strict; Path=/",
+                    self.cookie_name, self.cookie
+                ),
+                location,
+            };
+        }
+        let held = headers
+            .get_all(COOKIE)
+            .iter()
+            .filter_map(|h| h.to_str().ok())
+            .flat_map(|h| h.split(';'))
+            .filter_map(|pair| pair.trim().split_once('='))
+            .any(|(name, value)| {
+                name == self.cookie_name
+                    && aws_lc_rs::constant_time::verify_slices_are_equal(
+                        value.as_bytes(),
+                        self.cookie.as_bytes(),
+                    )
+                    .is_ok()
+            });
+        if held {
+            Admission::Allowed
+        } else {
+            Admission::Refused(
+                StatusCode::UNAUTHORIZED,
+                "no session: open the URL that auditctl ui printed (it carries a one-time token)",
+            )
+        }
+    }
+}
+
+impl Session {
+    /// Whether a request that changes something comes from this viewer's own pages: its
+    /// `Origin` is this viewer's (a browser sends it with every POST). With the cookie's
+    /// SameSite=Strict, a page of another site cannot make the browser redrive.
+    pub fn same_origin(&self, headers: &HeaderMap) -> bool {
+        headers
+            .get(http::header::ORIGIN)
+            .and_then(|o| o.to_str().ok())
+            .and_then(|o| o.strip_prefix("http://"))
+            .is_some_and(|o| self.hosts.iter().any(|ours| ours.eq_ignore_ascii_case(o)))
+    }
+}
+
+/// A secret from the system's random generator (aws-lc-rs), as hex.
+fn secret() -> Result<String, NoRandom> {
+    let mut bytes = [0u8; SECRET_BYTES];
+    aws_lc_rs::rand::fill(&mut bytes).map_err(|_| NoRandom)?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::HeaderValue;
+
+    fn session() -> Session {
+        Session::new("127.0.0.1:4321".parse().unwrap()).unwrap()
+    }
+
+    fn headers(host: &str, cookie: Option<&str>) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(HOST, HeaderValue::from_str(host).unwrap());
+        if let Some(cookie) = cookie {
+            headers.insert(COOKIE, HeaderValue::from_str(cookie).unwrap());
+        }
+        headers
+    }
+
+    #[test]
+    fn the_token_works_once_and_leaves_a_cookie_and_a_url_without_it() {
+        let s = session();
+        let url = s.url();
+        let query = url.split_once('?').unwrap().1;
+        assert!(url.starts_with("http://127.0.0.1:4321/?token="), "{url}");
+        assert_eq!(query.len(), "token=".len() + 2 * SECRET_BYTES);
+        let Admission::Enter {
+            set_cookie,
+            location,
+        } = s.admit(
+            "/",
+            &format!("actor=a&{query}"),
+            &headers("127.0.0.1:4321", None),
+        )
+        else {
+            panic!("the token lets in");
+        };
+        assert_eq!(location, "/?actor=a");
+        assert!(set_cookie.starts_with("auditctl_ui_4321="), "{set_cookie}");
+        assert!(set_cookie.ends_with("; HttpOnly; SameSite=Strict; Path=/"));
+        let cookie = set_cookie.split(';').next().unwrap();
+        assert_eq!(
+            s.admit(
+                "/",
+                "",
+                &headers("localhost:4321", Some(&format!("x=1; {cookie}")))
+            ),
+            Admission::Allowed
+        );
+        // The same link again: expired.
+        let again = s.admit("/", query, &headers("127.0.0.1:4321", None));
+        assert!(
+            matches!(again, Admission::Refused(StatusCode::FORBIDDEN, why) if why.contains("expired")),
+            "{again:?}"
+        );
+    }
+
+    #[test]
+    fn without_the_token_or_its_cookie_or_at_another_host_a_request_is_refused() {
+        let s = session();
+        assert!(matches!(
+            s.admit("/", "", &headers("127.0.0.1:4321", None)),
+            Admission::Refused(StatusCode::UNAUTHORIZED, _)
+        ));
+        assert!(matches!(
+            s.admit(
+                "/",
+                "",
+                &headers("127.0.0.1:4321", Some("auditctl_ui_4321=guess"))
+            ),
+            Admission::Refused(StatusCode::UNAUTHORIZED, _)
+        ));
+        assert!(matches!(
+            s.admit("/", "token=guess", &headers("127.0.0.1:4321", None)),
+            Admission::Refused(StatusCode::FORBIDDEN, why) if why.contains("not this viewer's")
+        ));
+        let query = s.url().split_once('?').unwrap().1.to_owned();
+        assert!(matches!(
+            s.admit("/", &query, &headers("attacker.example:4321", None)),
+            Admission::Refused(StatusCode::FORBIDDEN, why) if why.contains("127.0.0.1")
+        ));
+        // The right token still works after those.
+        assert!(matches!(
+            s.admit("/", &query, &headers("127.0.0.1:4321", None)),
+            Admission::Enter { .. }
+        ));
+    }
+
+    #[test]
+    fn only_a_post_from_the_viewers_own_origin_changes_anything() {
+        let s = session();
+        let with = |origin: &str| {
+            let mut h = headers("127.0.0.1:4321", None);
+            h.insert(http::header::ORIGIN, HeaderValue::from_str(origin).unwrap());
+            s.same_origin(&h)
+        };
+        assert!(with("http://127.0.0.1:4321"));
+        assert!(with("http://localhost:4321"));
+        for other in [
+            "null",
+            "http://127.0.0.1:4322",
+            "https://127.0.0.1:4321",
+            "http://evil.example",
+        ] {
+            assert!(!with(other), "{other}");
+        }
+        assert!(
+            !s.same_origin(&headers("127.0.0.1:4321", None)),
+            "no Origin"
+        );
+    }
+}

@@ -1,0 +1,770 @@
+//! The viewer's handlers without a browser or a network: requests built in memory, an access
+//! log twin that records or refuses, and a reader that fails at once if anything reads.
+
+use std::sync::{Arc, Mutex};
+
+use http::header::{COOKIE, HOST, LOCATION, SET_COOKIE};
+use serde_json::Map;
+
+use super::*;
+use audit_trail::access::{AccessError, AccessEvent, Caller};
+use audit_trail::stack::StackTags;
+
+const QUEUE_URL: &str = "https://sqs.us-east-1.amazonaws.com/123456789012/AuditAccessQueue";
+const QUEUE_ARN: &str = "arn:aws:sqs:us-east-1:123456789012:AuditAccessQueue";
+
+/// The access log: the stack's queue, and a send that succeeds (kept) or is refused.
+#[derive(Clone)]
+struct Twin {
+    sent: Arc<Mutex<Vec<AccessEvent>>>,
+    refuse: bool,
+    /// Times the table's tags were read (the access queue checked).
+    checks: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl AccessLog for Twin {
+    async fn caller(&self) -> Result<Caller, AccessError> {
+        Ok(Caller {
+            arn: "arn:aws:iam::123456789012:user/alice".into(),
+            user_id: "AIDAEXAMPLE".into(),
+        })
+    }
+    fn queue_url(&self) -> &str {
+        QUEUE_URL
+    }
+    fn queue_arn(&self) -> Result<String, AccessError> {
+        Ok(QUEUE_ARN.into())
+    }
+    async fn stack_tags(&self, _table: &str) -> Result<StackTags, AccessError> {
+        self.checks
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(StackTags {
+            access_queue_arn: Some(QUEUE_ARN.into()),
+            receiver_role_id: None,
+        })
+    }
+    async fn send(&self, event: &AccessEvent) -> Result<(), AccessError> {
+        if self.refuse {
+            return Err(AccessError::Denied {
+                url: QUEUE_URL.into(),
+                detail: "AccessDenied: not authorized to perform sqs:SendMessage".into(),
+            });
+        }
+        self.sent.lock().unwrap().push(event.clone());
+        Ok(())
+    }
+}
+
+/// A reader whose every request fails at once (no region, no endpoint); its stats count what
+/// was asked of it.
+fn reader() -> Reader {
+    let config = aws_sdk_dynamodb::Config::builder()
+        .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
+        .build();
+    Reader::new(
+        aws_sdk_dynamodb::Client::from_conf(config),
+        "AuditMessages",
+        "nowhere",
+    )
+}
+
+const HOST_PORT: &str = "127.0.0.1:4321";
+
+fn viewer(refuse: bool) -> (Viewer<Twin>, Arc<Mutex<Vec<AccessEvent>>>) {
+    let sent = Arc::new(Mutex::new(Vec::new()));
+    let twin = Twin {
+        sent: sent.clone(),
+        refuse,
+        checks: Arc::default(),
+    };
+    let session = Session::new(HOST_PORT.parse().unwrap()).unwrap();
+    let viewer = Viewer::new(
+        reader(),
+        "AuditMessages".into(),
+        "nowhere".into(),
+        Recorder::new(Some(twin), false, Map::new()),
+        session,
+    );
+    (viewer, sent)
+}
+
+fn request(method: Method, uri: &str, cookie: Option<&str>) -> Request<Bytes> {
+    let mut builder = Request::builder()
+        .method(method)
+        .uri(uri)
+        .header(HOST, HOST_PORT);
+    if let Some(cookie) = cookie {
+        builder = builder.header(COOKIE, cookie);
+    }
+    builder.body(Bytes::new()).unwrap()
+}
+
+async fn body(response: Response<Body>) -> String {
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    String::from_utf8(bytes.to_vec()).unwrap()
+}
+
+/// Opens the viewer's URL: the cookie it sets.
+async fn open<B: audit_aws::s3::Bucket + 'static>(viewer: &Viewer<Twin, B>) -> String {
+    let url = viewer.url();
+    let path = &url[url.find("/?").unwrap()..];
+    let response = viewer.respond(request(Method::GET, path, None)).await;
+    assert_eq!(response.status(), StatusCode::SEE_OTHER);
+    assert_eq!(response.headers()[LOCATION], "/");
+    let cookie = response.headers()[SET_COOKIE].to_str().unwrap();
+    cookie.split(';').next().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn without_the_token_or_its_cookie_nothing_is_served_and_the_token_works_once() {
+    let (viewer, sent) = viewer(false);
+    for path in [
+        "/",
+        "/rows",
+        "/event?id=x",
+        "/export.csv",
+        "/health?run=1",
+        "/assets/viewer.js",
+    ] {
+        let response = viewer.respond(request(Method::GET, path, None)).await;
+        assert_eq!(response.status(), StatusCode::UNAUTHORIZED, "{path}");
+        assert!(
+            body(response)
+                .await
+                .contains("open the URL that auditctl ui printed")
+        );
+    }
+    let cookie = open(&viewer).await;
+    let url = viewer.url();
+    let again = viewer
+        .respond(request(Method::GET, &url[url.find("/?").unwrap()..], None))
+        .await;
+    assert_eq!(again.status(), StatusCode::FORBIDDEN);
+    assert!(body(again).await.contains("token has expired"));
+    let js = viewer
+        .respond(request(Method::GET, "/assets/viewer.js", Some(&cookie)))
+        .await;
+    assert_eq!(js.status(), StatusCode::OK);
+    assert_eq!(body(js).await, JS);
+    assert!(sent.lock().unwrap().is_empty(), "no search yet");
+}
+
+#[tokio::test]
+async fn bad_input_is_a_400_naming_the_fix_and_neither_records_nor_reads() {
+    let (viewer, sent) = viewer(false);
+    let cookie = open(&viewer).await;
+    for (path, says) in [
+        ("/?from=2026-11-22T10:00:00&to=nonsense", "--to 'nonsense'"),
+        (
+            "/?from=2026-11-23T00:00:00Z&to=2026-11-22T00:00:00Z",
+            "is after --to",
+        ),
+        ("/?actr=alice", "unknown filter 'actr'"),
+        ("/?by=colour&actor=a", "by 'colour'"),
+        ("/?source_ip=999.1.1.1", "source_ip '999.1.1.1'"),
+        (
+            "/rows?cursor=2026-11-22T10:00:00Z",
+            "is not where a page ended",
+        ),
+        ("/export.jsonl?colour=red", "unknown filter"),
+        ("/event", "needs id"),
+    ] {
+        let response = viewer
+            .respond(request(Method::GET, path, Some(&cookie)))
+            .await;
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST, "{path}");
+        let html = body(response).await;
+        assert!(html.contains(says), "{path}: {html}");
+        assert_eq!(viewer.reader.stats.requests(), 0, "{path}: nothing read");
+    }
+    // The form shows what was sent, to correct it.
+    let html = body(
+        viewer
+            .respond(request(
+                Method::GET,
+                "/?actor=al%3Cice&range=2w",
+                Some(&cookie),
+            ))
+            .await,
+    )
+    .await;
+    assert!(html.contains(r#"name="actor" value="al&lt;ice""#), "{html}");
+    assert!(sent.lock().unwrap().is_empty());
+    let post = viewer
+        .respond(request(Method::POST, "/", Some(&cookie)))
+        .await;
+    assert_eq!(post.status(), StatusCode::METHOD_NOT_ALLOWED);
+}
+
+#[tokio::test]
+async fn a_read_whose_access_event_cannot_be_sent_shows_the_error_and_no_data() {
+    let (viewer, sent) = viewer(true);
+    let cookie = open(&viewer).await;
+    for path in [
+        "/?range=24h&actor=alice",
+        "/rows?cursor=2026-11-22T10:00:00.000Z%7Cm-1",
+        "/event?id=m-1",
+        "/export.csv?range=7d",
+    ] {
+        let response = viewer
+            .respond(request(Method::GET, path, Some(&cookie)))
+            .await;
+        assert_eq!(response.status(), StatusCode::BAD_GATEWAY, "{path}");
+        let html = body(response).await;
+        assert!(
+            html.contains("access not recorded, so nothing was read: not allowed to send"),
+            "{path}: {html}"
+        );
+        assert_eq!(viewer.reader.stats.requests(), 0, "{path}: nothing read");
+        assert!(!html.contains("<tbody"), "{path}");
+    }
+    assert!(sent.lock().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn each_read_records_its_access_event_first_with_what_it_asked_for() {
+    let (viewer, sent) = viewer(false);
+    let cookie = open(&viewer).await;
+    // The reader fails (nowhere): the access event was sent before it was asked.
+    let response = viewer
+        .respond(request(
+            Method::GET,
+            "/?from=2026-11-22T10:00&to=2026-11-22T11:00&actor=alice&outcome=failure",
+            Some(&cookie),
+        ))
+        .await;
+    assert_eq!(response.status(), StatusCode::BAD_GATEWAY);
+    let html = body(response).await;
+    assert!(
+        html.contains("Retry"),
+        "a failed AWS call offers a retry: {html}"
+    );
+    viewer
+        .respond(request(Method::GET, "/event?id=m%201", Some(&cookie)))
+        .await;
+    viewer
+        .respond(request(
+            Method::GET,
+            "/export.jsonl?range=24h",
+            Some(&cookie),
+        ))
+        .await;
+    let Recorder::Send { log, .. } = &viewer.access else {
+        panic!("a recorder that sends");
+    };
+    assert_eq!(
+        log.checks.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "the access queue is checked once, each access sent"
+    );
+    let sent = sent.lock().unwrap();
+    let bodies: Vec<Value> = sent
+        .iter()
+        .map(|e| serde_json::from_str(&e.body).unwrap())
+        .collect();
+    let actions: Vec<&str> = bodies
+        .iter()
+        .map(|b| b["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        actions,
+        [
+            "auditctl.ui.search",
+            "auditctl.ui.view",
+            "auditctl.ui.export"
+        ]
+    );
+    let search = &bodies[0]["arguments"];
+    assert_eq!(search["actor"], "alice");
+    assert_eq!(search["outcome"], "failure");
+    assert_eq!(search["from"], "2026-11-22T10:00:00.000Z");
+    assert_eq!(bodies[1]["arguments"]["messageId"], "m 1");
+    assert_eq!(bodies[2]["arguments"]["format"], "jsonl");
+    assert!(bodies.iter().all(|b| b["resource"] == "AuditMessages"));
+}
+
+// ---- the health page: verify on request, and the log's newest checkpoint --------------------
+
+mod health_checks {
+    use super::*;
+    use crate::archive::KeyFetch;
+    use audit_aws::s3::MemoryBucket;
+    use audit_model::archive::{ObjectKind, Period, PeriodLength};
+    use audit_model::digest::{TreeHead, digest_key};
+    use audit_model::note::{
+        Checkpoint, NoteSignature, SignedNote, checkpoint_key, cosignature_key, cosigned_message,
+        cosigner_key_id, ecdsa_key_id, origin,
+    };
+    use audit_proof::verify::memory::{MemoryArchive, TestKey, seal, write_object};
+    use aws_lc_rs::signature::{Ed25519KeyPair, KeyPair};
+
+    const ARN: &str = "arn:aws:kms:us-east-1:123456789012:key/digest";
+
+    /// The viewer over an archive twin named `archive` (hourly periods), with the digest key's
+    /// public key when `key`; the key signs as KMS does.
+    fn viewer(
+        refuse: bool,
+        key: bool,
+    ) -> (
+        Viewer<Twin, MemoryBucket>,
+        Arc<Mutex<Vec<AccessEvent>>>,
+        TestKey,
+    ) {
+        let (plain, sent) = super::viewer(refuse);
+        let signer = TestKey::new(ARN);
+        let info = signer.public_key();
+        let fetch: KeyFetch = Arc::new(move || {
+            let info = info.clone();
+            Box::pin(async move { Ok(info) })
+        });
+        let viewer = Viewer {
+            reader: plain.reader,
+            table: plain.table,
+            location: plain.location,
+            access: plain.access,
+            session: plain.session,
+            dead_letters: None,
+            archive: None,
+            words: own_words,
+        }
+        .with_archive(archive::Archive {
+            bucket: MemoryArchive::default(),
+            name: "archive".into(),
+            length: PeriodLength::default(),
+            key: key.then_some(fetch),
+        });
+        (viewer, sent, signer)
+    }
+
+    fn archive(viewer: &Viewer<Twin, MemoryBucket>) -> &MemoryArchive {
+        &viewer.archive.as_ref().unwrap().bucket
+    }
+
+    /// The hour three hours ago: sealed long since.
+    fn sealed_hour() -> Period {
+        PeriodLength::default().period_of(Utc::now() - chrono::Duration::hours(3))
+    }
+
+    fn stamp(seconds: i64) -> String {
+        chrono::DateTime::from_timestamp_millis(seconds * 1000)
+            .unwrap()
+            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+    }
+
+    /// The health page's verify of `period`.
+    fn run_over(period: Period) -> String {
+        format!(
+            "/health?from={}&to={}&run=1",
+            stamp(period.start),
+            stamp(period.end() - 1).replace(".000Z", ".999Z")
+        )
+    }
+
+    async fn get(
+        viewer: &Viewer<Twin, MemoryBucket>,
+        cookie: &str,
+        path: &str,
+    ) -> (StatusCode, String) {
+        let response = viewer
+            .respond(request(Method::GET, path, Some(cookie)))
+            .await;
+        (response.status(), body(response).await)
+    }
+
+    fn actions(sent: &Arc<Mutex<Vec<AccessEvent>>>) -> Vec<Value> {
+        sent.lock()
+            .unwrap()
+            .iter()
+            .map(|e| serde_json::from_str(&e.body).unwrap())
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn verify_runs_over_the_periods_in_view_and_says_what_it_checked_and_each_problem() {
+        let (viewer, sent, key) = viewer(false, true);
+        let cookie = open(&viewer).await;
+        let period = sealed_hour();
+        let lines = vec![r#"{"messageId":"m-1","auditTime":"x"}"#.to_owned()];
+        let object = write_object(
+            archive(&viewer),
+            ObjectKind::Trail,
+            chrono::DateTime::from_timestamp(period.start + 60, 0).unwrap(),
+            PeriodLength::default(),
+            1,
+            &lines,
+        );
+        seal(archive(&viewer), "archive", period, None, &key);
+
+        let (status, html) = get(&viewer, &cookie, &run_over(period)).await;
+        assert_eq!(status, StatusCode::OK, "{html}");
+        assert!(html.contains("verified: no problem"), "{html}");
+        assert!(html.contains("periods   1 checked: 1 sealed"), "{html}");
+        assert!(
+            html.contains("objects   1 checked (1 trail, 0 tamper)"),
+            "{html}"
+        );
+        assert!(html.contains("events    1 checked"), "{html}");
+        assert!(
+            html.contains(r#"<option value="" selected>From and to</option>"#)
+                && html.contains(&format!(r#"name="from" value="{}""#, stamp(period.start))),
+            "the form shows the periods in view: {html}"
+        );
+
+        // The object written over after its seal: verify names it, with the kind.
+        archive(&viewer).overwrite_with(
+            &object,
+            Bytes::from_static(b"forged"),
+            vec![("events", "1".into())],
+        );
+        let (status, html) = get(&viewer, &cookie, &run_over(period)).await;
+        assert_eq!(status, StatusCode::OK, "{html}");
+        assert!(!html.contains("verified: no problem"), "{html}");
+        assert!(html.contains("1 problem(s) found"), "{html}");
+        assert!(
+            html.contains(&format!(
+                r#"<li><strong class="kind">object changed</strong> <code class="wrap">{object}</code>"#
+            )),
+            "{html}"
+        );
+
+        // Each run was recorded first, as auditctl.ui.verify with the range.
+        let bodies = actions(&sent);
+        assert_eq!(bodies.len(), 2);
+        for body in &bodies {
+            assert_eq!(body["action"], "auditctl.ui.verify");
+            assert_eq!(body["resource"], "archive");
+            assert_eq!(body["arguments"]["from"], stamp(period.start));
+        }
+        // Without run=1 the page does not verify, and records a view.
+        let (status, html) = get(&viewer, &cookie, "/health").await;
+        assert_eq!(status, StatusCode::OK, "{html}");
+        assert!(!html.contains("Verify ran over"), "{html}");
+        assert!(html.contains(r#"name="run" value="1">Verify these periods"#));
+        assert_eq!(actions(&sent)[2]["action"], "auditctl.ui.view");
+    }
+
+    #[tokio::test]
+    async fn a_range_too_long_or_a_bad_parameter_is_a_400_naming_the_fix_and_records_nothing() {
+        let (viewer, sent, _) = viewer(false, true);
+        let cookie = open(&viewer).await;
+        for (path, says) in [
+            (
+                "/health?from=2026-09-01T00:00:00Z&to=2026-11-01T00:00:00Z&run=1",
+                "the page verifies at most 31 days at once; run auditctl verify --from 2026-09-01T00:00:00.000Z --to 2026-11-01T00:00:00.000Z for longer ranges",
+            ),
+            ("/health?colour=red", "unknown parameter 'colour'"),
+            ("/health?run=yes", "run=1 verifies the periods in view"),
+            ("/health?from=yesterday&run=1", "--from 'yesterday'"),
+        ] {
+            let (status, html) = get(&viewer, &cookie, path).await;
+            assert_eq!(status, StatusCode::BAD_REQUEST, "{path}");
+            assert!(html.contains(says), "{path}: {html}");
+        }
+        assert!(sent.lock().unwrap().is_empty(), "nothing recorded");
+        // 30 days (a preset) is within the bound.
+        let (status, html) = get(&viewer, &cookie, "/health?range=30d&run=1").await;
+        assert_eq!(status, StatusCode::OK, "{html}");
+    }
+
+    #[tokio::test]
+    async fn without_the_digest_key_the_button_says_why_and_a_run_is_refused() {
+        let (viewer, sent, _) = viewer(false, false);
+        let cookie = open(&viewer).await;
+        let (status, html) = get(&viewer, &cookie, "/health").await;
+        assert_eq!(status, StatusCode::OK, "{html}");
+        assert!(
+            html.contains(r#"disabled aria-describedby="why-no-verify""#)
+                && html.contains("start auditctl ui with DIGEST_KEY_ID or --key-id"),
+            "{html}"
+        );
+        let (status, html) = get(&viewer, &cookie, "/health?run=1").await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{html}");
+        assert!(html.contains("verify needs the digest key"), "{html}");
+        assert_eq!(actions(&sent).len(), 1, "the view only");
+    }
+
+    #[tokio::test]
+    async fn a_verify_whose_access_event_cannot_be_sent_shows_the_error_and_no_data() {
+        let (viewer, sent, key) = viewer(true, true);
+        let cookie = open(&viewer).await;
+        let period = sealed_hour();
+        seal(archive(&viewer), "archive", period, None, &key);
+        let (status, html) = get(&viewer, &cookie, &run_over(period)).await;
+        assert_eq!(status, StatusCode::BAD_GATEWAY, "{html}");
+        assert!(
+            html.contains("access not recorded, so nothing was read: not allowed to send"),
+            "{html}"
+        );
+        for data in [
+            "Verify ran over",
+            "Newest sealed period",
+            "Transparency log",
+        ] {
+            assert!(!html.contains(data), "{data}: {html}");
+        }
+        assert!(html.contains("Retry"), "{html}");
+        assert!(sent.lock().unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_failing_archive_shows_a_retry_and_the_page_stays() {
+        let (viewer, _, key) = viewer(false, true);
+        let cookie = open(&viewer).await;
+        let period = sealed_hour();
+        seal(archive(&viewer), "archive", period, None, &key);
+        archive(&viewer).overwrite(&checkpoint_key(1), Bytes::from(checkpoint(&key, 1)));
+        // The key's public key cannot be had: verify does not finish, the page says why.
+        let fetch: KeyFetch = Arc::new(|| {
+            Box::pin(async {
+                Err(audit_proof::Error::Key {
+                    key: "k".into(),
+                    error: audit_aws::AwsError::without_answer(
+                        audit_aws::ErrorKind::Throttled,
+                        "throttled",
+                    ),
+                })
+            })
+        });
+        let mut viewer = viewer;
+        let mut archive = Arc::try_unwrap(viewer.archive.take().unwrap())
+            .ok()
+            .unwrap();
+        archive.key = Some(fetch);
+        let viewer = viewer.with_archive(archive);
+        let (status, html) = get(&viewer, &cookie, &run_over(period)).await;
+        assert_eq!(status, StatusCode::BAD_GATEWAY, "{html}");
+        assert!(html.contains("Verify did not finish"), "{html}");
+        assert!(
+            html.contains("throttled") && html.contains("Retry"),
+            "{html}"
+        );
+        assert!(
+            html.contains("Newest sealed period"),
+            "the rest is shown: {html}"
+        );
+        assert!(
+            html.contains("not checked: reading the public key"),
+            "{html}"
+        );
+    }
+
+    /// The checkpoint of `size` signed by `key` as the sealer signs it (KMS, the log's name the
+    /// origin).
+    fn checkpoint(key: &TestKey, size: u64) -> String {
+        let body = Checkpoint {
+            origin: origin("archive"),
+            size,
+            root: [7; 32],
+        }
+        .body();
+        let der = key.public_key().der;
+        SignedNote {
+            signatures: vec![NoteSignature {
+                name: origin("archive"),
+                key_id: ecdsa_key_id(&der),
+                signature: key.sign(body.as_bytes()).unwrap(),
+            }],
+            body,
+        }
+        .text()
+    }
+
+    /// A witness's cosignature line of `note` at `timestamp`, and its key id.
+    fn cosign(note: &str, name: &str, timestamp: u64) -> (String, [u8; 4]) {
+        let pair = Ed25519KeyPair::generate().unwrap();
+        let public: [u8; 32] = pair.public_key().as_ref().try_into().unwrap();
+        let body = SignedNote::parse(note).unwrap().body;
+        let mut signature = timestamp.to_be_bytes().to_vec();
+        signature.extend_from_slice(
+            pair.sign(cosigned_message(timestamp, &body).as_bytes())
+                .as_ref(),
+        );
+        let key_id = cosigner_key_id(name, &public);
+        let line = NoteSignature {
+            name: name.to_owned(),
+            key_id,
+            signature,
+        }
+        .line();
+        (line, key_id)
+    }
+
+    #[tokio::test]
+    async fn the_newest_checkpoint_is_shown_with_its_signature_and_each_witness_cosignature() {
+        let (viewer, sent, key) = viewer(false, true);
+        let cookie = open(&viewer).await;
+        let (_, html) = get(&viewer, &cookie, "/health").await;
+        assert!(
+            html.contains("No checkpoint yet") && html.contains("No witness has cosigned yet"),
+            "{html}"
+        );
+
+        // A period sealed with the tree of 3 leaves, its checkpoint, no cosignature yet.
+        let period = sealed_hour();
+        let mut digest =
+            audit_proof::verify::memory::digest_of(archive(&viewer), "archive", period, None, &key);
+        digest.tree = Some(TreeHead {
+            size: 3,
+            root: "07".repeat(32),
+            checkpoint: checkpoint_key(3),
+        });
+        audit_proof::verify::memory::put_digest(archive(&viewer), period, &digest, &key);
+        assert_eq!(digest_key(period), archive(&viewer).keys("digest/")[0]);
+        let note = checkpoint(&key, 3);
+        archive(&viewer).overwrite(&checkpoint_key(3), Bytes::from(note.clone()));
+        let (status, html) = get(&viewer, &cookie, "/health").await;
+        assert_eq!(status, StatusCode::OK, "{html}");
+        assert!(
+            html.contains("<dt>Newest checkpoint</dt><dd>tree size 3"),
+            "{html}"
+        );
+        assert!(html.contains("<dt>Log signature</dt><dd>holds"), "{html}");
+        assert!(
+            html.contains(&format!(
+                "with the period <time datetime=\"{}\"",
+                health::bounds(period).0
+            )) && html.contains("sealed at"),
+            "{html}"
+        );
+        assert!(html.contains("No witness has cosigned yet"), "{html}");
+
+        // Two witnesses cosign it.
+        let (a, a_id) = cosign(&note, "witness.example/a", 1_795_000_000);
+        let (b, b_id) = cosign(&note, "witness.example/b", 1_795_000_060);
+        archive(&viewer).overwrite(&cosignature_key(3, a_id), Bytes::from(a));
+        archive(&viewer).overwrite(&cosignature_key(3, b_id), Bytes::from(b));
+        let (_, html) = get(&viewer, &cookie, "/health").await;
+        assert!(
+            html.contains("Cosignatures of the newest checkpoint (tree size 3)"),
+            "{html}"
+        );
+        for (name, id, at) in [
+            ("witness.example/a", a_id, "2026-11-18T11:06:40Z"),
+            ("witness.example/b", b_id, "2026-11-18T11:07:40Z"),
+        ] {
+            assert!(
+                html.contains(&format!(
+                    "<tr><td><code>{name}</code></td><td><code>{}</code></td><td><time datetime=\"{at}\"",
+                    audit_model::digest::hex(&id)
+                )),
+                "{name}: {html}"
+            );
+        }
+
+        // A newer checkpoint, by another key, not cosigned yet: its signature does not hold, and
+        // the newest cosigned size's cosignatures are shown.
+        let stranger = TestKey::new("arn:aws:kms:us-east-1:123456789012:key/other");
+        archive(&viewer).overwrite(&checkpoint_key(5), Bytes::from(checkpoint(&stranger, 5)));
+        let (_, html) = get(&viewer, &cookie, "/health").await;
+        assert!(html.contains("tree size 5"), "{html}");
+        assert!(
+            html.contains("<dt>Log signature</dt><dd><strong>does not hold</strong>: the checkpoint has no signature by the log's key"),
+            "{html}"
+        );
+        assert!(
+            html.contains(
+                "Cosignatures of tree size 3, the newest cosigned (none cosigned the newest yet)"
+            ),
+            "{html}"
+        );
+        assert!(
+            html.contains("not known (the newest digest carries another tree)"),
+            "{html}"
+        );
+        assert!(
+            actions(&sent)
+                .iter()
+                .all(|b| b["action"] == "auditctl.ui.view")
+        );
+    }
+
+    /// An event's proof verdict, as its page shows it: proven over a log sealed as the sealer
+    /// seals it (object, tiles, index, checkpoint), refused once its archived line is changed,
+    /// and "no proof yet" for an event no index names; nothing without the digest key.
+    #[tokio::test]
+    async fn an_events_proof_is_checked_in_the_page_and_a_changed_line_is_not_proven() {
+        use crate::checks::{ProofVerdict, proof_verdict};
+        use audit_model::note::{IndexRow, index_key};
+        use audit_model::tlog::TreeEdge;
+        use audit_proof::verify::memory::{gzip_lines, seal_logged};
+
+        let (keyed, _, key) = viewer(false, true);
+        let (without_key, _, _) = viewer(false, false);
+        let archive = keyed.archive.as_ref().unwrap();
+        let period = sealed_hour();
+        let at = stamp(period.start + 10);
+        let lines: Vec<String> = (0..3)
+            .map(|i| format!(r#"{{"auditTime":"{at}","messageId":"m-{i}","outcome":"success"}}"#))
+            .collect();
+        let when = chrono::DateTime::from_timestamp(period.start + 20, 0).unwrap();
+        let object = write_object(
+            &archive.bucket,
+            ObjectKind::Trail,
+            when,
+            PeriodLength::default(),
+            7,
+            &lines,
+        );
+        let rows: Vec<String> = (0..3u64)
+            .map(|i| {
+                IndexRow {
+                    message_id: format!("m-{i}"),
+                    audit_time: at.clone(),
+                    leaf_index: i,
+                    object: object.clone(),
+                    line_number: i,
+                }
+                .line()
+            })
+            .collect();
+        let mut edge = TreeEdge::default();
+        seal_logged(&archive.bucket, "archive", period, None, &key, &mut edge);
+        archive.bucket.overwrite(
+            &index_key(period),
+            Bytes::from(gzip_lines(&[rows.concat().trim_end().to_owned()])),
+        );
+        let now = Utc::now().timestamp();
+        let anchor = when;
+
+        let verdict = proof_verdict(archive, "m-1", &at, anchor, now, own_words).await;
+        assert_eq!(
+            verdict,
+            Some(ProofVerdict::Proven {
+                leaf: 1,
+                size: 3,
+                cosignatures: 0
+            })
+        );
+        assert!(
+            verdict
+                .unwrap()
+                .to_string()
+                .starts_with("Proven, checked in this page")
+        );
+
+        let unknown = proof_verdict(archive, "m-9", &at, anchor, now, own_words).await;
+        assert!(
+            matches!(unknown, Some(ProofVerdict::NotYet(_))),
+            "{unknown:?}"
+        );
+
+        // The archived line changed behind the log's back (a new version of the object).
+        let mut changed = lines.clone();
+        changed[1] = changed[1].replace("success", "failure");
+        archive
+            .bucket
+            .overwrite(&object, Bytes::from(gzip_lines(&changed)));
+        let refused = proof_verdict(archive, "m-1", &at, anchor, now, own_words).await;
+        assert!(
+            matches!(refused, Some(ProofVerdict::Fails(_))),
+            "{refused:?}"
+        );
+        assert!(refused.unwrap().to_string().starts_with("NOT PROVEN"));
+
+        let archive = without_key.archive.as_ref().unwrap();
+        assert_eq!(
+            proof_verdict(archive, "m-1", &at, anchor, now, own_words).await,
+            None
+        );
+    }
+}
