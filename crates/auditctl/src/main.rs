@@ -6,8 +6,8 @@ mod commands;
 
 use std::process::ExitCode;
 
+use crate::commands::words::TrailError;
 use audit_trail::access::{Recorder, SdkAccessLog};
-use auditctl::TrailError;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use commands::{
     AuditArgs, AwsArgs, Context, Failure, archive, check_proof, dlq, get, prove, query, ui, verify,

@@ -1,9 +1,12 @@
 //! Owns `auditctl archive repair`: its flags and help, wiring verify's archive, key and table and
-//! the archiver function to the repair (`auditctl::repair`), what it prints and its exit. Must not
+//! the archiver function to the repair (`crate::commands::repair`), what it prints and its exit. Must not
 //! know how the missing items are found or archived.
 
 use std::io::Write;
 
+use crate::commands::repair::{self, LambdaArchiver, RepairFailure};
+use crate::commands::table::DynamoTable;
+use crate::commands::words::TrailError;
 use audit_model::keys::DEFAULT_TABLE_NAME;
 use audit_model::range::TimeRange;
 use audit_model::repair::RepairAnswer;
@@ -14,9 +17,6 @@ use audit_proof::verify::ports::KeySource;
 use audit_proof::verify::{ARCHIVE_LAG_SECONDS, Settings};
 use audit_trail::access::Action;
 use audit_trail::filter::{Fields, Plan};
-use auditctl::TrailError;
-use auditctl::repair::{self, LambdaArchiver, RepairFailure};
-use auditctl::table::DynamoTable;
 use clap::{Args, Subcommand};
 
 use super::archive_flags::ArchiveFlags;

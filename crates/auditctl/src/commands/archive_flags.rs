@@ -4,7 +4,7 @@
 use audit_model::archive::{DEFAULT_DIGEST_PERIOD_SECONDS, PeriodLength};
 use clap::Args;
 
-use crate::TrailError;
+use crate::commands::words::TrailError;
 
 /// The archive bucket alone (the witness reads checkpoints, it takes its key another way).
 #[derive(Debug, Clone, Args)]

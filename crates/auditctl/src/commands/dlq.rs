@@ -4,14 +4,14 @@
 use std::collections::BTreeMap;
 use std::io::BufWriter;
 
+use crate::commands::choices::Format;
+use crate::commands::words::TrailError;
 use audit_aws::config::ClientOptions;
 use audit_model::keys::DEFAULT_TABLE_NAME;
 use audit_trail::access::Action;
 use audit_trail::dlq::{DeadLetterQueue, Listed, ListedWithBody, OriginalSender, RedriveOptions};
 use audit_trail::output::Printer;
 use audit_trail::stack::StackTags;
-use auditctl::TrailError;
-use auditctl::choices::Format;
 use clap::{Args, Subcommand};
 
 use super::{Context, Failure};

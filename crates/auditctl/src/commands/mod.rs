@@ -6,25 +6,29 @@ pub mod archive;
 pub mod archive_flags;
 pub mod arguments;
 pub mod check_proof;
+pub mod choices;
 pub mod dlq;
 pub mod get;
 pub mod prove;
 pub mod query;
+pub mod repair;
+pub mod table;
 pub mod ui;
 pub mod verify;
 pub mod witness;
+pub mod words;
 
 use std::io::{BufWriter, IsTerminal, Write};
 use std::time::{Duration, Instant};
 
+use crate::commands::choices::Format;
+use crate::commands::words::TrailError;
 use audit_aws::config::CliOptions;
 use audit_model::keys::DEFAULT_TABLE_NAME;
 use audit_trail::Reader;
 use audit_trail::access::{AccessError, Recorder, SdkAccessLog};
 use audit_trail::item::TrailItem;
 use audit_trail::output::Printer;
-use auditctl::TrailError;
-use auditctl::choices::Format;
 use clap::Args;
 use futures::{Stream, StreamExt};
 

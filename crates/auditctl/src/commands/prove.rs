@@ -4,6 +4,7 @@
 
 use std::io::Write;
 
+use crate::commands::words::TrailError;
 use audit_model::keys::DEFAULT_TABLE_NAME;
 use audit_model::note::origin;
 use audit_proof::archive::S3Archive;
@@ -15,7 +16,6 @@ use audit_proof::verify::ports::KeySource;
 use audit_proof::verify::{CLOCK_SKEW_SECONDS, LATE_ARCHIVE_SECONDS};
 use audit_trail::access::Action;
 use audit_trail::item::TrailItem;
-use auditctl::TrailError;
 use chrono::{DateTime, Duration, Utc};
 use clap::Args;
 use futures::TryStreamExt;

@@ -4,13 +4,13 @@
 use std::net::IpAddr;
 use std::time::Instant;
 
+use crate::commands::choices::By;
 use audit_model::message::EventOutcome;
 use audit_model::range::TimeRange;
 use audit_trail::access::Action;
 use audit_trail::filter::{self, Fields, Plan};
 use audit_trail::merge::Order;
 use audit_trail::query::QueryOptions;
-use auditctl::choices::By;
 use clap::Args;
 use futures::StreamExt;
 

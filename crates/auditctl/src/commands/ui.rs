@@ -3,6 +3,8 @@
 
 use std::sync::Arc;
 
+use crate::commands::words::TrailError;
+use crate::commands::words::viewer_words;
 use audit_aws::config::ClientOptions;
 use audit_proof::archive::S3Archive;
 use audit_proof::verify::kms::KmsKey;
@@ -10,8 +12,6 @@ use audit_trail::dlq::DeadLetterQueue;
 use audit_viewer::archive::{Archive, key_fetch};
 use audit_viewer::session::Session;
 use audit_viewer::{DeadLetters, Viewer, listen, serve};
-use auditctl::TrailError;
-use auditctl::words::viewer_words;
 use clap::Args;
 use tokio::signal::unix::{SignalKind, signal};
 

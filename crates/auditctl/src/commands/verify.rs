@@ -4,6 +4,7 @@
 use super::archive_flags::ArchiveFlags;
 use std::io::{BufWriter, IsTerminal};
 
+use crate::commands::table::DynamoTable;
 use audit_model::keys::DEFAULT_TABLE_NAME;
 use audit_model::range::TimeRange;
 use audit_proof::archive::S3Archive;
@@ -15,7 +16,6 @@ use audit_proof::verify::report::Console;
 use audit_proof::verify::{ARCHIVE_LAG_SECONDS, Settings, walk};
 use audit_trail::access::Action;
 use audit_trail::filter::{Fields, Plan};
-use auditctl::table::DynamoTable;
 use clap::Args;
 
 use super::{Context, Failure};

@@ -6,12 +6,12 @@ use super::archive_flags::LogFlags;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
+use crate::commands::words::TrailError;
 use audit_proof::archive::S3Archive;
 use audit_proof::tlog::{LogKey, LogReader};
 use audit_proof::verify::kms::KmsKey;
 use audit_proof::verify::ports::KeySource;
 use audit_proof::witness::{WitnessError, WitnessSigner, WitnessState, check_name};
-use auditctl::TrailError;
 use clap::Args;
 
 use super::{Context, Failure};

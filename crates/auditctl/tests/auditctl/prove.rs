@@ -16,9 +16,9 @@ use audit_model::note::{
     cosignature_key, cosigned_message, ecdsa_key_id, index_key, origin,
 };
 use audit_model::tlog::{HexHash, TreeEdge, leaf_hash, parse_hex_hash, verify_consistency};
+use audit_proof::tlog::{LogKey, check_proof};
 use audit_testkit::endpoint::{create_locked_bucket, sdk_config};
 use audit_trail::item::TrailItem;
-use auditctl::tlog::{LogKey, check_proof};
 use aws_lc_rs::signature::{Ed25519KeyPair, KeyPair};
 use aws_sdk_kms::primitives::Blob;
 use aws_sdk_kms::types::{KeySpec, KeyUsageType, MessageType, SigningAlgorithmSpec};

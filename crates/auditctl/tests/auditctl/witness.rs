@@ -9,8 +9,8 @@ use audit_model::note::{
     Checkpoint, NoteSignature, SignedNote, WitnessKey, checkpoint_key, ecdsa_key_id, origin,
 };
 use audit_model::tlog::{Hash, TreeEdge, leaf_hash};
+use audit_proof::tlog::check_cosignature;
 use audit_testkit::endpoint::{create_locked_bucket, sdk_config};
-use auditctl::tlog::check_cosignature;
 use aws_sdk_kms::primitives::Blob;
 use aws_sdk_kms::types::{KeySpec, KeyUsageType, MessageType, SigningAlgorithmSpec};
 use aws_sdk_s3::primitives::ByteStream;

@@ -14,7 +14,7 @@ use audit_model::digest::ProblemKind;
 use audit_model::repair::{ItemKey, MAX_REPAIR_KEYS, RepairAnswer, RepairRequest};
 use futures::TryStreamExt;
 
-use crate::TrailError;
+use crate::commands::words::TrailError;
 use audit_proof::verify::Settings;
 use audit_proof::verify::key::TrustedKey;
 use audit_proof::verify::ports::{Archive, Table};

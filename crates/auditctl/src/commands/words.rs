@@ -87,7 +87,7 @@ pub enum TrailError {
     Tags(#[from] audit_trail::stack::TagError),
     /// The archiver did not repair (`archive repair`).
     #[error(transparent)]
-    Repair(#[from] crate::repair::RepairFailure),
+    Repair(#[from] crate::commands::repair::RepairFailure),
     /// A proof of the transparency log could not be made (`prove`, `consistency`).
     #[error(transparent)]
     Prove(#[from] audit_proof::prove::ProveError),
