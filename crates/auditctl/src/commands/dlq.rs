@@ -277,7 +277,7 @@ async fn redrive(
     if report.failed.is_empty() {
         Ok(())
     } else {
-        Err(TrailError::Aws(format!(
+        Err(TrailError::Worded(format!(
             "{} message(s) could not be moved (above); they stay in the dead-letter queue",
             report.failed.len()
         ))

@@ -165,7 +165,7 @@ pub async fn run(args: WitnessArgs, context: &Context) -> Result<(), Failure> {
 }
 
 fn fail(message: impl Into<String>) -> Failure {
-    Failure::Trail(TrailError::Aws(message.into()))
+    Failure::Trail(TrailError::Worded(message.into()))
 }
 
 fn read(path: &Path, what: &str) -> Result<String, Failure> {

@@ -72,8 +72,11 @@ pub enum TrailError {
         "the digest {key}, signed by the digest key, is of {found} s periods, not {given}: set DIGEST_PERIOD_SECONDS or --period-seconds to the archiver's ({found})"
     )]
     PeriodMismatch { key: String, found: u32, given: u32 },
+    /// A library's error worded here (an access denied with the policy it needs, a listener's
+    /// port), or a command's own failure (a local file, a partial redrive), already in words for
+    /// people.
     #[error("{0}")]
-    Aws(String),
+    Worded(String),
     /// A listing that could not get every message: printed what it got, then this.
     #[error(transparent)]
     Incomplete(#[from] audit_trail::dlq::Shortfall),
@@ -99,30 +102,30 @@ impl From<audit_proof::Error> for TrailError {
         use audit_proof::Error;
         match error {
             Error::BucketNotFound { bucket, at } => Self::BucketNotFound { bucket, at },
-            Error::BucketDenied { bucket, error } => Self::Aws(format!(
+            Error::BucketDenied { bucket, error } => Self::Worded(format!(
                 "not allowed to read the archive bucket {bucket}: {error}; attach AuditReaderPolicy (s3:ListBucketVersions, s3:GetObjectVersion on the archive)"
             )),
-            Error::LockDenied { bucket, error } => Self::Aws(format!(
+            Error::LockDenied { bucket, error } => Self::Worded(format!(
                 "not allowed to read the Object Lock configuration of the archive bucket {bucket}: {error}; attach AuditReaderPolicy (s3:GetBucketObjectLockConfiguration on the archive)"
             )),
             Error::Vanished { key } => {
-                Self::Aws(format!("{key} was listed but is not there: run again"))
+                Self::Worded(format!("{key} was listed but is not there: run again"))
             }
             Error::KeyNotFound { key, at } => Self::KeyNotFound { key, at },
-            Error::KeyDenied { key, error } => Self::Aws(format!(
+            Error::KeyDenied { key, error } => Self::Worded(format!(
                 "not allowed to read the public key of the digest key {key}: {error}; attach AuditReaderPolicy (kms:GetPublicKey on it)"
             )),
             Error::KeyUnsuitable { key, detail } => Self::KeyUnsuitable { key, detail },
             Error::PeriodMismatch { key, found, given } => {
                 Self::PeriodMismatch { key, found, given }
             }
-            Error::CosignatureDenied { key, error } => Self::Aws(format!(
+            Error::CosignatureDenied { key, error } => Self::Worded(format!(
                 "not allowed to write the cosignature {key}: {error}; the witness needs AuditWitnessPolicy (s3:PutObject on log/cosignatures/*), or in another account the bucket policy statement of docs/operations.md \"Witnesses\""
             )),
             Error::Prove(error) => Self::Prove(error),
             Error::Table(error) => match error.downcast::<audit_trail::Error>() {
                 Ok(error) => Self::from(*error),
-                Err(error) => Self::Aws(error.to_string()),
+                Err(error) => Self::Worded(error.to_string()),
             },
             Error::Output(error) => Self::Output(error),
             // Said as the library says them: what failed, and the service's own words.
@@ -131,7 +134,7 @@ impl From<audit_proof::Error> for TrailError {
             | Error::NotANote { .. }
             | Error::Key { .. }
             | Error::WitnessState(_)
-            | Error::Cosignature { .. }) => Self::Aws(error.to_string()),
+            | Error::Cosignature { .. }) => Self::Worded(error.to_string()),
         }
     }
 }
@@ -150,11 +153,11 @@ impl From<audit_viewer::Error> for TrailError {
                 flag: "--key-id",
                 output: "AuditDigestKeyArn",
             },
-            Error::Listen { address, error } => Self::Aws(format!(
+            Error::Listen { address, error } => Self::Worded(format!(
                 "cannot listen on {address}: {error}; choose another --port, or leave it out for a free one"
             )),
             error @ (Error::Listing { .. } | Error::VerifyStopped(_) | Error::NoRandom(_)) => {
-                Self::Aws(error.to_string())
+                Self::Worded(error.to_string())
             }
         }
     }
@@ -195,7 +198,7 @@ impl From<audit_trail::Error> for TrailError {
                 left,
                 asked,
                 tries,
-            } => Self::Aws(format!(
+            } => Self::Worded(format!(
                 "BatchGetItem on table {table} left {left} of {asked} items unread after {tries} tries (the table's read capacity is exhausted): run the lookup again later, or raise the table's read capacity"
             )),
             Error::QueueNotFound { url } => Self::QueueNotFound {
@@ -204,9 +207,9 @@ impl From<audit_trail::Error> for TrailError {
                 flag: "--dlq-url",
             },
             Error::QueueDenied { url, detail } => Self::QueueDenied { url, detail },
-            error @ Error::NotReleased { .. } => Self::Aws(error.to_string()),
-            Error::Request(text) => Self::Aws(text),
-            Error::Aws(error) => Self::Aws(error.text),
+            error @ Error::NotReleased { .. } => Self::Worded(error.to_string()),
+            Error::Request(text) => Self::Worded(text),
+            Error::Aws(error) => Self::Worded(error.text),
         }
     }
 }
