@@ -48,6 +48,17 @@ impl Attribute {
     }
 }
 
+impl From<&MessageAttributeValue> for Attribute {
+    /// An attribute as `ReceiveMessage` returns it.
+    fn from(attribute: &MessageAttributeValue) -> Self {
+        Self {
+            data_type: attribute.data_type().to_owned(),
+            string_value: attribute.string_value().map(str::to_owned),
+            binary_value: attribute.binary_value().map(|b| b.as_ref().to_vec()),
+        }
+    }
+}
+
 impl From<&SqsMessageAttribute> for Attribute {
     /// An attribute of a Lambda SQS event's record; one without a data type is a `String`.
     fn from(attribute: &SqsMessageAttribute) -> Self {

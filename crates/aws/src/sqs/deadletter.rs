@@ -7,13 +7,14 @@ use std::collections::BTreeMap;
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::error::SdkError;
 use aws_sdk_sqs::operation::send_message::SendMessageError;
+use aws_sdk_sqs::operation::send_message::builders::SendMessageFluentBuilder;
 use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 
 use super::attributes::Attribute;
 use crate::error::{AwsError, ErrorKind};
 
-/// What is sent to a dead-letter queue for one message.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What is sent to a dead-letter queue for one message (or, by a redrive, back from one).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DeadLetter {
     /// The original body, byte for byte.
     pub body: String,
@@ -133,25 +134,35 @@ impl SqsDeadLetterQueue {
 
     /// One `SendMessage` with the letter's body, attributes, group and deduplication id.
     pub async fn send(&self, letter: &DeadLetter) -> Result<(), SendError> {
-        let mut request = self
-            .client
-            .send_message()
-            .queue_url(&self.queue_url)
-            .message_body(&letter.body)
-            .set_message_group_id(letter.group_id.clone())
-            .set_message_deduplication_id(letter.deduplication_id.clone());
-        for (name, attribute) in &letter.attributes {
-            let value = attribute
-                .to_sdk()
-                .map_err(|e| SendError::Refused(format!("attribute {name}: {e}")))?;
-            request = request.message_attributes(name, value);
-        }
-        request
+        send_message(&self.client, &self.queue_url, letter)
+            .map_err(SendError::Refused)?
             .send()
             .await
             .map(|_| ())
             .map_err(|e| SendError::from_sdk(&e))
     }
+}
+
+/// The `SendMessage` request of a letter to `queue_url`, once for the dead-letter adapter and
+/// the queue port's; an attribute the SDK cannot build is named in the error.
+pub(super) fn send_message(
+    client: &Client,
+    queue_url: &str,
+    letter: &DeadLetter,
+) -> Result<SendMessageFluentBuilder, String> {
+    let mut request = client
+        .send_message()
+        .queue_url(queue_url)
+        .message_body(&letter.body)
+        .set_message_group_id(letter.group_id.clone())
+        .set_message_deduplication_id(letter.deduplication_id.clone());
+    for (name, attribute) in &letter.attributes {
+        let value = attribute
+            .to_sdk()
+            .map_err(|e| format!("attribute {name}: {e}"))?;
+        request = request.message_attributes(name, value);
+    }
+    Ok(request)
 }
 
 #[cfg(test)]

@@ -68,24 +68,9 @@ impl MemoryDeadLetterQueue {
         if let Some(error) = lock(&self.scripted).pop_front() {
             return Err(error);
         }
-        // As SQS: no empty body, at most 10 attributes.
-        if letter.body.is_empty() {
-            return Err(SendError::NoBody);
-        }
-        if letter.attributes.len() > MAX_ATTRIBUTES {
-            return Err(SendError::Refused(format!(
-                "{} message attributes, over {MAX_ATTRIBUTES}",
-                letter.attributes.len()
-            )));
-        }
         let limit = lock(&self.max_message_bytes).unwrap_or(MAX_MESSAGE_BYTES);
-        if letter.size() > limit {
-            return Err(SendError::TooLarge {
-                limit: Some(limit),
-                text: format!(
-                    "InvalidParameterValue: One or more parameters are invalid. Reason: Message must be shorter than {limit} bytes."
-                ),
-            });
+        if let Some(error) = refusal(letter, limit) {
+            return Err(error);
         }
         lock(&self.sent).push(letter.clone());
         let delay = *lock(&self.answer_delay);
@@ -96,8 +81,28 @@ impl MemoryDeadLetterQueue {
     }
 }
 
+/// What SQS refuses of a message, as the twins refuse it: no empty body, at most
+/// `MAX_ATTRIBUTES` attributes, nothing over the queue's size (`limit`, as `DeadLetter::size`).
+pub(super) fn refusal(letter: &DeadLetter, limit: usize) -> Option<SendError> {
+    if letter.body.is_empty() {
+        return Some(SendError::NoBody);
+    }
+    if letter.attributes.len() > MAX_ATTRIBUTES {
+        return Some(SendError::Refused(format!(
+            "{} message attributes, over {MAX_ATTRIBUTES}",
+            letter.attributes.len()
+        )));
+    }
+    (letter.size() > limit).then(|| SendError::TooLarge {
+        limit: Some(limit),
+        text: format!(
+            "InvalidParameterValue: One or more parameters are invalid. Reason: Message must be shorter than {limit} bytes."
+        ),
+    })
+}
+
 /// A poisoned lock only means a test panicked on purpose; the data is still usable.
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(super) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
