@@ -562,7 +562,7 @@ def run(binary: Path, size: int, page_size: int, days: list[str], concurrency: i
             env.pop(name, None)
         args = [str(binary), "query", "--from", f"{days[0]}T00:00:00Z", "--to", f"{days[-1]}T23:59:59.999Z",
                 "--format", "jsonl", "--page-size", str(page_size), "--concurrency", str(concurrency),
-                "--stats", "--endpoint-url", standin.endpoint, "--table", TABLE]
+                "--stats", "--endpoint-url", standin.endpoint, "--table", TABLE, "--no-audit-event"]
         if lookup:
             args += ["--actor", ACTOR]
         cpu_before = os.times()

@@ -10,6 +10,7 @@ ACCESS_QUEUE_ARN and check callerUserId against SenderId (issue 25): it fails un
 
 import json
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,13 @@ from local.harness import LocalSystem, _client
 
 ROOT = Path(__file__).resolve().parents[2]
 AUDIT_TIME = "2026-11-22T10:00:00.000Z"
+
+
+@pytest.fixture(scope="module")
+def auditctl() -> Path:
+    env = dict(os.environ, CARGO_TERM_COLOR="never")
+    subprocess.run(["cargo", "build", "--quiet", "--bin", "auditctl"], cwd=ROOT, env=env, check=True)
+    return ROOT / "target" / "debug" / "auditctl"
 
 
 @pytest.fixture(scope="module")
@@ -106,3 +114,33 @@ def test_an_access_event_naming_another_person_as_actor_is_refused(system):
     letter = _dead_letters(system)[sent]
     assert letter["reason"] == "access_event_invalid"
     assert "actor is not the ARN of its attested sender" in json.dumps(letter), letter
+
+
+def test_a_read_with_no_access_queue_is_refused_and_reads_nothing(system, auditctl):
+    """A reader who leaves ACCESS_QUEUE_URL unset, so that her read goes unrecorded: every command
+    that reads, and the viewer, refuse (exit 2, nothing on stdout, nothing sent); saying so with
+    --no-audit-event reads, and says on stderr that the access was not recorded."""
+    env = {k: v for k, v in {**os.environ, **system.stack_env()}.items() if k != "ACCESS_QUEUE_URL"}
+    system.sqs.send_message(QueueUrl=system.queue_url, MessageBody=json.dumps({
+        "messageId": "unrecorded-read-1", "auditTime": AUDIT_TIME, "auditText": "read me",
+        "actor": "alice", "action": "user.login"}))
+    assert system.wait_drained(120), system.depth()
+    assert len(_items(system, "unrecorded-read-1")) == 1
+    def access_events() -> list[dict]:
+        assert system.wait_access_drained(120), system.depth(system.access_queue_url)
+        return [it for it in system.scan_table() if it.get("action", "").startswith("auditctl.")]
+
+    before = access_events()
+    window = ["--from", "2026-11-22T00:00:00Z", "--to", "2026-11-22T23:59:59.999Z", "--format", "jsonl"]
+    for args in (["query", *window], ["get", "unrecorded-read-1", "--format", "jsonl"], ["dlq", "list"], ["ui"]):
+        done = subprocess.run([str(auditctl), *args], env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 2, (args, done.stderr)
+        assert done.stdout == "", (args, done.stdout)
+        assert "access not recorded, so nothing was read: no access queue" in done.stderr, done.stderr
+        assert "--no-audit-event" in done.stderr, done.stderr
+    assert access_events() == before, "no access event was sent"
+    said = subprocess.run([str(auditctl), "query", *window, "--no-audit-event"], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert said.returncode == 0, said.stderr
+    assert "access not recorded: --no-audit-event" in said.stderr
+    assert "unrecorded-read-1" in said.stdout

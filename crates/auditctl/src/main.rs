@@ -54,7 +54,8 @@ auditctl.dlq.redrive, auditctl.verify, auditctl.archive.repair or auditctl.prove
 given) to the
 access queue. The access queue must be the stack's: the one the table (TABLE_NAME) names in its tag
 audit:access-queue-arn. If it is not, or the event cannot be sent, the command reads nothing and exits 1. Without an
-access queue, or with --no-audit-event, it says on stderr that the access was not recorded.
+access queue it reads nothing and exits 2, unless --no-audit-event says the read goes unrecorded on
+purpose (said on stderr).
 
 Exit status: 0 success, 1 failure (the message names the fix; for verify: a problem found), 2 bad
 usage.";

@@ -61,14 +61,19 @@ impl Action {
 /// known yet: the event records the attempt to access, whatever came of it.
 pub const OUTCOME: EventOutcome = EventOutcome::Unknown;
 
-/// The note on stderr when no access queue is configured.
-pub const NOT_CONFIGURED: &str = "access not recorded: no access queue; set ACCESS_QUEUE_URL or --access-queue-url (stack output AuditAccessQueueUrl) so that auditctl records its access to the trail, or pass --no-audit-event to skip it on purpose";
 /// The note on stderr with `--no-audit-event`.
 pub const SKIPPED: &str = "access not recorded: --no-audit-event";
 
-/// Why the access could not be recorded. The command then reads nothing and exits 1.
+/// Why the access could not be recorded. The command then reads nothing and exits 1 (2 for
+/// `NotConfigured`, a usage error).
 #[derive(Debug, thiserror::Error)]
 pub enum AccessError {
+    /// No access queue and no `--no-audit-event`: a read would go unrecorded, so it is refused
+    /// (docs/auditctl.md, "Access is recorded").
+    #[error(
+        "access not recorded, so nothing was read: no access queue; set ACCESS_QUEUE_URL or --access-queue-url (stack output AuditAccessQueueUrl) so that auditctl records its access to the trail, or pass --no-audit-event to read without recording on purpose"
+    )]
+    NotConfigured,
     #[error(
         "access not recorded, so nothing was read: sts:GetCallerIdentity (who is reading) failed: {0}; check the AWS credentials (--profile, AWS_PROFILE, AWS_ACCESS_KEY_ID) and the region (--region, AWS_REGION)"
     )]
@@ -211,7 +216,6 @@ pub fn event(
 pub enum Recorded {
     Sent { message_id: String },
     Skipped,
-    NotConfigured,
 }
 
 /// How this run records its access, decided once from the flags.
@@ -226,7 +230,7 @@ pub enum Recorder<L> {
     },
     /// `--no-audit-event`: skipped on purpose.
     Skipped,
-    /// No access queue configured.
+    /// No access queue configured: every read is refused (`AccessError::NotConfigured`).
     NotConfigured,
 }
 
@@ -241,6 +245,16 @@ impl<L: AccessLog> Recorder<L> {
                 checked: tokio::sync::OnceCell::new(),
             },
             (false, None) => Self::NotConfigured,
+        }
+    }
+
+    /// Whether this run may read at all: refused when no access queue is configured and
+    /// `--no-audit-event` was not given. A command that reads many times (`auditctl ui`) asks
+    /// this once before it starts.
+    pub fn ready(&self) -> Result<(), AccessError> {
+        match self {
+            Self::NotConfigured => Err(AccessError::NotConfigured),
+            Self::Send { .. } | Self::Skipped => Ok(()),
         }
     }
 
@@ -273,10 +287,7 @@ impl<L: AccessLog> Recorder<L> {
                 eprintln!("{SKIPPED}");
                 Ok(Recorded::Skipped)
             }
-            Self::NotConfigured => {
-                eprintln!("{NOT_CONFIGURED}");
-                Ok(Recorded::NotConfigured)
-            }
+            Self::NotConfigured => Err(AccessError::NotConfigured),
             Self::Send {
                 log,
                 arguments: given,
@@ -713,7 +724,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn skipped_or_not_configured_sends_nothing_and_reads_no_tags() {
+    async fn skipped_sends_nothing_and_not_configured_is_refused_reading_no_tags() {
         let skipped = Recorder::new(
             Some(Twin {
                 tables: vec![],
@@ -726,10 +737,17 @@ mod tests {
             skipped.record(Action::Query, "T", "T").await.unwrap(),
             Recorded::Skipped
         );
+        assert!(skipped.ready().is_ok());
         let none: Recorder<Twin> = Recorder::new(None, false, Map::new());
-        assert_eq!(
-            none.record(Action::Query, "T", "T").await.unwrap(),
-            Recorded::NotConfigured
+        let refused = none.record(Action::Query, "T", "T").await.unwrap_err();
+        assert!(matches!(refused, AccessError::NotConfigured), "{refused}");
+        assert!(matches!(none.ready(), Err(AccessError::NotConfigured)));
+        let message = refused.to_string();
+        assert!(
+            message.starts_with("access not recorded, so nothing was read: no access queue")
+                && message.contains("set ACCESS_QUEUE_URL or --access-queue-url")
+                && message.contains("--no-audit-event"),
+            "{message}"
         );
     }
 }

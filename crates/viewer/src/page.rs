@@ -48,12 +48,12 @@ pub fn problem(status: u16, message: &str, retry: Option<&str>) -> Markup {
     }
 }
 
-/// The note when this access was not recorded (no access queue, or `--no-audit-event`).
+/// The note when this access was not recorded (`--no-audit-event`; a viewer with no access queue
+/// does not start).
 pub fn recorded_note(recorded: &Recorded) -> Markup {
     let why = match recorded {
         Recorded::Sent { .. } => return html! {},
         Recorded::Skipped => "access not recorded: auditctl ui was started with --no-audit-event",
-        Recorded::NotConfigured => audit_trail::access::NOT_CONFIGURED,
     };
     html! { p class="note" role="note" { (why) } }
 }

@@ -136,9 +136,14 @@ impl From<audit_trail::Error> for Failure {
     }
 }
 
+/// An access that cannot be recorded: no access queue at all is bad usage (exit 2), any other
+/// failure to record exits 1. Either way nothing was read.
 impl From<AccessError> for Failure {
     fn from(error: AccessError) -> Self {
-        Self::Trail(TrailError::Access(error))
+        match error {
+            AccessError::NotConfigured => Self::usage(error),
+            error => Self::Trail(TrailError::Access(error)),
+        }
     }
 }
 

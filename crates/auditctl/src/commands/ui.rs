@@ -30,7 +30,8 @@ A request without the token or the cookie is refused (401/403). Ctrl-C stops it.
 Every search (and each further page of it), event view, dead-letter listing, export, redrive and
 verify first sends its access event (auditctl.ui.search, auditctl.ui.view, auditctl.ui.export,
 auditctl.ui.redrive, auditctl.ui.verify) to the access queue, as every command does; if it cannot
-be sent the page shows why and no data.
+be sent the page shows why and no data. With no access queue (and no --no-audit-event) it does
+not start: exit 2, nothing read.
 
 With DEAD_LETTER_QUEUE_URL, a page lists the dead-letter queue by reason (bodies only on request);
 with AUDIT_QUEUE_URL too, each reason can be redriven after a confirmation that states how many
@@ -69,6 +70,8 @@ pub struct UiArgs {
 
 /// `auditctl ui`: listen, print the URL, serve until Ctrl-C.
 pub async fn run(args: UiArgs, context: Context) -> Result<(), Failure> {
+    // No access queue: refused before it listens, as every command that reads is.
+    context.access.ready()?;
     let (listener, bound) = listen(args.port).await.map_err(TrailError::from)?;
     let session =
         Session::new(bound).map_err(|e| TrailError::from(audit_viewer::Error::from(e)))?;

@@ -469,7 +469,7 @@ async fn a_table_without_the_access_queue_tag_is_refused_until_the_stack_is_upda
 }
 
 #[tokio::test]
-async fn no_audit_event_sends_nothing_and_without_an_access_queue_the_access_is_said_unrecorded() {
+async fn no_audit_event_sends_nothing_and_without_an_access_queue_nothing_is_read() {
     let moto = Moto::start();
     write_trail(&moto).await;
     let q = queues(&moto).await;
@@ -499,15 +499,21 @@ async fn no_audit_event_sends_nothing_and_without_an_access_queue_the_access_is_
     }
     assert_eq!(q.depth(&q.access).await, (0, 0), "nothing sent");
 
-    // No access queue: it reads, and says the access was not recorded and how to record it.
-    let output = auditctl(&moto.endpoint, &query, &[]);
-    let message = stderr(&output);
-    assert!(
-        message.contains("access not recorded: no access queue")
-            && message.contains(
-                "set ACCESS_QUEUE_URL or --access-queue-url (stack output AuditAccessQueueUrl)"
-            ),
-        "{message}"
-    );
-    assert!(!jsonl(&ok(output)).is_empty());
+    // No access queue: a usage error (exit 2) that says how to record the access, or how to read
+    // unrecorded on purpose; nothing read, for a command as for the viewer.
+    for args in [&query[..], &["dlq", "list"], &["ui"]] {
+        let output = auditctl_as_given(&moto.endpoint, args, &q.env()[..2]);
+        let message = stderr(&output);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {message}");
+        assert!(
+            message.contains("error: access not recorded, so nothing was read: no access queue")
+                && message.contains(
+                    "set ACCESS_QUEUE_URL or --access-queue-url (stack output AuditAccessQueueUrl)"
+                )
+                && message.contains("--no-audit-event"),
+            "{args:?}: {message}"
+        );
+        assert!(stdout(&output).is_empty(), "{args:?}: nothing read");
+    }
+    assert_eq!(q.depth(&q.access).await, (0, 0), "nothing sent");
 }

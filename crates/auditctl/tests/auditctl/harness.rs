@@ -15,8 +15,23 @@ use crate::support::*;
 /// A number beyond f64's precision: printed with every digit.
 pub(crate) const BIG: &str = "1234567890123456789012345.5";
 
-/// Runs auditctl against `endpoint` with a clean AWS environment.
+/// Runs auditctl against `endpoint` with a clean AWS environment. With no access queue in `env`
+/// the run reads unrecorded on purpose (`--no-audit-event`), as a test of reading means to:
+/// without one, auditctl refuses to read (`auditctl_as_given` runs it so).
 pub(crate) fn auditctl(endpoint: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let unrecorded = !env.iter().any(|(name, _)| *name == "ACCESS_QUEUE_URL")
+        && !args.contains(&"--no-audit-event");
+    if unrecorded {
+        let args: Vec<&str> = std::iter::once("--no-audit-event")
+            .chain(args.iter().copied())
+            .collect();
+        return auditctl_as_given(endpoint, &args, env);
+    }
+    auditctl_as_given(endpoint, args, env)
+}
+
+/// As `auditctl`, with `args` exactly as given.
+pub(crate) fn auditctl_as_given(endpoint: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut command = Command::new(env!("CARGO_BIN_EXE_auditctl"));
     for name in [
         "AWS_PROFILE",
