@@ -8,8 +8,11 @@ The log is written here as the sealer writes it (RFC 9162 leaves, a C2SP partial
 signed by the stack's AuditDigestKey with KMS Sign, RAW, ECDSA_SHA_256): small trees, one tile.
 
 moto 5.2.5 evaluates no Condition in an identity policy: the policy's ListBucket statement is
-granted here without its condition (s3:prefix log/*, checked in tests/template), which the witness
-meets by construction (it lists only log/checkpoints/ and log/cosignatures/)."""
+granted here without its condition (s3:prefix log/checkpoints/* and log/cosignatures/*, checked in
+tests/template), which the witness meets by construction (it lists only those two).
+
+The witness reads no period index (log/index/, which names every event's messageId and auditTime):
+its GetObject covers checkpoints, tiles and cosignatures only."""
 
 import subprocess
 
@@ -36,7 +39,7 @@ def _witness_policy(account: Account) -> dict:
     """AuditWitnessPolicy as deployed, its one condition (listing under log/) taken out for moto."""
     doc = account.template.properties("AuditWitnessPolicy")["PolicyDocument"]
     [listing] = [st for st in doc["Statement"] if st.get("Sid") == "ListTheLog"]
-    assert listing.pop("Condition") == {"StringLike": {"s3:prefix": ["log/*"]}}
+    assert listing.pop("Condition") == {"StringLike": {"s3:prefix": ["log/checkpoints/*", "log/cosignatures/*"]}}
     return policy_document(doc, "AuditWitnessPolicy.PolicyDocument")
 
 
@@ -92,6 +95,18 @@ def test_the_witness_policy_is_enough_to_cosign_and_writes_nothing_else(account,
         raise AssertionError("the witness replaced a cosignature")
     versions = admin.list_object_versions(Bucket=bucket, Prefix=keys[0])["Versions"]
     assert len(versions) == 1, versions
+
+    # Nor does it read what it does not need: a period's index names every event in the period.
+    index = "log/index/2026-11-22T10:00:00Z.json"
+    with account.bucket_policy_lifted():
+        admin.put_object(Bucket=bucket, Key=index, Body=b'{"messageIds": ["m-1"]}', IfNoneMatch="*",
+                         ChecksumAlgorithm="SHA256")
+    try:
+        s3.get_object(Bucket=bucket, Key=index)
+    except Exception as e:  # noqa: BLE001 - the refusal is the point
+        assert error_code(e) == "AccessDenied", e
+    else:
+        raise AssertionError("the witness read a period index")
 
 
 def _without(doc: dict, action: str) -> dict:

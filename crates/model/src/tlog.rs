@@ -22,6 +22,8 @@ pub type Hash = [u8; 32];
 
 /// Where the log lives in the archive bucket.
 pub const LOG_PREFIX: &str = "log/";
+/// Where the log's tiles live: `log/tile/<L>/<N>[.p/<W>]`.
+pub const TILE_PREFIX: &str = "log/tile/";
 /// Hashes in a full tile.
 pub const TILE_WIDTH: u64 = 256;
 /// Levels of the tree one tile spans.
@@ -380,7 +382,7 @@ impl TileRef {
                 }
             })
             .collect();
-        let mut key = format!("{LOG_PREFIX}tile/{}/{}", self.level, parts.join("/"));
+        let mut key = format!("{TILE_PREFIX}{}/{}", self.level, parts.join("/"));
         if self.width < TILE_WIDTH {
             key.push_str(&format!(".p/{}", self.width));
         }
@@ -389,7 +391,7 @@ impl TileRef {
 
     /// The tile `key` names, when it is exactly a tile key.
     pub fn parse_key(key: &str) -> Option<Self> {
-        let rest = key.strip_prefix(LOG_PREFIX)?.strip_prefix("tile/")?;
+        let rest = key.strip_prefix(TILE_PREFIX)?;
         let (level, rest) = rest.split_once('/')?;
         let level: u32 = level.parse().ok()?;
         let (index_part, width) = match rest.split_once(".p/") {

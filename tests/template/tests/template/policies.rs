@@ -6,7 +6,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::support::*;
 use audit_model::archive::{STATE_PREFIX, TAMPER_PREFIX, TRAIL_PREFIX};
 use audit_model::digest::DIGEST_PREFIX;
-use audit_model::tlog::LOG_PREFIX;
+use audit_model::note::{CHECKPOINTS_PREFIX, COSIGNATURES_PREFIX};
+use audit_model::tlog::{LOG_PREFIX, TILE_PREFIX};
 use serde_yaml::Value;
 
 fn role_statements(t: &Value, role: &str) -> Vec<Value> {
@@ -679,8 +680,9 @@ fn only_the_archiver_may_sign_and_the_readers_fetch_the_public_key() {
 
 #[test]
 fn witness_policy_reads_the_log_and_adds_cosignatures_only() {
-    // auditctl witness: lists and reads log/ (checkpoints, tiles, cosignatures), fetches the log's
-    // public key, adds its cosignature under log/cosignatures/. No other read, no other write.
+    // auditctl witness: lists checkpoints and cosignatures, reads checkpoints, tiles and
+    // cosignatures, fetches the log's public key, adds its cosignature under log/cosignatures/. No
+    // other read (not the period indexes, which name every event), no other write.
     let t = template();
     let statements = one_or_many(at(
         props(&t, "AuditWitnessPolicy"),
@@ -694,10 +696,13 @@ fn witness_policy_reads_the_log_and_adds_cosignatures_only() {
         }
         let actions: Vec<String> = one_or_many(at(s, &["Action"])).iter().map(scalar).collect();
         if actions == ["s3:ListBucket"] {
-            // Listing only under log/.
+            // Listing only the checkpoints and the cosignatures.
             assert_eq!(
                 at(s, &["Condition", "StringLike", "s3:prefix"]),
-                &Value::Sequence(vec![Value::from("log/*")]),
+                &Value::Sequence(vec![
+                    Value::from("log/checkpoints/*"),
+                    Value::from("log/cosignatures/*")
+                ]),
                 "{s:?}"
             );
             assert_eq!(at(s, &["Condition"]).as_mapping().map(|m| m.len()), Some(1));
@@ -718,7 +723,10 @@ fn witness_policy_reads_the_log_and_adds_cosignatures_only() {
         grants,
         owned_grants(&[
             ("s3:ListBucket", one(ARCHIVE_BUCKET)),
-            ("s3:GetObject", under(&[LOG_PREFIX])),
+            (
+                "s3:GetObject",
+                under(&[CHECKPOINTS_PREFIX, TILE_PREFIX, COSIGNATURES_PREFIX])
+            ),
             (
                 "s3:PutObject",
                 one(&format!("{ARCHIVE_BUCKET}/log/cosignatures/*"))
