@@ -94,3 +94,35 @@ def test_a_rollback_is_refused(stack, work_dir):
     assert refused.returncode == 1, refused.stderr
     assert refused.stderr.startswith("REFUSED: rollback: the newest checkpoint is of size 4, smaller than the size 40")
     witness.close()
+
+
+def test_a_slot_squatted_before_the_witness_is_refused_not_taken_for_its_cosignature(stack, work_dir):
+    """Whoever may write under log/cosignatures/ (the bucket policy's one exception) writes junk
+    in the witness's slot for the next checkpoint before the witness runs: the witness reads it
+    back, finds it is not its own cosignature, exits 1 (REFUSED: slot taken) and keeps its state;
+    it does not report the size as cosigned."""
+    st, endpoint = stack
+    bucket, key_arn = st.archive_bucket.name, st.archiver.environment["DIGEST_KEY_ID"]
+    kms = _client("kms", endpoint)
+    env = procs.function_env({}, endpoint, {"ARCHIVE_BUCKET": bucket, "DIGEST_KEY_ID": key_arn})
+    witness = LocalWitness(work_dir / "witness", build_auditctl(), env)
+    key_id = witness.init().split("+")[1]
+    s3, restore = _sealer(endpoint, bucket)
+    write_log(s3, kms, key_arn, bucket, [3])
+    restore()
+    assert witness.run().returncode == 0
+    state = (work_dir / "witness" / "state.json").read_text()
+    s3, restore = _sealer(endpoint, bucket)
+    write_log(s3, kms, key_arn, bucket, [6])
+    restore()
+    slot = f"log/cosignatures/{6:020}/{key_id}"
+    squatter = _client("s3", endpoint)  # under the bucket policy: it may only add a cosignature
+    squatter.put_object(Bucket=bucket, Key=slot, Body=b"\xe2\x80\x94 junk AAAAAAAA\n", IfNoneMatch="*",
+                        ChecksumAlgorithm="SHA256")
+
+    refused = witness.run()
+    assert refused.returncode == 1, refused.stdout
+    assert refused.stderr.startswith(f"REFUSED: slot taken: {slot} was already written"), refused.stderr
+    assert "cosigned checkpoint 6" not in refused.stdout, refused.stdout
+    assert (work_dir / "witness" / "state.json").read_text() == state
+    witness.close()

@@ -8,7 +8,8 @@ use audit_aws::error::{AwsError, ErrorKind};
 use audit_aws::s3::{Bucket, Created, NewObject};
 use audit_model::digest::hex;
 use audit_model::note::{
-    COSIGNATURE_TYPE, Checkpoint, NoteSignature, WitnessKey, cosignature_key, cosigned_message,
+    COSIGNATURE_TYPE, Checkpoint, NoteSignature, SignedNote, WitnessKey, cosignature_key,
+    cosigned_message,
 };
 use audit_model::tlog::{
     Hash, HexHash, consistency_proof, consistency_tiles, parse_hex_hash, verify_consistency,
@@ -182,7 +183,8 @@ impl WitnessState {
     }
 }
 
-/// Why the witness refuses to cosign: nothing is written, the state stays.
+/// Why the witness refuses to cosign: the state stays; nothing is written, but for `SlotTaken`,
+/// where the cosignatures of the sizes before it are.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
     #[error(
@@ -219,6 +221,10 @@ pub enum Refusal {
         "the tree of size {new} does not extend the accepted tree of size {old}: {why} (RFC 9162 consistency, from the log's tiles)"
     )]
     NotExtending { old: u64, new: u64, why: String },
+    #[error(
+        "slot taken: {key} was already written, and it is not this witness's cosignature of the checkpoint of size {size} ({why}); someone else wrote under this witness's key id: readers take no cosignature from it, and this witness cannot cosign size {size} (state unchanged)"
+    )]
+    SlotTaken { size: u64, key: String, why: String },
 }
 
 /// A run that did not finish: refused (exit 1, `REFUSED: ...`), or the bucket failed.
@@ -330,8 +336,9 @@ pub async fn run<B: Bucket>(
     let timestamp = u64::try_from(now.timestamp()).unwrap_or(0);
     let mut cosigned = Vec::new();
     for checkpoint in &accepted {
-        let line = signer.cosign(&checkpoint.checkpoint.body(), timestamp);
-        let already = store(reader, checkpoint.checkpoint.size, &line, signer).await?;
+        let body = checkpoint.checkpoint.body();
+        let line = signer.cosign(&body, timestamp);
+        let already = store(reader, checkpoint.checkpoint.size, &body, &line, signer).await?;
         cosigned.push(Cosigned {
             size: checkpoint.checkpoint.size,
             already,
@@ -447,29 +454,54 @@ async fn consistent<B: Bucket>(
     Ok(())
 }
 
-/// Stores `line` as this witness's cosignature of the checkpoint of `size` (If-None-Match):
-/// true when one was already there.
+/// Stores `line` as this witness's cosignature of the checkpoint of `size`, whose body is `body`
+/// (If-None-Match): true when its own cosignature was already there (a run before whose state was
+/// not saved). A slot that holds anything else (someone with `s3:PutObject` under
+/// `log/cosignatures/` wrote there first) is refused: the witness never counts another's object
+/// as its own cosignature.
 async fn store<B: Bucket>(
     reader: &LogReader<'_, S3Archive<B>>,
     size: u64,
+    body: &str,
     line: &NoteSignature,
     signer: &WitnessSigner,
-) -> Result<bool, Error> {
+) -> Result<bool, WitnessError> {
     let key = cosignature_key(size, signer.key.key_id());
-    let body = line.line().into_bytes();
-    let sha256 = audit_model::digest::sha256(&body);
+    let bytes = line.line().into_bytes();
+    let sha256 = audit_model::digest::sha256(&bytes);
     let created = reader
         .archive
         .put_if_absent(NewObject {
             key: key.clone(),
-            body: body.into(),
+            body: bytes.into(),
             content_type: "text/plain; charset=utf-8",
             sha256,
             metadata: Vec::new(),
         })
         .await
         .map_err(|e| write_error(&key, &e))?;
-    Ok(created == Created::AlreadyExists)
+    if created != Created::AlreadyExists {
+        return Ok(false);
+    }
+    let taken = |why: &str| Refusal::SlotTaken {
+        size,
+        key: key.clone(),
+        why: why.to_owned(),
+    };
+    let Some(stored) = reader.get(&key).await? else {
+        return Err(taken("it cannot be read back").into());
+    };
+    let Ok(text) = String::from_utf8(stored) else {
+        return Err(taken("it is not UTF-8 text").into());
+    };
+    // The object must be exactly one signature line of this witness, over this body.
+    let note = SignedNote::parse(&format!("{body}\n{text}"))
+        .map_err(|e| taken(&format!("it is not one signature line: {e}")))?;
+    if note.signatures.len() != 1 {
+        return Err(taken("it is not one signature line").into());
+    }
+    crate::offline::check_cosignature(&note, &signer.key).map_err(|e| taken(&e.to_string()))?;
+    Ok(true)
 }
 
 fn write_error(key: &str, error: &AwsError) -> Error {

@@ -403,3 +403,68 @@ async fn an_empty_log_is_nothing_to_cosign() {
         (None, 0, None)
     );
 }
+
+#[tokio::test]
+async fn a_slot_taken_by_anything_but_its_own_cosignature_is_refused_and_the_state_stays() {
+    let signer = WitnessSigner::generate("witness.example/w1").unwrap();
+    let other = WitnessSigner::generate("witness.example/w1").unwrap();
+    // What someone with s3:PutObject under log/cosignatures/ can put in this witness's slot
+    // first, given the checkpoint's body: junk, a line bearing its name and key id that another
+    // key signed, its own cosignature of another checkpoint, another witness's valid cosignature,
+    // two lines.
+    let squat = |body: &str| -> Vec<String> {
+        let forged = NoteSignature {
+            key_id: signer.key.key_id(),
+            ..other.cosign(body, 1)
+        };
+        vec![
+            "junk".to_owned(),
+            format!("{}\n", forged.line()),
+            format!(
+                "{}\n",
+                signer
+                    .cosign(&body.replace("archive", "elsewhere"), 1)
+                    .line()
+            ),
+            format!("{}\n", other.cosign(body, 1).line()),
+            format!(
+                "{}\n{}\n",
+                signer.cosign(body, 1).line(),
+                signer.cosign(body, 2).line()
+            ),
+        ]
+    };
+    for case in 0..5 {
+        let mut log = TestLog::new("archive");
+        log.append(4);
+        let first = log.witness(&signer, None).await.unwrap().state.unwrap();
+        let size = log.append(4);
+        let body = Checkpoint {
+            origin: log.origin.clone(),
+            size,
+            root: log.edge.root(),
+        }
+        .body();
+        let squatted = squat(&body).swap_remove(case);
+        let slot = cosignature_key(size, signer.key.key_id());
+        log.put(&slot, squatted.clone().into_bytes());
+
+        let refused = refusal(log.witness(&signer, Some(&first)).await);
+        let Refusal::SlotTaken { size: at, key, .. } = &refused else {
+            panic!("{squatted:?}: {refused:?}")
+        };
+        assert_eq!((*at, key.as_str()), (size, slot.as_str()), "{squatted:?}");
+        assert!(
+            refused.to_string().starts_with(&format!(
+                "slot taken: {slot} was already written, and it is not this witness's cosignature"
+            )),
+            "{refused}"
+        );
+        // Left as it was found.
+        assert_eq!(
+            log.reader().get(&slot).await.unwrap(),
+            Some(squatted.into_bytes()),
+            "{case}"
+        );
+    }
+}
