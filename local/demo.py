@@ -597,6 +597,9 @@ def run_auditctl(binary: Path, system: LocalSystem, args: list[str], check: bool
         "DEAD_LETTER_QUEUE_URL": system.dlq_url,
         **{k: stack[k] for k in ("ARCHIVE_BUCKET", "DIGEST_KEY_ID", "DIGEST_PERIOD_SECONDS")},
     })
+    if args[:2] == ["dlq", "redrive"]:
+        # As the operator role: the function takes a redriven failureContext only from it.
+        env.update(system.operator_credentials())
     result = subprocess.run([str(binary), *args], env=env, capture_output=True, text=True, timeout=300)
     if show:
         out(f"  $ auditctl {' '.join(args)}")

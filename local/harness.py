@@ -350,10 +350,28 @@ class LocalSystem:
                                                VisibilityTimeout=0)
         return msgs
 
+    def operator_credentials(self) -> dict[str, str]:
+        """Credentials of the stack's AuditOperatorRole (AssumeRole, session ``operator``), the
+        role ``auditctl dlq redrive`` runs as: the function takes a redriven message's
+        ``failureContext`` only from that role or its own (docs/events.md "Delivery facts are
+        not taken from the sender")."""
+        role = self.stack.roles["AuditOperatorRole"]
+        c = _client("sts", self.endpoint).assume_role(RoleArn=role.arn, RoleSessionName="operator")["Credentials"]
+        return {"AWS_ACCESS_KEY_ID": c["AccessKeyId"], "AWS_SECRET_ACCESS_KEY": c["SecretAccessKey"],
+                "AWS_SESSION_TOKEN": c["SessionToken"]}
+
     def redrive(self, reasons: set[str] | None = None) -> int:
         """Moves dead-lettered messages (of these reasons) back to the source queue as
-        ``auditctl dlq redrive`` does: body and attributes kept (``failureContext`` carries the
-        original identity), sent before it is deleted. Returns how many moved."""
+        ``auditctl dlq redrive`` does, as the operator role: body and attributes kept
+        (``failureContext`` carries the original identity), sent before it is deleted. Returns
+        how many moved."""
+        import boto3
+
+        creds = self.operator_credentials()
+        operator = boto3.client("sqs", endpoint_url=self.endpoint, region_name="us-east-1",
+                                aws_access_key_id=creds["AWS_ACCESS_KEY_ID"],
+                                aws_secret_access_key=creds["AWS_SECRET_ACCESS_KEY"],
+                                aws_session_token=creds["AWS_SESSION_TOKEN"])
         moved = 0
         for m in self.read_dlq(visibility_timeout=60):
             if reasons is not None and m["reason"] not in reasons:
@@ -362,7 +380,7 @@ class LocalSystem:
                 continue
             attrs = {k: {kk: vv for kk, vv in v.items() if kk in ("DataType", "StringValue", "BinaryValue")}
                      for k, v in (m.get("MessageAttributes") or {}).items()}
-            sent = self.sqs.send_message(QueueUrl=self.queue_url, MessageBody=m["Body"], MessageAttributes=attrs)
+            sent = operator.send_message(QueueUrl=self.queue_url, MessageBody=m["Body"], MessageAttributes=attrs)
             self.redriven_ids.add(sent["MessageId"])
             self.sqs.delete_message(QueueUrl=self.dlq_url, ReceiptHandle=m["ReceiptHandle"])
             moved += 1

@@ -144,3 +144,40 @@ def test_a_read_with_no_access_queue_is_refused_and_reads_nothing(system, auditc
     assert said.returncode == 0, said.stderr
     assert "access not recorded: --no-audit-event" in said.stderr
     assert "unrecorded-read-1" in said.stdout
+
+
+def _forged_context() -> dict:
+    """What a producer makes up: another service as first sender, an old time, another message."""
+    return {"failureContext": {"DataType": "String", "StringValue": json.dumps({
+        "reason": "throttled", "sqsMessageId": "someone-elses-message", "sentTimestamp": "1700000000000",
+        "originalSenderId": "AROAPAYMENTSSERVICE01:payments"})}}
+
+
+def test_a_producers_failure_context_is_not_taken_and_a_redrive_does_not_vouch_for_it(system):
+    """A producer (the local `test` key, AuditProducerPolicy's rights) attaches a failureContext
+    naming another service as first sender and an old send time: its valid event is written as its
+    own delivery with no other first sender; its invalid one is dead-lettered naming the producer
+    itself; redriven as the operator role and failing again, it still names the producer."""
+    me = _caller(system)["UserId"]
+    valid = system.sqs.send_message(QueueUrl=system.queue_url, MessageBody=json.dumps({"auditText": "paid 10 EUR"}),
+                                    MessageAttributes=_forged_context())["MessageId"]
+    invalid = system.sqs.send_message(QueueUrl=system.queue_url, MessageBody="not json",
+                                      MessageAttributes=_forged_context())["MessageId"]
+    assert system.wait_drained(120), system.depth()
+
+    (item,) = _items(system, valid)  # keyed by its own SQS id, not the claimed one
+    assert item["sqsMessageId"] == valid
+    assert item["senderId"] == me
+    assert "originalSenderId" not in item, item
+    assert not item["sentAt"].startswith("2023-11-14"), item["sentAt"]
+    assert _items(system, "someone-elses-message") == []
+    letter = _dead_letters(system)[invalid]
+    context = json.loads(letter["MessageAttributes"]["failureContext"]["StringValue"])
+    assert (context["sqsMessageId"], context["originalSenderId"], context["senderId"]) == (invalid, me, me), context
+
+    assert system.redrive({"invalid_json"}) >= 1
+    assert system.wait_drained(120), system.depth()
+    again = _dead_letters(system)[invalid]  # the original identity, kept across the operator's redrive
+    context = json.loads(again["MessageAttributes"]["failureContext"]["StringValue"])
+    assert context["originalSenderId"] == me, context
+    assert context["senderId"].endswith(":operator"), context

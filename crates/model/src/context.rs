@@ -37,6 +37,41 @@ pub struct FailureContext {
     /// dead-letters; a redriven record's item keeps it as `originalSenderId`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub original_sender_id: Option<String>,
+    /// The failing delivery's own SQS `SenderId` (attested by AWS), which the function writes
+    /// beside `originalSenderId` on every dead letter: who sent the message that failed, whatever
+    /// context it carried. Not identity: a redrive does not carry it forward.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sender_id: Option<String>,
+}
+
+/// Who may carry a `failureContext` the function honours: the function's own role (a dead letter
+/// it wrote, moved back by SQS) and the operator role `auditctl dlq redrive` runs as, each by its
+/// role id (`RECEIVER_ROLE_ID`, `REDRIVE_ROLE_ID`; a `SenderId` is `<RoleId>:<session>` for a
+/// role, a user's own id for a user). From anyone else the context's delivery facts (original
+/// SQS id, `SentTimestamp`, `originalSenderId`) are not taken (docs/events.md "Delivery facts").
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Redrivers {
+    ids: Vec<String>,
+}
+
+impl Redrivers {
+    /// The principals (role ids, or a user's id) whose deliveries' contexts are honoured.
+    pub fn new(ids: impl IntoIterator<Item = String>) -> Self {
+        Self {
+            ids: ids.into_iter().filter(|id| !id.is_empty()).collect(),
+        }
+    }
+
+    /// Whether a delivery that AWS says `sender` sent may carry a context: its principal (the
+    /// part before `:`) is one of them. No sender: no.
+    pub fn vouch_for(&self, sender: Option<&str>) -> bool {
+        sender.is_some_and(|sender| self.ids.iter().any(|id| is_principal(sender, id)))
+    }
+}
+
+/// Whether `sender` (a `SenderId`: a user id, or `<RoleId>:<session>`) is the principal `id`.
+pub fn is_principal(sender: &str, id: &str) -> bool {
+    sender.split(':').next() == Some(id)
 }
 
 /// Longest `sqsMessageId` and `originalSenderId` a context may carry, in characters.
@@ -82,6 +117,8 @@ impl FailureContext {
             event_source_arn: Option<String>,
             #[serde(default)]
             original_sender_id: Option<serde_json::Value>,
+            #[serde(default)]
+            sender_id: Option<serde_json::Value>,
         }
         let raw: Lenient =
             serde_json::from_str(text).map_err(|e| MalformedContext::NotJson(e.to_string()))?;
@@ -112,10 +149,8 @@ impl FailureContext {
             event_source_arn: raw.event_source_arn,
             // Optional: anything but a non-empty string of at most 256 characters is left out,
             // never a reason to drop the identity the rest of the context carries.
-            original_sender_id: match raw.original_sender_id {
-                Some(serde_json::Value::String(id)) if is_context_id(&id) => Some(id),
-                _ => None,
-            },
+            original_sender_id: context_id(raw.original_sender_id),
+            sender_id: context_id(raw.sender_id),
         })
     }
 
@@ -123,6 +158,14 @@ impl FailureContext {
     pub fn to_json(&self) -> String {
         // A struct of strings and integers always serialises.
         serde_json::to_string(self).unwrap_or_default()
+    }
+}
+
+/// An optional id: anything but a non-empty string of at most 256 characters is left out.
+fn context_id(value: Option<serde_json::Value>) -> Option<String> {
+    match value {
+        Some(serde_json::Value::String(id)) if is_context_id(&id) => Some(id),
+        _ => None,
     }
 }
 
@@ -152,6 +195,7 @@ mod tests {
             failed_at: "2026-11-22T12:00:00.000Z".into(),
             event_source_arn: Some("arn:aws:sqs:us-east-1:123456789012:AuditQueue".into()),
             original_sender_id: Some("AROAEXAMPLE:orders-service".into()),
+            sender_id: Some("AROAOPERATOR:bob".into()),
         };
         let json: serde_json::Value = serde_json::from_str(&context.to_json()).unwrap();
         for field in [
@@ -163,6 +207,7 @@ mod tests {
             "failedAt",
             "eventSourceArn",
             "originalSenderId",
+            "senderId",
         ] {
             assert!(json.get(field).is_some(), "{field} missing in {json}");
         }
@@ -243,5 +288,25 @@ mod tests {
                 "{text}"
             );
         }
+    }
+
+    #[test]
+    fn only_the_named_principals_vouch_for_a_context() {
+        let redrivers = Redrivers::new(["AROARECEIVER".to_owned(), "AROAOPERATOR".to_owned()]);
+        assert!(redrivers.vouch_for(Some("AROARECEIVER:audit-receiver")));
+        assert!(redrivers.vouch_for(Some("AROAOPERATOR:bob")));
+        for other in [
+            Some("AROAPRODUCER:orders"),
+            Some("AROARECEIVERX:audit-receiver"),
+            Some("AIDAOPERATOR"),
+            Some(""),
+            None,
+        ] {
+            assert!(!redrivers.vouch_for(other), "{other:?}");
+        }
+        assert!(!Redrivers::new([String::new()]).vouch_for(Some("")));
+        assert!(!Redrivers::default().vouch_for(Some("AROARECEIVER:audit-receiver")));
+        // A user is named by its own id.
+        assert!(Redrivers::new(["AIDAUSER".to_owned()]).vouch_for(Some("AIDAUSER")));
     }
 }

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use audit_aws::env::{Env, invalid, is_queue_arn, is_queue_url, is_table_name};
+pub use audit_model::context::Redrivers;
 
 /// The table name used when a deployment does not choose one.
 pub use audit_model::keys::DEFAULT_TABLE_NAME;
@@ -29,6 +30,9 @@ pub struct Config {
     pub max_receive_count: u64,
     /// The access queue's ARN: its records must be access events of their attested sender.
     pub access_queue_arn: Option<String>,
+    /// `RECEIVER_ROLE_ID` and `REDRIVE_ROLE_ID`: the function's own role and the operator role
+    /// `auditctl dlq redrive` runs as, the only senders whose `failureContext` is honoured.
+    pub redrivers: Redrivers,
 }
 
 pub use audit_aws::env::ConfigError;
@@ -86,6 +90,20 @@ impl Config {
             "expected the access queue's ARN (arn:aws:sqs:<region>:<account>:<name>)",
         )?;
 
+        // Unset: nobody's failureContext is honoured (every delivery is its own original).
+        let role_id = |name| {
+            env.checked(
+                name,
+                is_principal_id,
+                "expected an IAM role id (AROA... ; the template's Fn::GetAtt <role>.RoleId)",
+            )
+        };
+        let redrivers = Redrivers::new(
+            [role_id("RECEIVER_ROLE_ID")?, role_id("REDRIVE_ROLE_ID")?]
+                .into_iter()
+                .flatten(),
+        );
+
         Ok(Self {
             table_name,
             max_concurrency,
@@ -94,8 +112,17 @@ impl Config {
             dead_letter_queue_url,
             max_receive_count,
             access_queue_arn,
+            redrivers,
         })
     }
+}
+
+/// An IAM unique id (a role's `AROA…`, a user's `AIDA…`): upper-case letters and digits.
+fn is_principal_id(id: &str) -> bool {
+    (16..=128).contains(&id.len())
+        && id
+            .chars()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
 }
 
 #[cfg(test)]
@@ -120,6 +147,25 @@ mod tests {
         assert_eq!(config.dead_letter_queue_url, None);
         assert_eq!(config.max_receive_count, 5);
         assert_eq!(config.access_queue_arn, None);
+        assert_eq!(config.redrivers, Redrivers::default());
+    }
+
+    #[test]
+    fn the_redrivers_are_the_receivers_role_and_the_redrive_role() {
+        let read = config(&[
+            ("TABLE_NAME", "AuditMessages"),
+            ("RECEIVER_ROLE_ID", "AROARECEIVER0000001"),
+            ("REDRIVE_ROLE_ID", "AROAOPERATOR0000001"),
+        ])
+        .unwrap();
+        assert!(read.redrivers.vouch_for(Some("AROARECEIVER0000001:fn")));
+        assert!(read.redrivers.vouch_for(Some("AROAOPERATOR0000001:bob")));
+        assert!(!read.redrivers.vouch_for(Some("AROAPRODUCER0000001:x")));
+        assert_eq!(read.batch_settings().redrivers, read.redrivers);
+        for bad in ["aroa-lower", "AROA:session", "SHORT"] {
+            let error = config(&[("TABLE_NAME", "T1x"), ("REDRIVE_ROLE_ID", bad)]).unwrap_err();
+            assert!(error.to_string().contains("REDRIVE_ROLE_ID"), "{error}");
+        }
     }
 
     #[test]

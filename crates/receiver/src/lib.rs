@@ -10,7 +10,7 @@ pub mod telemetry;
 
 pub use audit_model::{message, reason::Reason};
 pub use batch::{BatchSettings, RetryPolicy};
-pub use config::Config;
+pub use config::{Config, Redrivers};
 pub use handler::Handler;
 
 impl Config {
@@ -23,6 +23,7 @@ impl Config {
             retry: RetryPolicy::default(),
             max_receive_count: self.max_receive_count,
             access_queue_arn: self.access_queue_arn.clone(),
+            redrivers: self.redrivers.clone(),
         }
     }
 }

@@ -9,9 +9,9 @@ use std::collections::HashMap;
 
 use audit_aws::dynamodb::{DynamoDbStore, StoreError};
 use audit_aws::sqs::SqsDeadLetterQueue;
-use audit_receiver::Handler;
 use audit_receiver::batch::{Failure, dead_letter};
 use audit_receiver::deadletter::{FAILURE_CONTEXT, FAILURE_REASON, FailureContext};
+use audit_receiver::{Handler, Redrivers};
 use audit_testkit::endpoint::receive;
 use aws_lambda_events::encodings::Base64Data;
 use aws_lambda_events::sqs::{SqsMessage, SqsMessageAttribute};
@@ -475,6 +475,7 @@ async fn a_message_written_then_dead_lettered_and_redriven_leaves_one_item() {
     handler.handle(event(vec![original.clone()])).await.unwrap();
     let letter = dead_letter(
         &original,
+        &Redrivers::default(),
         &Failure::Store(StoreError::Unavailable("the response was lost".into())),
         chrono::Utc::now(),
     )

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use audit_aws::sqs::SqsDeadLetterQueue;
+use audit_receiver::Redrivers;
 use audit_receiver::batch::{Failure, dead_letter};
 use audit_receiver::deadletter::{FAILURE_CONTEXT, FAILURE_REASON};
 use audit_receiver::message::AuditMessage;
@@ -335,7 +336,13 @@ async fn the_adapters_size_of_a_letter_is_what_sqs_counts() {
         .message_attributes
         .insert("tenant".into(), string_attribute("acmé"));
     let invalid = AuditMessage::parse(Some("[]"), None).unwrap_err();
-    let letter = dead_letter(&poison, &Failure::Invalid(invalid), chrono::Utc::now()).unwrap();
+    let letter = dead_letter(
+        &poison,
+        &Redrivers::default(),
+        &Failure::Invalid(invalid),
+        chrono::Utc::now(),
+    )
+    .unwrap();
 
     stack.dead_letter_queue().send(&letter).await.unwrap();
 

@@ -89,6 +89,11 @@ originalSenderId is kept only when the message's own SenderId is the receiver fu
 table's tag audit:receiver-role-id); any other claim is removed from the context before the send,
 and stderr names each such message.
 
+Run it as the stack's AuditOperatorRole (output AuditOperatorRoleArn; e.g. a profile with that
+role_arn): the function takes a redriven message's failureContext (its original SQS id, time and
+sender) only from that role or its own. Under other credentials the messages still move, but the
+function takes each as a new delivery (a body without messageId becomes a new item).
+
 Access events (messages that came from the access queue, the table's tag audit:access-queue-arn)
 are left where they are and named on stderr: one is written only as sent by its own caller, so
 sent again by you it would be refused.

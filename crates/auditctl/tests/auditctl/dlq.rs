@@ -174,6 +174,7 @@ impl Queues {
                 failed_at: "2026-11-22T10:00:00.000Z".into(),
                 event_source_arn: source.map(str::to_owned),
                 original_sender_id: original_sender.map(str::to_owned),
+                sender_id: None,
             };
             let string = |v: String| {
                 MessageAttributeValue::builder()

@@ -1,7 +1,7 @@
 //! Owns reading a record's delivery, once, at the start of its processing: its own SQS id, the
 //! original delivery's identity across redrives (its own, or the one its `failureContext`
-//! carries), the receive count, the sender and the FIFO group. Must not know the store or the
-//! dead-letter queue.
+//! carries when a redriver sent it), the receive count, the sender and the FIFO group. Must not
+//! know the store or the dead-letter queue.
 
 use std::borrow::Cow;
 
@@ -10,6 +10,7 @@ use chrono::{DateTime, Utc};
 
 use crate::deadletter::{FAILURE_CONTEXT, FailureContext, MalformedContext};
 use audit_model::access::Source;
+use audit_model::context::Redrivers;
 use audit_model::message::{Delivery, parse_sent_timestamp};
 
 /// What a record's delivery says, read once and passed on to scheduling, the write, settling and
@@ -41,16 +42,24 @@ pub struct Received<'a> {
     /// Why the record's `failureContext` was ignored, when it has one that is malformed: the
     /// record is then its own original delivery.
     pub malformed_context: Option<MalformedContext>,
+    /// The record carries a `failureContext` from a sender that is neither the function's role
+    /// nor the redrive role: its delivery facts are not taken, the record is its own original.
+    pub unvouched_context: bool,
 }
 
 impl<'a> Received<'a> {
-    /// Reads the record's delivery.
-    pub fn read(record: &'a SqsMessage) -> Self {
+    /// Reads the record's delivery. Its `failureContext` (the original SQS id, `SentTimestamp`
+    /// and sender) is taken only when `redrivers` vouch for the delivery's attested sender.
+    pub fn read(record: &'a SqsMessage, redrivers: &Redrivers) -> Self {
         let own_sent = record.attributes.get("SentTimestamp").map(String::as_str);
+        let sender_id = record.attributes.get("SenderId").map(String::as_str);
         let context = record
             .message_attributes
             .get(FAILURE_CONTEXT)
-            .and_then(|a| a.string_value.as_deref())
+            .and_then(|a| a.string_value.as_deref());
+        let unvouched_context = context.is_some() && !redrivers.vouch_for(sender_id);
+        let context = context
+            .filter(|_| !unvouched_context)
             .map(FailureContext::parse);
         let (original_message_id, original_sent_timestamp, original_sender_id, malformed_context) =
             match context {
@@ -81,7 +90,7 @@ impl<'a> Received<'a> {
                 .get("ApproximateReceiveCount")
                 .and_then(|c| c.trim().parse().ok()),
             event_source: record.event_source_arn.as_deref(),
-            sender_id: record.attributes.get("SenderId").map(String::as_str),
+            sender_id,
             original_sender_id,
             fifo_group: record
                 .attributes
@@ -89,6 +98,7 @@ impl<'a> Received<'a> {
                 .filter(|_| fifo)
                 .map(String::as_str),
             malformed_context,
+            unvouched_context,
         }
     }
 

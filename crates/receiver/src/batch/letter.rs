@@ -13,16 +13,19 @@ use crate::deadletter::{
     MAX_ORIGINAL_ATTRIBUTES, SendError,
 };
 use audit_aws::sqs::attributes;
+use audit_model::context::Redrivers;
 use audit_model::message::canonical_time;
 
 /// The dead-letter message of a failed record: its body byte for byte, its attributes, and
-/// `failureReason` and `failureContext` (with the original delivery's identity).
+/// `failureReason` and `failureContext` (with the original delivery's identity, its context
+/// taken when `redrivers` vouch for its sender, and the failing delivery's own sender).
 pub fn dead_letter(
     record: &SqsMessage,
+    redrivers: &Redrivers,
     failure: &Failure,
     now: DateTime<Utc>,
 ) -> Result<DeadLetter, SendError> {
-    letter(record, &Received::read(record), failure, now)
+    letter(record, &Received::read(record, redrivers), failure, now)
 }
 
 /// `dead_letter` of a record whose delivery was read.
@@ -56,6 +59,7 @@ pub(super) fn letter(
         failed_at: canonical_time(now),
         event_source_arn: delivery.event_source.map(str::to_owned),
         original_sender_id: delivery.first_sender().map(str::to_owned),
+        sender_id: delivery.sender_id.map(str::to_owned),
     };
     attributes.insert(FAILURE_REASON.into(), Attribute::string(failure.code()));
     attributes.insert(FAILURE_CONTEXT.into(), Attribute::string(context.to_json()));
@@ -166,6 +170,7 @@ mod tests {
             failed_at: "2026-11-22T12:00:00.000Z".into(),
             event_source_arn: Some("arn:aws:sqs:us-east-1:123456789012:AuditQueue".into()),
             original_sender_id: Some("AROAEXAMPLE:orders-service".into()),
+            sender_id: None,
         };
         let letter = with_context(&full);
         assert_eq!(shrink_to(&letter, letter.size()), letter, "fits: unchanged");

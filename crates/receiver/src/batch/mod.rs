@@ -28,6 +28,7 @@ use tokio::time::Instant;
 
 use audit_model::Reason;
 use audit_model::access::{self, Refused};
+use audit_model::context::Redrivers;
 use audit_model::message::{AuditItem, AuditMessage, InvalidMessage, parse_sent_timestamp};
 
 use crate::deadletter::{DeadLetterQueue, SendError};
@@ -55,6 +56,9 @@ pub struct BatchSettings {
     /// The access queue's ARN (`ACCESS_QUEUE_ARN`): its records must be access events of their
     /// attested sender (`audit_model::access`). None: every source is an ordinary queue.
     pub access_queue_arn: Option<String>,
+    /// Whose deliveries' `failureContext` is honoured (the function's role, the redrive role);
+    /// from anyone else it is ignored and the item records who really sent it.
+    pub redrivers: Redrivers,
 }
 
 /// What happened to one record.
@@ -248,7 +252,7 @@ pub async fn process_batch<S: AuditStore, Q: DeadLetterQueue>(
     // into `Option` fields, a malformed one kept as an error value).
     let deliveries: Vec<Received<'_>> = unique
         .iter()
-        .map(|&i| Received::read(&records[i]))
+        .map(|&i| Received::read(&records[i], &settings.redrivers))
         .collect();
 
     let slots: Vec<OnceLock<(Outcome, Option<SendError>)>> =
@@ -378,6 +382,13 @@ async fn process_record<S: AuditStore>(
 ) -> Outcome {
     if let Some(error) = &delivery.malformed_context {
         tracing::warn!(sqs_message_id = ?record.message_id, %error, "failureContext ignored");
+    }
+    if delivery.unvouched_context {
+        tracing::warn!(
+            sqs_message_id = ?record.message_id,
+            sender_id = ?delivery.sender_id,
+            "failureContext ignored: its sender is neither this function's role nor the redrive role, so its delivery facts are not taken"
+        );
     }
     let message = match AuditMessage::parse(record.body.as_deref(), delivery.sent_at) {
         Ok(message) => message,

@@ -29,6 +29,7 @@ fn settings(max_concurrency: usize) -> BatchSettings {
         },
         max_receive_count: 5,
         access_queue_arn: None,
+        redrivers: Redrivers::new([OPERATOR.to_owned()]),
     }
 }
 
@@ -660,9 +661,13 @@ async fn a_redriven_record_is_its_original_delivery() {
         failed_at: "2026-11-22T12:00:01.000Z".into(),
         event_source_arn: None,
         original_sender_id: None,
+        sender_id: None,
     };
     let mut redriven = with_attribute(
-        record("redriven", r#"{"auditText":"text of orig"}"#),
+        sent_by(
+            record("redriven", r#"{"auditText":"text of orig"}"#),
+            OPERATOR,
+        ),
         FAILURE_CONTEXT,
         &context.to_json(),
     );
@@ -686,8 +691,12 @@ async fn a_redriven_record_is_its_original_delivery() {
 async fn a_malformed_failure_context_is_ignored_not_a_failure() {
     let (store, dlq) = (MemoryStore::new(), MemoryDeadLetterQueue::new());
     let records = vec![
-        with_attribute(valid("m1"), FAILURE_CONTEXT, "not json"),
-        with_attribute(valid("m2"), FAILURE_CONTEXT, r#"{"reason":"throttled"}"#),
+        with_attribute(sent_by(valid("m1"), OPERATOR), FAILURE_CONTEXT, "not json"),
+        with_attribute(
+            sent_by(valid("m2"), OPERATOR),
+            FAILURE_CONTEXT,
+            r#"{"reason":"throttled"}"#,
+        ),
     ];
     let report = process_batch(with_dlq(&store, &dlq), &settings(32), &records, None)
         .await
@@ -704,7 +713,10 @@ async fn a_redrive_context_without_the_original_time_is_ignored_not_half_used() 
     // second item claiming the original's identity. It is ignored, as if absent.
     let (store, dlq) = (MemoryStore::new(), MemoryDeadLetterQueue::new());
     let mut redriven = with_attribute(
-        record("redriven", r#"{"auditText":"text of orig"}"#),
+        sent_by(
+            record("redriven", r#"{"auditText":"text of orig"}"#),
+            OPERATOR,
+        ),
         FAILURE_CONTEXT,
         r#"{"reason":"throttled","sqsMessageId":"orig"}"#,
     );
@@ -733,9 +745,10 @@ async fn a_record_failing_again_after_a_redrive_keeps_its_original_identity() {
         failed_at: String::new(),
         event_source_arn: None,
         original_sender_id: None,
+        sender_id: None,
     };
     let again = with_attribute(
-        record("second-id", "[]"),
+        sent_by(record("second-id", "[]"), OPERATOR),
         FAILURE_CONTEXT,
         &context.to_json(),
     );
@@ -843,7 +856,13 @@ async fn a_body_near_the_queues_size_limit_is_dead_lettered_once_with_its_reason
     let body = format!("[{}1]", "1,".repeat(1_900));
     let record = with_attribute(record("near", &body), "tenant", &"t".repeat(84));
     let invalid = AuditMessage::parse(Some(&body), None).unwrap_err();
-    let full = dead_letter(&record, &Failure::Invalid(invalid), Utc::now()).unwrap();
+    let full = dead_letter(
+        &record,
+        &Redrivers::default(),
+        &Failure::Invalid(invalid),
+        Utc::now(),
+    )
+    .unwrap();
     assert!(full.size() > limit, "{} bytes", full.size());
 
     let report = process_batch(with_dlq(&store, &dlq), &settings(32), &[record], None)
@@ -1145,6 +1164,7 @@ async fn a_dead_letter_keeps_the_first_delivery_s_sender() {
         failed_at: String::new(),
         event_source_arn: Some(QUEUE.into()),
         original_sender_id: original_sender_id.map(str::to_owned),
+        sender_id: None,
     };
     let records = vec![
         // Its first failure: its own sender.
@@ -1191,6 +1211,7 @@ async fn a_redriven_record_is_written_with_its_first_sender_and_its_redriver() {
         failed_at: "2026-11-22T12:00:01.000Z".into(),
         event_source_arn: Some(QUEUE.into()),
         original_sender_id: Some(PRODUCER.into()),
+        sender_id: None,
     };
     let redriven = with_attribute(
         sent_by(
@@ -1222,4 +1243,81 @@ async fn a_redriven_record_is_written_with_its_first_sender_and_its_redriver() {
     let m2 = items.iter().find(|i| i.message_id == "m2").unwrap();
     assert_eq!(m2.sender_id.as_deref(), Some(OPERATOR));
     assert_eq!(m2.original_sender_id, None);
+}
+
+/// A context a producer makes up: another service as the first sender, an old send time, another
+/// message's SQS id.
+fn forged_context() -> String {
+    FailureContext {
+        reason: "throttled".into(),
+        detail: String::new(),
+        sqs_message_id: "someone-elses-message".into(),
+        sent_timestamp: Some("1700000000000".into()),
+        receive_count: Some(5),
+        failed_at: String::new(),
+        event_source_arn: Some(QUEUE.into()),
+        original_sender_id: Some("AROAPAYMENTS:payments-service".into()),
+        sender_id: None,
+    }
+    .to_json()
+}
+
+#[tokio::test]
+async fn a_producers_failure_context_is_not_taken_for_the_item_or_the_dead_letter() {
+    let (store, dlq) = (MemoryStore::new(), MemoryDeadLetterQueue::new());
+    let records = vec![
+        // A valid body without messageId or auditTime: keyed by the delivery's own id and time.
+        with_attribute(
+            sent_by(record("forged-valid", r#"{"auditText":"paid"}"#), PRODUCER),
+            FAILURE_CONTEXT,
+            &forged_context(),
+        ),
+        // An invalid body: dead-lettered as the producer's own, under the function's role.
+        with_attribute(
+            sent_by(record("forged-invalid", "[]"), PRODUCER),
+            FAILURE_CONTEXT,
+            &forged_context(),
+        ),
+    ];
+    process_batch(with_dlq(&store, &dlq), &settings(32), &records, None)
+        .await
+        .unwrap();
+
+    let items = store.items();
+    assert_eq!(items.len(), 1);
+    assert_eq!(items[0].message_id, "forged-valid");
+    assert_eq!(items[0].sqs_message_id, "forged-valid");
+    assert_eq!(items[0].sender_id.as_deref(), Some(PRODUCER));
+    assert_eq!(items[0].original_sender_id, None, "no other first sender");
+    assert_ne!(
+        items[0].sent_at.as_deref(),
+        Some("2023-11-14T22:13:20.000Z"),
+        "not the claimed send time"
+    );
+    let contexts: Vec<FailureContext> = dlq.sent().iter().filter_map(|l| l.context()).collect();
+    assert_eq!(contexts.len(), 1);
+    let context = &contexts[0];
+    assert_eq!(context.sqs_message_id, "forged-invalid");
+    assert_eq!(context.original_sender_id.as_deref(), Some(PRODUCER));
+    assert_eq!(context.sender_id.as_deref(), Some(PRODUCER));
+}
+
+#[tokio::test]
+async fn a_redrivers_context_is_taken_and_the_dead_letter_names_both_senders() {
+    let (store, dlq) = (MemoryStore::new(), MemoryDeadLetterQueue::new());
+    let records = vec![with_attribute(
+        sent_by(record("redriven", "[]"), OPERATOR),
+        FAILURE_CONTEXT,
+        &forged_context(),
+    )];
+    process_batch(with_dlq(&store, &dlq), &settings(32), &records, None)
+        .await
+        .unwrap();
+    let contexts: Vec<FailureContext> = dlq.sent().iter().filter_map(|l| l.context()).collect();
+    assert_eq!(contexts[0].sqs_message_id, "someone-elses-message");
+    assert_eq!(
+        contexts[0].original_sender_id.as_deref(),
+        Some("AROAPAYMENTS:payments-service")
+    );
+    assert_eq!(contexts[0].sender_id.as_deref(), Some(OPERATOR));
 }

@@ -14,7 +14,7 @@ use audit_aws::dynamodb::{DynamoDbStore, Wire};
 use audit_model::keys::{
     AUDIT_BUCKET, LOOKUP_INDEXES, LOOKUP_PROJECTION, PARTITION_KEY, SORT_KEY, TIME_INDEX,
 };
-use audit_receiver::{BatchSettings, Handler, RetryPolicy};
+use audit_receiver::{BatchSettings, Handler, Redrivers, RetryPolicy};
 use audit_testkit::endpoint::{credentials_provider, key, sdk_config, string_attribute};
 use audit_testkit::moto::MotoServer;
 use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
@@ -151,7 +151,13 @@ pub fn s(item: &Item, name: &str) -> String {
         .unwrap_or_default()
 }
 
-/// Test settings: the production defaults with short backoffs.
+/// The `SenderId` the local endpoint attests for every message these tests send (the caller's
+/// user id for the tests' access key, as local/motoserver.py computes it): the tests' redrives are
+/// sent as this principal, which `settings` names the redrive role.
+pub const TEST_SENDER_ID: &str = "AKIAIOSFODNN7EXAMPLE";
+
+/// Test settings: the production defaults with short backoffs; the tests' own sender (moto's
+/// constant) is the redrive role.
 pub fn settings() -> BatchSettings {
     BatchSettings {
         max_concurrency: 32,
@@ -164,6 +170,7 @@ pub fn settings() -> BatchSettings {
         },
         max_receive_count: 5,
         access_queue_arn: None,
+        redrivers: Redrivers::new([TEST_SENDER_ID.to_owned()]),
     }
 }
 

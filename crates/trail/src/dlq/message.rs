@@ -7,7 +7,9 @@ use std::collections::BTreeMap;
 use audit_aws::sqs::{Attribute, Received, System};
 use serde_json::{Value, json};
 
-use audit_model::context::{FAILURE_CONTEXT, FAILURE_REASON, FailureContext, MAX_RECEIVES};
+use audit_model::context::{
+    FAILURE_CONTEXT, FAILURE_REASON, FailureContext, MAX_RECEIVES, is_principal,
+};
 use audit_model::message::canonical_time;
 
 /// The `failureContext` field that names the first delivery's sender.
@@ -39,11 +41,6 @@ impl OriginalSender {
             Self::Unvouched { .. } | Self::Unknown => None,
         }
     }
-}
-
-/// Whether `sender` (a `SenderId`: a user id, or `<RoleId>:<session>`) is the role `role_id`.
-fn is_role(sender: &str, role_id: &str) -> bool {
-    sender.split(':').next() == Some(role_id)
 }
 
 /// One message of the dead-letter queue, as received.
@@ -129,7 +126,7 @@ impl DlqMessage {
             return OriginalSender::Unknown;
         };
         let why = match (self.sender_id(), receiver_role_id) {
-            (Some(sender), Some(role)) if is_role(sender, role) => {
+            (Some(sender), Some(role)) if is_principal(sender, role) => {
                 return context
                     .original_sender_id
                     .map_or(OriginalSender::Unknown, OriginalSender::Vouched);
@@ -182,6 +179,7 @@ impl DlqMessage {
             event_source_arn: self.system.dead_letter_queue_source_arn.clone(),
             // Its own SenderId: SQS keeps it when it moves a message.
             original_sender_id: self.sender_id().map(str::to_owned),
+            sender_id: self.sender_id().map(str::to_owned),
         })
     }
 

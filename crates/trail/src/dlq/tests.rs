@@ -39,6 +39,7 @@ fn context(id: &str, reason: &str, original_sender: Option<&str>) -> String {
         failed_at: "2026-01-01T00:00:00.000Z".into(),
         event_source_arn: Some(AUDIT_QUEUE_ARN.into()),
         original_sender_id: original_sender.map(str::to_owned),
+        sender_id: None,
     }
     .to_json()
 }

@@ -53,6 +53,7 @@ fn each_function_has_its_own_role_and_sam_adds_no_policies() {
             "AuditArchiverRole".to_string(),
             "AuditArchiverSigningPolicy".to_string(),
             "AuditOperatorPolicy".to_string(),
+            "AuditOperatorRole".to_string(),
             "AuditProducerPolicy".to_string(),
             "AuditReaderPolicy".to_string(),
             "AuditReceiverRole".to_string(),
@@ -60,8 +61,8 @@ fn each_function_has_its_own_role_and_sam_adds_no_policies() {
             "AuditWitnessPolicy".to_string()
         ]),
         "each function's role (the archiver's signing grant and the receiver's table grant \
-         policies of their own), the producer policy, the two operator policies and the \
-         witness's, no other IAM resource"
+         policies of their own), the producer policy, the two operator policies, the operator \
+         role redrives run as, and the witness's, no other IAM resource"
     );
     for policy in [
         "AuditReaderPolicy",
@@ -734,4 +735,44 @@ fn witness_policy_reads_the_log_and_adds_cosignatures_only() {
             ("kms:GetPublicKey", one(DIGEST_KEY)),
         ])
     );
+}
+
+#[test]
+fn the_function_honours_failure_contexts_from_its_own_role_and_the_operator_role_only() {
+    // docs/events.md "Delivery facts": the two role ids, set from the stack's own roles.
+    let t = template();
+    let env = at(
+        props(&t, "AuditReceiverFunction"),
+        &["Environment", "Variables"],
+    );
+    assert_eq!(
+        at(env, &["RECEIVER_ROLE_ID"]),
+        &get_att("AuditReceiverRole", "RoleId")
+    );
+    assert_eq!(
+        at(env, &["REDRIVE_ROLE_ID"]),
+        &get_att("AuditOperatorRole", "RoleId")
+    );
+    // The operator role: assumed from the account (whose own policies say who may), holding the
+    // operator's policy and nothing else.
+    let role = props(&t, "AuditOperatorRole");
+    let trust = one_or_many(at(role, &["AssumeRolePolicyDocument", "Statement"]));
+    assert_eq!(trust.len(), 1, "{trust:?}");
+    assert_eq!(at(&trust[0], &["Effect"]).as_str(), Some("Allow"));
+    assert_eq!(scalar(at(&trust[0], &["Action"])), "sts:AssumeRole");
+    assert_eq!(
+        resource_text(at(&trust[0], &["Principal", "AWS"])),
+        "arn:${AWS::Partition}:iam::${AWS::AccountId}:root"
+    );
+    assert_eq!(
+        one_or_many(at(role, &["ManagedPolicyArns"])),
+        vec![Value::Mapping(
+            [(Value::from("Ref"), Value::from("AuditOperatorPolicy"))]
+                .into_iter()
+                .collect()
+        )]
+    );
+    for inline in ["Policies", "PermissionsBoundary"] {
+        assert!(role.get(inline).is_none(), "{inline}");
+    }
 }
