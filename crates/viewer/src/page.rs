@@ -303,9 +303,20 @@ fn row_lines(search: &Search, rows: &[TrailItem]) -> Markup {
     }
 }
 
+/// What an event's page says of one item's proof: the verdict in words, the archived line's
+/// fields when a proof holds for it (what the page shows then), and the fields in which the
+/// table's item differs from that line.
+#[derive(Debug, Clone, Default)]
+pub struct Shown {
+    pub verdict: String,
+    pub archived: Option<serde_json::Map<String, Value>>,
+    pub differs: Vec<String>,
+}
+
 /// An event's page: every item of one `messageId` (one, unless the producer reused it), each
-/// field in full.
-pub fn event(message_id: &str, items: &[TrailItem], proofs: &[String]) -> Markup {
+/// field in full: the archived line's where a proof holds for it (and the table's item's
+/// differing fields apart, marked as not proven), else the table's item's.
+pub fn event(message_id: &str, items: &[TrailItem], proofs: &[Shown]) -> Markup {
     html! {
         h1 { "Event " code class="wrap" { (message_id) } }
         @if items.is_empty() {
@@ -314,11 +325,52 @@ pub fn event(message_id: &str, items: &[TrailItem], proofs: &[String]) -> Markup
             }
         }
         @for (i, item) in items.iter().enumerate() {
-            (fields(item))
-            @if let Some(proof) = proofs.get(i) {
-                section class="proof" aria-label="Proof" { h2 { "Proof" } p { (proof) } }
+            @let shown = proofs.get(i);
+            @let table = item_json(item);
+            @match shown.and_then(|s| s.archived.as_ref()) {
+                Some(line) => {
+                    h2 { "As archived (the fields the proof covers)" }
+                    (fields(line))
+                },
+                None => (fields(&table)),
+            }
+            @if let Some(shown) = shown {
+                @let differs = !shown.differs.is_empty();
+                section class="proof" aria-label="Proof" {
+                    h2 { "Proof" }
+                    @if differs {
+                        p class="problem verdict" role="alert" { strong { (shown.verdict) } }
+                    } @else {
+                        p { (shown.verdict) }
+                    }
+                }
+                @if differs {
+                    section class="not-proven" aria-label="The table's item, not proven" {
+                        h2 { "The table's item, where it differs (NOT PROVEN)" }
+                        dl class="event" {
+                            @for name in &shown.differs {
+                                dt { (name) }
+                                dd {
+                                    @match table.get(name) {
+                                        Some(value) => (field(name, value)),
+                                        None => "absent from the table's item",
+                                    }
+                                }
+                                "\n"
+                            }
+                        }
+                    }
+                }
             }
         }
+    }
+}
+
+/// An item's fields as plain JSON.
+fn item_json(item: &TrailItem) -> serde_json::Map<String, Value> {
+    match audit_trail::output::Record::json(item) {
+        Value::Object(plain) => plain,
+        _ => serde_json::Map::new(),
     }
 }
 
@@ -532,6 +584,8 @@ fn checkpoint(head: &super::checks::LogHead) -> Markup {
             dt { "Log signature" }
             dd { (signature) }
         }
+        @let verified = head.cosignatures.iter().filter(|c| c.verified).count();
+        @let unverified = head.cosignatures.len() - verified;
         @match head.cosigned_size {
             None => p { "No witness has cosigned yet." },
             Some(size) => {
@@ -542,7 +596,11 @@ fn checkpoint(head: &super::checks::LogHead) -> Markup {
                     } @else {
                         "tree size " (size) ", the newest cosigned (none cosigned the newest yet)"
                     }
-                    ", as stored (auditctl verify --witness-key checks each with the witness's key):"
+                    ": " (verified) " verified with the witness keys given (auditctl ui --witness-key)"
+                    @if unverified > 0 {
+                        "; " strong { (unverified) " unverified" } ", not counted: anyone who can write under log/cosignatures/ can store a line naming a witness"
+                    }
+                    ":"
                 }
                 div class="table-wrap" {
                     table class="rows" id="cosignatures" {
@@ -551,6 +609,7 @@ fn checkpoint(head: &super::checks::LogHead) -> Markup {
                                 th scope="col" { "Witness" }
                                 th scope="col" { "Key id" }
                                 th scope="col" { "Cosigned at (UTC)" }
+                                th scope="col" { "Signature" }
                             }
                         }
                         tbody {
@@ -562,6 +621,13 @@ fn checkpoint(head: &super::checks::LogHead) -> Markup {
                                         @match cosignature.at {
                                             Some(at) => (time(&at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))),
                                             None => "not a timestamped cosignature",
+                                        }
+                                    }
+                                    td {
+                                        @if cosignature.verified {
+                                            "verified with the witness's key"
+                                        } @else {
+                                            strong { "unverified" }
                                         }
                                     }
                                 }
@@ -595,10 +661,7 @@ const FIELD_ORDER: [&str; 17] = [
     "auditBucket",
 ];
 
-fn fields(item: &TrailItem) -> Markup {
-    let Value::Object(plain) = audit_trail::output::Record::json(item) else {
-        return html! {};
-    };
+fn fields(plain: &serde_json::Map<String, Value>) -> Markup {
     let mut names: Vec<&String> = plain.keys().collect();
     names.sort_by_key(|n| {
         (
@@ -664,6 +727,30 @@ mod tests {
         )]));
         let html = event("m", &[item], &[]).into_string();
         assert!(html.contains("<dt>senderId</dt><dd>not recorded"), "{html}");
+    }
+
+    #[test]
+    fn a_proven_event_shows_its_archived_line_and_a_changed_items_fields_apart_as_not_proven() {
+        use aws_sdk_dynamodb::types::AttributeValue::S;
+        let item = TrailItem::from(std::collections::HashMap::from([
+            ("messageId".to_owned(), S("m".into())),
+            ("actor".to_owned(), S("mallory".into())),
+        ]));
+        let shown = Shown {
+            verdict: "NOT PROVEN: the table's item differs from the archived event in actor."
+                .into(),
+            archived: serde_json::from_str(r#"{"messageId":"m","actor":"alice"}"#).ok(),
+            differs: vec!["actor".into()],
+        };
+        let html = event("m", &[item], &[shown]).into_string();
+        let apart = html.find("class=\"not-proven\"").expect("the item apart");
+        assert!(
+            html[..apart].contains("<dt>actor</dt><dd><span class=\"wrap\">alice</span>"),
+            "{html}"
+        );
+        assert!(!html[..apart].contains("mallory"), "{html}");
+        assert!(html[apart..].contains("NOT PROVEN") && html[apart..].contains("mallory"));
+        assert!(html.contains("role=\"alert\"><strong>NOT PROVEN: the table's item differs"));
     }
 
     #[test]

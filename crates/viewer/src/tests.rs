@@ -292,8 +292,8 @@ mod health_checks {
     use audit_model::archive::{ObjectKind, Period, PeriodLength};
     use audit_model::digest::{TreeHead, digest_key};
     use audit_model::note::{
-        Checkpoint, NoteSignature, SignedNote, checkpoint_key, cosignature_key, cosigned_message,
-        cosigner_key_id, ecdsa_key_id, origin,
+        Checkpoint, NoteSignature, SignedNote, WitnessKey, checkpoint_key, cosignature_key,
+        cosigned_message, cosigner_key_id, ecdsa_key_id, origin,
     };
     use audit_proof::verify::memory::{MemoryArchive, TestKey, seal, write_object};
     use aws_lc_rs::signature::{Ed25519KeyPair, KeyPair};
@@ -305,6 +305,19 @@ mod health_checks {
     fn viewer(
         refuse: bool,
         key: bool,
+    ) -> (
+        Viewer<Twin, MemoryBucket>,
+        Arc<Mutex<Vec<AccessEvent>>>,
+        TestKey,
+    ) {
+        witnessed_viewer(refuse, key, Vec::new())
+    }
+
+    /// As `viewer`, given the keys of `witnesses` (`auditctl ui --witness-key`).
+    fn witnessed_viewer(
+        refuse: bool,
+        key: bool,
+        witnesses: Vec<WitnessKey>,
     ) -> (
         Viewer<Twin, MemoryBucket>,
         Arc<Mutex<Vec<AccessEvent>>>,
@@ -332,6 +345,7 @@ mod health_checks {
             name: "archive".into(),
             length: PeriodLength::default(),
             key: key.then_some(fetch),
+            witnesses,
         });
         (viewer, sent, signer)
     }
@@ -569,17 +583,31 @@ mod health_checks {
         .text()
     }
 
-    /// A witness's cosignature line of `note` at `timestamp`, and its key id.
-    fn cosign(note: &str, name: &str, timestamp: u64) -> (String, [u8; 4]) {
-        let pair = Ed25519KeyPair::generate().unwrap();
+    /// Witness `name`'s key pair (the same for the same name) and its key.
+    fn witness(name: &str) -> (Ed25519KeyPair, WitnessKey) {
+        let mut seed = [7u8; 32];
+        for (i, b) in name.bytes().enumerate() {
+            seed[i % 32] ^= b;
+        }
+        let pair = Ed25519KeyPair::from_seed_unchecked(&seed).unwrap();
         let public: [u8; 32] = pair.public_key().as_ref().try_into().unwrap();
+        let key = WitnessKey {
+            name: name.to_owned(),
+            public,
+        };
+        (pair, key)
+    }
+
+    /// Witness `name`'s cosignature line of `note` at `timestamp`, and its key id.
+    fn cosign(note: &str, name: &str, timestamp: u64) -> (String, [u8; 4]) {
+        let (pair, key) = witness(name);
         let body = SignedNote::parse(note).unwrap().body;
         let mut signature = timestamp.to_be_bytes().to_vec();
         signature.extend_from_slice(
             pair.sign(cosigned_message(timestamp, &body).as_bytes())
                 .as_ref(),
         );
-        let key_id = cosigner_key_id(name, &public);
+        let key_id = cosigner_key_id(name, &key.public);
         let line = NoteSignature {
             name: name.to_owned(),
             key_id,
@@ -589,9 +617,23 @@ mod health_checks {
         (line, key_id)
     }
 
+    /// A line naming witness `name` under `key_id` whose signature is junk.
+    fn junk_cosignature(name: &str, key_id: [u8; 4]) -> String {
+        let mut signature = 1_795_000_000u64.to_be_bytes().to_vec();
+        signature.extend_from_slice(&[0x5a; 64]);
+        NoteSignature {
+            name: name.to_owned(),
+            key_id,
+            signature,
+        }
+        .line()
+    }
+
     #[tokio::test]
-    async fn the_newest_checkpoint_is_shown_with_its_signature_and_each_witness_cosignature() {
-        let (viewer, sent, key) = viewer(false, true);
+    async fn the_newest_checkpoint_is_shown_with_each_cosignature_verified_or_labelled_unverified()
+    {
+        let a_key = witness("witness.example/a").1;
+        let (viewer, sent, key) = witnessed_viewer(false, true, vec![a_key]);
         let cookie = open(&viewer).await;
         let (_, html) = get(&viewer, &cookie, "/health").await;
         assert!(
@@ -638,18 +680,46 @@ mod health_checks {
             html.contains("Cosignatures of the newest checkpoint (tree size 3)"),
             "{html}"
         );
-        for (name, id, at) in [
-            ("witness.example/a", a_id, "2026-11-18T11:06:40Z"),
-            ("witness.example/b", b_id, "2026-11-18T11:07:40Z"),
+        // a's key was given: its cosignature verifies; b's was not: unverified, not counted.
+        for (name, id, at, verdict) in [
+            (
+                "witness.example/a",
+                a_id,
+                "2026-11-18T11:06:40Z",
+                "verified with the witness's key",
+            ),
+            (
+                "witness.example/b",
+                b_id,
+                "2026-11-18T11:07:40Z",
+                "<strong>unverified</strong>",
+            ),
         ] {
-            assert!(
-                html.contains(&format!(
-                    "<tr><td><code>{name}</code></td><td><code>{}</code></td><td><time datetime=\"{at}\"",
-                    audit_model::digest::hex(&id)
-                )),
-                "{name}: {html}"
+            let row = format!(
+                "<tr><td><code>{name}</code></td><td><code>{}</code></td><td><time datetime=\"{at}\"",
+                audit_model::digest::hex(&id)
             );
+            let at = html.find(&row).unwrap_or_else(|| panic!("{name}: {html}"));
+            let cell = &html[at..at + html[at..].find("</tr>").unwrap()];
+            assert!(cell.ends_with(&format!("<td>{verdict}</td>")), "{cell}");
         }
+        assert!(
+            html.contains("1 verified with the witness keys given")
+                && html.contains("<strong>1 unverified</strong>, not counted"),
+            "{html}"
+        );
+
+        // A junk line planted in a's place, naming a: unverified, and a is counted no more.
+        archive(&viewer).overwrite(
+            &cosignature_key(3, a_id),
+            Bytes::from(junk_cosignature("witness.example/a", a_id)),
+        );
+        let (_, html) = get(&viewer, &cookie, "/health").await;
+        assert!(
+            html.contains("0 verified with the witness keys given")
+                && html.contains("<strong>2 unverified</strong>"),
+            "{html}"
+        );
 
         // A newer checkpoint, by another key, not cosigned yet: its signature does not hold, and
         // the newest cosigned size's cosignatures are shown.
@@ -679,23 +749,32 @@ mod health_checks {
     }
 
     /// An event's proof verdict, as its page shows it: proven over a log sealed as the sealer
-    /// seals it (object, tiles, index, checkpoint), refused once its archived line is changed,
-    /// and "no proof yet" for an event no index names; nothing without the digest key.
+    /// seals it (object, tiles, index, checkpoint) with the archived line's fields; a table's
+    /// item changed after it was archived is NOT PROVEN, naming the fields; a cosignature counts
+    /// only under a witness key given; refused once its archived line is changed, and "no proof
+    /// yet" for an event no index names; nothing without the digest key.
     #[tokio::test]
-    async fn an_events_proof_is_checked_in_the_page_and_a_changed_line_is_not_proven() {
-        use crate::checks::{ProofVerdict, proof_verdict};
+    async fn an_events_proof_is_checked_in_the_page_and_a_changed_line_or_item_is_not_proven() {
+        use crate::checks::{Cosigned, ProofVerdict, proof_verdict};
         use audit_model::note::{IndexRow, index_key};
         use audit_model::tlog::TreeEdge;
         use audit_proof::verify::memory::{gzip_lines, seal_logged};
 
-        let (keyed, _, key) = viewer(false, true);
+        let given = witness("witness.example/a").1;
+        let (keyed, _, key) = witnessed_viewer(false, true, vec![given.clone()]);
         let (without_key, _, _) = viewer(false, false);
         let archive = keyed.archive.as_ref().unwrap();
         let period = sealed_hour();
         let at = stamp(period.start + 10);
         let lines: Vec<String> = (0..3)
-            .map(|i| format!(r#"{{"auditTime":"{at}","messageId":"m-{i}","outcome":"success"}}"#))
+            .map(|i| {
+                format!(
+                    r#"{{"actor":"alice","auditTime":"{at}","messageId":"m-{i}","outcome":"success"}}"#
+                )
+            })
             .collect();
+        let table =
+            |line: &str| -> serde_json::Map<String, Value> { serde_json::from_str(line).unwrap() };
         let when = chrono::DateTime::from_timestamp(period.start + 20, 0).unwrap();
         let object = write_object(
             &archive.bucket,
@@ -725,16 +804,15 @@ mod health_checks {
         );
         let now = Utc::now().timestamp();
         let anchor = when;
+        let item = table(&lines[1]);
 
-        let verdict = proof_verdict(archive, "m-1", &at, anchor, now, own_words).await;
-        assert_eq!(
-            verdict,
-            Some(ProofVerdict::Proven {
-                leaf: 1,
-                size: 3,
-                cosignatures: 0
-            })
-        );
+        let verdict = proof_verdict(archive, &item, &at, anchor, now, own_words).await;
+        let Some(ProofVerdict::Proven(held)) = &verdict else {
+            panic!("{verdict:?}");
+        };
+        assert_eq!((held.leaf, held.size), (1, 3));
+        assert_eq!(held.line, item, "the archived line's fields");
+        assert_eq!(held.cosigned, Cosigned::default());
         assert!(
             verdict
                 .unwrap()
@@ -742,7 +820,66 @@ mod health_checks {
                 .starts_with("Proven, checked in this page")
         );
 
-        let unknown = proof_verdict(archive, "m-9", &at, anchor, now, own_words).await;
+        // The table's item's actor changed (UpdateItem): the line is shown, the item not proven.
+        let forged = table(&lines[1].replace("alice", "mallory"));
+        let verdict = proof_verdict(archive, &forged, &at, anchor, now, own_words).await;
+        let Some(ProofVerdict::Differs(held)) = &verdict else {
+            panic!("{verdict:?}");
+        };
+        assert_eq!(held.fields, ["actor"]);
+        assert_eq!(held.line["actor"], "alice");
+        let words = verdict.unwrap().to_string();
+        assert!(
+            words.starts_with(
+                "NOT PROVEN: the table's item differs from the archived event in actor."
+            ),
+            "{words}"
+        );
+
+        // A's cosignature on the checkpoint verifies under its given key; a junk line naming b
+        // does not, and is not counted.
+        let note = archive
+            .bucket
+            .current(&checkpoint_key(3))
+            .expect("the sealed checkpoint")
+            .body;
+        let note = String::from_utf8(note.to_vec()).unwrap();
+        let (line, a_id) = cosign(&note, "witness.example/a", 1_795_000_000);
+        assert_eq!(a_id, given.key_id());
+        archive
+            .bucket
+            .overwrite(&cosignature_key(3, a_id), Bytes::from(line));
+        let b_id = witness("witness.example/b").1.key_id();
+        archive.bucket.overwrite(
+            &cosignature_key(3, b_id),
+            Bytes::from(junk_cosignature("witness.example/b", b_id)),
+        );
+        let verdict = proof_verdict(archive, &item, &at, anchor, now, own_words).await;
+        let Some(ProofVerdict::Proven(held)) = &verdict else {
+            panic!("{verdict:?}");
+        };
+        assert_eq!(
+            held.cosigned,
+            Cosigned {
+                verified: vec!["witness.example/a".into()],
+                unverified: vec!["witness.example/b".into()],
+            }
+        );
+        let words = verdict.unwrap().to_string();
+        assert!(
+            words.contains("1 witness cosignature(s) verified with the witness keys given (witness.example/a); unverified, not counted: witness.example/b"),
+            "{words}"
+        );
+
+        let unknown = proof_verdict(
+            archive,
+            &table(&lines[1].replace("m-1", "m-9")),
+            &at,
+            anchor,
+            now,
+            own_words,
+        )
+        .await;
         assert!(
             matches!(unknown, Some(ProofVerdict::NotYet(_))),
             "{unknown:?}"
@@ -754,7 +891,7 @@ mod health_checks {
         archive
             .bucket
             .overwrite(&object, Bytes::from(gzip_lines(&changed)));
-        let refused = proof_verdict(archive, "m-1", &at, anchor, now, own_words).await;
+        let refused = proof_verdict(archive, &item, &at, anchor, now, own_words).await;
         assert!(
             matches!(refused, Some(ProofVerdict::Fails(_))),
             "{refused:?}"
@@ -763,7 +900,7 @@ mod health_checks {
 
         let archive = without_key.archive.as_ref().unwrap();
         assert_eq!(
-            proof_verdict(archive, "m-1", &at, anchor, now, own_words).await,
+            proof_verdict(archive, &item, &at, anchor, now, own_words).await,
             None
         );
     }

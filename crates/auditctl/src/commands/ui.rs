@@ -7,6 +7,7 @@ use crate::commands::words::TrailError;
 use crate::commands::words::viewer_words;
 use audit_aws::config::ClientOptions;
 use audit_proof::archive::S3Archive;
+use audit_proof::tlog::witness_key_arg;
 use audit_proof::verify::kms::KmsKey;
 use audit_trail::dlq::DeadLetterQueue;
 use audit_viewer::archive::{Archive, key_fetch};
@@ -40,11 +41,13 @@ With ARCHIVE_BUCKET, a health page names the newest sealed period and its age, t
 and the transparency log's newest checkpoint with the witnesses' cosignatures; each event's page
 says whether its period has its digest. With DIGEST_KEY_ID too, the health page runs verify over
 the periods in view on request (at most 31 days; auditctl.ui.verify is recorded first) and checks
-the log's signature on the newest checkpoint.
+the log's signature on the newest checkpoint. A cosignature counts, on the health page and an
+event's proof, only when it verifies under a --witness-key; any other is labelled unverified.
 
 Examples:
   auditctl ui
   auditctl ui --port 8700
+  auditctl ui --witness-key witness.pub
 
 Environment: TABLE_NAME, ACCESS_QUEUE_URL, DEAD_LETTER_QUEUE_URL, AUDIT_QUEUE_URL, ARCHIVE_BUCKET,
 DIGEST_KEY_ID, DIGEST_PERIOD_SECONDS, AWS_ENDPOINT_URL, AWS_PROFILE, AWS_REGION.")]
@@ -63,12 +66,24 @@ pub struct UiArgs {
     /// the log's signature on the newest checkpoint).
     #[command(flatten)]
     archive: ArchiveFlags,
+    /// A witness whose cosignatures the pages count and show as verified: its key
+    /// (<name>+<key id>+<base64 key>, as `auditctl witness --init` prints it) or a file holding
+    /// it. Repeatable. A cosignature that verifies under none is labelled unverified.
+    #[arg(long, value_name = "KEY")]
+    witness_key: Vec<String>,
     #[command(flatten)]
     table: TableArgs,
 }
 
 /// `auditctl ui`: listen, print the URL, serve until Ctrl-C.
 pub async fn run(args: UiArgs, context: Context) -> Result<(), Failure> {
+    let mut witnesses = Vec::new();
+    for arg in &args.witness_key {
+        let witness = witness_key_arg(arg).map_err(Failure::usage)?;
+        if !witnesses.contains(&witness) {
+            witnesses.push(witness);
+        }
+    }
     let (listener, bound) = listen(args.port).await.map_err(TrailError::from)?;
     let session =
         Session::new(bound).map_err(|e| TrailError::from(audit_viewer::Error::from(e)))?;
@@ -104,6 +119,7 @@ pub async fn run(args: UiArgs, context: Context) -> Result<(), Failure> {
             name,
             length: args.archive.period,
             key,
+            witnesses,
         });
     }
     let viewer = Arc::new(viewer);
