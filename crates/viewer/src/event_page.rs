@@ -60,7 +60,7 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
                     },
                 ),
             ),
-            Err(failed) => failed.page(self.words, "Event", Some(&format!("/event?{query}"))),
+            Err(failed) => failed.page(self.words, "Event", Some(&format!("event?{query}"))),
         }
     }
 

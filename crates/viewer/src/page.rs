@@ -17,17 +17,17 @@ pub fn layout(title: &str, main: Markup) -> Markup {
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
                 title { (title) " · auditctl ui" }
-                link rel="stylesheet" href="/assets/viewer.css";
-                script src="/assets/viewer.js" defer {}
+                link rel="stylesheet" href="assets/viewer.css";
+                script src="assets/viewer.js" defer {}
             }
             body {
                 a class="skip" href="#main" { "Skip to the content" }
                 header {
                     nav aria-label="Viewer" {
-                        a href="/" class="brand" { "auditctl ui" } "\n"
-                        a href="/" { "Search" } "\n"
-                        a href="/dlq" { "Dead letters" } "\n"
-                        a href="/health" { "Health" }
+                        a href="./" class="brand" { "auditctl ui" } "\n"
+                        a href="./" { "Search" } "\n"
+                        a href="dlq" { "Dead letters" } "\n"
+                        a href="health" { "Health" }
                     }
                 }
                 main id="main" tabindex="-1" { (main) }
@@ -109,7 +109,7 @@ pub fn search_form(values: &[(String, String)]) -> Markup {
         }
     };
     html! {
-        form class="search" method="get" action="/" role="search" {
+        form class="search" method="get" action="./" role="search" {
             fieldset {
                 legend { "When (UTC)" }
                 label {
@@ -139,7 +139,7 @@ pub fn search_form(values: &[(String, String)]) -> Markup {
                 (input("source_ip", "Source IP"))
                 (input("sender", "Sender (senderId)"))
             }
-            p { button type="submit" { "Search" } " " a href="/" { "Clear" } }
+            p { button type="submit" { "Search" } " " a href="./" { "Clear" } }
         }
     }
 }
@@ -207,17 +207,17 @@ pub fn results(search: &Search, rows: &[TrailItem], next: Option<&Cursor>) -> Ma
             }
             p class="export" {
                 "Export this search: "
-                a href={ "/export.csv?" (fixed) } download { "CSV" }
+                a href={ "export.csv?" (fixed) } download { "CSV" }
                 " · "
-                a href={ "/export.jsonl?" (fixed) } download { "JSON lines" }
+                a href={ "export.jsonl?" (fixed) } download { "JSON lines" }
                 "\n"
                 span class="command" { "the same bytes as " code { (search.command("csv")) } }
             }
             p class="export" {
-                a href={ "/health?" (periods) } { "Health and verify of these periods" }
+                a href={ "health?" (periods) } { "Health and verify of these periods" }
             }
-            div id="chart" data-src={ "/chart?" (fixed) } {
-                p { a href={ "/chart?" (fixed) } { "Events per hour (chart)" } }
+            div id="chart" data-src={ "chart?" (fixed) } {
+                p { a href={ "chart?" (fixed) } { "Events per hour (chart)" } }
             }
             @if rows.is_empty() {
                 p class="empty" { "No events in this range match." }
@@ -255,7 +255,7 @@ fn more(search: &Search, next: Option<&Cursor>) -> Markup {
             let query = search.next_query(cursor);
             html! {
                 p class="more" {
-                    a id="more" href={ "/?" (query) } data-rows={ "/rows?" (query) } {
+                    a id="more" href={ "./?" (query) } data-rows={ "rows?" (query) } {
                         "Load more (older)"
                     }
                 }
@@ -272,7 +272,7 @@ fn search_link(search: &Search, row: &TrailItem, field: &str) -> Markup {
         return html! {};
     }
     html! {
-        a href={ "/?" (search.by_field(field, &value)) } title={ "Search by this " (field) } {
+        a href={ "./?" (search.by_field(field, &value)) } title={ "Search by this " (field) } {
             (value)
         }
     }
@@ -286,7 +286,7 @@ fn row_lines(search: &Search, rows: &[TrailItem]) -> Markup {
                 .finish();
             tr {
                 td {
-                    a href={ "/event?" (event) } class="open" title={ "Open the event " (row.message_id) } {
+                    a href={ "event?" (event) } class="open" title={ "Open the event " (row.message_id) } {
                         (time(&row.audit_time))
                     }
                 }
@@ -457,7 +457,7 @@ pub fn verify_form(values: &[(String, String)], no_key: Option<&str>) -> Markup 
     };
     html! {
         h2 id="verify-h" { "Verify" }
-        form class="verify" method="get" action="/health" aria-labelledby="verify-h" {
+        form class="verify" method="post" action="health" aria-labelledby="verify-h" {
             fieldset {
                 legend { "Periods in view (UTC)" }
                 label {
@@ -476,7 +476,7 @@ pub fn verify_form(values: &[(String, String)], no_key: Option<&str>) -> Markup 
                 }
             }
             p {
-                button type="submit" { "Show" } " "
+                button type="submit" formmethod="get" { "Show" } " "
                 button type="submit" name="run" value="1" disabled[no_key.is_some()]
                     aria-describedby=[no_key.map(|_| "why-no-verify")] { "Verify these periods" }
             }

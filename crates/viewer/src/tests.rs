@@ -89,6 +89,17 @@ fn viewer(refuse: bool) -> (Viewer<Twin>, Arc<Mutex<Vec<AccessEvent>>>) {
 }
 
 fn request(method: Method, uri: &str, cookie: Option<&str>) -> Request<Bytes> {
+    request_with(method, uri, cookie, None, "")
+}
+
+/// A request with `origin` and the body `form`.
+fn request_with(
+    method: Method,
+    uri: &str,
+    cookie: Option<&str>,
+    origin: Option<&str>,
+    form: &str,
+) -> Request<Bytes> {
     let mut builder = Request::builder()
         .method(method)
         .uri(uri)
@@ -96,21 +107,40 @@ fn request(method: Method, uri: &str, cookie: Option<&str>) -> Request<Bytes> {
     if let Some(cookie) = cookie {
         builder = builder.header(COOKIE, cookie);
     }
-    builder.body(Bytes::new()).unwrap()
+    if let Some(origin) = origin {
+        builder = builder.header(http::header::ORIGIN, origin);
+    }
+    builder.body(Bytes::from(form.to_owned())).unwrap()
 }
+
+/// This viewer's own origin, as its pages' POSTs carry it.
+const OWN_ORIGIN: &str = "http://127.0.0.1:4321";
 
 async fn body(response: Response<Body>) -> String {
     let bytes = response.into_body().collect().await.unwrap().to_bytes();
     String::from_utf8(bytes.to_vec()).unwrap()
 }
 
+/// `path` under `viewer`'s run secret (its URL's first segment), as its pages' links resolve.
+fn at<L: audit_trail::access::AccessLog + 'static, B: audit_aws::s3::Bucket + 'static>(
+    viewer: &Viewer<L, B>,
+    path: &str,
+) -> String {
+    let url = viewer.url();
+    let after_host = &url["http://".len()..];
+    let secret = &after_host[after_host.find('/').unwrap()..after_host.find("/?").unwrap()];
+    format!("{secret}{path}")
+}
+
 /// Opens the viewer's URL: the cookie it sets.
 async fn open<B: audit_aws::s3::Bucket + 'static>(viewer: &Viewer<Twin, B>) -> String {
     let url = viewer.url();
     let path = &url[url.find("/?").unwrap()..];
-    let response = viewer.respond(request(Method::GET, path, None)).await;
+    let response = viewer
+        .respond(request(Method::GET, &at(viewer, path), None))
+        .await;
     assert_eq!(response.status(), StatusCode::SEE_OTHER);
-    assert_eq!(response.headers()[LOCATION], "/");
+    assert_eq!(response.headers()[LOCATION], at(viewer, "/"));
     let cookie = response.headers()[SET_COOKIE].to_str().unwrap();
     cookie.split(';').next().unwrap().to_owned()
 }
@@ -126,7 +156,9 @@ async fn without_the_token_or_its_cookie_nothing_is_served_and_the_token_works_o
         "/health?run=1",
         "/assets/viewer.js",
     ] {
-        let response = viewer.respond(request(Method::GET, path, None)).await;
+        let response = viewer
+            .respond(request(Method::GET, &at(&viewer, path), None))
+            .await;
         assert_eq!(response.status(), StatusCode::UNAUTHORIZED, "{path}");
         assert!(
             body(response)
@@ -137,12 +169,20 @@ async fn without_the_token_or_its_cookie_nothing_is_served_and_the_token_works_o
     let cookie = open(&viewer).await;
     let url = viewer.url();
     let again = viewer
-        .respond(request(Method::GET, &url[url.find("/?").unwrap()..], None))
+        .respond(request(
+            Method::GET,
+            &at(&viewer, &url[url.find("/?").unwrap()..]),
+            None,
+        ))
         .await;
     assert_eq!(again.status(), StatusCode::FORBIDDEN);
     assert!(body(again).await.contains("token has expired"));
     let js = viewer
-        .respond(request(Method::GET, "/assets/viewer.js", Some(&cookie)))
+        .respond(request(
+            Method::GET,
+            &at(&viewer, "/assets/viewer.js"),
+            Some(&cookie),
+        ))
         .await;
     assert_eq!(js.status(), StatusCode::OK);
     assert_eq!(body(js).await, JS);
@@ -170,7 +210,7 @@ async fn bad_input_is_a_400_naming_the_fix_and_neither_records_nor_reads() {
         ("/event", "needs id"),
     ] {
         let response = viewer
-            .respond(request(Method::GET, path, Some(&cookie)))
+            .respond(request(Method::GET, &at(&viewer, path), Some(&cookie)))
             .await;
         assert_eq!(response.status(), StatusCode::BAD_REQUEST, "{path}");
         let html = body(response).await;
@@ -182,7 +222,7 @@ async fn bad_input_is_a_400_naming_the_fix_and_neither_records_nor_reads() {
         viewer
             .respond(request(
                 Method::GET,
-                "/?actor=al%3Cice&range=2w",
+                &at(&viewer, "/?actor=al%3Cice&range=2w"),
                 Some(&cookie),
             ))
             .await,
@@ -191,7 +231,13 @@ async fn bad_input_is_a_400_naming_the_fix_and_neither_records_nor_reads() {
     assert!(html.contains(r#"name="actor" value="al&lt;ice""#), "{html}");
     assert!(sent.lock().unwrap().is_empty());
     let post = viewer
-        .respond(request(Method::POST, "/", Some(&cookie)))
+        .respond(request_with(
+            Method::POST,
+            &at(&viewer, "/"),
+            Some(&cookie),
+            Some(OWN_ORIGIN),
+            "",
+        ))
         .await;
     assert_eq!(post.status(), StatusCode::METHOD_NOT_ALLOWED);
 }
@@ -207,7 +253,7 @@ async fn a_read_whose_access_event_cannot_be_sent_shows_the_error_and_no_data() 
         "/export.csv?range=7d",
     ] {
         let response = viewer
-            .respond(request(Method::GET, path, Some(&cookie)))
+            .respond(request(Method::GET, &at(&viewer, path), Some(&cookie)))
             .await;
         assert_eq!(response.status(), StatusCode::BAD_GATEWAY, "{path}");
         let html = body(response).await;
@@ -229,7 +275,10 @@ async fn each_read_records_its_access_event_first_with_what_it_asked_for() {
     let response = viewer
         .respond(request(
             Method::GET,
-            "/?from=2026-11-22T10:00&to=2026-11-22T11:00&actor=alice&outcome=failure",
+            &at(
+                &viewer,
+                "/?from=2026-11-22T10:00&to=2026-11-22T11:00&actor=alice&outcome=failure",
+            ),
             Some(&cookie),
         ))
         .await;
@@ -240,12 +289,16 @@ async fn each_read_records_its_access_event_first_with_what_it_asked_for() {
         "a failed AWS call offers a retry: {html}"
     );
     viewer
-        .respond(request(Method::GET, "/event?id=m%201", Some(&cookie)))
+        .respond(request(
+            Method::GET,
+            &at(&viewer, "/event?id=m%201"),
+            Some(&cookie),
+        ))
         .await;
     viewer
         .respond(request(
             Method::GET,
-            "/export.jsonl?range=24h",
+            &at(&viewer, "/export.jsonl?range=24h"),
             Some(&cookie),
         ))
         .await;
@@ -380,9 +433,38 @@ mod health_checks {
         path: &str,
     ) -> (StatusCode, String) {
         let response = viewer
-            .respond(request(Method::GET, path, Some(cookie)))
+            .respond(request(Method::GET, &at(viewer, path), Some(cookie)))
             .await;
         (response.status(), body(response).await)
+    }
+
+    /// A POST of `path`'s query as a form, from `origin`.
+    async fn post_from(
+        viewer: &Viewer<Twin, MemoryBucket>,
+        cookie: &str,
+        path: &str,
+        origin: Option<&str>,
+    ) -> (StatusCode, String) {
+        let (path, form) = path.split_once('?').unwrap_or((path, ""));
+        let response = viewer
+            .respond(request_with(
+                Method::POST,
+                &at(viewer, path),
+                Some(cookie),
+                origin,
+                form,
+            ))
+            .await;
+        (response.status(), body(response).await)
+    }
+
+    /// A POST of `path`'s query as a form, from the viewer's own page.
+    async fn post(
+        viewer: &Viewer<Twin, MemoryBucket>,
+        cookie: &str,
+        path: &str,
+    ) -> (StatusCode, String) {
+        post_from(viewer, cookie, path, Some(OWN_ORIGIN)).await
     }
 
     fn actions(sent: &Arc<Mutex<Vec<AccessEvent>>>) -> Vec<Value> {
@@ -409,7 +491,7 @@ mod health_checks {
         );
         seal(archive(&viewer), "archive", period, None, &key);
 
-        let (status, html) = get(&viewer, &cookie, &run_over(period)).await;
+        let (status, html) = post(&viewer, &cookie, &run_over(period)).await;
         assert_eq!(status, StatusCode::OK, "{html}");
         assert!(html.contains("verified: no problem"), "{html}");
         assert!(html.contains("periods   1 checked: 1 sealed"), "{html}");
@@ -430,7 +512,7 @@ mod health_checks {
             Bytes::from_static(b"forged"),
             vec![("events", "1".into())],
         );
-        let (status, html) = get(&viewer, &cookie, &run_over(period)).await;
+        let (status, html) = post(&viewer, &cookie, &run_over(period)).await;
         assert_eq!(status, StatusCode::OK, "{html}");
         assert!(!html.contains("verified: no problem"), "{html}");
         assert!(html.contains("1 problem(s) found"), "{html}");
@@ -457,6 +539,28 @@ mod health_checks {
         assert_eq!(actions(&sent)[2]["action"], "auditctl.ui.view");
     }
 
+    /// Verify costs: a GET that asks for it, or a POST from no or another origin, runs nothing
+    /// and records nothing.
+    #[tokio::test]
+    async fn verify_runs_only_on_a_post_from_the_viewers_own_page() {
+        let (viewer, sent, key) = viewer(false, true);
+        let cookie = open(&viewer).await;
+        let period = sealed_hour();
+        seal(archive(&viewer), "archive", period, None, &key);
+        let (status, html) = get(&viewer, &cookie, &run_over(period)).await;
+        assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED, "{html}");
+        assert!(html.contains("verify runs on a POST"), "{html}");
+        for origin in [None, Some("http://127.0.0.1:4322"), Some("null")] {
+            let (status, html) = post_from(&viewer, &cookie, &run_over(period), origin).await;
+            assert_eq!(status, StatusCode::FORBIDDEN, "{origin:?}: {html}");
+            assert!(html.contains("Origin is missing or not this viewer's"));
+        }
+        assert!(actions(&sent).is_empty(), "nothing recorded, nothing run");
+        let (status, html) = post(&viewer, &cookie, &run_over(period)).await;
+        assert_eq!(status, StatusCode::OK, "{html}");
+        assert_eq!(actions(&sent)[0]["action"], "auditctl.ui.verify");
+    }
+
     #[tokio::test]
     async fn a_range_too_long_or_a_bad_parameter_is_a_400_naming_the_fix_and_records_nothing() {
         let (viewer, sent, _) = viewer(false, true);
@@ -470,13 +574,13 @@ mod health_checks {
             ("/health?run=yes", "run=1 verifies the periods in view"),
             ("/health?from=yesterday&run=1", "--from 'yesterday'"),
         ] {
-            let (status, html) = get(&viewer, &cookie, path).await;
+            let (status, html) = post(&viewer, &cookie, path).await;
             assert_eq!(status, StatusCode::BAD_REQUEST, "{path}");
             assert!(html.contains(says), "{path}: {html}");
         }
         assert!(sent.lock().unwrap().is_empty(), "nothing recorded");
         // 30 days (a preset) is within the bound.
-        let (status, html) = get(&viewer, &cookie, "/health?range=30d&run=1").await;
+        let (status, html) = post(&viewer, &cookie, "/health?range=30d&run=1").await;
         assert_eq!(status, StatusCode::OK, "{html}");
     }
 
@@ -491,7 +595,7 @@ mod health_checks {
                 && html.contains("start auditctl ui with DIGEST_KEY_ID or --key-id"),
             "{html}"
         );
-        let (status, html) = get(&viewer, &cookie, "/health?run=1").await;
+        let (status, html) = post(&viewer, &cookie, "/health?run=1").await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{html}");
         assert!(html.contains("verify needs the digest key"), "{html}");
         assert_eq!(actions(&sent).len(), 1, "the view only");
@@ -503,7 +607,7 @@ mod health_checks {
         let cookie = open(&viewer).await;
         let period = sealed_hour();
         seal(archive(&viewer), "archive", period, None, &key);
-        let (status, html) = get(&viewer, &cookie, &run_over(period)).await;
+        let (status, html) = post(&viewer, &cookie, &run_over(period)).await;
         assert_eq!(status, StatusCode::BAD_GATEWAY, "{html}");
         assert!(
             html.contains("access not recorded, so nothing was read: not allowed to send"),
@@ -545,7 +649,7 @@ mod health_checks {
             .unwrap();
         archive.key = Some(fetch);
         let viewer = viewer.with_archive(archive);
-        let (status, html) = get(&viewer, &cookie, &run_over(period)).await;
+        let (status, html) = post(&viewer, &cookie, &run_over(period)).await;
         assert_eq!(status, StatusCode::BAD_GATEWAY, "{html}");
         assert!(html.contains("Verify did not finish"), "{html}");
         assert!(
