@@ -24,9 +24,11 @@ use super::{Context, Failure, TableArgs};
 /// and exports as CSV or JSON lines; with your own AWS credentials.
 #[derive(Debug, Args)]
 #[command(after_help = "\
-It listens on 127.0.0.1 only (a random free port unless --port) and prints a URL with a one-time
-token: the first load moves the token to a cookie of that browser and drops it from the address.
-A request without the token or the cookie is refused (401/403). Ctrl-C stops it.
+It listens on 127.0.0.1 only (a random free port unless --port) and prints a URL with the run's
+secret as its path and a one-time token: the first load moves the token to a cookie of that
+browser and drops it from the address. A request without the secret in its path (404), or without
+the token or the cookie (401/403), is refused; verify, bodies and redrive are POSTs from the
+viewer's own page (another or no Origin: 403). Ctrl-C stops it.
 
 Every search (and each further page of it), event view, dead-letter listing, export, redrive and
 verify first sends its access event (auditctl.ui.search, auditctl.ui.view, auditctl.ui.export,
