@@ -13,33 +13,27 @@ template's stack on moto, over HTTP as a browser speaks it:
 import base64
 import http.client
 import json
-import os
-import signal
 import subprocess
 import urllib.parse
 from datetime import datetime, timezone
 
 import pytest
 
+import test_ui_browser
 from iam_support import Account, binary, seal, sealable_object, sealable_start
 from test_iam_auditctl import _bucket
-from test_ui_browser import _canonical, _env
+from test_ui_browser import _canonical
 
 WITNESS = "witness.test/ui"
 
 
-class Viewer:
-    """`auditctl ui` with `args`; its printed URL split into address, the run's secret and the
-    token; stopped with Ctrl-C."""
+class Viewer(test_ui_browser.Viewer):
+    """`auditctl ui` with `args`, as the administrator; its printed URL split into address and
+    the run's secret; opened (the cookie it sets)."""
 
-    def __init__(self, account: Account, args: list[str]):
-        self.log = open(account.work_dir / "ui.log", "ab")
-        self.proc = subprocess.Popen([str(binary("auditctl", account.work_dir)), "ui", *args],
-                                     env=_env(account, account.admin), stdout=subprocess.PIPE, stderr=self.log,
-                                     stdin=subprocess.DEVNULL, start_new_session=True, text=True)
-        line = self.proc.stdout.readline()
-        assert line.startswith("auditctl ui: open http://127.0.0.1:"), line
-        url = urllib.parse.urlparse(line.split("open ", 1)[1].strip())
+    def __init__(self, account: Account, args: tuple[str, ...]):
+        super().__init__(account, account.admin, "attacks", args)
+        url = urllib.parse.urlparse(self.url)
         self.address = url.netloc
         self.secret = url.path.rstrip("/")
         self.origin = f"http://{self.address}"
@@ -68,13 +62,6 @@ class Viewer:
         status, _, html = self.send("GET", self.secret + path, self.cookie)
         assert status == 200, html
         return html
-
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGINT)
-        code = self.proc.wait(timeout=15)
-        self.log.close()
-        return code
 
 
 def _words(html: str) -> str:
@@ -128,7 +115,7 @@ def test_a_changed_item_is_not_shown_as_proven_and_a_planted_cosignature_is_not_
         s3.put_object(Bucket=bucket, Key=f"log/cosignatures/{size:020}/{key_id}",
                       Body=f"\u2014 {WITNESS} {junk}\n".encode())
 
-    ui = Viewer(account, ["--witness-key", vkey])
+    ui = Viewer(account, ("--witness-key", vkey))
     try:
         page = _words(ui.page("/event?id=ui-attack-1"))
         assert "Proven, checked in this page" in page, page
@@ -158,7 +145,7 @@ def test_the_cookie_alone_is_refused_and_costly_actions_need_a_post_from_the_vie
     start = sealable_start()
     sealable_object(account, start)
     assert seal(account)["failure"] is None
-    ui = Viewer(account, [])
+    ui = Viewer(account, ())
     try:
         _access_actions(account)  # what the opening recorded, if anything
         # The cookie replayed without the run's secret, as a server at another port of 127.0.0.1

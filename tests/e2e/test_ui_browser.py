@@ -85,9 +85,9 @@ def _env(account: Account, creds) -> dict[str, str]:
 class Viewer:
     """`auditctl ui` as a person runs it; stopped with Ctrl-C (SIGINT to its process group)."""
 
-    def __init__(self, account: Account, creds, name: str):
+    def __init__(self, account: Account, creds, name: str, args: tuple[str, ...] = ()):
         self.log = open(account.work_dir / f"ui-{name}.log", "ab")
-        self.proc = subprocess.Popen([str(binary("auditctl", account.work_dir)), "ui"], env=_env(account, creds),
+        self.proc = subprocess.Popen([str(binary("auditctl", account.work_dir)), "ui", *args], env=_env(account, creds),
                                      stdout=subprocess.PIPE, stderr=self.log, stdin=subprocess.DEVNULL,
                                      start_new_session=True, text=True)
         line = self.proc.stdout.readline()
