@@ -55,6 +55,8 @@ class Viewer:
             self.stop()
             raise SystemExit(f"auditctl ui printed no URL: {line!r}")
         self.port, token_path = int(m[1]), m[2]
+        # Every path begins with the run's secret (docs/ui.md "Who can open it").
+        self.secret = token_path.split("/?", 1)[0]
         status, headers, _ = self.get(token_path)
         assert status == 303, status
         self.cookie = headers["set-cookie"].split(";")[0]
@@ -69,7 +71,7 @@ class Viewer:
 
     def timed(self, path: str) -> tuple[float, str]:
         t0 = time.perf_counter()
-        status, _, body = self.get(path, self.cookie)
+        status, _, body = self.get(self.secret + path, self.cookie)
         took = (time.perf_counter() - t0) * 1000
         if status != 200:
             text = re.sub(r"<[^>]+>", " ", body)
@@ -88,7 +90,7 @@ def rows(body: str) -> int:
 
 def next_link(body: str) -> str | None:
     m = re.search(r'data-rows="([^"]+)"', body)
-    return m[1].replace("&amp;", "&") if m else None
+    return "/" + m[1].replace("&amp;", "&") if m else None  # relative to the run's secret
 
 
 def measure(viewer: Viewer, query: str, runs: int) -> tuple[list[float], list[float]]:

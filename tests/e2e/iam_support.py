@@ -776,13 +776,13 @@ def sealable_start(at: float | None = None) -> int:
     return (int(time.time() if at is None else at) // 3600 - 2) * 3600
 
 
-def sealable_object(account: Account, start: int | None = None) -> tuple[str, int]:
+def sealable_object(account: Account, start: int | None = None, line: dict | None = None) -> tuple[str, int]:
     """An archive object of a period that can be sealed now (``sealable_start``), put by the
     administrator where and as audit-archiver puts its own (its run marker first, version 2,
     naming the object with its SHA-256; then the object: key, SHA-256 checksum, `events` and
     `marker` metadata), standing in for what the archiver wrote then: a period of the current
     hour could be sealed only once it has ended. Returns its key and its period's start (epoch
-    seconds)."""
+    seconds). ``line``: the archived event (by default iam-earlier-1, "carol signed out")."""
     import gzip
     import hashlib
     from datetime import datetime, timezone
@@ -790,8 +790,9 @@ def sealable_object(account: Account, start: int | None = None) -> tuple[str, in
     start = sealable_start() if start is None else start
     hour = datetime.fromtimestamp(start, timezone.utc)
     key = f"trail/dt={hour:%Y-%m-%d}/hour={hour:%H}/p{start}-{'1'.zfill(40)}-a1.jsonl.gz"
-    body = gzip.compress(json.dumps({"messageId": "iam-earlier-1", "auditTime": "2026-11-22T08:00:00.000Z",
-                                     "auditText": "carol signed out"}).encode() + b"\n", mtime=0)
+    line = line or {"messageId": "iam-earlier-1", "auditTime": "2026-11-22T08:00:00.000Z",
+                    "auditText": "carol signed out"}
+    body = gzip.compress(json.dumps(line).encode() + b"\n", mtime=0)
     marker_key = f"state/{'1'.zfill(40)}-iamearlier1/a1.json"
     marker = {"version": 2, "run": [["1", "iamearlier1"]],
               "objects": [{"key": key, "events": [0], "sha256": hashlib.sha256(body).hexdigest()}],

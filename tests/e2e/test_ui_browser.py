@@ -17,7 +17,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 import browser
-from iam_support import Account, binary, clean_aws_env, managed_policy, seal, sealable_object
+from iam_support import Account, binary, clean_aws_env, managed_policy, seal, sealable_object, sealable_start
 from test_iam_auditctl import _bucket, _lookup_key
 
 pytestmark = pytest.mark.skipif(browser.available() is None,
@@ -85,9 +85,9 @@ def _env(account: Account, creds) -> dict[str, str]:
 class Viewer:
     """`auditctl ui` as a person runs it; stopped with Ctrl-C (SIGINT to its process group)."""
 
-    def __init__(self, account: Account, creds, name: str):
+    def __init__(self, account: Account, creds, name: str, args: tuple[str, ...] = ()):
         self.log = open(account.work_dir / f"ui-{name}.log", "ab")
-        self.proc = subprocess.Popen([str(binary("auditctl", account.work_dir)), "ui"], env=_env(account, creds),
+        self.proc = subprocess.Popen([str(binary("auditctl", account.work_dir)), "ui", *args], env=_env(account, creds),
                                      stdout=subprocess.PIPE, stderr=self.log, stdin=subprocess.DEVNULL,
                                      start_new_session=True, text=True)
         line = self.proc.stdout.readline()
@@ -166,7 +166,8 @@ def test_a_person_searches_opens_exports_and_redrives_in_a_browser_and_a_reader_
     assert chrome.evaluate("document.activeElement.matches('#rows tr.current:first-child')")
     assert "local time (UTC+00:00)" in chrome.evaluate("document.querySelector('#rows time').title")
     chrome.key("Enter", load=True)
-    assert chrome.evaluate("location.pathname + location.search") == "/event?id=" + newest_first[0]
+    secret = urllib.parse.urlparse(ui.origin).path  # every address begins with the run's secret
+    assert chrome.evaluate("location.pathname + location.search") == secret + "/event?id=" + newest_first[0]
     chrome.navigate(ui.origin + "/")
 
     # Search by actor through the form; the filter is in the URL.
@@ -219,7 +220,7 @@ def test_a_person_searches_opens_exports_and_redrives_in_a_browser_and_a_reader_
     assert reasons == [["conflict", "1"], ["throttled", "2"]], reasons
     assert "letter body" not in chrome.text(), "bodies only on request"
     chrome.screenshot(shots / "dlq-1280.png", 1280)
-    chrome.click_and_load("a.button[href='/dlq/confirm?reason=throttled']")
+    chrome.click_and_load("a.button[href='dlq-confirm?reason=throttled']")
     assert "2 message(s) of reason throttled will move" in chrome.text()
     chrome.click_and_load("form.confirm button[type=submit]")
     assert "Moved 2 message(s)" in chrome.text(), chrome.text()
@@ -229,11 +230,17 @@ def test_a_person_searches_opens_exports_and_redrives_in_a_browser_and_a_reader_
 
     # Health: verify the periods in view, from the search's link, with the keyboard, over an hour
     # audit-archiver sealed (one object): what was checked, and no problem.
-    _, sealed_start = sealable_object(account)
+    # The archived line is the item as the receiver wrote it (received in the sealed hour).
+    start = sealable_start()
+    received = datetime.fromtimestamp(start + 60, timezone.utc)
+    proven = {"messageId": "iam-earlier-1", "auditTime": "2026-11-22T08:00:00.000Z",
+              "auditBucket": _bucket("iam-earlier-1", "2026-11-22T08:00:00.000Z"),
+              "auditText": "carol signed out", "receivedAt": _canonical(received)}
+    sealable_object(account, start, proven)
     sealed = seal(account)
     assert sealed["failure"] is None and sealed["sealed"], sealed
     chrome.navigate(ui.origin + "/?range=24h")
-    chrome.click_and_load("a[href^='/health?from=']")
+    chrome.click_and_load("a[href^='health?from=']")
     assert chrome.status() == 200 and "Transparency log" in chrome.text()
     chrome.evaluate("document.querySelector('form.verify button[name=run]').focus()")
     chrome.key("Enter", load=True)
@@ -248,11 +255,8 @@ def test_a_person_searches_opens_exports_and_redrives_in_a_browser_and_a_reader_
     # The sealed hour's event, as the table holds it (received in that hour): its page proves it,
     # checked in the page against the checkpoint audit-archiver signed; an event of an hour not
     # sealed yet has no proof yet.
-    received = datetime.fromtimestamp(sealed_start + 60, timezone.utc)
-    proven = {"messageId": {"S": "iam-earlier-1"}, "auditTime": {"S": "2026-11-22T08:00:00.000Z"},
-              "auditBucket": {"S": _bucket("iam-earlier-1", "2026-11-22T08:00:00.000Z")},
-              "auditText": {"S": "carol signed out"}, "receivedAt": {"S": _canonical(received)}}
-    account.client("dynamodb").put_item(TableName=account.table_name, Item=proven)
+    account.client("dynamodb").put_item(TableName=account.table_name,
+                                        Item={name: {"S": value} for name, value in proven.items()})
     chrome.navigate(ui.origin + "/event?id=iam-earlier-1")
     verdict = " ".join(chrome.text().split())
     assert chrome.status() == 200, verdict
@@ -268,7 +272,7 @@ def test_a_person_searches_opens_exports_and_redrives_in_a_browser_and_a_reader_
     assert chrome.status() == 403
     assert "need AuditOperatorPolicy" in chrome.text(), chrome.text()
     chrome.screenshot(shots / "reader-dlq-1280.png", 1280)
-    refused = chrome.evaluate("fetch('/dlq/redrive', {method: 'POST', body: new URLSearchParams("
+    refused = chrome.evaluate("fetch('dlq-redrive', {method: 'POST', body: new URLSearchParams("
                               "{reason: 'conflict', count: '1'})}).then(async r => [r.status, await r.text()])")
     assert refused[0] == 403 and "need AuditOperatorPolicy" in refused[1], refused
     depth = account.client("sqs").get_queue_attributes(QueueUrl=account.dlq.url,

@@ -6,16 +6,19 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 
 use audit_model::archive::PeriodLength;
+use audit_model::note::WitnessKey;
 use audit_proof::archive::S3Archive;
 use audit_proof::verify::ports::{KeySource, PublicKeyInfo};
 
-/// The archive bucket, the digest period, and where the digest key's public key comes from
-/// (for verify and the log's signature; `None`: not configured).
+/// The archive bucket, the digest period, where the digest key's public key comes from (for
+/// verify and the log's signature; `None`: not configured), and the witnesses' keys a cosignature
+/// must verify under to be shown as one (`auditctl ui --witness-key`).
 pub struct Archive<B> {
     pub bucket: S3Archive<B>,
     pub name: String,
     pub length: PeriodLength,
     pub key: Option<KeyFetch>,
+    pub witnesses: Vec<WitnessKey>,
 }
 
 /// Where the digest key's public key comes from (KMS GetPublicKey, or a twin), asked at each use.

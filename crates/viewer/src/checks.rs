@@ -6,11 +6,12 @@ use std::sync::Arc;
 use audit_aws::s3::Bucket;
 use audit_model::archive::Period;
 use audit_model::digest::{Digest, hex};
-use audit_model::note::{SignedNote, origin, split_cosignature};
+use audit_model::note::{NoteSignature, SignedNote, WitnessKey, origin, split_cosignature};
 use chrono::{DateTime, Utc};
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
+use serde_json::{Map, Value};
 
 use super::archive::Archive;
 use super::health::Sealed;
@@ -204,6 +205,12 @@ impl<B: Bucket> Archive<B> {
             cosigned_size = last;
             lines = reader.cosignatures(last).await?;
         }
+        // The cosignatures are checked against the checkpoint they are of.
+        let cosigned_note = if cosigned_size == size {
+            Some(note)
+        } else {
+            reader.checkpoint(cosigned_size).await?
+        };
         let cosignatures = lines
             .iter()
             .map(|line| Cosignature {
@@ -212,6 +219,9 @@ impl<B: Bucket> Archive<B> {
                 at: split_cosignature(&line.signature)
                     .and_then(|(t, _)| i64::try_from(t).ok())
                     .and_then(|t| DateTime::from_timestamp(t, 0)),
+                verified: cosigned_note
+                    .as_ref()
+                    .is_some_and(|note| cosignature_verifies(&note.body, line, &self.witnesses)),
             })
             .collect::<Vec<_>>();
         let sealed = tree
@@ -302,25 +312,81 @@ pub enum LogSignature {
     NotChecked(String),
 }
 
-/// One witness's cosignature line, as stored (its Ed25519 signature is checked by `auditctl
-/// verify --witness-key`, which knows the witness's public key).
+/// One witness's cosignature line, as stored, and whether it verifies under a witness key the
+/// viewer was given (`auditctl ui --witness-key`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cosignature {
     pub witness: String,
     pub key_id: String,
     /// Its timestamp; `None` when the line is not a timestamped cosignature.
     pub at: Option<DateTime<Utc>>,
+    /// It verifies under the given key of the witness it names; anyone who can write under
+    /// `log/cosignatures/` can store a line that names a witness (docs/ui.md).
+    pub verified: bool,
+}
+
+/// Whether the cosignature `line` of the checkpoint `body` verifies under the key, among
+/// `witnesses`, of the witness it names (name and key id), as `auditctl check-proof
+/// --witness-key` checks one.
+pub fn cosignature_verifies(body: &str, line: &NoteSignature, witnesses: &[WitnessKey]) -> bool {
+    let alone = SignedNote {
+        body: body.to_owned(),
+        signatures: vec![line.clone()],
+    };
+    witnesses.iter().any(|witness| {
+        witness.name == line.name
+            && witness.key_id() == line.key_id
+            && audit_proof::check_cosignature(&alone, witness).is_ok()
+    })
+}
+
+/// The cosignatures on a proof's checkpoint: the witnesses whose verify under their given key,
+/// and the names on any other line (the log's own signature left out).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Cosigned {
+    pub verified: Vec<String>,
+    pub unverified: Vec<String>,
+}
+
+impl Cosigned {
+    /// The cosignatures of `note` beside the log's own signature (`log`: its name).
+    fn of(note: &SignedNote, log: &str, key_id: [u8; 4], witnesses: &[WitnessKey]) -> Self {
+        let mut cosigned = Self::default();
+        for line in &note.signatures {
+            if line.name == log && line.key_id == key_id {
+                continue;
+            }
+            if cosignature_verifies(&note.body, line, witnesses) {
+                cosigned.verified.push(line.name.clone());
+            } else {
+                cosigned.unverified.push(line.name.clone());
+            }
+        }
+        cosigned
+    }
+}
+
+/// The fields in which the table's item (`table`, as plain JSON) differs from the archived line
+/// (`archived`): changed, added or removed, by name.
+pub fn differing_fields(archived: &Map<String, Value>, table: &Map<String, Value>) -> Vec<String> {
+    let names: std::collections::BTreeSet<&String> = archived.keys().chain(table.keys()).collect();
+    names
+        .into_iter()
+        .filter(|name| archived.get(*name) != table.get(*name))
+        .cloned()
+        .collect()
 }
 
 /// The transparency log's verdict on one event, checked in the page as `auditctl check-proof`
 /// checks a proof: found through the period indexes from `anchor` (its `receivedAt`, else its
 /// `auditTime`), its line read from its archive object, the inclusion path made from the tiles,
-/// the checkpoint's signature checked with the digest key's public key. `None` when the page has
-/// no digest key to check with (it then shows the period's digest status alone). `words` words
-/// why the key could not be had (the command line's words).
+/// the checkpoint's signature checked with the digest key's public key, each cosignature with the
+/// witness keys given; then the archived line compared with `table`, the table's item (plain
+/// JSON). `None` when the page has no digest key to check with (it then shows the period's digest
+/// status alone). `words` words why the key could not be had (the command line's words).
 pub async fn proof_verdict<B: Bucket>(
     archive: &Archive<B>,
-    message_id: &str,
+    table: &Map<String, Value>,
     audit_time: &str,
     anchor: DateTime<Utc>,
     now: i64,
@@ -330,7 +396,11 @@ pub async fn proof_verdict<B: Bucket>(
     use audit_proof::verify::{CLOCK_SKEW_SECONDS, LATE_ARCHIVE_SECONDS};
     let fetch = archive.key.as_ref()?;
     let wanted = Wanted {
-        message_id: message_id.to_owned(),
+        message_id: table
+            .get("messageId")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned(),
         audit_time: audit_time.to_owned(),
         first: archive
             .length
@@ -346,40 +416,62 @@ pub async fn proof_verdict<B: Bucket>(
         Ok(found) => found,
         Err(error) => return Some(ProofVerdict::NotYet(error.to_string())),
     };
-    let key = match fetch().await {
+    let (key, key_id) = match fetch().await {
         Ok(info) => match LogKey::from_der(&info.der) {
-            Ok(key) => key,
+            Ok(key) => (key, audit_model::note::ecdsa_key_id(&info.der)),
             Err(error) => return Some(ProofVerdict::NotChecked(error.to_string())),
         },
         Err(error) => return Some(ProofVerdict::NotChecked(words(error.into()))),
     };
-    let proof = match log.prove(&found, &key, &origin(&archive.name), None).await {
+    let log_name = origin(&archive.name);
+    let proof = match log.prove(&found, &key, &log_name, None).await {
         Ok(proof) => proof,
         Err(error) => return Some(ProofVerdict::Fails(error.to_string())),
     };
     Some(match audit_proof::tlog::check_proof(&proof, &key, &[]) {
-        Ok(verdict) => ProofVerdict::Proven {
-            leaf: verdict.leaf_index,
-            size: verdict.tree_size,
-            cosignatures: SignedNote::parse(&proof.checkpoint)
-                .map(|note| note.signatures.len().saturating_sub(1))
-                .unwrap_or(0),
-        },
+        Ok(verdict) => {
+            // check_proof read the line as JSON: an object, as every archived line is.
+            let line: Map<String, Value> = serde_json::from_str(&proof.line).unwrap_or_default();
+            let held = Held {
+                leaf: verdict.leaf_index,
+                size: verdict.tree_size,
+                cosigned: SignedNote::parse(&proof.checkpoint)
+                    .map(|note| Cosigned::of(&note, &log_name, key_id, &archive.witnesses))
+                    .unwrap_or_default(),
+                fields: differing_fields(&line, table),
+                line,
+            };
+            if held.fields.is_empty() {
+                ProofVerdict::Proven(held)
+            } else {
+                ProofVerdict::Differs(held)
+            }
+        }
         Err(error) => ProofVerdict::Fails(error.to_string()),
     })
+}
+
+/// A proof that holds: its line is this leaf of the tree of this size, under a checkpoint the
+/// digest key signed, with these cosignatures on it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Held {
+    pub leaf: u64,
+    pub size: u64,
+    pub cosigned: Cosigned,
+    /// The archived line's fields: what the proof covers.
+    pub line: Map<String, Value>,
+    /// The fields in which the table's item differs from the line (none: it is the line).
+    pub fields: Vec<String>,
 }
 
 /// What the page says of an event's proof in the transparency log.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ProofVerdict {
-    /// The proof holds: its line is this leaf of the tree of this size, under a checkpoint the
-    /// digest key signed, with this many witness cosignatures on it (not checked here: the page
-    /// has no witness keys).
-    Proven {
-        leaf: u64,
-        size: u64,
-        cosignatures: usize,
-    },
+    /// The proof holds and the table's item is its archived line.
+    Proven(Held),
+    /// The proof holds for the archived line, and the table's item differs from it: the page
+    /// shows the line, and says the item is not proven.
+    Differs(Held),
     /// No proof can be made yet (its period not sealed yet, not found in the indexes, …): why.
     NotYet(String),
     /// The digest key's public key could not be had or used: why.
@@ -388,16 +480,40 @@ pub enum ProofVerdict {
     Fails(String),
 }
 
+/// The witnesses of a proof's checkpoint, in words.
+fn witnessed(cosigned: &Cosigned) -> String {
+    let mut words = format!(
+        "{} witness cosignature(s) verified with the witness keys given",
+        cosigned.verified.len()
+    );
+    if !cosigned.verified.is_empty() {
+        words.push_str(&format!(" ({})", cosigned.verified.join(", ")));
+    }
+    if !cosigned.unverified.is_empty() {
+        words.push_str(&format!(
+            "; unverified, not counted: {}",
+            cosigned.unverified.join(", ")
+        ));
+    }
+    words
+}
+
 impl std::fmt::Display for ProofVerdict {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Self::Proven {
-                leaf,
-                size,
-                cosignatures,
-            } => write!(
+            Self::Proven(held) => write!(
                 f,
-                "Proven, checked in this page: its line, as archived, is leaf {leaf} of the transparency log's tree of {size} leaves, whose checkpoint the digest key signed ({cosignatures} witness cosignature(s) on it; `auditctl prove` and `auditctl check-proof --witness-key` check them offline)."
+                "Proven, checked in this page: its line, as archived and shown here, is leaf {} of the transparency log's tree of {} leaves, whose checkpoint the digest key signed; {}. `auditctl check-proof --witness-key` checks it offline.",
+                held.leaf,
+                held.size,
+                witnessed(&held.cosigned)
+            ),
+            Self::Differs(held) => write!(
+                f,
+                "NOT PROVEN: the table's item differs from the archived event in {}. The fields shown are the archived line's, leaf {} of the transparency log's tree of {} leaves, whose checkpoint the digest key signed; the table's item was changed after it was archived (auditctl verify --table reports it).",
+                held.fields.join(", "),
+                held.leaf,
+                held.size
             ),
             Self::NotYet(why) => write!(f, "No proof yet: {why}."),
             Self::NotChecked(why) => {

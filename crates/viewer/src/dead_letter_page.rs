@@ -41,9 +41,9 @@ pub fn confirm(
         }
         @if count == 0 {
             p { "No message of reason " code { (reason) } " is in the dead-letter queue now." }
-            p { a href="/dlq" { "Back to the dead-letter queue" } }
+            p { a href="dlq" { "Back to the dead-letter queue" } }
         } @else {
-            form method="post" action="/dlq/redrive" class="confirm" {
+            form method="post" action="dlq-redrive" class="confirm" {
                 p {
                     strong { (count) " message(s)" } " of reason " code { (reason) }
                     " will move from the dead-letter queue back to "
@@ -54,7 +54,7 @@ pub fn confirm(
                 input type="hidden" name="count" value=(count);
                 p {
                     button type="submit" { "Redrive " (count) " message(s)" } " "
-                    a href="/dlq" { "Cancel" }
+                    a href="dlq" { "Cancel" }
                 }
             }
         }
@@ -81,7 +81,7 @@ pub fn redriven(reason: &str, target: &str, report: &RedriveReport) -> Markup {
         @if let Some(unseen) = &report.unseen {
             p class="note" { (unseen.to_string()) }
         }
-        p { a href="/dlq" { "Back to the dead-letter queue" } }
+        p { a href="dlq" { "Back to the dead-letter queue" } }
     }
 }
 
@@ -138,12 +138,16 @@ pub fn queue(queue: &Queue, recorded: &Recorded, messages: &[DlqMessage]) -> Mar
                                 td { code { (reason) } }
                                 td { (n) }
                                 td {
-                                    a href={ "/dlq?" (q) } { "Messages" } " · "
-                                    a href={ "/dlq?" (q) "&body=1" } { "with bodies" }
+                                    a href={ "dlq?" (q) } { "Messages" } " · "
+                                    form method="post" action="dlq" class="inline" {
+                                        input type="hidden" name="reason" value=(reason);
+                                        input type="hidden" name="body" value="1";
+                                        button type="submit" class="link" { "with bodies" }
+                                    }
                                 }
                                 td {
                                     @if redrive {
-                                        a class="button" href={ "/dlq/confirm?" (q) } { "Redrive " (n) "…" }
+                                        a class="button" href={ "dlq-confirm?" (q) } { "Redrive " (n) "…" }
                                     } @else {
                                         button type="button" disabled aria-describedby="why-no-redrive" {
                                             "Redrive"

@@ -1,7 +1,7 @@
 //! Owns the dead-letter routes: list by reason, confirm, redrive, each access recorded before the
 //! queue is touched. Must not know the markup (dead_letter_page.rs) or how the queue is moved.
 
-use http::{HeaderMap, StatusCode};
+use http::StatusCode;
 use serde_json::{Map, Value};
 
 use super::page::layout;
@@ -82,10 +82,17 @@ impl<L: AccessLog + 'static, B: audit_aws::s3::Bucket + 'static> Viewer<L, B> {
     }
 
     /// `/dlq`: the queue by reason with counts; with `reason`, that reason's messages; with
-    /// `body=1`, their bodies too.
-    pub(super) async fn dead_letter_page(&self, query: &str) -> http::Response<Body> {
+    /// `body=1`, their bodies too, when `posted` (a POST from the page, its Origin checked).
+    pub(super) async fn dead_letter_page(&self, query: &str, posted: bool) -> http::Response<Body> {
         let result = async {
             let asked = asked(query, &["reason", "body"])?;
+            if asked.show_body && !posted {
+                return Err(Failed::said(
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    "bodies are listed on a POST from the page's \"with bodies\" button only: open the dead-letter page and press it",
+                    false,
+                ));
+            }
             let (recorded, messages, role, short) = self.listing("dlq", &asked).await?;
             let dead = self.dead_letters()?;
             Ok::<_, Failed>(dead_letter_page::queue(
@@ -104,13 +111,13 @@ impl<L: AccessLog + 'static, B: audit_aws::s3::Bucket + 'static> Viewer<L, B> {
         match result.await {
             Ok(main) => response::page(StatusCode::OK, layout("Dead letters", main)),
             Err(failed) => {
-                let retry = failed.retry.then(|| format!("/dlq?{query}"));
+                let retry = (failed.retry && !posted).then(|| format!("dlq?{query}"));
                 failed.page(self.words, "Dead letters", retry.as_deref())
             }
         }
     }
 
-    /// `/dlq/confirm?reason=R`: how many messages of that reason a redrive would move, and the
+    /// `/dlq-confirm?reason=R`: how many messages of that reason a redrive would move, and the
     /// button that does it.
     pub(super) async fn confirm_page(&self, query: &str) -> http::Response<Body> {
         let result = async {
@@ -135,21 +142,12 @@ impl<L: AccessLog + 'static, B: audit_aws::s3::Bucket + 'static> Viewer<L, B> {
         }
     }
 
-    /// `POST /dlq/redrive` (reason, count): the access recorded, then at most the confirmed count
-    /// of that reason moved; what moved, what is left, what failed and why.
-    pub(super) async fn redrive(&self, headers: &HeaderMap, body: &[u8]) -> http::Response<Body> {
+    /// `POST /dlq-redrive` (reason, count; its Origin checked by the router): the access
+    /// recorded, then at most the confirmed count of that reason moved; what moved, what is
+    /// left, what failed and why.
+    pub(super) async fn redrive(&self, form: &str) -> http::Response<Body> {
         let result = async {
-            if !self.session.same_origin(headers) {
-                return Err(Failed::said(
-                    StatusCode::FORBIDDEN,
-                    "a redrive is sent from this viewer's own page only (its Origin is not this viewer's)",
-                    false,
-                ));
-            }
-            let asked = asked(
-                std::str::from_utf8(body).unwrap_or_default(),
-                &["reason", "count"],
-            )?;
+            let asked = asked(form, &["reason", "count"])?;
             let (Some(reason), Some(count)) = (asked.reason.clone(), asked.count) else {
                 return Err(Failed::bad(
                     "a redrive needs reason and the count confirmed".into(),

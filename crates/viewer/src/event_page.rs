@@ -60,19 +60,25 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
                     },
                 ),
             ),
-            Err(failed) => failed.page(self.words, "Event", Some(&format!("/event?{query}"))),
+            Err(failed) => failed.page(self.words, "Event", Some(&format!("event?{query}"))),
         }
     }
 
     /// What the page says of an event's proof: the transparency log's verdict, checked here,
-    /// when the page has the digest key; and its period's digest status unless it is proven.
-    async fn proof(&self, item: &TrailItem) -> String {
+    /// when the page has the digest key, with the archived line it covers; and its period's
+    /// digest status unless a proof holds.
+    async fn proof(&self, item: &TrailItem) -> page::Shown {
         let status = self.digest_status(item).await;
+        let unproven = |verdict: String| page::Shown {
+            verdict,
+            archived: None,
+            differs: Vec::new(),
+        };
         let (Some(archive), Ok(audit_time)) = (
             &self.archive,
             chrono::DateTime::parse_from_rfc3339(&item.audit_time),
         ) else {
-            return status;
+            return unproven(status);
         };
         let anchor = match item.attributes.get("receivedAt") {
             Some(aws_sdk_dynamodb::types::AttributeValue::S(text)) => {
@@ -80,9 +86,12 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
             }
             _ => audit_time,
         };
+        let Value::Object(table) = audit_trail::output::Record::json(item) else {
+            return unproven(status);
+        };
         let verdict = checks::proof_verdict(
             archive,
-            &item.message_id,
+            &table,
             &item.audit_time,
             anchor.to_utc(),
             Utc::now().timestamp(),
@@ -90,9 +99,16 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
         )
         .await;
         match verdict {
-            Some(proven @ checks::ProofVerdict::Proven { .. }) => proven.to_string(),
-            Some(other) => format!("{other} {status}"),
-            None => status,
+            Some(
+                ref verdict @ (checks::ProofVerdict::Proven(ref held)
+                | checks::ProofVerdict::Differs(ref held)),
+            ) => page::Shown {
+                verdict: verdict.to_string(),
+                archived: Some(held.line.clone()),
+                differs: held.fields.clone(),
+            },
+            Some(other) => unproven(format!("{other} {status}")),
+            None => unproven(status),
         }
     }
 

@@ -157,6 +157,7 @@ mod tests {
             name: "archive".into(),
             length: PeriodLength::default(),
             key: None,
+            witnesses: Vec::new(),
         }
     }
 

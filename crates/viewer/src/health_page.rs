@@ -16,11 +16,20 @@ use audit_trail::access::{AccessLog, Action};
 impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
     /// The health page over the periods in view (`range`, or `from` and `to`; the last 24 hours
     /// when none): the newest sealed period and its age, the tamper records, the log's newest
-    /// checkpoint and its cosignatures, after its access event (`auditctl.ui.view`); with `run=1`,
-    /// `verify` over those periods too, after `auditctl.ui.verify` instead.
-    pub(super) async fn health_page(&self, query: &str) -> Response<Body> {
+    /// checkpoint and its cosignatures, after its access event (`auditctl.ui.view`); with `run=1`
+    /// when `posted` (a POST from the page's button, its Origin checked), `verify` over those
+    /// periods too, after `auditctl.ui.verify` instead.
+    pub(super) async fn health_page(&self, query: &str, posted: bool) -> Response<Body> {
         let now = Utc::now();
         let (search, run) = match health_query(query, now) {
+            Ok((_, true)) if !posted => {
+                return response::problem_page(
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    "Health",
+                    "verify runs on a POST from the health page's button only: open the health page and press Verify these periods",
+                    Some("health"),
+                );
+            }
             Ok(parsed) => parsed,
             Err(error) => {
                 let main = html! {
@@ -115,7 +124,7 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
                 None => html! {},
                 Some(Ok(verified)) => page::verified(&verified),
                 Some(Err(failed)) => {
-                    let retry = format!("/health?{query}");
+                    let retry = format!("health?{}", periods(&search));
                     let (status, retry) = (failed.status, failed.retry.then_some(retry.as_str()));
                     page::verify_failed(status.as_u16(), &failed.message(self.words), retry)
                 }
@@ -131,7 +140,7 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
                 ))
                 (form)
                 (verify_section)
-                (page::log_head(&log, "/health"))
+                (page::log_head(&log, "health"))
             };
             Ok::<_, Failed>((status, main))
         };
@@ -139,7 +148,7 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
             Ok((status, main)) => response::page(status, page::layout("Health", main)),
             Err(failed) => {
                 let status = failed.status;
-                let retry = format!("/health?{query}");
+                let retry = format!("health?{}", periods(&search));
                 response::page(
                     status,
                     page::layout(
@@ -154,6 +163,18 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
             }
         }
     }
+}
+
+/// The periods in view of `search`, as the health page's query (a retry's: it shows the page,
+/// and its button verifies).
+fn periods(search: &Search) -> String {
+    let mut query = form_urlencoded::Serializer::new(String::new());
+    for (name, value) in page::form_values(search) {
+        if matches!(name.as_str(), "range" | "from" | "to") && !value.is_empty() {
+            query.append_pair(&name, &value);
+        }
+    }
+    query.finish()
 }
 
 /// The health page's query at `now`: the periods in view, as a search's range (`range`, or

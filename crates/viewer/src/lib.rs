@@ -153,10 +153,12 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
 
     /// The answer to one request (its body already read).
     pub async fn respond(&self, request: Request<Bytes>) -> Response<Body> {
-        let path = request.uri().path().to_owned();
         let query = request.uri().query().unwrap_or_default().to_owned();
-        match self.session.admit(&path, &query, request.headers()) {
-            Admission::Allowed => {}
+        let path = match self
+            .session
+            .admit(request.uri().path(), &query, request.headers())
+        {
+            Admission::Allowed { path } => path,
             Admission::Enter {
                 set_cookie,
                 location,
@@ -166,15 +168,35 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
             Admission::Refused(status, why) => {
                 return response::problem_page(status, "Refused", why, None);
             }
-        }
-        if request.method() == Method::POST && path == "/dlq/redrive" {
-            return self.redrive(request.headers(), request.body()).await;
+        };
+        if request.method() == Method::POST {
+            // What costs or changes something: from this viewer's own pages only.
+            if !self.session.same_origin(request.headers()) {
+                return response::problem_page(
+                    StatusCode::FORBIDDEN,
+                    "Refused",
+                    "this action is sent from this viewer's own page only: the request's Origin is missing or not this viewer's",
+                    None,
+                );
+            }
+            let form = String::from_utf8_lossy(request.body()).into_owned();
+            return match path.as_str() {
+                "/dlq-redrive" => self.redrive(&form).await,
+                "/health" => self.health_page(&form, true).await,
+                "/dlq" => self.dead_letter_page(&form, true).await,
+                _ => response::problem_page(
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    "Not allowed",
+                    "a POST goes to health (verify), dlq (bodies) or dlq-redrive only",
+                    None,
+                ),
+            };
         }
         if request.method() != Method::GET {
             return response::problem_page(
                 StatusCode::METHOD_NOT_ALLOWED,
                 "Not allowed",
-                "this address is read with GET only (a redrive is a POST to /dlq/redrive)",
+                "this address is read with GET only (verify, bodies and a redrive are POSTs from the pages)",
                 None,
             );
         }
@@ -185,9 +207,9 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
             "/export.csv" => self.export(&query, Format::Csv).await,
             "/export.jsonl" => self.export(&query, Format::Jsonl).await,
             "/chart" => self.chart(&query).await,
-            "/health" => self.health_page(&query).await,
-            "/dlq" => self.dead_letter_page(&query).await,
-            "/dlq/confirm" => self.confirm_page(&query).await,
+            "/health" => self.health_page(&query, false).await,
+            "/dlq" => self.dead_letter_page(&query, false).await,
+            "/dlq-confirm" => self.confirm_page(&query).await,
             "/assets/viewer.css" => response::text(StatusCode::OK, "text/css; charset=utf-8", CSS),
             "/assets/viewer.js" => {
                 response::text(StatusCode::OK, "text/javascript; charset=utf-8", JS)
@@ -196,7 +218,7 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
                 StatusCode::NOT_FOUND,
                 "Not found",
                 &format!("no page at {path}"),
-                Some("/"),
+                Some("./"),
             ),
         }
     }
@@ -230,7 +252,7 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
             ),
             Err(failed) => {
                 let status = failed.status;
-                let retry = failed.retry.then(|| format!("/?{query}"));
+                let retry = failed.retry.then(|| format!("./?{query}"));
                 response::page(
                     status,
                     page::layout(

@@ -17,17 +17,17 @@ pub fn layout(title: &str, main: Markup) -> Markup {
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
                 title { (title) " · auditctl ui" }
-                link rel="stylesheet" href="/assets/viewer.css";
-                script src="/assets/viewer.js" defer {}
+                link rel="stylesheet" href="assets/viewer.css";
+                script src="assets/viewer.js" defer {}
             }
             body {
                 a class="skip" href="#main" { "Skip to the content" }
                 header {
                     nav aria-label="Viewer" {
-                        a href="/" class="brand" { "auditctl ui" } "\n"
-                        a href="/" { "Search" } "\n"
-                        a href="/dlq" { "Dead letters" } "\n"
-                        a href="/health" { "Health" }
+                        a href="./" class="brand" { "auditctl ui" } "\n"
+                        a href="./" { "Search" } "\n"
+                        a href="dlq" { "Dead letters" } "\n"
+                        a href="health" { "Health" }
                     }
                 }
                 main id="main" tabindex="-1" { (main) }
@@ -109,7 +109,7 @@ pub fn search_form(values: &[(String, String)]) -> Markup {
         }
     };
     html! {
-        form class="search" method="get" action="/" role="search" {
+        form class="search" method="get" action="./" role="search" {
             fieldset {
                 legend { "When (UTC)" }
                 label {
@@ -139,7 +139,7 @@ pub fn search_form(values: &[(String, String)]) -> Markup {
                 (input("source_ip", "Source IP"))
                 (input("sender", "Sender (senderId)"))
             }
-            p { button type="submit" { "Search" } " " a href="/" { "Clear" } }
+            p { button type="submit" { "Search" } " " a href="./" { "Clear" } }
         }
     }
 }
@@ -207,17 +207,17 @@ pub fn results(search: &Search, rows: &[TrailItem], next: Option<&Cursor>) -> Ma
             }
             p class="export" {
                 "Export this search: "
-                a href={ "/export.csv?" (fixed) } download { "CSV" }
+                a href={ "export.csv?" (fixed) } download { "CSV" }
                 " · "
-                a href={ "/export.jsonl?" (fixed) } download { "JSON lines" }
+                a href={ "export.jsonl?" (fixed) } download { "JSON lines" }
                 "\n"
                 span class="command" { "the same bytes as " code { (search.command("csv")) } }
             }
             p class="export" {
-                a href={ "/health?" (periods) } { "Health and verify of these periods" }
+                a href={ "health?" (periods) } { "Health and verify of these periods" }
             }
-            div id="chart" data-src={ "/chart?" (fixed) } {
-                p { a href={ "/chart?" (fixed) } { "Events per hour (chart)" } }
+            div id="chart" data-src={ "chart?" (fixed) } {
+                p { a href={ "chart?" (fixed) } { "Events per hour (chart)" } }
             }
             @if rows.is_empty() {
                 p class="empty" { "No events in this range match." }
@@ -255,7 +255,7 @@ fn more(search: &Search, next: Option<&Cursor>) -> Markup {
             let query = search.next_query(cursor);
             html! {
                 p class="more" {
-                    a id="more" href={ "/?" (query) } data-rows={ "/rows?" (query) } {
+                    a id="more" href={ "./?" (query) } data-rows={ "rows?" (query) } {
                         "Load more (older)"
                     }
                 }
@@ -272,7 +272,7 @@ fn search_link(search: &Search, row: &TrailItem, field: &str) -> Markup {
         return html! {};
     }
     html! {
-        a href={ "/?" (search.by_field(field, &value)) } title={ "Search by this " (field) } {
+        a href={ "./?" (search.by_field(field, &value)) } title={ "Search by this " (field) } {
             (value)
         }
     }
@@ -286,7 +286,7 @@ fn row_lines(search: &Search, rows: &[TrailItem]) -> Markup {
                 .finish();
             tr {
                 td {
-                    a href={ "/event?" (event) } class="open" title={ "Open the event " (row.message_id) } {
+                    a href={ "event?" (event) } class="open" title={ "Open the event " (row.message_id) } {
                         (time(&row.audit_time))
                     }
                 }
@@ -303,9 +303,20 @@ fn row_lines(search: &Search, rows: &[TrailItem]) -> Markup {
     }
 }
 
+/// What an event's page says of one item's proof: the verdict in words, the archived line's
+/// fields when a proof holds for it (what the page shows then), and the fields in which the
+/// table's item differs from that line.
+#[derive(Debug, Clone, Default)]
+pub struct Shown {
+    pub verdict: String,
+    pub archived: Option<serde_json::Map<String, Value>>,
+    pub differs: Vec<String>,
+}
+
 /// An event's page: every item of one `messageId` (one, unless the producer reused it), each
-/// field in full.
-pub fn event(message_id: &str, items: &[TrailItem], proofs: &[String]) -> Markup {
+/// field in full: the archived line's where a proof holds for it (and the table's item's
+/// differing fields apart, marked as not proven), else the table's item's.
+pub fn event(message_id: &str, items: &[TrailItem], proofs: &[Shown]) -> Markup {
     html! {
         h1 { "Event " code class="wrap" { (message_id) } }
         @if items.is_empty() {
@@ -314,11 +325,52 @@ pub fn event(message_id: &str, items: &[TrailItem], proofs: &[String]) -> Markup
             }
         }
         @for (i, item) in items.iter().enumerate() {
-            (fields(item))
-            @if let Some(proof) = proofs.get(i) {
-                section class="proof" aria-label="Proof" { h2 { "Proof" } p { (proof) } }
+            @let shown = proofs.get(i);
+            @let table = item_json(item);
+            @match shown.and_then(|s| s.archived.as_ref()) {
+                Some(line) => {
+                    h2 { "As archived (the fields the proof covers)" }
+                    (fields(line))
+                },
+                None => (fields(&table)),
+            }
+            @if let Some(shown) = shown {
+                @let differs = !shown.differs.is_empty();
+                section class="proof" aria-label="Proof" {
+                    h2 { "Proof" }
+                    @if differs {
+                        p class="problem verdict" role="alert" { strong { (shown.verdict) } }
+                    } @else {
+                        p { (shown.verdict) }
+                    }
+                }
+                @if differs {
+                    section class="not-proven" aria-label="The table's item, not proven" {
+                        h2 { "The table's item, where it differs (NOT PROVEN)" }
+                        dl class="event" {
+                            @for name in &shown.differs {
+                                dt { (name) }
+                                dd {
+                                    @match table.get(name) {
+                                        Some(value) => (field(name, value)),
+                                        None => "absent from the table's item",
+                                    }
+                                }
+                                "\n"
+                            }
+                        }
+                    }
+                }
             }
         }
+    }
+}
+
+/// An item's fields as plain JSON.
+fn item_json(item: &TrailItem) -> serde_json::Map<String, Value> {
+    match audit_trail::output::Record::json(item) {
+        Value::Object(plain) => plain,
+        _ => serde_json::Map::new(),
     }
 }
 
@@ -405,7 +457,7 @@ pub fn verify_form(values: &[(String, String)], no_key: Option<&str>) -> Markup 
     };
     html! {
         h2 id="verify-h" { "Verify" }
-        form class="verify" method="get" action="/health" aria-labelledby="verify-h" {
+        form class="verify" method="post" action="health" aria-labelledby="verify-h" {
             fieldset {
                 legend { "Periods in view (UTC)" }
                 label {
@@ -424,7 +476,7 @@ pub fn verify_form(values: &[(String, String)], no_key: Option<&str>) -> Markup 
                 }
             }
             p {
-                button type="submit" { "Show" } " "
+                button type="submit" formmethod="get" { "Show" } " "
                 button type="submit" name="run" value="1" disabled[no_key.is_some()]
                     aria-describedby=[no_key.map(|_| "why-no-verify")] { "Verify these periods" }
             }
@@ -532,6 +584,8 @@ fn checkpoint(head: &super::checks::LogHead) -> Markup {
             dt { "Log signature" }
             dd { (signature) }
         }
+        @let verified = head.cosignatures.iter().filter(|c| c.verified).count();
+        @let unverified = head.cosignatures.len() - verified;
         @match head.cosigned_size {
             None => p { "No witness has cosigned yet." },
             Some(size) => {
@@ -542,7 +596,11 @@ fn checkpoint(head: &super::checks::LogHead) -> Markup {
                     } @else {
                         "tree size " (size) ", the newest cosigned (none cosigned the newest yet)"
                     }
-                    ", as stored (auditctl verify --witness-key checks each with the witness's key):"
+                    ": " (verified) " verified with the witness keys given (auditctl ui --witness-key)"
+                    @if unverified > 0 {
+                        "; " strong { (unverified) " unverified" } ", not counted: anyone who can write under log/cosignatures/ can store a line naming a witness"
+                    }
+                    ":"
                 }
                 div class="table-wrap" {
                     table class="rows" id="cosignatures" {
@@ -551,6 +609,7 @@ fn checkpoint(head: &super::checks::LogHead) -> Markup {
                                 th scope="col" { "Witness" }
                                 th scope="col" { "Key id" }
                                 th scope="col" { "Cosigned at (UTC)" }
+                                th scope="col" { "Signature" }
                             }
                         }
                         tbody {
@@ -562,6 +621,13 @@ fn checkpoint(head: &super::checks::LogHead) -> Markup {
                                         @match cosignature.at {
                                             Some(at) => (time(&at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))),
                                             None => "not a timestamped cosignature",
+                                        }
+                                    }
+                                    td {
+                                        @if cosignature.verified {
+                                            "verified with the witness's key"
+                                        } @else {
+                                            strong { "unverified" }
                                         }
                                     }
                                 }
@@ -595,10 +661,7 @@ const FIELD_ORDER: [&str; 17] = [
     "auditBucket",
 ];
 
-fn fields(item: &TrailItem) -> Markup {
-    let Value::Object(plain) = audit_trail::output::Record::json(item) else {
-        return html! {};
-    };
+fn fields(plain: &serde_json::Map<String, Value>) -> Markup {
     let mut names: Vec<&String> = plain.keys().collect();
     names.sort_by_key(|n| {
         (
@@ -664,6 +727,30 @@ mod tests {
         )]));
         let html = event("m", &[item], &[]).into_string();
         assert!(html.contains("<dt>senderId</dt><dd>not recorded"), "{html}");
+    }
+
+    #[test]
+    fn a_proven_event_shows_its_archived_line_and_a_changed_items_fields_apart_as_not_proven() {
+        use aws_sdk_dynamodb::types::AttributeValue::S;
+        let item = TrailItem::from(std::collections::HashMap::from([
+            ("messageId".to_owned(), S("m".into())),
+            ("actor".to_owned(), S("mallory".into())),
+        ]));
+        let shown = Shown {
+            verdict: "NOT PROVEN: the table's item differs from the archived event in actor."
+                .into(),
+            archived: serde_json::from_str(r#"{"messageId":"m","actor":"alice"}"#).ok(),
+            differs: vec!["actor".into()],
+        };
+        let html = event("m", &[item], &[shown]).into_string();
+        let apart = html.find("class=\"not-proven\"").expect("the item apart");
+        assert!(
+            html[..apart].contains("<dt>actor</dt><dd><span class=\"wrap\">alice</span>"),
+            "{html}"
+        );
+        assert!(!html[..apart].contains("mallory"), "{html}");
+        assert!(html[apart..].contains("NOT PROVEN") && html[apart..].contains("mallory"));
+        assert!(html.contains("role=\"alert\"><strong>NOT PROVEN: the table's item differs"));
     }
 
     #[test]

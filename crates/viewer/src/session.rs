@@ -17,6 +17,9 @@ const SECRET_BYTES: usize = 32;
 pub struct Session {
     token: String,
     cookie: String,
+    /// The first segment of every path: a server at another port of 127.0.0.1, which the
+    /// browser sends the cookie to (cookies ignore ports), never learns it (docs/ui.md).
+    secret: String,
     cookie_name: String,
     used: AtomicBool,
     hosts: [String; 2],
@@ -31,8 +34,8 @@ pub enum Admission {
         set_cookie: String,
         location: String,
     },
-    /// The cookie: go on.
-    Allowed,
+    /// The run's secret and the cookie: go on to `path`, the path after the secret.
+    Allowed { path: String },
     /// Refused, with the status and why in words.
     Refused(StatusCode, &'static str),
 }
@@ -50,18 +53,34 @@ impl Session {
         Ok(Self {
             token: secret()?,
             cookie: secret()?,
+            secret: secret()?,
             cookie_name: format!("auditctl_ui_{port}"),
             used: AtomicBool::new(false),
             hosts: [format!("127.0.0.1:{port}"), format!("localhost:{port}")],
         })
     }
 
-    /// The URL to open: the first load sets the cookie.
+    /// The URL to open: the run's secret, then the token; the first load sets the cookie.
     pub fn url(&self) -> String {
-        format!("http://{}/?{TOKEN}={}", self.hosts[0], self.token)
+        format!(
+            "http://{}/{}/?{TOKEN}={}",
+            self.hosts[0], self.secret, self.token
+        )
     }
 
-    /// Whether a request to `path` with `query` and `headers` may go on.
+    /// The path after the run's secret (`/<secret>/rest` gives `/rest`); `None` when `path`
+    /// does not begin with it.
+    fn within<'a>(&self, path: &'a str) -> Option<&'a str> {
+        let rest = path.strip_prefix('/')?;
+        let at = rest.find('/')?;
+        let (first, inner) = rest.split_at(at);
+        aws_lc_rs::constant_time::verify_slices_are_equal(first.as_bytes(), self.secret.as_bytes())
+            .ok()
+            .map(|()| inner)
+    }
+
+    /// Whether a request to `path` with `query` and `headers` may go on: at this viewer's host,
+    /// under the run's secret, with the token (once) or the cookie.
     pub fn admit(&self, path: &str, query: &str, headers: &HeaderMap) -> Admission {
         let host = headers.get(HOST).and_then(|h| h.to_str().ok());
         if !host.is_some_and(|h| self.hosts.iter().any(|ours| ours.eq_ignore_ascii_case(h))) {
@@ -70,6 +89,12 @@ impl Session {
                 "this viewer answers only requests to 127.0.0.1 or localhost at its own port",
             );
         }
+        let Some(path) = self.within(path) else {
+            return Admission::Refused(
+                StatusCode::NOT_FOUND,
+                "this address lacks the run's secret: open the URL that auditctl ui printed (every address of the viewer begins with its secret, not the cookie alone)",
+            );
+        };
         let mut token = None;
         let mut rest = form_urlencoded::Serializer::new(String::new());
         for (name, value) in form_urlencoded::parse(query.as_bytes()) {
@@ -99,14 +124,14 @@ impl Session {
             }
             let rest = rest.finish();
             let location = if rest.is_empty() {
-                path.to_owned()
+                format!("/{}{path}", self.secret)
             } else {
-                format!("{path}?{rest}")
+                format!("/{}{path}?{rest}", self.secret)
             };
             return Admission::Enter {
                 set_cookie: format!(
-                    "{}={}; HttpOnly; SameSite=Strict; Path=/",
-                    self.cookie_name, self.cookie
+                    "{}={}; HttpOnly; SameSite=Strict; Path=/{}/",
+                    self.cookie_name, self.cookie, self.secret
                 ),
                 location,
             };
@@ -126,7 +151,9 @@ impl Session {
                     .is_ok()
             });
         if held {
-            Admission::Allowed
+            Admission::Allowed {
+                path: path.to_owned(),
+            }
         } else {
             Admission::Refused(
                 StatusCode::UNAUTHORIZED,
@@ -137,9 +164,10 @@ impl Session {
 }
 
 impl Session {
-    /// Whether a request that changes something comes from this viewer's own pages: its
-    /// `Origin` is this viewer's (a browser sends it with every POST). With the cookie's
-    /// SameSite=Strict, a page of another site cannot make the browser redrive.
+    /// Whether a request that costs or changes something (a POST) comes from this viewer's own
+    /// pages: its `Origin` is this viewer's (a browser sends it with every POST); missing or
+    /// another's, refused. With the cookie's SameSite=Strict, a page of another site cannot make
+    /// the browser redrive.
     pub fn same_origin(&self, headers: &HeaderMap) -> bool {
         headers
             .get(http::header::ORIGIN)
@@ -174,38 +202,52 @@ mod tests {
         headers
     }
 
+    /// `rest` under the run's secret.
+    fn at(s: &Session, rest: &str) -> String {
+        format!("/{}{rest}", s.secret)
+    }
+
     #[test]
     fn the_token_works_once_and_leaves_a_cookie_and_a_url_without_it() {
         let s = session();
         let url = s.url();
         let query = url.split_once('?').unwrap().1;
-        assert!(url.starts_with("http://127.0.0.1:4321/?token="), "{url}");
+        assert!(
+            url.starts_with(&format!("http://127.0.0.1:4321/{}/?token=", s.secret)),
+            "{url}"
+        );
+        assert_eq!(s.secret.len(), 2 * SECRET_BYTES);
         assert_eq!(query.len(), "token=".len() + 2 * SECRET_BYTES);
         let Admission::Enter {
             set_cookie,
             location,
         } = s.admit(
-            "/",
+            &at(&s, "/"),
             &format!("actor=a&{query}"),
             &headers("127.0.0.1:4321", None),
         )
         else {
             panic!("the token lets in");
         };
-        assert_eq!(location, "/?actor=a");
+        assert_eq!(location, at(&s, "/?actor=a"));
         assert!(set_cookie.starts_with("auditctl_ui_4321="), "{set_cookie}");
-        assert!(set_cookie.ends_with("; HttpOnly; SameSite=Strict; Path=/"));
+        assert!(
+            set_cookie.ends_with(&format!("; HttpOnly; SameSite=Strict; Path=/{}/", s.secret)),
+            "the browser sends it under the secret only: {set_cookie}"
+        );
         let cookie = set_cookie.split(';').next().unwrap();
         assert_eq!(
             s.admit(
-                "/",
+                &at(&s, "/event"),
                 "",
                 &headers("localhost:4321", Some(&format!("x=1; {cookie}")))
             ),
-            Admission::Allowed
+            Admission::Allowed {
+                path: "/event".into()
+            }
         );
         // The same link again: expired.
-        let again = s.admit("/", query, &headers("127.0.0.1:4321", None));
+        let again = s.admit(&at(&s, "/"), query, &headers("127.0.0.1:4321", None));
         assert!(
             matches!(again, Admission::Refused(StatusCode::FORBIDDEN, why) if why.contains("expired")),
             "{again:?}"
@@ -213,32 +255,74 @@ mod tests {
     }
 
     #[test]
+    fn the_cookie_without_the_runs_secret_in_the_path_is_refused() {
+        let s = session();
+        let query = s.url().split_once('?').unwrap().1.to_owned();
+        let Admission::Enter { set_cookie, .. } =
+            s.admit(&at(&s, "/"), &query, &headers("127.0.0.1:4321", None))
+        else {
+            panic!("the token lets in");
+        };
+        let cookie = set_cookie.split(';').next().unwrap();
+        let held = headers("127.0.0.1:4321", Some(cookie));
+        let wrong = format!("/{}/", "0".repeat(2 * SECRET_BYTES));
+        let prefix = &s.secret[..10];
+        for path in [
+            "/",
+            "/event",
+            "/health",
+            wrong.as_str(),
+            &format!("/{}", s.secret),
+            &format!("/{prefix}/"),
+            &format!("/x{}/", s.secret),
+        ] {
+            assert!(
+                matches!(
+                    s.admit(path, "", &held),
+                    Admission::Refused(StatusCode::NOT_FOUND, why) if why.contains("secret")
+                ),
+                "{path}"
+            );
+        }
+        assert_eq!(
+            s.admit(&at(&s, "/"), "", &held),
+            Admission::Allowed { path: "/".into() }
+        );
+    }
+
+    #[test]
     fn without_the_token_or_its_cookie_or_at_another_host_a_request_is_refused() {
         let s = session();
+        let root = at(&s, "/");
         assert!(matches!(
-            s.admit("/", "", &headers("127.0.0.1:4321", None)),
+            s.admit(&root, "", &headers("127.0.0.1:4321", None)),
             Admission::Refused(StatusCode::UNAUTHORIZED, _)
         ));
         assert!(matches!(
             s.admit(
-                "/",
+                &root,
                 "",
                 &headers("127.0.0.1:4321", Some("auditctl_ui_4321=guess"))
             ),
             Admission::Refused(StatusCode::UNAUTHORIZED, _)
         ));
         assert!(matches!(
-            s.admit("/", "token=guess", &headers("127.0.0.1:4321", None)),
+            s.admit(&root, "token=guess", &headers("127.0.0.1:4321", None)),
             Admission::Refused(StatusCode::FORBIDDEN, why) if why.contains("not this viewer's")
         ));
         let query = s.url().split_once('?').unwrap().1.to_owned();
         assert!(matches!(
-            s.admit("/", &query, &headers("attacker.example:4321", None)),
+            s.admit(&root, &query, &headers("attacker.example:4321", None)),
             Admission::Refused(StatusCode::FORBIDDEN, why) if why.contains("127.0.0.1")
+        ));
+        // The token without the secret: refused, and not used up.
+        assert!(matches!(
+            s.admit("/", &query, &headers("127.0.0.1:4321", None)),
+            Admission::Refused(StatusCode::NOT_FOUND, _)
         ));
         // The right token still works after those.
         assert!(matches!(
-            s.admit("/", &query, &headers("127.0.0.1:4321", None)),
+            s.admit(&root, &query, &headers("127.0.0.1:4321", None)),
             Admission::Enter { .. }
         ));
     }

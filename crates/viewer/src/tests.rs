@@ -89,6 +89,17 @@ fn viewer(refuse: bool) -> (Viewer<Twin>, Arc<Mutex<Vec<AccessEvent>>>) {
 }
 
 fn request(method: Method, uri: &str, cookie: Option<&str>) -> Request<Bytes> {
+    request_with(method, uri, cookie, None, "")
+}
+
+/// A request with `origin` and the body `form`.
+fn request_with(
+    method: Method,
+    uri: &str,
+    cookie: Option<&str>,
+    origin: Option<&str>,
+    form: &str,
+) -> Request<Bytes> {
     let mut builder = Request::builder()
         .method(method)
         .uri(uri)
@@ -96,21 +107,40 @@ fn request(method: Method, uri: &str, cookie: Option<&str>) -> Request<Bytes> {
     if let Some(cookie) = cookie {
         builder = builder.header(COOKIE, cookie);
     }
-    builder.body(Bytes::new()).unwrap()
+    if let Some(origin) = origin {
+        builder = builder.header(http::header::ORIGIN, origin);
+    }
+    builder.body(Bytes::from(form.to_owned())).unwrap()
 }
+
+/// This viewer's own origin, as its pages' POSTs carry it.
+const OWN_ORIGIN: &str = "http://127.0.0.1:4321";
 
 async fn body(response: Response<Body>) -> String {
     let bytes = response.into_body().collect().await.unwrap().to_bytes();
     String::from_utf8(bytes.to_vec()).unwrap()
 }
 
+/// `path` under `viewer`'s run secret (its URL's first segment), as its pages' links resolve.
+fn at<L: audit_trail::access::AccessLog + 'static, B: audit_aws::s3::Bucket + 'static>(
+    viewer: &Viewer<L, B>,
+    path: &str,
+) -> String {
+    let url = viewer.url();
+    let after_host = &url["http://".len()..];
+    let secret = &after_host[after_host.find('/').unwrap()..after_host.find("/?").unwrap()];
+    format!("{secret}{path}")
+}
+
 /// Opens the viewer's URL: the cookie it sets.
 async fn open<B: audit_aws::s3::Bucket + 'static>(viewer: &Viewer<Twin, B>) -> String {
     let url = viewer.url();
     let path = &url[url.find("/?").unwrap()..];
-    let response = viewer.respond(request(Method::GET, path, None)).await;
+    let response = viewer
+        .respond(request(Method::GET, &at(viewer, path), None))
+        .await;
     assert_eq!(response.status(), StatusCode::SEE_OTHER);
-    assert_eq!(response.headers()[LOCATION], "/");
+    assert_eq!(response.headers()[LOCATION], at(viewer, "/"));
     let cookie = response.headers()[SET_COOKIE].to_str().unwrap();
     cookie.split(';').next().unwrap().to_owned()
 }
@@ -126,7 +156,9 @@ async fn without_the_token_or_its_cookie_nothing_is_served_and_the_token_works_o
         "/health?run=1",
         "/assets/viewer.js",
     ] {
-        let response = viewer.respond(request(Method::GET, path, None)).await;
+        let response = viewer
+            .respond(request(Method::GET, &at(&viewer, path), None))
+            .await;
         assert_eq!(response.status(), StatusCode::UNAUTHORIZED, "{path}");
         assert!(
             body(response)
@@ -137,12 +169,20 @@ async fn without_the_token_or_its_cookie_nothing_is_served_and_the_token_works_o
     let cookie = open(&viewer).await;
     let url = viewer.url();
     let again = viewer
-        .respond(request(Method::GET, &url[url.find("/?").unwrap()..], None))
+        .respond(request(
+            Method::GET,
+            &at(&viewer, &url[url.find("/?").unwrap()..]),
+            None,
+        ))
         .await;
     assert_eq!(again.status(), StatusCode::FORBIDDEN);
     assert!(body(again).await.contains("token has expired"));
     let js = viewer
-        .respond(request(Method::GET, "/assets/viewer.js", Some(&cookie)))
+        .respond(request(
+            Method::GET,
+            &at(&viewer, "/assets/viewer.js"),
+            Some(&cookie),
+        ))
         .await;
     assert_eq!(js.status(), StatusCode::OK);
     assert_eq!(body(js).await, JS);
@@ -170,7 +210,7 @@ async fn bad_input_is_a_400_naming_the_fix_and_neither_records_nor_reads() {
         ("/event", "needs id"),
     ] {
         let response = viewer
-            .respond(request(Method::GET, path, Some(&cookie)))
+            .respond(request(Method::GET, &at(&viewer, path), Some(&cookie)))
             .await;
         assert_eq!(response.status(), StatusCode::BAD_REQUEST, "{path}");
         let html = body(response).await;
@@ -182,7 +222,7 @@ async fn bad_input_is_a_400_naming_the_fix_and_neither_records_nor_reads() {
         viewer
             .respond(request(
                 Method::GET,
-                "/?actor=al%3Cice&range=2w",
+                &at(&viewer, "/?actor=al%3Cice&range=2w"),
                 Some(&cookie),
             ))
             .await,
@@ -191,7 +231,13 @@ async fn bad_input_is_a_400_naming_the_fix_and_neither_records_nor_reads() {
     assert!(html.contains(r#"name="actor" value="al&lt;ice""#), "{html}");
     assert!(sent.lock().unwrap().is_empty());
     let post = viewer
-        .respond(request(Method::POST, "/", Some(&cookie)))
+        .respond(request_with(
+            Method::POST,
+            &at(&viewer, "/"),
+            Some(&cookie),
+            Some(OWN_ORIGIN),
+            "",
+        ))
         .await;
     assert_eq!(post.status(), StatusCode::METHOD_NOT_ALLOWED);
 }
@@ -207,7 +253,7 @@ async fn a_read_whose_access_event_cannot_be_sent_shows_the_error_and_no_data() 
         "/export.csv?range=7d",
     ] {
         let response = viewer
-            .respond(request(Method::GET, path, Some(&cookie)))
+            .respond(request(Method::GET, &at(&viewer, path), Some(&cookie)))
             .await;
         assert_eq!(response.status(), StatusCode::BAD_GATEWAY, "{path}");
         let html = body(response).await;
@@ -229,7 +275,10 @@ async fn each_read_records_its_access_event_first_with_what_it_asked_for() {
     let response = viewer
         .respond(request(
             Method::GET,
-            "/?from=2026-11-22T10:00&to=2026-11-22T11:00&actor=alice&outcome=failure",
+            &at(
+                &viewer,
+                "/?from=2026-11-22T10:00&to=2026-11-22T11:00&actor=alice&outcome=failure",
+            ),
             Some(&cookie),
         ))
         .await;
@@ -240,12 +289,16 @@ async fn each_read_records_its_access_event_first_with_what_it_asked_for() {
         "a failed AWS call offers a retry: {html}"
     );
     viewer
-        .respond(request(Method::GET, "/event?id=m%201", Some(&cookie)))
+        .respond(request(
+            Method::GET,
+            &at(&viewer, "/event?id=m%201"),
+            Some(&cookie),
+        ))
         .await;
     viewer
         .respond(request(
             Method::GET,
-            "/export.jsonl?range=24h",
+            &at(&viewer, "/export.jsonl?range=24h"),
             Some(&cookie),
         ))
         .await;
@@ -292,8 +345,8 @@ mod health_checks {
     use audit_model::archive::{ObjectKind, Period, PeriodLength};
     use audit_model::digest::{TreeHead, digest_key};
     use audit_model::note::{
-        Checkpoint, NoteSignature, SignedNote, checkpoint_key, cosignature_key, cosigned_message,
-        cosigner_key_id, ecdsa_key_id, origin,
+        Checkpoint, NoteSignature, SignedNote, WitnessKey, checkpoint_key, cosignature_key,
+        cosigned_message, cosigner_key_id, ecdsa_key_id, origin,
     };
     use audit_proof::verify::memory::{MemoryArchive, TestKey, seal, write_object};
     use aws_lc_rs::signature::{Ed25519KeyPair, KeyPair};
@@ -305,6 +358,19 @@ mod health_checks {
     fn viewer(
         refuse: bool,
         key: bool,
+    ) -> (
+        Viewer<Twin, MemoryBucket>,
+        Arc<Mutex<Vec<AccessEvent>>>,
+        TestKey,
+    ) {
+        witnessed_viewer(refuse, key, Vec::new())
+    }
+
+    /// As `viewer`, given the keys of `witnesses` (`auditctl ui --witness-key`).
+    fn witnessed_viewer(
+        refuse: bool,
+        key: bool,
+        witnesses: Vec<WitnessKey>,
     ) -> (
         Viewer<Twin, MemoryBucket>,
         Arc<Mutex<Vec<AccessEvent>>>,
@@ -332,6 +398,7 @@ mod health_checks {
             name: "archive".into(),
             length: PeriodLength::default(),
             key: key.then_some(fetch),
+            witnesses,
         });
         (viewer, sent, signer)
     }
@@ -366,9 +433,38 @@ mod health_checks {
         path: &str,
     ) -> (StatusCode, String) {
         let response = viewer
-            .respond(request(Method::GET, path, Some(cookie)))
+            .respond(request(Method::GET, &at(viewer, path), Some(cookie)))
             .await;
         (response.status(), body(response).await)
+    }
+
+    /// A POST of `path`'s query as a form, from `origin`.
+    async fn post_from(
+        viewer: &Viewer<Twin, MemoryBucket>,
+        cookie: &str,
+        path: &str,
+        origin: Option<&str>,
+    ) -> (StatusCode, String) {
+        let (path, form) = path.split_once('?').unwrap_or((path, ""));
+        let response = viewer
+            .respond(request_with(
+                Method::POST,
+                &at(viewer, path),
+                Some(cookie),
+                origin,
+                form,
+            ))
+            .await;
+        (response.status(), body(response).await)
+    }
+
+    /// A POST of `path`'s query as a form, from the viewer's own page.
+    async fn post(
+        viewer: &Viewer<Twin, MemoryBucket>,
+        cookie: &str,
+        path: &str,
+    ) -> (StatusCode, String) {
+        post_from(viewer, cookie, path, Some(OWN_ORIGIN)).await
     }
 
     fn actions(sent: &Arc<Mutex<Vec<AccessEvent>>>) -> Vec<Value> {
@@ -395,7 +491,7 @@ mod health_checks {
         );
         seal(archive(&viewer), "archive", period, None, &key);
 
-        let (status, html) = get(&viewer, &cookie, &run_over(period)).await;
+        let (status, html) = post(&viewer, &cookie, &run_over(period)).await;
         assert_eq!(status, StatusCode::OK, "{html}");
         assert!(html.contains("verified: no problem"), "{html}");
         assert!(html.contains("periods   1 checked: 1 sealed"), "{html}");
@@ -416,7 +512,7 @@ mod health_checks {
             Bytes::from_static(b"forged"),
             vec![("events", "1".into())],
         );
-        let (status, html) = get(&viewer, &cookie, &run_over(period)).await;
+        let (status, html) = post(&viewer, &cookie, &run_over(period)).await;
         assert_eq!(status, StatusCode::OK, "{html}");
         assert!(!html.contains("verified: no problem"), "{html}");
         assert!(html.contains("1 problem(s) found"), "{html}");
@@ -443,6 +539,28 @@ mod health_checks {
         assert_eq!(actions(&sent)[2]["action"], "auditctl.ui.view");
     }
 
+    /// Verify costs: a GET that asks for it, or a POST from no or another origin, runs nothing
+    /// and records nothing.
+    #[tokio::test]
+    async fn verify_runs_only_on_a_post_from_the_viewers_own_page() {
+        let (viewer, sent, key) = viewer(false, true);
+        let cookie = open(&viewer).await;
+        let period = sealed_hour();
+        seal(archive(&viewer), "archive", period, None, &key);
+        let (status, html) = get(&viewer, &cookie, &run_over(period)).await;
+        assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED, "{html}");
+        assert!(html.contains("verify runs on a POST"), "{html}");
+        for origin in [None, Some("http://127.0.0.1:4322"), Some("null")] {
+            let (status, html) = post_from(&viewer, &cookie, &run_over(period), origin).await;
+            assert_eq!(status, StatusCode::FORBIDDEN, "{origin:?}: {html}");
+            assert!(html.contains("Origin is missing or not this viewer's"));
+        }
+        assert!(actions(&sent).is_empty(), "nothing recorded, nothing run");
+        let (status, html) = post(&viewer, &cookie, &run_over(period)).await;
+        assert_eq!(status, StatusCode::OK, "{html}");
+        assert_eq!(actions(&sent)[0]["action"], "auditctl.ui.verify");
+    }
+
     #[tokio::test]
     async fn a_range_too_long_or_a_bad_parameter_is_a_400_naming_the_fix_and_records_nothing() {
         let (viewer, sent, _) = viewer(false, true);
@@ -456,13 +574,13 @@ mod health_checks {
             ("/health?run=yes", "run=1 verifies the periods in view"),
             ("/health?from=yesterday&run=1", "--from 'yesterday'"),
         ] {
-            let (status, html) = get(&viewer, &cookie, path).await;
+            let (status, html) = post(&viewer, &cookie, path).await;
             assert_eq!(status, StatusCode::BAD_REQUEST, "{path}");
             assert!(html.contains(says), "{path}: {html}");
         }
         assert!(sent.lock().unwrap().is_empty(), "nothing recorded");
         // 30 days (a preset) is within the bound.
-        let (status, html) = get(&viewer, &cookie, "/health?range=30d&run=1").await;
+        let (status, html) = post(&viewer, &cookie, "/health?range=30d&run=1").await;
         assert_eq!(status, StatusCode::OK, "{html}");
     }
 
@@ -477,7 +595,7 @@ mod health_checks {
                 && html.contains("start auditctl ui with DIGEST_KEY_ID or --key-id"),
             "{html}"
         );
-        let (status, html) = get(&viewer, &cookie, "/health?run=1").await;
+        let (status, html) = post(&viewer, &cookie, "/health?run=1").await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{html}");
         assert!(html.contains("verify needs the digest key"), "{html}");
         assert_eq!(actions(&sent).len(), 1, "the view only");
@@ -489,7 +607,7 @@ mod health_checks {
         let cookie = open(&viewer).await;
         let period = sealed_hour();
         seal(archive(&viewer), "archive", period, None, &key);
-        let (status, html) = get(&viewer, &cookie, &run_over(period)).await;
+        let (status, html) = post(&viewer, &cookie, &run_over(period)).await;
         assert_eq!(status, StatusCode::BAD_GATEWAY, "{html}");
         assert!(
             html.contains("access not recorded, so nothing was read: not allowed to send"),
@@ -531,7 +649,7 @@ mod health_checks {
             .unwrap();
         archive.key = Some(fetch);
         let viewer = viewer.with_archive(archive);
-        let (status, html) = get(&viewer, &cookie, &run_over(period)).await;
+        let (status, html) = post(&viewer, &cookie, &run_over(period)).await;
         assert_eq!(status, StatusCode::BAD_GATEWAY, "{html}");
         assert!(html.contains("Verify did not finish"), "{html}");
         assert!(
@@ -569,17 +687,31 @@ mod health_checks {
         .text()
     }
 
-    /// A witness's cosignature line of `note` at `timestamp`, and its key id.
-    fn cosign(note: &str, name: &str, timestamp: u64) -> (String, [u8; 4]) {
-        let pair = Ed25519KeyPair::generate().unwrap();
+    /// Witness `name`'s key pair (the same for the same name) and its key.
+    fn witness(name: &str) -> (Ed25519KeyPair, WitnessKey) {
+        let mut seed = [7u8; 32];
+        for (i, b) in name.bytes().enumerate() {
+            seed[i % 32] ^= b;
+        }
+        let pair = Ed25519KeyPair::from_seed_unchecked(&seed).unwrap();
         let public: [u8; 32] = pair.public_key().as_ref().try_into().unwrap();
+        let key = WitnessKey {
+            name: name.to_owned(),
+            public,
+        };
+        (pair, key)
+    }
+
+    /// Witness `name`'s cosignature line of `note` at `timestamp`, and its key id.
+    fn cosign(note: &str, name: &str, timestamp: u64) -> (String, [u8; 4]) {
+        let (pair, key) = witness(name);
         let body = SignedNote::parse(note).unwrap().body;
         let mut signature = timestamp.to_be_bytes().to_vec();
         signature.extend_from_slice(
             pair.sign(cosigned_message(timestamp, &body).as_bytes())
                 .as_ref(),
         );
-        let key_id = cosigner_key_id(name, &public);
+        let key_id = cosigner_key_id(name, &key.public);
         let line = NoteSignature {
             name: name.to_owned(),
             key_id,
@@ -589,9 +721,23 @@ mod health_checks {
         (line, key_id)
     }
 
+    /// A line naming witness `name` under `key_id` whose signature is junk.
+    fn junk_cosignature(name: &str, key_id: [u8; 4]) -> String {
+        let mut signature = 1_795_000_000u64.to_be_bytes().to_vec();
+        signature.extend_from_slice(&[0x5a; 64]);
+        NoteSignature {
+            name: name.to_owned(),
+            key_id,
+            signature,
+        }
+        .line()
+    }
+
     #[tokio::test]
-    async fn the_newest_checkpoint_is_shown_with_its_signature_and_each_witness_cosignature() {
-        let (viewer, sent, key) = viewer(false, true);
+    async fn the_newest_checkpoint_is_shown_with_each_cosignature_verified_or_labelled_unverified()
+    {
+        let a_key = witness("witness.example/a").1;
+        let (viewer, sent, key) = witnessed_viewer(false, true, vec![a_key]);
         let cookie = open(&viewer).await;
         let (_, html) = get(&viewer, &cookie, "/health").await;
         assert!(
@@ -638,18 +784,46 @@ mod health_checks {
             html.contains("Cosignatures of the newest checkpoint (tree size 3)"),
             "{html}"
         );
-        for (name, id, at) in [
-            ("witness.example/a", a_id, "2026-11-18T11:06:40Z"),
-            ("witness.example/b", b_id, "2026-11-18T11:07:40Z"),
+        // a's key was given: its cosignature verifies; b's was not: unverified, not counted.
+        for (name, id, at, verdict) in [
+            (
+                "witness.example/a",
+                a_id,
+                "2026-11-18T11:06:40Z",
+                "verified with the witness's key",
+            ),
+            (
+                "witness.example/b",
+                b_id,
+                "2026-11-18T11:07:40Z",
+                "<strong>unverified</strong>",
+            ),
         ] {
-            assert!(
-                html.contains(&format!(
-                    "<tr><td><code>{name}</code></td><td><code>{}</code></td><td><time datetime=\"{at}\"",
-                    audit_model::digest::hex(&id)
-                )),
-                "{name}: {html}"
+            let row = format!(
+                "<tr><td><code>{name}</code></td><td><code>{}</code></td><td><time datetime=\"{at}\"",
+                audit_model::digest::hex(&id)
             );
+            let at = html.find(&row).unwrap_or_else(|| panic!("{name}: {html}"));
+            let cell = &html[at..at + html[at..].find("</tr>").unwrap()];
+            assert!(cell.ends_with(&format!("<td>{verdict}</td>")), "{cell}");
         }
+        assert!(
+            html.contains("1 verified with the witness keys given")
+                && html.contains("<strong>1 unverified</strong>, not counted"),
+            "{html}"
+        );
+
+        // A junk line planted in a's place, naming a: unverified, and a is counted no more.
+        archive(&viewer).overwrite(
+            &cosignature_key(3, a_id),
+            Bytes::from(junk_cosignature("witness.example/a", a_id)),
+        );
+        let (_, html) = get(&viewer, &cookie, "/health").await;
+        assert!(
+            html.contains("0 verified with the witness keys given")
+                && html.contains("<strong>2 unverified</strong>"),
+            "{html}"
+        );
 
         // A newer checkpoint, by another key, not cosigned yet: its signature does not hold, and
         // the newest cosigned size's cosignatures are shown.
@@ -679,23 +853,32 @@ mod health_checks {
     }
 
     /// An event's proof verdict, as its page shows it: proven over a log sealed as the sealer
-    /// seals it (object, tiles, index, checkpoint), refused once its archived line is changed,
-    /// and "no proof yet" for an event no index names; nothing without the digest key.
+    /// seals it (object, tiles, index, checkpoint) with the archived line's fields; a table's
+    /// item changed after it was archived is NOT PROVEN, naming the fields; a cosignature counts
+    /// only under a witness key given; refused once its archived line is changed, and "no proof
+    /// yet" for an event no index names; nothing without the digest key.
     #[tokio::test]
-    async fn an_events_proof_is_checked_in_the_page_and_a_changed_line_is_not_proven() {
-        use crate::checks::{ProofVerdict, proof_verdict};
+    async fn an_events_proof_is_checked_in_the_page_and_a_changed_line_or_item_is_not_proven() {
+        use crate::checks::{Cosigned, ProofVerdict, proof_verdict};
         use audit_model::note::{IndexRow, index_key};
         use audit_model::tlog::TreeEdge;
         use audit_proof::verify::memory::{gzip_lines, seal_logged};
 
-        let (keyed, _, key) = viewer(false, true);
+        let given = witness("witness.example/a").1;
+        let (keyed, _, key) = witnessed_viewer(false, true, vec![given.clone()]);
         let (without_key, _, _) = viewer(false, false);
         let archive = keyed.archive.as_ref().unwrap();
         let period = sealed_hour();
         let at = stamp(period.start + 10);
         let lines: Vec<String> = (0..3)
-            .map(|i| format!(r#"{{"auditTime":"{at}","messageId":"m-{i}","outcome":"success"}}"#))
+            .map(|i| {
+                format!(
+                    r#"{{"actor":"alice","auditTime":"{at}","messageId":"m-{i}","outcome":"success"}}"#
+                )
+            })
             .collect();
+        let table =
+            |line: &str| -> serde_json::Map<String, Value> { serde_json::from_str(line).unwrap() };
         let when = chrono::DateTime::from_timestamp(period.start + 20, 0).unwrap();
         let object = write_object(
             &archive.bucket,
@@ -725,16 +908,15 @@ mod health_checks {
         );
         let now = Utc::now().timestamp();
         let anchor = when;
+        let item = table(&lines[1]);
 
-        let verdict = proof_verdict(archive, "m-1", &at, anchor, now, own_words).await;
-        assert_eq!(
-            verdict,
-            Some(ProofVerdict::Proven {
-                leaf: 1,
-                size: 3,
-                cosignatures: 0
-            })
-        );
+        let verdict = proof_verdict(archive, &item, &at, anchor, now, own_words).await;
+        let Some(ProofVerdict::Proven(held)) = &verdict else {
+            panic!("{verdict:?}");
+        };
+        assert_eq!((held.leaf, held.size), (1, 3));
+        assert_eq!(held.line, item, "the archived line's fields");
+        assert_eq!(held.cosigned, Cosigned::default());
         assert!(
             verdict
                 .unwrap()
@@ -742,7 +924,66 @@ mod health_checks {
                 .starts_with("Proven, checked in this page")
         );
 
-        let unknown = proof_verdict(archive, "m-9", &at, anchor, now, own_words).await;
+        // The table's item's actor changed (UpdateItem): the line is shown, the item not proven.
+        let forged = table(&lines[1].replace("alice", "mallory"));
+        let verdict = proof_verdict(archive, &forged, &at, anchor, now, own_words).await;
+        let Some(ProofVerdict::Differs(held)) = &verdict else {
+            panic!("{verdict:?}");
+        };
+        assert_eq!(held.fields, ["actor"]);
+        assert_eq!(held.line["actor"], "alice");
+        let words = verdict.unwrap().to_string();
+        assert!(
+            words.starts_with(
+                "NOT PROVEN: the table's item differs from the archived event in actor."
+            ),
+            "{words}"
+        );
+
+        // A's cosignature on the checkpoint verifies under its given key; a junk line naming b
+        // does not, and is not counted.
+        let note = archive
+            .bucket
+            .current(&checkpoint_key(3))
+            .expect("the sealed checkpoint")
+            .body;
+        let note = String::from_utf8(note.to_vec()).unwrap();
+        let (line, a_id) = cosign(&note, "witness.example/a", 1_795_000_000);
+        assert_eq!(a_id, given.key_id());
+        archive
+            .bucket
+            .overwrite(&cosignature_key(3, a_id), Bytes::from(line));
+        let b_id = witness("witness.example/b").1.key_id();
+        archive.bucket.overwrite(
+            &cosignature_key(3, b_id),
+            Bytes::from(junk_cosignature("witness.example/b", b_id)),
+        );
+        let verdict = proof_verdict(archive, &item, &at, anchor, now, own_words).await;
+        let Some(ProofVerdict::Proven(held)) = &verdict else {
+            panic!("{verdict:?}");
+        };
+        assert_eq!(
+            held.cosigned,
+            Cosigned {
+                verified: vec!["witness.example/a".into()],
+                unverified: vec!["witness.example/b".into()],
+            }
+        );
+        let words = verdict.unwrap().to_string();
+        assert!(
+            words.contains("1 witness cosignature(s) verified with the witness keys given (witness.example/a); unverified, not counted: witness.example/b"),
+            "{words}"
+        );
+
+        let unknown = proof_verdict(
+            archive,
+            &table(&lines[1].replace("m-1", "m-9")),
+            &at,
+            anchor,
+            now,
+            own_words,
+        )
+        .await;
         assert!(
             matches!(unknown, Some(ProofVerdict::NotYet(_))),
             "{unknown:?}"
@@ -754,7 +995,7 @@ mod health_checks {
         archive
             .bucket
             .overwrite(&object, Bytes::from(gzip_lines(&changed)));
-        let refused = proof_verdict(archive, "m-1", &at, anchor, now, own_words).await;
+        let refused = proof_verdict(archive, &item, &at, anchor, now, own_words).await;
         assert!(
             matches!(refused, Some(ProofVerdict::Fails(_))),
             "{refused:?}"
@@ -763,7 +1004,7 @@ mod health_checks {
 
         let archive = without_key.archive.as_ref().unwrap();
         assert_eq!(
-            proof_verdict(archive, "m-1", &at, anchor, now, own_words).await,
+            proof_verdict(archive, &item, &at, anchor, now, own_words).await,
             None
         );
     }

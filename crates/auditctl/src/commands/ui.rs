@@ -7,6 +7,7 @@ use crate::commands::words::TrailError;
 use crate::commands::words::viewer_words;
 use audit_aws::config::ClientOptions;
 use audit_proof::archive::S3Archive;
+use audit_proof::tlog::witness_key_arg;
 use audit_proof::verify::kms::KmsKey;
 use audit_trail::dlq::DeadLetterQueue;
 use audit_viewer::archive::{Archive, key_fetch};
@@ -23,9 +24,11 @@ use super::{Context, Failure, TableArgs};
 /// and exports as CSV or JSON lines; with your own AWS credentials.
 #[derive(Debug, Args)]
 #[command(after_help = "\
-It listens on 127.0.0.1 only (a random free port unless --port) and prints a URL with a one-time
-token: the first load moves the token to a cookie of that browser and drops it from the address.
-A request without the token or the cookie is refused (401/403). Ctrl-C stops it.
+It listens on 127.0.0.1 only (a random free port unless --port) and prints a URL with the run's
+secret as its path and a one-time token: the first load moves the token to a cookie of that
+browser and drops it from the address. A request without the secret in its path (404), or without
+the token or the cookie (401/403), is refused; verify, bodies and redrive are POSTs from the
+viewer's own page (another or no Origin: 403). Ctrl-C stops it.
 
 Every search (and each further page of it), event view, dead-letter listing, export, redrive and
 verify first sends its access event (auditctl.ui.search, auditctl.ui.view, auditctl.ui.export,
@@ -41,11 +44,13 @@ With ARCHIVE_BUCKET, a health page names the newest sealed period and its age, t
 and the transparency log's newest checkpoint with the witnesses' cosignatures; each event's page
 says whether its period has its digest. With DIGEST_KEY_ID too, the health page runs verify over
 the periods in view on request (at most 31 days; auditctl.ui.verify is recorded first) and checks
-the log's signature on the newest checkpoint.
+the log's signature on the newest checkpoint. A cosignature counts, on the health page and an
+event's proof, only when it verifies under a --witness-key; any other is labelled unverified.
 
 Examples:
   auditctl ui
   auditctl ui --port 8700
+  auditctl ui --witness-key witness.pub
 
 Environment: TABLE_NAME, ACCESS_QUEUE_URL, DEAD_LETTER_QUEUE_URL, AUDIT_QUEUE_URL, ARCHIVE_BUCKET,
 DIGEST_KEY_ID, DIGEST_PERIOD_SECONDS, AWS_ENDPOINT_URL, AWS_PROFILE, AWS_REGION.")]
@@ -64,6 +69,11 @@ pub struct UiArgs {
     /// the log's signature on the newest checkpoint).
     #[command(flatten)]
     archive: ArchiveFlags,
+    /// A witness whose cosignatures the pages count and show as verified: its key
+    /// (<name>+<key id>+<base64 key>, as `auditctl witness --init` prints it) or a file holding
+    /// it. Repeatable. A cosignature that verifies under none is labelled unverified.
+    #[arg(long, value_name = "KEY")]
+    witness_key: Vec<String>,
     #[command(flatten)]
     table: TableArgs,
 }
@@ -72,6 +82,13 @@ pub struct UiArgs {
 pub async fn run(args: UiArgs, context: Context) -> Result<(), Failure> {
     // No access queue: refused before it listens, as every command that reads is.
     context.access.ready()?;
+    let mut witnesses = Vec::new();
+    for arg in &args.witness_key {
+        let witness = witness_key_arg(arg).map_err(Failure::usage)?;
+        if !witnesses.contains(&witness) {
+            witnesses.push(witness);
+        }
+    }
     let (listener, bound) = listen(args.port).await.map_err(TrailError::from)?;
     let session =
         Session::new(bound).map_err(|e| TrailError::from(audit_viewer::Error::from(e)))?;
@@ -107,6 +124,7 @@ pub async fn run(args: UiArgs, context: Context) -> Result<(), Failure> {
             name,
             length: args.archive.period,
             key,
+            witnesses,
         });
     }
     let viewer = Arc::new(viewer);

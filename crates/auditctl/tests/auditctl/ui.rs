@@ -21,6 +21,8 @@ const RANGE: &str = "from=2026-11-22T00:00:00Z&to=2026-11-24T23:59:59.999Z";
 pub(crate) struct Ui {
     child: Child,
     pub(crate) address: String,
+    /// The run's secret, `/<secret>`: every path the tests give is under it.
+    secret: String,
     token_path: String,
     stdout: BufReader<std::process::ChildStdout>,
 }
@@ -70,10 +72,12 @@ impl Ui {
             .to_owned();
         let (address, path) = url.split_once('/').unwrap();
         assert!(address.starts_with("127.0.0.1:"), "loopback only: {url}");
+        let (secret, token) = path.split_once("/?").unwrap();
         Self {
             child,
             address: address.to_owned(),
-            token_path: format!("/{path}"),
+            secret: format!("/{secret}"),
+            token_path: format!("/?{token}"),
             stdout,
         }
     }
@@ -82,14 +86,25 @@ impl Ui {
     pub(crate) async fn open(&self) -> String {
         let answer = self.get(&self.token_path, None).await;
         assert_eq!(answer.status, 303, "{}", answer.text());
-        assert_eq!(answer.header("location"), Some("/"), "the token is dropped");
+        let home = format!("{}/", self.secret);
+        assert_eq!(
+            answer.header("location"),
+            Some(home.as_str()),
+            "the token is dropped"
+        );
         let cookie = answer.header("set-cookie").unwrap();
         assert!(cookie.contains("HttpOnly"), "{cookie}");
         cookie.split(';').next().unwrap().to_owned()
     }
 
-    /// One GET on a connection of its own.
+    /// One GET of `path` under the run's secret, on a connection of its own.
     pub(crate) async fn get(&self, path: &str, cookie: Option<&str>) -> Answer {
+        let path = format!("{}{path}", self.secret);
+        self.send("GET", &path, cookie, None, "").await
+    }
+
+    /// One GET of `path` as it is, without the run's secret.
+    pub(crate) async fn get_bare(&self, path: &str, cookie: Option<&str>) -> Answer {
         self.send("GET", path, cookie, None, "").await
     }
 
@@ -101,7 +116,8 @@ impl Ui {
         origin: Option<&str>,
         form: &str,
     ) -> Answer {
-        self.send("POST", path, Some(cookie), origin, form).await
+        let path = format!("{}{path}", self.secret);
+        self.send("POST", &path, Some(cookie), origin, form).await
     }
 
     async fn send(
@@ -205,7 +221,7 @@ impl Answer {
 
 /// The messageIds of the rows of a page or fragment, in order (from their event links).
 fn row_ids(html: &str) -> Vec<String> {
-    html.split("<a href=\"/event?id=")
+    html.split("<a href=\"event?id=")
         .skip(1)
         .map(|rest| {
             let encoded = &rest[..rest.find('"').unwrap()];
@@ -223,7 +239,7 @@ fn row_ids(html: &str) -> Vec<String> {
 fn next_rows(html: &str) -> Option<String> {
     let start = html.find("data-rows=\"")? + "data-rows=\"".len();
     let end = start + html[start..].find('"')?;
-    Some(html[start..end].replace("&amp;", "&"))
+    Some(format!("/{}", html[start..end].replace("&amp;", "&")))
 }
 
 /// Every row of a search: its page, then each further page, as the page's script loads them.
@@ -266,6 +282,13 @@ async fn the_printed_token_opens_once_and_then_a_cookie_is_needed() {
     let again = ui.get(&ui.token_path, None).await;
     assert_eq!(again.status, 403, "the token works once");
     assert!(again.text().contains("expired"), "{}", again.text());
+    // The cookie alone, without the run's secret in the path (what a server at another port of
+    // 127.0.0.1 receives from the browser): refused.
+    for path in ["/", "/event?id=e-23-05", "/export.csv"] {
+        let bare = ui.get_bare(path, Some(&cookie)).await;
+        assert_eq!(bare.status, 404, "{path}: {}", bare.text());
+        assert!(bare.text().contains("lacks the run's secret"), "{path}");
+    }
     let page = ui.get("/", Some(&cookie)).await;
     assert_eq!(page.status, 200, "{}", page.text());
     assert!(
@@ -333,9 +356,9 @@ async fn a_search_by_actor_reads_its_lookup_and_a_click_on_a_resource_searches_b
         .text();
     assert!(page.contains("(index byActor)"), "the lookup index is read");
     // The resource of a row is a link to the search by it over the same range.
-    let link = "/?from=2026-11-22T00%3A00%3A00Z&amp;to=2026-11-24T23%3A59%3A59.999Z&amp;resource=invoice%2F1";
+    let link = "./?from=2026-11-22T00%3A00%3A00Z&amp;to=2026-11-24T23%3A59%3A59.999Z&amp;resource=invoice%2F1";
     assert!(page.contains(&format!("<a href=\"{link}\"")), "{page}");
-    let (ids, _) = all_rows(&ui, &cookie, &link.replace("&amp;", "&")[2..]).await;
+    let (ids, _) = all_rows(&ui, &cookie, &link.replace("&amp;", "&")[3..]).await;
     assert_eq!(
         ids,
         newest_first(expected(&events, |e| is(&e.resource, "invoice/1")))
@@ -542,10 +565,12 @@ async fn the_chart_counts_the_searchs_events_per_hour_by_outcome_in_words_too() 
         .get(&format!("/?{RANGE}&actor=alice"), Some(&cookie))
         .await
         .text();
-    let src = "/chart?from=2026-11-22T00%3A00%3A00.000Z&amp;to=2026-11-24T23%3A59%3A59.999Z&amp;actor=alice";
+    let src = "chart?from=2026-11-22T00%3A00%3A00.000Z&amp;to=2026-11-24T23%3A59%3A59.999Z&amp;actor=alice";
     assert!(page.contains(&format!("data-src=\"{src}\"")), "{page}");
     q.access_events().await;
-    let chart = ui.get(&src.replace("&amp;", "&"), Some(&cookie)).await;
+    let chart = ui
+        .get(&format!("/{}", src.replace("&amp;", "&")), Some(&cookie))
+        .await;
     assert_eq!(chart.status, 200, "{}", chart.text());
     let html = chart.text();
     let alice: Vec<&Event> = events.iter().filter(|e| is(&e.actor, "alice")).collect();

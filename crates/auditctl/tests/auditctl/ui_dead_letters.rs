@@ -89,8 +89,24 @@ async fn the_dead_letter_page_counts_by_reason_and_shows_bodies_only_on_request(
     let html = ui.get("/dlq?reason=throttled", Some(&cookie)).await.text();
     assert!(html.contains("orig-throttled-"), "{html}");
     assert!(!html.contains("secret"), "{html}");
+    assert_eq!(q.access_events().await.len(), 1, "the listing of throttled");
+    // Bodies cost: a GET that asks for them, or a POST from another origin, lists nothing.
+    let asked = ui.get("/dlq?reason=throttled&body=1", Some(&cookie)).await;
+    assert_eq!(asked.status, 405, "{}", asked.text());
+    let foreign = ui
+        .post(
+            "/dlq",
+            &cookie,
+            Some("http://127.0.0.1:1"),
+            "reason=throttled&body=1",
+        )
+        .await;
+    assert_eq!(foreign.status, 403, "{}", foreign.text());
+    assert!(!foreign.text().contains("secret one") && !asked.text().contains("secret one"));
+    assert!(q.access_events().await.is_empty(), "nothing listed");
+    let origin = format!("http://{}", ui.address);
     let html = ui
-        .get("/dlq?reason=throttled&body=1", Some(&cookie))
+        .post("/dlq", &cookie, Some(&origin), "reason=throttled&body=1")
         .await
         .text();
     assert!(
@@ -99,7 +115,7 @@ async fn the_dead_letter_page_counts_by_reason_and_shows_bodies_only_on_request(
     );
     assert!(!html.contains("clash"), "only that reason's: {html}");
     let bodies = q.access_events().await;
-    assert_eq!(bodies[1]["arguments"]["showBody"], true, "{bodies:?}");
+    assert_eq!(bodies[0]["arguments"]["showBody"], true, "{bodies:?}");
     assert_eq!(
         q.depth(&q.dlq).await.0,
         4,
@@ -119,7 +135,7 @@ async fn a_redrive_by_reason_states_the_count_then_moves_that_reason_only() {
         .await;
     let ui = Ui::start(&moto, &q.env());
     let cookie = ui.open().await;
-    let confirm = ui.get("/dlq/confirm?reason=throttled", Some(&cookie)).await;
+    let confirm = ui.get("/dlq-confirm?reason=throttled", Some(&cookie)).await;
     assert_eq!(confirm.status, 200, "{}", confirm.text());
     assert!(
         confirm
@@ -131,14 +147,14 @@ async fn a_redrive_by_reason_states_the_count_then_moves_that_reason_only() {
     q.access_events().await;
     // From another site (no Origin of ours): refused, nothing moved.
     let forged = ui
-        .post("/dlq/redrive", &cookie, None, "reason=throttled&count=2")
+        .post("/dlq-redrive", &cookie, None, "reason=throttled&count=2")
         .await;
     assert_eq!(forged.status, 403, "{}", forged.text());
     assert!(q.access_events().await.is_empty());
     let origin = format!("http://{}", ui.address);
     let done = ui
         .post(
-            "/dlq/redrive",
+            "/dlq-redrive",
             &cookie,
             Some(&origin),
             "reason=throttled&count=2",
@@ -179,7 +195,7 @@ async fn without_an_audit_queue_the_redrive_says_why_it_is_unavailable() {
         html.contains("redrive is unavailable: no audit queue"),
         "{html}"
     );
-    let confirm = ui.get("/dlq/confirm?reason=throttled", Some(&cookie)).await;
+    let confirm = ui.get("/dlq-confirm?reason=throttled", Some(&cookie)).await;
     assert_eq!(confirm.status, 409);
 }
 
@@ -194,7 +210,7 @@ async fn a_reader_is_refused_the_dead_letter_queue_with_the_reason() {
     let cookie = ui.open().await;
     for answer in [
         ui.get("/dlq", Some(&cookie)).await,
-        ui.get("/dlq/confirm?reason=throttled", Some(&cookie)).await,
+        ui.get("/dlq-confirm?reason=throttled", Some(&cookie)).await,
     ] {
         assert_eq!(answer.status, 403, "{}", answer.text());
         let html = answer.text();
@@ -208,7 +224,7 @@ async fn a_reader_is_refused_the_dead_letter_queue_with_the_reason() {
     let origin = format!("http://{}", ui.address);
     let refused = ui
         .post(
-            "/dlq/redrive",
+            "/dlq-redrive",
             &cookie,
             Some(&origin),
             "reason=throttled&count=1",
