@@ -452,6 +452,11 @@ async fn redrive_keeps_the_identity_of_a_message_sqs_moved_through_the_function(
         "SentTimestamp".into(),
         message.attributes.as_ref().unwrap()[&MessageSystemAttributeName::SentTimestamp].clone(),
     );
+    // Sent by whoever ran the redrive, as SQS attests it: the redrive role of `settings()`.
+    delivery.attributes.insert(
+        "SenderId".into(),
+        message.attributes.as_ref().unwrap()[&MessageSystemAttributeName::SenderId].clone(),
+    );
     for (name, value) in attrs {
         let mut attribute = SqsMessageAttribute::default();
         attribute.data_type = Some(value.data_type().to_owned());
