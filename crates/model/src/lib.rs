@@ -5,6 +5,7 @@
 
 pub mod access;
 pub mod archive;
+pub mod attest;
 pub mod context;
 pub mod digest;
 pub mod envelope;

@@ -219,6 +219,20 @@ pub fn verify_inclusion(
     path: &[Hash],
     root: &Hash,
 ) -> Result<(), TlogError> {
+    if root_of_inclusion(index, size, leaf, path)? != *root {
+        return Err(TlogError::RootMismatch);
+    }
+    Ok(())
+}
+
+/// The root that `path` leads to from the leaf `leaf` at `index` in a tree of `size` leaves
+/// (RFC 9162 section 2.1.3.2, the hash it compares): an error when the path cannot be one.
+pub fn root_of_inclusion(
+    index: u64,
+    size: u64,
+    leaf: &Hash,
+    path: &[Hash],
+) -> Result<Hash, TlogError> {
     if index >= size {
         return Err(TlogError::IndexOutOfRange { index, size });
     }
@@ -247,10 +261,10 @@ pub fn verify_inclusion(
         fnode >>= 1;
         snode >>= 1;
     }
-    if snode != 0 || hash != *root {
+    if snode != 0 {
         return Err(TlogError::RootMismatch);
     }
-    Ok(())
+    Ok(hash)
 }
 
 /// The number of hashes in the inclusion path of `index` in a tree of `size`.

@@ -1,0 +1,353 @@
+//! Owns the receiver's attestation of an item (docs/archive.md "Items attested at birth"): what
+//! the receiver signs for each item (its line without `attestation`, numbers in the canonical
+//! form DynamoDB stores), the tree of one batch's items whose root one signature covers, the
+//! certificate of the run's key (signed once by KMS at start-up), the attribute's text, and
+//! checking one item's attestation offline from its archived line. Must not know KMS, DynamoDB or
+//! how a batch is written.
+//!
+//! Why a batch and not each item: one Ed25519 signature costs about as much CPU as the rest of a
+//! record's work, so the receiver signs the root of a Merkle tree over the batch's items (RFC
+//! 9162's hashing, as the transparency log) once, and each item carries its inclusion path.
+
+use aws_lc_rs::signature::{ECDSA_P256_SHA256_ASN1, ED25519, UnparsedPublicKey};
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use serde_json::{Map, Number, Value};
+use std::collections::HashMap;
+use std::str::FromStr;
+
+use crate::tlog::{
+    Hash, Subtree, SubtreeHashes, TlogError, inclusion_proof, leaf_hash, node_hash,
+    root_of_inclusion, tree_root,
+};
+
+/// The item's attribute (a String) that carries its attestation.
+pub const ATTESTATION: &str = "attestation";
+/// What a certificate's statement starts with: the domain of the KMS signature.
+pub const CERTIFICATE_DOMAIN: &[u8] = b"audit-receiver attestation key v1\n";
+/// What a batch's signed message starts with: the domain of the run key's signature.
+pub const BATCH_DOMAIN: &[u8] = b"audit-receiver batch v1\n";
+/// The attribute's version tag.
+const VERSION: &str = "v1";
+/// Longest inclusion path accepted: a batch of at most 2^32 items.
+const MAX_PATH: usize = 32;
+
+/// The run's public key, certified: KMS signed `statement(public_key, issued_at_ms)` with the
+/// receiver's attestation key (ECDSA P-256, SHA-256), which only the receiver's role may use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Certificate {
+    /// The run's Ed25519 public key.
+    pub public_key: [u8; 32],
+    /// When the run made the key (epoch milliseconds).
+    pub issued_at_ms: u64,
+    /// KMS's ECDSA signature over the statement (DER).
+    pub signature: Vec<u8>,
+}
+
+impl Certificate {
+    /// What KMS signs: the domain, the public key, the time (8 bytes, big-endian).
+    pub fn statement(public_key: &[u8; 32], issued_at_ms: u64) -> Vec<u8> {
+        let mut statement = CERTIFICATE_DOMAIN.to_vec();
+        statement.extend_from_slice(public_key);
+        statement.extend_from_slice(&issued_at_ms.to_be_bytes());
+        statement
+    }
+
+    fn encode(&self) -> String {
+        let mut bytes = self.public_key.to_vec();
+        bytes.extend_from_slice(&self.issued_at_ms.to_be_bytes());
+        bytes.extend_from_slice(&self.signature);
+        URL_SAFE_NO_PAD.encode(bytes)
+    }
+
+    fn decode(text: &str) -> Option<Self> {
+        let bytes = URL_SAFE_NO_PAD.decode(text).ok()?;
+        if bytes.len() <= 40 || bytes.len() > 40 + 80 {
+            return None;
+        }
+        Some(Self {
+            public_key: bytes[..32].try_into().ok()?,
+            issued_at_ms: u64::from_be_bytes(bytes[32..40].try_into().ok()?),
+            signature: bytes[40..].to_vec(),
+        })
+    }
+}
+
+/// What the run key signs for a batch: the domain, the tree's root, its size (8 bytes,
+/// big-endian).
+pub fn batch_message(root: &Hash, size: u64) -> Vec<u8> {
+    let mut message = BATCH_DOMAIN.to_vec();
+    message.extend_from_slice(root);
+    message.extend_from_slice(&size.to_be_bytes());
+    message
+}
+
+/// One item's attestation: the certificate of the run's key, the key's signature over its batch's
+/// root, and where the item is in that batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attestation {
+    pub certificate: Certificate,
+    /// Ed25519 over `batch_message(root, size)`.
+    pub signature: Vec<u8>,
+    pub index: u64,
+    pub size: u64,
+    /// The item's inclusion path in the batch's tree (RFC 9162 PATH).
+    pub path: Vec<Hash>,
+}
+
+impl Attestation {
+    /// The attribute's text: `v1.<certificate>.<signature>.<index>.<size>.<path>` (base64url
+    /// without padding; the path its hashes one after another).
+    pub fn encode(&self) -> String {
+        let path: Vec<u8> = self.path.iter().flatten().copied().collect();
+        format!(
+            "{VERSION}.{}.{}.{}.{}.{}",
+            self.certificate.encode(),
+            URL_SAFE_NO_PAD.encode(&self.signature),
+            self.index,
+            self.size,
+            URL_SAFE_NO_PAD.encode(path)
+        )
+    }
+
+    /// The attribute's text read back.
+    pub fn parse(text: &str) -> Result<Self, NotAttested> {
+        let malformed = |why: &str| NotAttested::Malformed(why.to_owned());
+        let parts: Vec<&str> = text.split('.').collect();
+        let [version, certificate, signature, index, size, path] = parts[..] else {
+            return Err(malformed("not six dot-separated parts"));
+        };
+        if version != VERSION {
+            return Err(malformed("not version v1"));
+        }
+        let certificate =
+            Certificate::decode(certificate).ok_or_else(|| malformed("the certificate"))?;
+        let signature = URL_SAFE_NO_PAD
+            .decode(signature)
+            .ok()
+            .filter(|s| s.len() == 64)
+            .ok_or_else(|| malformed("the signature"))?;
+        let number = |text: &str| -> Option<u64> {
+            (!text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| text.parse().ok())
+                .flatten()
+        };
+        let (Some(index), Some(size)) = (number(index), number(size)) else {
+            return Err(malformed("the index or size"));
+        };
+        let path = URL_SAFE_NO_PAD
+            .decode(path)
+            .ok()
+            .filter(|p| p.len() % 32 == 0 && p.len() / 32 <= MAX_PATH)
+            .ok_or_else(|| malformed("the path"))?;
+        Ok(Self {
+            certificate,
+            signature,
+            index,
+            size,
+            path: path
+                .chunks_exact(32)
+                .map(|c| c.try_into().unwrap_or([0; 32]))
+                .collect(),
+        })
+    }
+}
+
+/// Why an item is not attested.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotAttested {
+    #[error("it has no attestation")]
+    Missing,
+    #[error("its attestation is malformed ({0})")]
+    Malformed(String),
+    #[error("its attestation's certificate is not signed by the receiver's attestation key")]
+    Certificate,
+    #[error("its attestation's batch signature does not hold")]
+    Signature,
+    #[error("it is not the item its attestation covers ({0})")]
+    NotCovered(String),
+}
+
+/// The receiver's attestation key: the public half of the KMS key that certifies each run's key,
+/// as KMS's `GetPublicKey` gives it (DER SubjectPublicKeyInfo).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReceiverKey {
+    der: Vec<u8>,
+}
+
+impl ReceiverKey {
+    pub fn from_der(der: &[u8]) -> Self {
+        Self { der: der.to_vec() }
+    }
+
+    /// Whether `certificate` is this key's.
+    pub fn certifies(&self, certificate: &Certificate) -> bool {
+        let statement = Certificate::statement(&certificate.public_key, certificate.issued_at_ms);
+        // The DER SubjectPublicKeyInfo: aws-lc-rs reads the point from it.
+        aws_lc_rs::signature::ParsedPublicKey::new(&ECDSA_P256_SHA256_ASN1, &self.der)
+            .is_ok_and(|key| key.verify_sig(&statement, &certificate.signature).is_ok())
+    }
+}
+
+/// The bytes the receiver attests for an item whose line (plain JSON, every attribute) is `line`:
+/// the line without `attestation`, every number in DynamoDB's canonical form (what the table gives
+/// back whatever digits were written: `12.50` is `12.5`), fields in name order.
+pub fn attested_bytes(line: &Map<String, Value>) -> Vec<u8> {
+    let mut line = line.clone();
+    line.remove(ATTESTATION);
+    let value = canonical_numbers(Value::Object(line));
+    value.to_string().into_bytes()
+}
+
+/// The leaf of an item in its batch's tree.
+pub fn item_leaf(line: &Map<String, Value>) -> Hash {
+    leaf_hash(&attested_bytes(line))
+}
+
+/// Checks the attestation an archived line carries, offline: the certificate under `key`, the
+/// batch signature under the certified run key, and the line's place in that batch.
+pub fn check(line: &Map<String, Value>, key: &ReceiverKey) -> Result<Attestation, NotAttested> {
+    let text = match line.get(ATTESTATION) {
+        None => return Err(NotAttested::Missing),
+        Some(Value::String(text)) => text,
+        Some(_) => return Err(NotAttested::Malformed("not a string".into())),
+    };
+    let attestation = Attestation::parse(text)?;
+    if !key.certifies(&attestation.certificate) {
+        return Err(NotAttested::Certificate);
+    }
+    let leaf = item_leaf(line);
+    // The root the path leads to is the one the signature must cover.
+    let root = root_from_path(&attestation, &leaf)?;
+    UnparsedPublicKey::new(&ED25519, attestation.certificate.public_key)
+        .verify(
+            &batch_message(&root, attestation.size),
+            &attestation.signature,
+        )
+        .map_err(|_| NotAttested::Signature)?;
+    Ok(attestation)
+}
+
+/// The root `attestation`'s path leads to from `leaf`.
+fn root_from_path(attestation: &Attestation, leaf: &Hash) -> Result<Hash, NotAttested> {
+    root_of_inclusion(attestation.index, attestation.size, leaf, &attestation.path)
+        .map_err(|e| NotAttested::NotCovered(e.to_string()))
+}
+
+/// A batch's tree: its root and each leaf's inclusion path, in the leaves' order.
+pub fn batch_tree(leaves: &[Hash]) -> Result<(Hash, Vec<Vec<Hash>>), TlogError> {
+    let size = leaves.len() as u64;
+    let mut source = Memo {
+        leaves,
+        known: HashMap::new(),
+    };
+    let root = tree_root(size, &mut source)?;
+    let paths = (0..size)
+        .map(|index| inclusion_proof(index, size, &mut source))
+        .collect::<Result<_, _>>()?;
+    Ok((root, paths))
+}
+
+/// Complete subtrees' hashes over a batch's leaves, each computed once.
+struct Memo<'a> {
+    leaves: &'a [Hash],
+    known: HashMap<Subtree, Hash>,
+}
+
+impl SubtreeHashes for Memo<'_> {
+    fn subtree(&mut self, subtree: Subtree) -> Result<Hash, TlogError> {
+        if let Some(hash) = self.known.get(&subtree) {
+            return Ok(*hash);
+        }
+        let hash = if subtree.height == 0 {
+            *self
+                .leaves
+                .get(usize::try_from(subtree.index).unwrap_or(usize::MAX))
+                .ok_or(TlogError::IndexOutOfRange {
+                    index: subtree.index,
+                    size: self.leaves.len() as u64,
+                })?
+        } else {
+            let left = self.subtree(Subtree {
+                height: subtree.height - 1,
+                index: subtree.index * 2,
+            })?;
+            let right = self.subtree(Subtree {
+                height: subtree.height - 1,
+                index: subtree.index * 2 + 1,
+            })?;
+            node_hash(&left, &right)
+        };
+        self.known.insert(subtree, hash);
+        Ok(hash)
+    }
+}
+
+/// Every number in `value` in DynamoDB's canonical form.
+fn canonical_numbers(value: Value) -> Value {
+    match value {
+        Value::Number(number) => {
+            let text = canonical_number(&number.to_string());
+            Number::from_str(&text).map_or(Value::Number(number), Value::Number)
+        }
+        Value::Array(values) => Value::Array(values.into_iter().map(canonical_numbers).collect()),
+        Value::Object(map) => Value::Object(
+            map.into_iter()
+                .map(|(k, v)| (k, canonical_numbers(v)))
+                .collect(),
+        ),
+        other => other,
+    }
+}
+
+/// A JSON number's text as DynamoDB gives a number back: no exponent, no leading zeros, no
+/// trailing zeros after the point, no point when whole, `0` for any zero. A text that is not a
+/// JSON number, or whose exponent puts it beyond DynamoDB's range, is kept as it is.
+pub fn canonical_number(text: &str) -> String {
+    let (negative, rest) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text),
+    };
+    let (mantissa, exponent) = match rest.find(['e', 'E']) {
+        Some(at) => (&rest[..at], &rest[at + 1..]),
+        None => (rest, "0"),
+    };
+    let Ok(exponent) = exponent.trim_start_matches('+').parse::<i64>() else {
+        return text.to_owned();
+    };
+    let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    if whole.is_empty()
+        || !whole.bytes().all(|b| b.is_ascii_digit())
+        || !fraction.bytes().all(|b| b.is_ascii_digit())
+        || exponent.abs() > 200
+    {
+        return text.to_owned();
+    }
+    let digits = format!("{whole}{fraction}");
+    let mut exponent = exponent - fraction.len() as i64;
+    let digits = digits.trim_start_matches('0');
+    let trimmed = digits.trim_end_matches('0');
+    exponent += (digits.len() - trimmed.len()) as i64;
+    if trimmed.is_empty() {
+        return "0".to_owned();
+    }
+    let sign = if negative { "-" } else { "" };
+    let len = trimmed.len() as i64;
+    if exponent >= 0 {
+        format!(
+            "{sign}{trimmed}{}",
+            "0".repeat(usize::try_from(exponent).unwrap_or(0))
+        )
+    } else if len > -exponent {
+        let point = usize::try_from(len + exponent).unwrap_or(0);
+        format!("{sign}{}.{}", &trimmed[..point], &trimmed[point..])
+    } else {
+        format!(
+            "{sign}0.{}{trimmed}",
+            "0".repeat(usize::try_from(-exponent - len).unwrap_or(0))
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests;
