@@ -33,6 +33,10 @@ pub struct Config {
     /// `RECEIVER_ROLE_ID` and `REDRIVE_ROLE_ID`: the function's own role and the operator role
     /// `auditctl dlq redrive` runs as, the only senders whose `failureContext` is honoured.
     pub redrivers: Redrivers,
+    /// `ATTESTATION_KEY_ID`: the KMS key (ECDSA P-256, only this function's role may sign with it)
+    /// that certifies the run's attestation key once at start-up. Unset: items are not attested
+    /// (the archiver then reports each as foreign).
+    pub attestation_key_id: Option<String>,
 }
 
 pub use audit_aws::env::ConfigError;
@@ -104,6 +108,12 @@ impl Config {
                 .flatten(),
         );
 
+        let attestation_key_id = env.checked(
+            "ATTESTATION_KEY_ID",
+            |id| id.starts_with("arn:") && id.contains(":kms:"),
+            "expected the attestation key's ARN (the template's AuditAttestationKey, Fn::GetAtt Arn)",
+        )?;
+
         Ok(Self {
             table_name,
             max_concurrency,
@@ -113,6 +123,7 @@ impl Config {
             max_receive_count,
             access_queue_arn,
             redrivers,
+            attestation_key_id,
         })
     }
 }

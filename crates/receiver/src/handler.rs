@@ -7,6 +7,7 @@ use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
 use lambda_runtime::{Diagnostic, LambdaEvent};
 use tokio::time::Instant;
 
+use crate::attest::Attester;
 use crate::batch::{self, BatchError, BatchReport, BatchSettings, Ports};
 use crate::deadletter::{DeadLetter, DeadLetterQueue, SendError};
 use crate::store::AuditStore;
@@ -17,6 +18,8 @@ use crate::telemetry;
 pub struct Handler<S, Q = NoDeadLetterQueue> {
     store: S,
     dead_letters: Option<Q>,
+    /// The run's attestation key (`ATTESTATION_KEY_ID`): each batch's items are attested with it.
+    attester: Option<Attester>,
     settings: BatchSettings,
     function_name: Option<String>,
 }
@@ -39,6 +42,7 @@ impl<S: AuditStore> Handler<S> {
         Self {
             store,
             dead_letters: None,
+            attester: None,
             settings,
             function_name: std::env::var("AWS_LAMBDA_FUNCTION_NAME").ok(),
         }
@@ -51,8 +55,17 @@ impl<S: AuditStore, Q: DeadLetterQueue> Handler<S, Q> {
         Handler {
             store: self.store,
             dead_letters: Some(queue),
+            attester: self.attester,
             settings: self.settings,
             function_name: self.function_name,
+        }
+    }
+
+    /// The same handler, attesting each batch's items with the run's key.
+    pub fn with_attester(self, attester: Attester) -> Self {
+        Self {
+            attester: Some(attester),
+            ..self
         }
     }
 
@@ -66,6 +79,7 @@ impl<S: AuditStore, Q: DeadLetterQueue> Handler<S, Q> {
         let ports = Ports {
             store: &self.store,
             dead_letters: self.dead_letters.as_ref(),
+            attester: self.attester.as_ref(),
         };
         let report = batch::process_batch(ports, &self.settings, &event.payload.records, deadline)
             .await

@@ -1,6 +1,7 @@
 //! audit-receiver: SQS audit messages -> DynamoDB, written exactly once in effect, with
 //! partial batch failures. The flow: handler -> batch -> message -> store -> telemetry.
 
+pub mod attest;
 pub mod batch;
 pub mod config;
 pub mod deadletter;

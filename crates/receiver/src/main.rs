@@ -3,7 +3,9 @@
 
 use audit_aws::config::ClientOptions;
 use audit_aws::dynamodb::{DynamoDbStore, StartupError, Wire};
+use audit_aws::kms::KmsKey;
 use audit_aws::sqs::SqsDeadLetterQueue;
+use audit_receiver::attest::{AttestError, Attester, Uncertified};
 use audit_receiver::deadletter::DeadLetterQueue;
 use audit_receiver::{Config, Handler};
 use std::sync::Arc;
@@ -63,7 +65,27 @@ async fn start(at_once: usize) -> Result<(), Error> {
         }
         Err(error) => tracing::warn!(%error, table = %config.table_name, "start-up check failed"),
     }
-    let handler = Handler::new(store, config.batch_settings());
+    let mut handler = Handler::new(store, config.batch_settings());
+    if let Some(key_id) = &config.attestation_key_id {
+        // One KMS Sign for the run: its attestation key certified, or the function does not
+        // start (an init error, named in the log) rather than write items nobody can tell from
+        // ones put in the table behind it.
+        let kms = KmsKey::new(
+            audit_aws::config::kms(
+                &sdk,
+                ClientOptions {
+                    connect: Some(audit_aws::config::FUNCTION_CONNECT_TIMEOUT),
+                    operation: None,
+                    standard_retries: true,
+                },
+            ),
+            key_id,
+        );
+        let attester = certify(&kms)
+            .await
+            .inspect_err(|error| tracing::error!(%error, "attestation key not certified"))?;
+        handler = handler.with_attester(attester);
+    }
     match &config.dead_letter_queue_url {
         Some(url) => {
             // A dead-letter send is rare: the SDK's standard retries, each bounded by the batch's
@@ -81,6 +103,20 @@ async fn start(at_once: usize) -> Result<(), Error> {
         }
         None => run(handler, at_once).await,
     }
+}
+
+/// The run's attestation key, made now and certified by `kms` (one Sign).
+async fn certify(kms: &KmsKey) -> Result<Attester, AttestError> {
+    let issued_at_ms = u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or(0);
+    let run = Uncertified::generate(issued_at_ms)?;
+    let signature = kms
+        .sign(&run.statement())
+        .await
+        .map_err(|e| AttestError::Certify {
+            key_id: kms.key_id().to_owned(),
+            detail: e.to_string(),
+        })?;
+    Ok(run.certified(signature))
 }
 
 async fn run<Q: DeadLetterQueue + 'static>(

@@ -7,7 +7,9 @@ use serde::ser::{SerializeMap, SerializeSeq, Serializer};
 use serde_json::{Map, Value};
 
 use super::outcome::{PutOutcome, StoreError};
+use audit_model::attest::ATTESTATION;
 use audit_model::keys::{AUDIT_BUCKET, MAX_ITEM_BYTES, PARTITION_KEY, SORT_KEY};
+use audit_model::line::plain_map;
 use audit_model::line::written_json;
 use audit_model::message::{AuditItem, Decimal, EventFields, EventOutcome, parse_ip};
 
@@ -102,7 +104,22 @@ impl Serialize for Item<'_> {
         if let Some(expires_at) = item.expires_at {
             map.serialize_entry("expiresAt", &Tagged("N", &expires_at.to_string()))?;
         }
+        if let Some(attestation) = &item.attestation {
+            map.serialize_entry(ATTESTATION, &Tagged("S", attestation))?;
+        }
         map.end()
+    }
+}
+
+/// The item's line (`audit_model::line`): its attributes as plain JSON, in name order, as the
+/// table gives it back and the archive stores it. What the receiver attests (its `attestation`
+/// left out by `audit_model::attest::attested_bytes`).
+pub fn item_line_map(item: &AuditItem) -> Map<String, Value> {
+    let lookup_keys: Vec<(&str, String)> = item.lookup_keys().collect();
+    match serde_json::to_value(Item(item, &lookup_keys)) {
+        Ok(Value::Object(attributes)) => plain_map(&attributes),
+        // A map of strings, numbers and JSON always serialises to an object.
+        _ => Map::new(),
     }
 }
 
@@ -230,6 +247,7 @@ pub fn read_item(old: &Map<String, Value>) -> Result<AuditItem, Unreadable> {
         received_at: string("receivedAt").unwrap_or_default(),
         extra,
         expires_at: typed("expiresAt", "N").and_then(|n| n.parse().ok()),
+        attestation: string(ATTESTATION),
     })
 }
 
@@ -263,6 +281,7 @@ fn size_with(item: &AuditItem, lookup_keys: &[(&str, String)]) -> usize {
         ("eventSource", item.event_source.as_ref()),
         ("senderId", item.sender_id.as_ref()),
         ("originalSenderId", item.original_sender_id.as_ref()),
+        (ATTESTATION, item.attestation.as_ref()),
     ];
     let numbers = [
         ("receiveCount", item.receive_count.map(|n| n.to_string())),

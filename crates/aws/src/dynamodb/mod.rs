@@ -21,7 +21,7 @@ pub mod sigv4;
 pub mod store;
 pub mod wire;
 
-pub use item::{check_size, item_size, put_item_body};
+pub use item::{check_size, item_line_map, item_size, put_item_body};
 pub use memory::MemoryStore;
 pub use outcome::{PutOutcome, StartupError, StoreError};
 pub use port::{Reply, Transport, WireError};

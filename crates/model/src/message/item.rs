@@ -79,6 +79,9 @@ pub struct AuditItem {
     pub received_at: String,
     pub extra: Map<String, Value>,
     pub expires_at: Option<i64>,
+    /// `attestation`: the receiver's attestation of the item (`crate::attest`), set for a whole
+    /// batch before it is written; delivery metadata, not payload.
+    pub attestation: Option<String>,
 }
 
 impl AuditItem {
@@ -111,6 +114,7 @@ impl AuditItem {
             received_at: canonical_time(received_at),
             extra: message.extra,
             expires_at,
+            attestation: None,
         }
     }
 }

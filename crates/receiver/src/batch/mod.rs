@@ -31,6 +31,7 @@ use audit_model::access::{self, Refused};
 use audit_model::context::Redrivers;
 use audit_model::message::{AuditItem, AuditMessage, InvalidMessage, parse_sent_timestamp};
 
+use crate::attest::Attester;
 use crate::deadletter::{DeadLetterQueue, SendError};
 use crate::store::{AuditStore, StoreError};
 use retry::{RetryBudget, write};
@@ -195,10 +196,12 @@ pub enum BatchError {
     MissingMessageId { position: usize },
 }
 
-/// The ports a batch works through: the store, and the dead-letter queue when one is set.
+/// The ports a batch works through: the store, the dead-letter queue when one is set, and the
+/// run's attestation key when one is (`ATTESTATION_KEY_ID`).
 pub struct Ports<'a, S, Q> {
     pub store: &'a S,
     pub dead_letters: Option<&'a Q>,
+    pub attester: Option<&'a Attester>,
 }
 
 /// The instants a batch works to.
@@ -255,12 +258,25 @@ pub async fn process_batch<S: AuditStore, Q: DeadLetterQueue>(
         .map(|&i| Received::read(&records[i], &settings.redrivers))
         .collect();
 
+    // Each record's item, built before any is written (one receive time for the batch), so that
+    // one signature attests them all; a record that cannot be an item keeps its failure.
+    let received_at = Utc::now();
+    let mut items: Vec<Result<AuditItem, Failure>> = unique
+        .iter()
+        .zip(&deliveries)
+        .map(|(&i, delivery)| prepared(settings, &records[i], delivery, received_at))
+        .collect();
+    if let Some(attester) = ports.attester {
+        attester.attest(items.iter_mut().filter_map(|item| item.as_mut().ok()));
+    }
+
     let slots: Vec<OnceLock<(Outcome, Option<SendError>)>> =
         unique.iter().map(|_| OnceLock::new()).collect();
     let work = stream::iter(units(&deliveries)).for_each_concurrent(
         settings.max_concurrency.max(1),
         |unit| {
-            let (slots, budget, ports, deliveries) = (&slots, &budget, &ports, &deliveries);
+            let (slots, budget, ports, deliveries, items) =
+                (&slots, &budget, &ports, &deliveries, &items);
             let unique = &unique;
             async move {
                 // Set once a record of this unit fails: the rest of a FIFO group is not processed.
@@ -278,15 +294,13 @@ pub async fn process_batch<S: AuditStore, Q: DeadLetterQueue>(
                             let outcome = if cutoffs.work.is_some_and(|c| Instant::now() >= c) {
                                 Outcome::Failed(Failure::Deadline)
                             } else {
-                                isolated(
-                                    ports.store,
-                                    settings,
-                                    budget,
-                                    record,
-                                    delivery,
-                                    cutoffs.work,
-                                )
-                                .await
+                                match &items[position] {
+                                    Ok(item) => {
+                                        isolated(ports.store, settings, budget, item, cutoffs.work)
+                                            .await
+                                    }
+                                    Err(failure) => Outcome::Failed(failure.clone()),
+                                }
                             };
                             match outcome {
                                 Outcome::Failed(failure) => {
@@ -352,34 +366,26 @@ pub async fn process_batch<S: AuditStore, Q: DeadLetterQueue>(
     })
 }
 
-/// One record, with a panic anywhere in it turned into a failure of that record only.
-async fn isolated<S: AuditStore>(
-    store: &S,
+/// One record's item: its body parsed, the access rule applied, the item built, with a panic
+/// anywhere in it turned into a failure of that record only.
+fn prepared(
     settings: &BatchSettings,
-    budget: &RetryBudget,
     record: &SqsMessage,
     delivery: &Received<'_>,
-    cutoff: Option<Instant>,
-) -> Outcome {
-    match AssertUnwindSafe(process_record(
-        store, settings, budget, record, delivery, cutoff,
-    ))
-    .catch_unwind()
-    .await
-    {
-        Ok(outcome) => outcome,
-        Err(_) => Outcome::Failed(Failure::Panic),
-    }
+    received_at: DateTime<Utc>,
+) -> Result<AuditItem, Failure> {
+    std::panic::catch_unwind(AssertUnwindSafe(|| {
+        item_of(settings, record, delivery, received_at)
+    }))
+    .unwrap_or(Err(Failure::Panic))
 }
 
-async fn process_record<S: AuditStore>(
-    store: &S,
+fn item_of(
     settings: &BatchSettings,
-    budget: &RetryBudget,
     record: &SqsMessage,
     delivery: &Received<'_>,
-    cutoff: Option<Instant>,
-) -> Outcome {
+    received_at: DateTime<Utc>,
+) -> Result<AuditItem, Failure> {
     if let Some(error) = &delivery.malformed_context {
         tracing::warn!(sqs_message_id = ?record.message_id, %error, "failureContext ignored");
     }
@@ -390,19 +396,30 @@ async fn process_record<S: AuditStore>(
             "failureContext ignored: its sender is neither this function's role nor the redrive role, so its delivery facts are not taken"
         );
     }
-    let message = match AuditMessage::parse(record.body.as_deref(), delivery.sent_at) {
-        Ok(message) => message,
-        Err(invalid) => return Outcome::Failed(invalid.into()),
-    };
+    let message = AuditMessage::parse(record.body.as_deref(), delivery.sent_at)?;
     let source = delivery.source(settings.access_queue_arn.as_deref());
-    if let Err(refused) = access::check(&message, source, delivery.sender_id) {
-        return Outcome::Failed(refused.into());
-    }
-    let item = AuditItem::new(
+    access::check(&message, source, delivery.sender_id)?;
+    Ok(AuditItem::new(
         message,
         delivery.item_delivery(),
-        Utc::now(),
+        received_at,
         settings.retention_days,
-    );
-    write(store, &item, &settings.retry, budget, cutoff).await
+    ))
+}
+
+/// One record's write, with a panic anywhere in it turned into a failure of that record only.
+async fn isolated<S: AuditStore>(
+    store: &S,
+    settings: &BatchSettings,
+    budget: &RetryBudget,
+    item: &AuditItem,
+    cutoff: Option<Instant>,
+) -> Outcome {
+    match AssertUnwindSafe(write(store, item, &settings.retry, budget, cutoff))
+        .catch_unwind()
+        .await
+    {
+        Ok(outcome) => outcome,
+        Err(_) => Outcome::Failed(Failure::Panic),
+    }
 }

@@ -9,6 +9,7 @@ fn ports(store: &MemoryStore) -> Ports<'_, MemoryStore, MemoryDeadLetterQueue> {
     Ports {
         store,
         dead_letters: None,
+        attester: None,
     }
 }
 
@@ -356,6 +357,7 @@ fn with_dlq<'a>(
     Ports {
         store,
         dead_letters: Some(dlq),
+        attester: None,
     }
 }
 
@@ -1320,4 +1322,42 @@ async fn a_redrivers_context_is_taken_and_the_dead_letter_names_both_senders() {
         Some("AROAPAYMENTS:payments-service")
     );
     assert_eq!(contexts[0].sender_id.as_deref(), Some(OPERATOR));
+}
+
+#[tokio::test]
+async fn every_item_written_is_attested_by_one_signature_over_the_batch() {
+    use crate::attest::Uncertified;
+    use audit_aws::dynamodb::item_line_map;
+    use audit_aws::kms::MemoryKey;
+    use audit_model::attest::{ReceiverKey, check};
+
+    let kms = MemoryKey::new("arn:aws:kms:us-east-1:000000000000:key/attest");
+    let run = Uncertified::generate(1_795_000_000_000).unwrap();
+    let signature = kms.sign(&run.statement()).unwrap();
+    let attester = run.certified(signature);
+    let (store, dlq) = (MemoryStore::new(), MemoryDeadLetterQueue::new());
+    let ports = Ports {
+        store: &store,
+        dead_letters: Some(&dlq),
+        attester: Some(&attester),
+    };
+    let records: Vec<SqsMessage> = (0..5)
+        .map(|i| valid(&format!("m{i}")))
+        .chain([record("poison", "not json")])
+        .collect();
+    let report = process_batch(ports, &settings(32), &records, None)
+        .await
+        .unwrap();
+    assert_eq!(report.written(), 5);
+    let key = ReceiverKey::from_der(&kms.public_key().der);
+    let items = store.items();
+    let mut sizes = std::collections::BTreeSet::new();
+    for item in &items {
+        let attestation = check(&item_line_map(item), &key).unwrap();
+        sizes.insert(attestation.size);
+    }
+    // The batch's tree holds the five items (the poison record is not one), under one signature.
+    assert_eq!(sizes, [5].into());
+    assert_eq!(kms.signed(), 1, "KMS signed once, for the run");
+    assert_eq!(reasons(&dlq), ["invalid_json"]);
 }

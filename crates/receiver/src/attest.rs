@@ -1,0 +1,162 @@
+//! Owns this run's attestation key: an Ed25519 key made at start-up, whose public half KMS
+//! certifies once (`ATTESTATION_KEY_ID`, a key only the function's role may sign with), and the
+//! attestation of a batch's items with one signature over their tree (`audit_model::attest`).
+//! Must not know how a batch is scheduled or written.
+
+use audit_aws::dynamodb::item_line_map;
+use audit_model::attest::{Attestation, Certificate, batch_message, batch_tree, item_leaf};
+use audit_model::message::AuditItem;
+use aws_lc_rs::signature::{Ed25519KeyPair, KeyPair as _};
+
+/// The run's key and its certificate.
+pub struct Attester {
+    run: Ed25519KeyPair,
+    certificate: Certificate,
+}
+
+/// Why the run's key could not be made or certified: the function does not start.
+#[derive(Debug, thiserror::Error)]
+pub enum AttestError {
+    #[error("the run's attestation key could not be made: {0}")]
+    Key(String),
+    #[error(
+        "KMS did not certify the run's attestation key (kms:Sign with ATTESTATION_KEY_ID {key_id}): {detail}"
+    )]
+    Certify { key_id: String, detail: String },
+}
+
+/// A run key made, not yet certified: what KMS must sign.
+pub struct Uncertified {
+    run: Ed25519KeyPair,
+    public_key: [u8; 32],
+    issued_at_ms: u64,
+}
+
+impl Uncertified {
+    /// A fresh key, made at `issued_at_ms` (epoch milliseconds).
+    pub fn generate(issued_at_ms: u64) -> Result<Self, AttestError> {
+        let run = Ed25519KeyPair::generate().map_err(|e| AttestError::Key(e.to_string()))?;
+        let public_key: [u8; 32] = run
+            .public_key()
+            .as_ref()
+            .try_into()
+            .map_err(|_| AttestError::Key("an Ed25519 public key is 32 bytes".into()))?;
+        Ok(Self {
+            run,
+            public_key,
+            issued_at_ms,
+        })
+    }
+
+    /// The statement KMS signs (`Certificate::statement`).
+    pub fn statement(&self) -> Vec<u8> {
+        Certificate::statement(&self.public_key, self.issued_at_ms)
+    }
+
+    /// The key, with KMS's `signature` over `statement()`.
+    pub fn certified(self, signature: Vec<u8>) -> Attester {
+        Attester {
+            certificate: Certificate {
+                public_key: self.public_key,
+                issued_at_ms: self.issued_at_ms,
+                signature,
+            },
+            run: self.run,
+        }
+    }
+}
+
+impl Attester {
+    /// Sets each item's `attestation`: one signature over the tree of their lines.
+    pub fn attest<'a>(&self, items: impl IntoIterator<Item = &'a mut AuditItem>) {
+        let mut items: Vec<&mut AuditItem> = items.into_iter().collect();
+        if items.is_empty() {
+            return;
+        }
+        for item in items.iter_mut() {
+            item.attestation = None;
+        }
+        let leaves: Vec<_> = items
+            .iter()
+            .map(|item| item_leaf(&item_line_map(item)))
+            .collect();
+        // A tree of at most the batch's records (10,000) always has a root and paths.
+        let Ok((root, paths)) = batch_tree(&leaves) else {
+            return;
+        };
+        let size = leaves.len() as u64;
+        let signature = self.run.sign(&batch_message(&root, size)).as_ref().to_vec();
+        for (index, (item, path)) in items.into_iter().zip(paths).enumerate() {
+            item.attestation = Some(
+                Attestation {
+                    certificate: self.certificate.clone(),
+                    signature: signature.clone(),
+                    index: index as u64,
+                    size,
+                    path,
+                }
+                .encode(),
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use audit_aws::kms::MemoryKey;
+    use audit_model::attest::{NotAttested, ReceiverKey, check};
+    use audit_model::message::{AuditMessage, Delivery, parse_audit_time};
+
+    fn item(id: &str, body_extra: &str) -> AuditItem {
+        let body = format!(
+            r#"{{"messageId":"{id}","auditText":"t","auditTime":"2026-11-22T10:00:00Z"{body_extra}}}"#
+        );
+        let delivery = Delivery {
+            sqs_message_id: format!("sqs-{id}"),
+            original_message_id: format!("sqs-{id}"),
+            sent_at: None,
+            receive_count: Some(1),
+            event_source: Some("arn:aws:sqs:us-east-1:000000000000:AuditQueue".into()),
+            sender_id: Some("AROAPRODUCER:orders".into()),
+            original_sender_id: None,
+        };
+        AuditItem::new(
+            AuditMessage::parse(Some(&body), None).unwrap(),
+            delivery,
+            parse_audit_time("2026-11-22T10:00:01Z").unwrap(),
+            Some(30),
+        )
+    }
+
+    fn attester(kms: &MemoryKey) -> Attester {
+        let key = Uncertified::generate(1_795_000_000_000).unwrap();
+        let signature = kms.sign(&key.statement()).unwrap();
+        key.certified(signature)
+    }
+
+    #[test]
+    fn every_item_of_a_batch_checks_from_its_line_as_the_table_gives_it_back() {
+        let kms = MemoryKey::new("arn:aws:kms:us-east-1:000000000000:key/attest");
+        let key = ReceiverKey::from_der(&kms.public_key().der);
+        let attester = attester(&kms);
+        let mut items: Vec<AuditItem> = (0..7)
+            .map(|i| item(&format!("m-{i}"), r#","amount":12.50,"actor":"alice""#))
+            .collect();
+        attester.attest(items.iter_mut());
+        for item in &items {
+            let line = item_line_map(item);
+            assert!(line.contains_key("attestation"));
+            check(&line, &key).unwrap();
+        }
+        // One KMS signature for the run, none per batch.
+        assert_eq!(kms.signed(), 1);
+        // An item changed after it was attested is not.
+        let mut changed = items[3].clone();
+        changed.fields.actor = Some("mallory".into());
+        assert_eq!(
+            check(&item_line_map(&changed), &key).unwrap_err(),
+            NotAttested::Signature
+        );
+    }
+}
