@@ -8,36 +8,23 @@ mod support;
 
 use std::time::Duration;
 
-use audit_archiver::batch::Settings;
 use audit_archiver::budget::Budget;
 use audit_archiver::clock::{Clock, ManualClock};
 use audit_archiver::seal::{SealError, Sealer, newest_sealable};
 use audit_archiver::signer::memory::MemorySigner;
 use audit_archiver::{Handler, handler::HandlerError};
 use audit_aws::s3::memory::MemoryBucket;
-use audit_model::archive::{Period, PeriodLength, SEAL_DELAY};
+use audit_model::archive::{Period, SEAL_DELAY};
 use audit_model::digest::{
     Digest, SealedDigest, chain_break, digest_key, parse_digest_key, sha256, signing_string_of,
-    unhex,
 };
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use lambda_runtime::{Context, LambdaEvent};
 use planted::plant_attested;
 use serde_json::json;
-
-const KEY_ARN: &str = "arn:aws:kms:us-east-1:123456789012:key/0b1c2d3e-aaaa-bbbb-cccc-1234567890ab";
-const BUCKET: &str = "audit-archive";
-
-fn at(text: &str) -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339(text)
-        .expect("RFC 3339")
-        .with_timezone(&Utc)
-}
-
-fn minute() -> PeriodLength {
-    PeriodLength::new(60).unwrap()
-}
+use support::at;
+use support::seal::{BUCKET, KEY_ARN, minute, scheduled, settings, stored_digest};
 
 fn period(start: DateTime<Utc>) -> Period {
     minute().period_of(start)
@@ -71,21 +58,7 @@ fn digests(bucket: &MemoryBucket) -> Vec<(Digest, SealedDigest)> {
     bucket
         .keys("digest/")
         .into_iter()
-        .map(|key| {
-            let version = bucket.current(&key).unwrap();
-            let signature = version
-                .metadata
-                .iter()
-                .find(|(n, _)| *n == "signature")
-                .and_then(|(_, v)| unhex(v))
-                .expect("a signature");
-            let sealed = SealedDigest {
-                key: key.clone(),
-                sha256: sha256(&version.body),
-                signature,
-            };
-            (Digest::parse(&version.body).unwrap(), sealed)
-        })
+        .map(|key| stored_digest(&key, &bucket.current(&key).unwrap()))
         .collect()
 }
 
@@ -308,19 +281,11 @@ async fn the_handler_seals_on_a_scheduled_event_and_refuses_unknown_events() {
     let bucket = MemoryBucket::new();
     let signer = MemorySigner::new(KEY_ARN);
     let clock = ManualClock::new(at("2026-11-22T10:16:40Z"));
-    let settings = Settings {
-        period: minute(),
-        ..Settings::default()
-    };
+    let settings = settings();
     let handler = Handler::new(&bucket, settings)
         .with_clock(&clock)
         .with_digests(BUCKET, &signer);
-    let scheduled = json!({
-        "version": "0", "id": "53dc4d37-cffa-4f76-80c9-8b7d4a4d2eaa",
-        "detail-type": "Scheduled Event", "source": "aws.events",
-        "account": "123456789012", "time": "2026-11-22T10:16:40Z", "region": "us-east-1",
-        "resources": ["arn:aws:events:us-east-1:123456789012:rule/seal"], "detail": {}
-    });
+    let scheduled = scheduled();
     let answer = handler
         .handle_any(LambdaEvent::new(scheduled.clone(), Context::default()))
         .await
