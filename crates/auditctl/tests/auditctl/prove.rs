@@ -7,21 +7,17 @@
 //! `check-proof` (offline) and the library's check accept, reads at most 20 objects, and records
 //! its access; a consistency proof holds.
 
-use std::io::Write;
-
 use audit_model::archive::{ObjectKey, ObjectKind, Period, PeriodLength};
 use audit_model::digest::{Digest, TreeHead, digest_key};
 use audit_model::note::{
-    Checkpoint, IndexRow, NoteSignature, Proof, SignedNote, WitnessKey, checkpoint_key,
-    cosignature_key, cosigned_message, ecdsa_key_id, index_key, origin,
+    IndexRow, NoteSignature, Proof, SignedNote, WitnessKey, checkpoint_key, cosignature_key,
+    cosigned_message, index_key,
 };
 use audit_model::tlog::{HexHash, TreeEdge, leaf_hash, parse_hex_hash, verify_consistency};
 use audit_proof::tlog::{LogKey, check_proof};
-use audit_testkit::endpoint::{create_locked_bucket, sdk_config};
+use audit_testkit::endpoint::create_locked_bucket;
 use audit_trail::item::TrailItem;
 use aws_lc_rs::signature::{Ed25519KeyPair, KeyPair};
-use aws_sdk_kms::primitives::Blob;
-use aws_sdk_kms::types::{KeySpec, KeyUsageType, MessageType, SigningAlgorithmSpec};
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::ChecksumAlgorithm;
 use base64::Engine as _;
@@ -39,15 +35,6 @@ const EVENTS: usize = 40;
 
 fn length() -> PeriodLength {
     PeriodLength::new(SECONDS).unwrap()
-}
-
-fn gzip(lines: &[String]) -> Vec<u8> {
-    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    for line in lines {
-        encoder.write_all(line.as_bytes()).unwrap();
-        encoder.write_all(b"\n").unwrap();
-    }
-    encoder.finish().unwrap()
 }
 
 /// The trail, its archive and its log on moto.
@@ -70,34 +57,11 @@ impl Stack {
     async fn new() -> Self {
         let moto = Moto::start();
         create_table(&moto.client(), TABLE).await;
-        let config = sdk_config(&moto.endpoint);
-        let s3 = aws_sdk_s3::Client::from_conf(
-            aws_sdk_s3::config::Builder::from(&config)
-                .force_path_style(true)
-                .build(),
-        );
+        let s3 = s3(&moto);
         create_locked_bucket(&s3, BUCKET).await;
-        let kms = aws_sdk_kms::Client::new(&config);
-        let key = kms
-            .create_key()
-            .key_spec(KeySpec::EccNistP256)
-            .key_usage(KeyUsageType::SignVerify)
-            .send()
-            .await
-            .unwrap()
-            .key_metadata
-            .unwrap()
-            .arn
-            .unwrap();
-        let der = kms
-            .get_public_key()
-            .key_id(&key)
-            .send()
-            .await
-            .unwrap()
-            .public_key
-            .unwrap()
-            .into_inner();
+        let kms = kms(&moto);
+        let key = create_key(&kms).await;
+        let der = public_key(&kms, &key).await;
         let pair = Ed25519KeyPair::generate().unwrap();
         let witness = WitnessKey {
             name: "witness.example/w1".to_owned(),
@@ -193,34 +157,16 @@ impl Stack {
         }
         let rows: Vec<String> = rows.iter().map(|r| r.trim_end().to_owned()).collect();
         self.put(&index_key(period), gzip(&rows)).await;
-        let body = Checkpoint {
-            origin: origin(BUCKET),
-            size: self.edge.size,
-            root: self.edge.root(),
-        }
-        .body();
-        let signature = self
-            .kms
-            .sign()
-            .key_id(&self.key)
-            .message(Blob::new(body.as_bytes()))
-            .message_type(MessageType::Raw)
-            .signing_algorithm(SigningAlgorithmSpec::EcdsaSha256)
-            .send()
-            .await
-            .unwrap()
-            .signature
-            .unwrap()
-            .into_inner();
-        let note = SignedNote {
-            body,
-            signatures: vec![NoteSignature {
-                name: origin(BUCKET),
-                key_id: ecdsa_key_id(&self.der),
-                signature,
-            }],
-        };
-        self.put(&checkpoint_key(self.edge.size), note.text().into_bytes())
+        let note = signed_checkpoint(
+            &self.kms,
+            &self.key,
+            &self.der,
+            BUCKET,
+            self.edge.size,
+            self.edge.root(),
+        )
+        .await;
+        self.put(&checkpoint_key(self.edge.size), note.into_bytes())
             .await;
         self.sizes.push(self.edge.size);
     }
