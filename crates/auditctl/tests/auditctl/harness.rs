@@ -7,11 +7,19 @@ use std::io::Write as _;
 use std::process::{Command, Output};
 use std::str::FromStr;
 
+use audit_archiver::budget::Budget;
+use audit_archiver::seal::{SealReport, Sealer};
+use audit_archiver::signer::kms::KmsSigner;
+use audit_aws::s3::S3Bucket;
+use audit_model::archive::PeriodLength;
 use audit_model::note::{Checkpoint, NoteSignature, SignedNote, ecdsa_key_id, origin};
 use audit_receiver::message::canonical_time;
 use audit_testkit::endpoint::sdk_config;
 use aws_sdk_kms::primitives::Blob;
 use aws_sdk_kms::types::{KeySpec, KeyUsageType, MessageType, SigningAlgorithmSpec};
+use aws_sdk_s3::primitives::ByteStream;
+use aws_sdk_s3::types::ChecksumAlgorithm;
+use chrono::{DateTime, Utc};
 use flate2::Compression;
 use flate2::write::GzEncoder;
 use serde_json::Value;
@@ -190,6 +198,38 @@ pub(crate) fn s3(moto: &Moto) -> aws_sdk_s3::Client {
 /// moto's KMS.
 pub(crate) fn kms(moto: &Moto) -> aws_sdk_kms::Client {
     aws_sdk_kms::Client::new(&sdk_config(&moto.endpoint))
+}
+
+/// Puts `body` at `key` in `bucket` with its SHA-256 checksum (a new version where one exists).
+pub(crate) async fn put_checked(s3: &aws_sdk_s3::Client, bucket: &str, key: &str, body: Vec<u8>) {
+    s3.put_object()
+        .bucket(bucket)
+        .key(key)
+        .checksum_algorithm(ChecksumAlgorithm::Sha256)
+        .body(ByteStream::from(body))
+        .send()
+        .await
+        .unwrap();
+}
+
+/// One run of the archiver's own sealer over `bucket` at `now`, periods of `period`, its digests
+/// and checkpoints signed by `key` in KMS; no deadline.
+pub(crate) async fn seal_with_kms(
+    bucket: &S3Bucket,
+    kms: &aws_sdk_kms::Client,
+    key: &str,
+    period: PeriodLength,
+    now: DateTime<Utc>,
+) -> SealReport {
+    let signer = KmsSigner::new(kms.clone(), key);
+    Sealer {
+        bucket,
+        signer: &signer,
+        bucket_name: bucket.name(),
+        period,
+    }
+    .run(now, Budget::unlimited())
+    .await
 }
 
 /// A digest key as the template makes it (ECC_NIST_P256, SIGN_VERIFY): its ARN.

@@ -18,8 +18,6 @@ use audit_proof::tlog::{LogKey, check_proof};
 use audit_testkit::endpoint::create_locked_bucket;
 use audit_trail::item::TrailItem;
 use aws_lc_rs::signature::{Ed25519KeyPair, KeyPair};
-use aws_sdk_s3::primitives::ByteStream;
-use aws_sdk_s3::types::ChecksumAlgorithm;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use chrono::{DateTime, Utc};
@@ -81,15 +79,7 @@ impl Stack {
     }
 
     async fn put(&self, key: &str, body: Vec<u8>) {
-        self.s3
-            .put_object()
-            .bucket(BUCKET)
-            .key(key)
-            .checksum_algorithm(ChecksumAlgorithm::Sha256)
-            .body(ByteStream::from(body))
-            .send()
-            .await
-            .unwrap();
+        put_checked(&self.s3, BUCKET, key, body).await;
     }
 
     /// Events written through the function; the table's items.
@@ -466,10 +456,6 @@ async fn archive_as_the_archiver(
 
 #[tokio::test]
 async fn prove_proves_events_of_three_periods_sealed_by_the_archivers_sealer() {
-    use audit_archiver::budget::Budget;
-    use audit_archiver::seal::Sealer;
-    use audit_archiver::signer::kms::KmsSigner;
-
     let stack = Stack::new().await;
     let items = stack.write_events().await;
     let received = items
@@ -496,15 +482,7 @@ async fn prove_proves_events_of_three_periods_sealed_by_the_archivers_sealer() {
         0,
     )
     .unwrap();
-    let signer = KmsSigner::new(stack.kms.clone(), &stack.key);
-    let report = Sealer {
-        bucket: &bucket,
-        signer: &signer,
-        bucket_name: BUCKET,
-        period: length(),
-    }
-    .run(now, Budget::unlimited())
-    .await;
+    let report = seal_with_kms(&bucket, &stack.kms, &stack.key, length(), now).await;
     assert_eq!(report.failure, None, "{report:?}");
     assert_eq!(report.tree_size, Some(EVENTS as u64), "{report:?}");
 

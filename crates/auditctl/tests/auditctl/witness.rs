@@ -9,8 +9,6 @@ use audit_model::note::{SignedNote, WitnessKey, checkpoint_key};
 use audit_model::tlog::{Hash, TreeEdge, leaf_hash};
 use audit_proof::tlog::check_cosignature;
 use audit_testkit::endpoint::create_locked_bucket;
-use aws_sdk_s3::primitives::ByteStream;
-use aws_sdk_s3::types::ChecksumAlgorithm;
 use base64::Engine as _;
 
 use crate::harness::*;
@@ -51,15 +49,7 @@ impl Log {
     }
 
     async fn put(&self, key: &str, body: Vec<u8>) {
-        self.s3
-            .put_object()
-            .bucket(BUCKET)
-            .key(key)
-            .checksum_algorithm(ChecksumAlgorithm::Sha256)
-            .body(ByteStream::from(body))
-            .send()
-            .await
-            .unwrap();
+        put_checked(&self.s3, BUCKET, key, body).await;
     }
 
     async fn der(&self) -> Vec<u8> {
