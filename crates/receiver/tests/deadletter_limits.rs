@@ -93,21 +93,14 @@ async fn serve(
                 continue;
             }
         }
-        let Some((status, headers, body)) = relay(&request, &upstream).await else {
+        let Some(answer) = relay(&request, &upstream).await else {
             return;
         };
         if send {
             // The message is in the queue; the answer is late.
             tokio::time::sleep(sqs.answer_after).await;
         }
-        let headers: Vec<(&str, &str)> = headers
-            .iter()
-            .map(|(n, v)| (n.as_str(), v.as_str()))
-            .collect();
-        if write_response(&mut socket, status, &headers, &body)
-            .await
-            .is_err()
-        {
+        if send_back(&mut socket, answer).await.is_err() {
             return;
         }
     }

@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime};
 
 use audit_aws::dynamodb::{DynamoDbStore, Wire};
 use audit_aws::dynamodb::{PutOutcome, StoreError};
-use audit_receiver::message::{AuditItem, AuditMessage, Delivery, parse_audit_time};
+use audit_receiver::message::AuditItem;
 use aws_credential_types::Credentials;
 use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider, future};
 use support::http::{Request, read_request, write_response};
@@ -24,22 +24,7 @@ fn item(message_id: &str) -> AuditItem {
     let body = format!(
         r#"{{"messageId":"{message_id}","auditText":"login","auditTime":"2026-11-22T10:00:00Z"}}"#
     );
-    let message = AuditMessage::parse(Some(&body), None).unwrap();
-    let delivery = Delivery {
-        sqs_message_id: format!("sqs-{message_id}"),
-        original_message_id: format!("sqs-{message_id}"),
-        sent_at: None,
-        receive_count: Some(1),
-        event_source: Some(QUEUE_ARN.into()),
-        sender_id: None,
-        original_sender_id: None,
-    };
-    AuditItem::new(
-        message,
-        delivery,
-        parse_audit_time("2026-11-22T10:00:01Z").unwrap(),
-        None,
-    )
+    audit_item(&body, &format!("sqs-{message_id}"))
 }
 
 fn header<'a>(request: &'a Request, name: &str) -> Option<&'a str> {
@@ -446,17 +431,10 @@ async fn losing_first_answer(upstream: String) -> (String, Arc<AtomicUsize>) {
                     if first_put {
                         return; // The write is in the table; its answer is lost.
                     }
-                    let Some((status, headers, body)) = answer else {
+                    let Some(answer) = answer else {
                         return;
                     };
-                    let headers: Vec<(&str, &str)> = headers
-                        .iter()
-                        .map(|(n, v)| (n.as_str(), v.as_str()))
-                        .collect();
-                    if write_response(&mut socket, status, &headers, &body)
-                        .await
-                        .is_err()
-                    {
+                    if send_back(&mut socket, answer).await.is_err() {
                         return;
                     }
                 }

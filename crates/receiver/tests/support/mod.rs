@@ -14,6 +14,7 @@ use audit_aws::dynamodb::{DynamoDbStore, Wire};
 use audit_model::keys::{
     AUDIT_BUCKET, LOOKUP_INDEXES, LOOKUP_PROJECTION, PARTITION_KEY, SORT_KEY, TIME_INDEX,
 };
+use audit_receiver::message::{AuditItem, AuditMessage, Delivery, parse_audit_time};
 use audit_receiver::{BatchSettings, Handler, RetryPolicy};
 use audit_testkit::endpoint::{credentials_provider, key, sdk_config, string_attribute};
 use audit_testkit::moto::MotoServer;
@@ -322,4 +323,38 @@ pub async fn relay(
         buffer.extend_from_slice(&chunk[..n]);
     }
     Some((status, headers, buffer[end..end + length].to_vec()))
+}
+
+/// Writes `answer` (from `relay`) back on `socket` as it came; `Err` when the peer has gone.
+pub async fn send_back(
+    socket: &mut TcpStream,
+    answer: (u16, Vec<(String, String)>, Vec<u8>),
+) -> std::io::Result<()> {
+    let (status, headers, body) = answer;
+    let headers: Vec<(&str, &str)> = headers
+        .iter()
+        .map(|(n, v)| (n.as_str(), v.as_str()))
+        .collect();
+    http::write_response(socket, status, &headers, &body).await
+}
+
+/// The item the function writes for `body`, delivered once as SQS message `sqs_message_id` and
+/// received at 10:00:01.
+pub fn audit_item(body: &str, sqs_message_id: &str) -> AuditItem {
+    let message = AuditMessage::parse(Some(body), None).unwrap();
+    let delivery = Delivery {
+        sqs_message_id: sqs_message_id.into(),
+        original_message_id: sqs_message_id.into(),
+        sent_at: None,
+        receive_count: Some(1),
+        event_source: Some(QUEUE_ARN.into()),
+        sender_id: None,
+        original_sender_id: None,
+    };
+    AuditItem::new(
+        message,
+        delivery,
+        parse_audit_time("2026-11-22T10:00:01Z").unwrap(),
+        None,
+    )
 }
