@@ -249,6 +249,19 @@ fn known_run(delivered: &[RunEntry], markers: &[(String, Marker)]) -> Vec<RunEnt
     })
 }
 
+/// A JSON object the archiver creates at `key` (a marker, a void marker), with its SHA-256.
+fn json_object(key: String, body: Bytes) -> NewObject {
+    let mut sha256 = [0u8; 32];
+    sha256.copy_from_slice(digest(&SHA256, &body).as_ref());
+    NewObject {
+        key,
+        body,
+        content_type: "application/json",
+        sha256,
+        metadata: Vec::new(),
+    }
+}
+
 fn millis(at: DateTime<Utc>) -> i64 {
     at.timestamp_millis()
 }

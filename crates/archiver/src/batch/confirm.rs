@@ -258,15 +258,7 @@ impl<B: Bucket, C: Clock> Archiver<'_, B, C> {
             })
             .to_string(),
         );
-        let mut sha256 = [0u8; 32];
-        sha256.copy_from_slice(digest(&SHA256, &body).as_ref());
-        let request = NewObject {
-            key: void_key(key),
-            body,
-            content_type: "application/json",
-            sha256,
-            metadata: Vec::new(),
-        };
+        let request = json_object(void_key(key), body);
         match self
             .budget
             .run(WRITE_START_SLACK, self.bucket.put_if_absent(request))

@@ -255,15 +255,7 @@ impl<B: Bucket, C: Clock> Archiver<'_, B, C> {
     /// after a lost answer); another is `ArchiveConflict` and the retry moves on past it.
     async fn put_marker(&self, key: String, marker: &Marker, step: Step) -> Result<(), Failure> {
         let body = Bytes::from(marker.to_json());
-        let mut sha256 = [0u8; 32];
-        sha256.copy_from_slice(digest(&SHA256, &body).as_ref());
-        let request = NewObject {
-            key: key.clone(),
-            body: body.clone(),
-            content_type: "application/json",
-            sha256,
-            metadata: Vec::new(),
-        };
+        let request = json_object(key.clone(), body.clone());
         match self
             .budget
             .run(WRITE_START_SLACK, self.bucket.put_if_absent(request))
