@@ -414,23 +414,11 @@ async fn a_previous_write_still_in_flight_fails_the_batch_when_the_deadline_is_n
     let clock = ManualClock::new(at(TEN));
     time_out_next_put(&bucket, "trail/");
     archive(&bucket, &clock, inserts(1..3)).await;
-    let event = StreamEvent {
-        records: inserts(1..3),
-    };
     let budget = Budget {
         deadline: Some(tokio::time::Instant::now() + Duration::from_secs(10)),
         margin: Duration::from_secs(1),
     };
-    let report = archive_batch(
-        Ports {
-            bucket: &bucket,
-            clock: &clock,
-        },
-        &Settings::default(),
-        &read_records(event),
-        budget,
-    )
-    .await;
+    let report = archive_within(&bucket, &clock, inserts(1..3), budget).await;
     assert_eq!(report.failed_from, Some(0));
     assert!(matches!(
         report.failure,

@@ -9,7 +9,7 @@ mod support;
 use std::time::Duration;
 
 use audit_archiver::Handler;
-use audit_archiver::batch::{Ports, Settings, archive_batch};
+use audit_archiver::batch::Settings;
 use audit_archiver::budget::Budget;
 use audit_archiver::clock::ManualClock;
 use audit_archiver::encode::gzip_lines;
@@ -496,21 +496,11 @@ async fn a_planted_marker_whose_writeby_is_far_ahead_does_not_hold_the_run_up() 
     plant(&bucket, &key, marker.to_json(), Vec::new()).await;
     let mut records = inserts(1..6);
     records.push(modify(6, "m-1"));
-    let reads = read_records(StreamEvent { records });
     let budget = Budget {
         deadline: Some(tokio::time::Instant::now() + Duration::from_secs(60)),
         margin: Duration::from_secs(1),
     };
-    let report = archive_batch(
-        Ports {
-            bucket: &bucket,
-            clock: &clock,
-        },
-        &Settings::default(),
-        &reads,
-        budget,
-    )
-    .await;
+    let report = archive_within(&bucket, &clock, records, budget).await;
     assert_all_archived(&bucket, &report);
     assert_eq!(conflict_keys(&report), vec![key.as_str()]);
 }

@@ -141,12 +141,22 @@ pub async fn archive(
     clock: &ManualClock,
     records: Vec<Value>,
 ) -> BatchReport {
+    archive_within(bucket, clock, records, Budget::unlimited()).await
+}
+
+/// The same within `budget` (the invocation's deadline and margin).
+pub async fn archive_within(
+    bucket: &MemoryBucket,
+    clock: &ManualClock,
+    records: Vec<Value>,
+    budget: Budget,
+) -> BatchReport {
     let reads = read_records(StreamEvent { records });
     archive_batch(
         Ports { bucket, clock },
         &Settings::default(),
         &reads,
-        Budget::unlimited(),
+        budget,
     )
     .await
 }

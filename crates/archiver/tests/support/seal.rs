@@ -8,6 +8,7 @@ use audit_archiver::signer::memory::MemorySigner;
 use audit_aws::s3::memory::{MemoryBucket, Version};
 use audit_model::archive::{Period, PeriodLength};
 use audit_model::digest::{Digest, SealedDigest, sha256, unhex};
+use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
 use super::at;
@@ -28,13 +29,22 @@ pub fn period(start: &str) -> Period {
 
 /// One run of the sealer at `now` (RFC 3339), with no deadline.
 pub async fn seal(bucket: &MemoryBucket, signer: &MemorySigner, now: &str) -> SealReport {
+    seal_at(bucket, signer, at(now)).await
+}
+
+/// One run of the sealer at `now`, with no deadline.
+pub async fn seal_at(
+    bucket: &MemoryBucket,
+    signer: &MemorySigner,
+    now: DateTime<Utc>,
+) -> SealReport {
     Sealer {
         bucket,
         signer,
         bucket_name: BUCKET,
         period: minute(),
     }
-    .run(at(now), Budget::unlimited())
+    .run(now, Budget::unlimited())
     .await
 }
 
