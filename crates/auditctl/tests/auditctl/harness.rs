@@ -212,6 +212,21 @@ pub(crate) async fn put_checked(s3: &aws_sdk_s3::Client, bucket: &str, key: &str
         .unwrap();
 }
 
+/// The body of the current version at `key` in `bucket`.
+pub(crate) async fn get_body(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Vec<u8> {
+    s3.get_object()
+        .bucket(bucket)
+        .key(key)
+        .send()
+        .await
+        .unwrap()
+        .body
+        .collect()
+        .await
+        .unwrap()
+        .to_vec()
+}
+
 /// One run of the archiver's own sealer over `bucket` at `now`, periods of `period`, its digests
 /// and checkpoints signed by `key` in KMS; no deadline.
 pub(crate) async fn seal_with_kms(

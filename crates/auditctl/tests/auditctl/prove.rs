@@ -163,19 +163,7 @@ impl Stack {
 
     /// The witness cosigns the checkpoint of `size`.
     async fn cosign(&self, size: u64) {
-        let stored = self
-            .s3
-            .get_object()
-            .bucket(BUCKET)
-            .key(checkpoint_key(size))
-            .send()
-            .await
-            .unwrap()
-            .body
-            .collect()
-            .await
-            .unwrap()
-            .into_bytes();
+        let stored = get_body(&self.s3, BUCKET, &checkpoint_key(size)).await;
         let note = SignedNote::parse(std::str::from_utf8(&stored).unwrap()).unwrap();
         let (pair, witness) = &self.witness;
         let stamp = Utc::now().timestamp() as u64;

@@ -95,20 +95,7 @@ impl Log {
     }
 
     async fn get(&self, key: &str) -> String {
-        let body = self
-            .s3
-            .get_object()
-            .bucket(BUCKET)
-            .key(key)
-            .send()
-            .await
-            .unwrap()
-            .body
-            .collect()
-            .await
-            .unwrap()
-            .into_bytes();
-        String::from_utf8(body.to_vec()).unwrap()
+        String::from_utf8(get_body(&self.s3, BUCKET, key).await).unwrap()
     }
 
     fn path(&self, name: &str) -> PathBuf {
