@@ -344,7 +344,7 @@ pub async fn proof_verdict<B: Bucket>(
     };
     let found = match log.locate(&wanted, now).await {
         Ok(found) => found,
-        Err(error) => return Some(ProofVerdict::NotYet(error.to_string())),
+        Err(error) => return Some(ProofVerdict::NotYet(words(error.into()))),
     };
     let key = match fetch().await {
         Ok(info) => match LogKey::from_der(&info.der) {
@@ -355,7 +355,7 @@ pub async fn proof_verdict<B: Bucket>(
     };
     let proof = match log.prove(&found, &key, &origin(&archive.name), None).await {
         Ok(proof) => proof,
-        Err(error) => return Some(ProofVerdict::Fails(error.to_string())),
+        Err(error) => return Some(ProofVerdict::Fails(words(error.into()))),
     };
     Some(match audit_proof::tlog::check_proof(&proof, &key, &[]) {
         Ok(verdict) => ProofVerdict::Proven {
