@@ -39,6 +39,7 @@ fn main() {
         retry: RetryPolicy::default(),
         max_receive_count: 5,
         access_queue_arn: None,
+        redrivers: Default::default(),
     };
     println!(
         "| batch | parse + validate | + item + request body | whole batch (bookkeeping, no I/O) | per record |"

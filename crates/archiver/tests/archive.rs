@@ -10,45 +10,14 @@ use audit_archiver::batch::{Ports, Settings, archive_batch};
 use audit_archiver::budget::Budget;
 use audit_archiver::clock::{Clock, ManualClock};
 use audit_archiver::event::{StreamEvent, read_records};
-use audit_archiver::report::{BatchReport, Failure};
+use audit_archiver::report::Failure;
 use audit_archiver::{Handler, handler::HandlerError};
-use audit_aws::error::{AwsError, ErrorKind};
+use audit_aws::error::AwsError;
 use audit_aws::s3::memory::{Effect, Fault, MemoryBucket, Operation};
 use audit_model::archive::{ObjectKey, ObjectKind, PeriodLength};
 use audit_model::line::item_line;
-use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use support::*;
-
-/// S3 not answering within the archiver's bound.
-fn timed_out() -> AwsError {
-    AwsError::without_answer(ErrorKind::TimedOut, "the request timed out")
-}
-
-fn at(text: &str) -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339(text)
-        .expect("RFC 3339")
-        .with_timezone(&Utc)
-}
-
-const TEN: &str = "2026-11-22T10:15:00Z";
-
-/// Archives `records` as one batch, returning what happened.
-async fn archive(bucket: &MemoryBucket, clock: &ManualClock, records: Vec<Value>) -> BatchReport {
-    let event = StreamEvent { records };
-    let reads = read_records(event);
-    archive_batch(
-        Ports { bucket, clock },
-        &Settings::default(),
-        &reads,
-        Budget::unlimited(),
-    )
-    .await
-}
-
-fn inserts(seqs: std::ops::Range<u64>) -> Vec<Value> {
-    seqs.map(insert).collect()
-}
 
 #[tokio::test]
 async fn a_trail_line_is_the_items_jsonl_line_and_keeps_every_type() {
@@ -267,12 +236,7 @@ async fn a_crash_between_the_tamper_and_the_trail_object_then_halves_later_archi
     records[1] = modify(2, "m-1");
     records[7] = modify(8, "m-1");
     // The tamper object is written; the trail object's write dies with the invocation.
-    bucket.inject(Fault {
-        operation: Operation::Put,
-        prefix: "trail/".into(),
-        times: Some(1),
-        effect: Effect::Fail(timed_out()),
-    });
+    time_out_next_put(&bucket, "trail/");
     let _lost = handler.handle(event(records.clone())).await;
     assert_eq!(lines(&bucket, "tamper/").len(), 2);
     assert!(bucket.keys("trail/").is_empty());
@@ -301,12 +265,7 @@ async fn a_crash_between_the_tamper_and_the_trail_object_then_halves_later_archi
 async fn a_crash_after_the_marker_waits_until_the_lost_write_cannot_land_then_writes_once() {
     let bucket = MemoryBucket::new();
     let clock = ManualClock::new(at(TEN));
-    bucket.inject(Fault {
-        operation: Operation::Put,
-        prefix: "trail/".into(),
-        times: Some(1),
-        effect: Effect::Fail(timed_out()),
-    });
+    time_out_next_put(&bucket, "trail/");
     let crashed = archive(&bucket, &clock, inserts(1..11)).await;
     assert_eq!(crashed.failed_from, Some(0));
     let run_markers = || {
@@ -453,30 +412,13 @@ async fn the_deadline_cuts_a_hanging_write_and_the_batch_answers_in_time() {
 async fn a_previous_write_still_in_flight_fails_the_batch_when_the_deadline_is_nearer() {
     let bucket = MemoryBucket::new();
     let clock = ManualClock::new(at(TEN));
-    bucket.inject(Fault {
-        operation: Operation::Put,
-        prefix: "trail/".into(),
-        times: Some(1),
-        effect: Effect::Fail(timed_out()),
-    });
+    time_out_next_put(&bucket, "trail/");
     archive(&bucket, &clock, inserts(1..3)).await;
-    let event = StreamEvent {
-        records: inserts(1..3),
-    };
     let budget = Budget {
         deadline: Some(tokio::time::Instant::now() + Duration::from_secs(10)),
         margin: Duration::from_secs(1),
     };
-    let report = archive_batch(
-        Ports {
-            bucket: &bucket,
-            clock: &clock,
-        },
-        &Settings::default(),
-        &read_records(event),
-        budget,
-    )
-    .await;
+    let report = archive_within(&bucket, &clock, inserts(1..3), budget).await;
     assert_eq!(report.failed_from, Some(0));
     assert!(matches!(
         report.failure,

@@ -9,7 +9,7 @@ mod support;
 use std::time::Duration;
 
 use audit_archiver::Handler;
-use audit_archiver::batch::{Ports, Settings, archive_batch};
+use audit_archiver::batch::Settings;
 use audit_archiver::budget::Budget;
 use audit_archiver::clock::ManualClock;
 use audit_archiver::encode::gzip_lines;
@@ -21,42 +21,11 @@ use audit_aws::error::{AwsError, ErrorKind};
 use audit_aws::s3::memory::{Effect, Fault, MemoryBucket, Operation};
 use audit_aws::s3::{Bucket, Created, NewObject};
 use audit_model::archive::{MARKER_METADATA, ObjectKey, ObjectKind, PeriodLength, void_key};
-use audit_model::digest::hex;
+use audit_model::digest::{hex, sha256};
 use audit_model::line::item_line;
-use aws_lc_rs::digest::{SHA256, digest};
 use bytes::Bytes;
-use chrono::{DateTime, Utc};
 use serde_json::Value;
 use support::*;
-
-const TEN: &str = "2026-11-22T10:15:00Z";
-
-fn at(text: &str) -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339(text)
-        .expect("RFC 3339")
-        .with_timezone(&Utc)
-}
-
-fn sha256(body: &[u8]) -> [u8; 32] {
-    let mut out = [0u8; 32];
-    out.copy_from_slice(digest(&SHA256, body).as_ref());
-    out
-}
-
-async fn archive(bucket: &MemoryBucket, clock: &ManualClock, records: Vec<Value>) -> BatchReport {
-    let reads = read_records(StreamEvent { records });
-    archive_batch(
-        Ports { bucket, clock },
-        &Settings::default(),
-        &reads,
-        Budget::unlimited(),
-    )
-    .await
-}
-
-fn inserts(seqs: std::ops::Range<u64>) -> Vec<Value> {
-    seqs.map(insert).collect()
-}
 
 fn run_entry(seq: u64) -> RunEntry {
     RunEntry(sequence_number(seq), event_id(seq))
@@ -334,12 +303,7 @@ async fn an_object_that_lands_after_its_writeby_is_void_and_its_events_are_archi
     let bucket = MemoryBucket::new();
     let clock = ManualClock::new(at(TEN));
     // The first attempt's object write times out; S3 lands it later, after the retry.
-    bucket.inject(Fault {
-        operation: Operation::Put,
-        prefix: "trail/".into(),
-        times: Some(1),
-        effect: Effect::Fail(AwsError::without_answer(ErrorKind::TimedOut, "timed out")),
-    });
+    time_out_next_put(&bucket, "trail/");
     let first = archive(&bucket, &clock, inserts(1..6)).await;
     assert_eq!(first.failed_from, Some(0));
     let late_key = trail_key(TEN, 1, 0);
@@ -383,12 +347,7 @@ async fn an_object_the_sealer_voided_as_late_counts_for_a_retry_which_writes_no_
     let bucket = MemoryBucket::new();
     let clock = ManualClock::new(at(TEN));
     // The first attempt's object write times out and is given up on by the function...
-    bucket.inject(Fault {
-        operation: Operation::Put,
-        prefix: "trail/".into(),
-        times: Some(1),
-        effect: Effect::Fail(AwsError::without_answer(ErrorKind::TimedOut, "timed out")),
-    });
+    time_out_next_put(&bucket, "trail/");
     let first = archive(&bucket, &clock, inserts(1..6)).await;
     assert_eq!(first.failed_from, Some(0));
     // ...S3 lands it after its period was sealed, and the sealer, finding it late, voids it and
@@ -537,21 +496,11 @@ async fn a_planted_marker_whose_writeby_is_far_ahead_does_not_hold_the_run_up() 
     plant(&bucket, &key, marker.to_json(), Vec::new()).await;
     let mut records = inserts(1..6);
     records.push(modify(6, "m-1"));
-    let reads = read_records(StreamEvent { records });
     let budget = Budget {
         deadline: Some(tokio::time::Instant::now() + Duration::from_secs(60)),
         margin: Duration::from_secs(1),
     };
-    let report = archive_batch(
-        Ports {
-            bucket: &bucket,
-            clock: &clock,
-        },
-        &Settings::default(),
-        &reads,
-        budget,
-    )
-    .await;
+    let report = archive_within(&bucket, &clock, records, budget).await;
     assert_all_archived(&bucket, &report);
     assert_eq!(conflict_keys(&report), vec![key.as_str()]);
 }

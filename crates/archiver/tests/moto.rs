@@ -26,10 +26,10 @@ use audit_aws::s3::{
 use audit_model::archive::{ObjectKey, PeriodLength};
 use aws_sdk_dynamodb::types::AttributeValue;
 use bytes::Bytes;
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use moto::{BUCKET, Moto, SENDER, TABLE, objects};
 use serde_json::{Value, json};
-use support::{event, failed, gunzip_lines};
+use support::{at, event, failed, gunzip_lines};
 
 fn bodies(n: usize) -> Vec<Value> {
     (0..n)
@@ -340,12 +340,6 @@ impl<B: Bucket> Bucket for Dying<B> {
         self.alive()?;
         self.inner.list_versions_page(prefix, from).await
     }
-}
-
-fn at(text: &str) -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339(text)
-        .expect("RFC 3339")
-        .with_timezone(&Utc)
 }
 
 #[tokio::test]

@@ -8,36 +8,23 @@ mod support;
 
 use std::time::Duration;
 
-use audit_archiver::batch::Settings;
 use audit_archiver::budget::Budget;
 use audit_archiver::clock::{Clock, ManualClock};
 use audit_archiver::seal::{SealError, Sealer, newest_sealable};
 use audit_archiver::signer::memory::MemorySigner;
 use audit_archiver::{Handler, handler::HandlerError};
 use audit_aws::s3::memory::MemoryBucket;
-use audit_model::archive::{Period, PeriodLength, SEAL_DELAY};
+use audit_model::archive::{Period, SEAL_DELAY};
 use audit_model::digest::{
     Digest, SealedDigest, chain_break, digest_key, parse_digest_key, sha256, signing_string_of,
-    unhex,
 };
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use lambda_runtime::{Context, LambdaEvent};
 use planted::plant_attested;
 use serde_json::json;
-
-const KEY_ARN: &str = "arn:aws:kms:us-east-1:123456789012:key/0b1c2d3e-aaaa-bbbb-cccc-1234567890ab";
-const BUCKET: &str = "audit-archive";
-
-fn at(text: &str) -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339(text)
-        .expect("RFC 3339")
-        .with_timezone(&Utc)
-}
-
-fn minute() -> PeriodLength {
-    PeriodLength::new(60).unwrap()
-}
+use support::at;
+use support::seal::{BUCKET, KEY_ARN, minute, scheduled, seal_at, settings, stored_digest};
 
 fn period(start: DateTime<Utc>) -> Period {
     minute().period_of(start)
@@ -51,41 +38,12 @@ async fn archive(bucket: &MemoryBucket, clock: &ManualClock, first: u64, count: 
     plant_attested(bucket, clock.now(), minute(), first, count)
 }
 
-async fn seal(
-    bucket: &MemoryBucket,
-    signer: &MemorySigner,
-    now: DateTime<Utc>,
-) -> audit_archiver::seal::SealReport {
-    Sealer {
-        bucket,
-        signer,
-        bucket_name: BUCKET,
-        period: minute(),
-    }
-    .run(now, Budget::unlimited())
-    .await
-}
-
 /// Every digest in the bucket, in period order, with its bytes' hash and its signature.
 fn digests(bucket: &MemoryBucket) -> Vec<(Digest, SealedDigest)> {
     bucket
         .keys("digest/")
         .into_iter()
-        .map(|key| {
-            let version = bucket.current(&key).unwrap();
-            let signature = version
-                .metadata
-                .iter()
-                .find(|(n, _)| *n == "signature")
-                .and_then(|(_, v)| unhex(v))
-                .expect("a signature");
-            let sealed = SealedDigest {
-                key: key.clone(),
-                sha256: sha256(&version.body),
-                signature,
-            };
-            (Digest::parse(&version.body).unwrap(), sealed)
-        })
+        .map(|key| stored_digest(&key, &bucket.current(&key).unwrap()))
         .collect()
 }
 
@@ -139,7 +97,7 @@ async fn an_empty_archive_starts_its_chain_at_the_newest_due_period() {
     let bucket = MemoryBucket::new();
     let signer = MemorySigner::new(KEY_ARN);
     let now = at("2026-11-22T10:16:40Z");
-    let report = seal(&bucket, &signer, now).await;
+    let report = seal_at(&bucket, &signer, now).await;
     assert_eq!(report.failure, None);
     assert_eq!(
         bucket.keys("digest/"),
@@ -163,7 +121,7 @@ async fn every_period_from_the_first_object_on_gets_a_digest_empty_ones_included
     clock.set(at("2026-11-22T10:18:05Z"));
     archive(&bucket, &clock, 9, 2).await;
 
-    let report = seal(&bucket, &signer, at("2026-11-22T10:20:00Z")).await;
+    let report = seal_at(&bucket, &signer, at("2026-11-22T10:20:00Z")).await;
     assert_eq!(report.failure, None);
     assert_eq!(report.sealed.len(), 4, "10:15 to 10:18");
     let chain = assert_one_signed_chain(&bucket, &signer);
@@ -180,9 +138,9 @@ async fn every_period_from_the_first_object_on_gets_a_digest_empty_ones_included
         assert_eq!(listed.size, version.body.len() as u64);
     }
     // The 10:19 period is not due until 10:20:30; nothing is sealed twice.
-    let again = seal(&bucket, &signer, at("2026-11-22T10:20:29Z")).await;
+    let again = seal_at(&bucket, &signer, at("2026-11-22T10:20:29Z")).await;
     assert_eq!(again.sealed, []);
-    let later = seal(&bucket, &signer, at("2026-11-22T10:20:30Z")).await;
+    let later = seal_at(&bucket, &signer, at("2026-11-22T10:20:30Z")).await;
     assert_eq!(later.sealed.len(), 1);
     assert_one_signed_chain(&bucket, &signer);
 }
@@ -191,9 +149,9 @@ async fn every_period_from_the_first_object_on_gets_a_digest_empty_ones_included
 async fn a_pause_of_the_schedule_is_caught_up_in_order() {
     let bucket = MemoryBucket::new();
     let signer = MemorySigner::new(KEY_ARN);
-    seal(&bucket, &signer, at("2026-11-22T10:00:40Z")).await;
+    seal_at(&bucket, &signer, at("2026-11-22T10:00:40Z")).await;
     // The schedule stops for five hours (more than the head window of 48 periods).
-    let report = seal(&bucket, &signer, at("2026-11-22T15:00:40Z")).await;
+    let report = seal_at(&bucket, &signer, at("2026-11-22T15:00:40Z")).await;
     assert_eq!(report.failure, None);
     assert_eq!(report.sealed.len(), 300);
     let chain = assert_one_signed_chain(&bucket, &signer);
@@ -206,9 +164,9 @@ async fn a_second_sealer_does_not_fork_the_chain() {
     let bucket = MemoryBucket::new();
     // Two invocations at once, both with the digest key.
     let one = MemorySigner::new(KEY_ARN);
-    seal(&bucket, &one, at("2026-11-22T10:00:40Z")).await;
+    seal_at(&bucket, &one, at("2026-11-22T10:00:40Z")).await;
     let now = at("2026-11-22T10:03:40Z");
-    let (a, b) = tokio::join!(seal(&bucket, &one, now), seal(&bucket, &one, now));
+    let (a, b) = tokio::join!(seal_at(&bucket, &one, now), seal_at(&bucket, &one, now));
     assert_eq!(a.failure, None);
     assert_eq!(b.failure, None);
     assert_eq!(bucket.keys("digest/").len(), 4);
@@ -239,7 +197,7 @@ async fn a_digest_lists_the_version_the_archiver_wrote_not_a_later_overwrite() {
         "trail/dt=2026-11-22/hour=10/p1795342500-x-a0.jsonl.gz",
         Bytes::from_static(b"x"),
     );
-    seal(&bucket, &signer, at("2026-11-22T10:16:30Z")).await;
+    seal_at(&bucket, &signer, at("2026-11-22T10:16:30Z")).await;
     let chain = assert_one_signed_chain(&bucket, &signer);
     assert_eq!(chain[0].objects.len(), 1);
     assert_eq!(chain[0].objects[0].version_id, original.version_id);
@@ -262,10 +220,10 @@ async fn a_digest_lists_the_version_the_archiver_wrote_not_a_later_overwrite() {
 async fn a_refused_key_seals_nothing_and_the_next_run_goes_on_from_the_chain() {
     let bucket = MemoryBucket::new();
     let signer = MemorySigner::new(KEY_ARN);
-    seal(&bucket, &signer, at("2026-11-22T10:00:40Z")).await;
+    seal_at(&bucket, &signer, at("2026-11-22T10:00:40Z")).await;
     signer.refuse(1);
     let now = at("2026-11-22T10:05:40Z");
-    let refused = seal(&bucket, &signer, now).await;
+    let refused = seal_at(&bucket, &signer, now).await;
     assert!(matches!(refused.failure, Some(SealError::Sign(_))));
     assert_eq!(refused.sealed, []);
     assert_eq!(refused.left, 5);
@@ -274,7 +232,7 @@ async fn a_refused_key_seals_nothing_and_the_next_run_goes_on_from_the_chain() {
         340,
         "from the newest digest's end"
     );
-    let later = seal(&bucket, &signer, now).await;
+    let later = seal_at(&bucket, &signer, now).await;
     assert_eq!(later.failure, None);
     assert_eq!(later.sealed.len(), 5);
     assert_one_signed_chain(&bucket, &signer);
@@ -284,7 +242,7 @@ async fn a_refused_key_seals_nothing_and_the_next_run_goes_on_from_the_chain() {
 async fn the_deadline_stops_sealing_between_periods() {
     let bucket = MemoryBucket::new();
     let signer = MemorySigner::new(KEY_ARN);
-    seal(&bucket, &signer, at("2026-11-22T10:00:40Z")).await;
+    seal_at(&bucket, &signer, at("2026-11-22T10:00:40Z")).await;
     let budget = Budget {
         deadline: Some(tokio::time::Instant::now() + Duration::from_secs(5)),
         margin: Duration::ZERO,
@@ -308,19 +266,11 @@ async fn the_handler_seals_on_a_scheduled_event_and_refuses_unknown_events() {
     let bucket = MemoryBucket::new();
     let signer = MemorySigner::new(KEY_ARN);
     let clock = ManualClock::new(at("2026-11-22T10:16:40Z"));
-    let settings = Settings {
-        period: minute(),
-        ..Settings::default()
-    };
+    let settings = settings();
     let handler = Handler::new(&bucket, settings)
         .with_clock(&clock)
         .with_digests(BUCKET, &signer);
-    let scheduled = json!({
-        "version": "0", "id": "53dc4d37-cffa-4f76-80c9-8b7d4a4d2eaa",
-        "detail-type": "Scheduled Event", "source": "aws.events",
-        "account": "123456789012", "time": "2026-11-22T10:16:40Z", "region": "us-east-1",
-        "resources": ["arn:aws:events:us-east-1:123456789012:rule/seal"], "detail": {}
-    });
+    let scheduled = scheduled();
     let answer = handler
         .handle_any(LambdaEvent::new(scheduled.clone(), Context::default()))
         .await
@@ -357,7 +307,7 @@ async fn the_handler_seals_on_a_scheduled_event_and_refuses_unknown_events() {
 async fn the_chain_goes_on_from_the_digest_as_sealed_not_from_a_version_put_over_it() {
     let bucket = MemoryBucket::new();
     let signer = MemorySigner::new(KEY_ARN);
-    seal(&bucket, &signer, at("2026-11-22T10:01:40Z")).await;
+    seal_at(&bucket, &signer, at("2026-11-22T10:01:40Z")).await;
     let head = bucket.keys("digest/").pop().unwrap();
     let sealed = digests(&bucket).pop().unwrap().1;
     // Someone writes a newer version over the newest digest, keeping its signature metadata.
@@ -367,7 +317,7 @@ async fn the_chain_goes_on_from_the_digest_as_sealed_not_from_a_version_put_over
         Bytes::from_static(b"{\"forged\":true}"),
         original.metadata.clone(),
     );
-    let report = seal(&bucket, &signer, at("2026-11-22T10:02:40Z")).await;
+    let report = seal_at(&bucket, &signer, at("2026-11-22T10:02:40Z")).await;
     assert_eq!(report.failure, None);
     assert_eq!(report.sealed.len(), 1);
     let next = Digest::parse(&bucket.current(&report.sealed[0].key).unwrap().body).unwrap();
@@ -382,8 +332,8 @@ async fn the_chain_goes_on_from_the_digest_as_sealed_not_from_a_version_put_over
 async fn a_digest_hidden_by_a_delete_marker_is_chained_on_not_sealed_twice() {
     let bucket = MemoryBucket::new();
     let signer = MemorySigner::new(KEY_ARN);
-    seal(&bucket, &signer, at("2026-11-22T10:01:40Z")).await;
-    seal(&bucket, &signer, at("2026-11-22T10:02:40Z")).await;
+    seal_at(&bucket, &signer, at("2026-11-22T10:01:40Z")).await;
+    seal_at(&bucket, &signer, at("2026-11-22T10:02:40Z")).await;
     let keys = bucket.keys("digest/");
     assert_eq!(keys.len(), 2);
     let hidden = keys[1].clone();
@@ -397,7 +347,7 @@ async fn a_digest_hidden_by_a_delete_marker_is_chained_on_not_sealed_twice() {
         1,
         "hidden from a plain listing"
     );
-    let report = seal(&bucket, &signer, at("2026-11-22T10:03:40Z")).await;
+    let report = seal_at(&bucket, &signer, at("2026-11-22T10:03:40Z")).await;
     assert_eq!(report.failure, None);
     assert_eq!(report.found, std::slice::from_ref(&hidden));
     assert_eq!(report.sealed.len(), 1);

@@ -7,64 +7,25 @@
 mod planted;
 mod support;
 
-use audit_archiver::budget::Budget;
-use audit_archiver::seal::{LATE_PREFIX, SealReport, Sealer};
+use audit_archiver::seal::{LATE_PREFIX, SealReport};
 use audit_archiver::signer::memory::MemorySigner;
 use audit_archiver::telemetry::seal_metrics_document;
 use audit_aws::error::AwsError;
 use audit_aws::s3::memory::{Effect, Fault, MemoryBucket, Operation};
-use audit_model::archive::{MARKER_METADATA, Period, PeriodLength, void_key};
+use audit_model::archive::{MARKER_METADATA, void_key};
 use audit_model::digest::{
     Digest, SealedDigest, digest_key, digest_key_alternate, hex, parse_any_digest_key, sha256,
-    signing_string_of, unhex,
+    signing_string_of,
 };
 use bytes::Bytes;
-use chrono::{DateTime, Utc};
 use planted::{Marking, plant, plant_attested, void};
-
-const KEY_ARN: &str = "arn:aws:kms:us-east-1:123456789012:key/0b1c2d3e-aaaa-bbbb-cccc-1234567890ab";
-const BUCKET: &str = "audit-archive";
-
-fn at(text: &str) -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339(text)
-        .expect("RFC 3339")
-        .with_timezone(&Utc)
-}
-
-fn minute() -> PeriodLength {
-    PeriodLength::new(60).unwrap()
-}
-
-fn period(start: &str) -> Period {
-    minute().period_of(at(start))
-}
-
-async fn seal(bucket: &MemoryBucket, signer: &MemorySigner, now: &str) -> SealReport {
-    Sealer {
-        bucket,
-        signer,
-        bucket_name: BUCKET,
-        period: minute(),
-    }
-    .run(at(now), Budget::unlimited())
-    .await
-}
+use support::at;
+use support::seal::{KEY_ARN, minute, period, seal, stored_digest};
 
 /// The digest at `key` (its original version) and its link.
 fn stored(bucket: &MemoryBucket, key: &str) -> (Digest, SealedDigest) {
     let version = bucket.versions(key).into_iter().next().expect("a digest");
-    let signature = version
-        .metadata
-        .iter()
-        .find(|(n, _)| *n == "signature")
-        .and_then(|(_, v)| unhex(v))
-        .expect("a signature");
-    let sealed = SealedDigest {
-        key: key.to_owned(),
-        sha256: sha256(&version.body),
-        signature,
-    };
-    (Digest::parse(&version.body).expect("a digest"), sealed)
+    stored_digest(key, &version)
 }
 
 /// The chain as `verify` walks it: from the newest digest back along each `previous.key`, each

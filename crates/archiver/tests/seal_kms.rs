@@ -11,22 +11,13 @@ use audit_archiver::marker::{Confirmed, Marker, RunEntry, marker_key};
 use audit_archiver::seal::Sealer;
 use audit_archiver::signer::kms::KmsSigner;
 use audit_aws::s3::{Bucket, NewObject};
-use audit_model::archive::{MARKER_METADATA, ObjectKey, ObjectKind, PeriodLength};
+use audit_model::archive::{MARKER_METADATA, ObjectKey, ObjectKind};
 use audit_model::digest::{Digest, digest_key, hex, sha256};
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use moto::{BUCKET, Moto};
-use support::{event_id, sequence_number};
-
-fn at(text: &str) -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339(text)
-        .expect("RFC 3339")
-        .with_timezone(&Utc)
-}
-
-fn minute() -> PeriodLength {
-    PeriodLength::new(60).unwrap()
-}
+use support::seal::minute;
+use support::{at, event_id, sequence_number};
 
 /// Records `first..first + count` written at `at` as the archiver writes them (marked or not).
 async fn put(

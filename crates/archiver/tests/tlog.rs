@@ -11,12 +11,10 @@ mod support;
 use std::collections::HashMap;
 use std::io::Read;
 
-use audit_archiver::budget::Budget;
-use audit_archiver::seal::{SealError, SealReport, Sealer};
+use audit_archiver::seal::SealError;
 use audit_archiver::signer::memory::MemorySigner;
-use audit_aws::error::{AwsError, ErrorKind};
-use audit_aws::s3::memory::{Effect, Fault, MemoryBucket, Operation};
-use audit_model::archive::{Period, PeriodLength};
+use audit_aws::s3::memory::MemoryBucket;
+use audit_model::archive::Period;
 use audit_model::digest::{Digest, TreeHead};
 use audit_model::note::{
     Checkpoint, IndexRow, SignedNote, checkpoint_key, ecdsa_key_id, index_key, origin,
@@ -26,36 +24,9 @@ use audit_model::tlog::{
     node_hash, verify_inclusion,
 };
 use aws_lc_rs::signature::{ECDSA_P256_SHA256_ASN1, ParsedPublicKey};
-use chrono::{DateTime, Utc};
 use planted::{Marking, Planted, plant};
-
-const KEY_ARN: &str = "arn:aws:kms:us-east-1:123456789012:key/0b1c2d3e-aaaa-bbbb-cccc-1234567890ab";
-const BUCKET: &str = "audit-archive";
-
-fn at(text: &str) -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339(text)
-        .expect("RFC 3339")
-        .with_timezone(&Utc)
-}
-
-fn minute() -> PeriodLength {
-    PeriodLength::new(60).unwrap()
-}
-
-fn period(start: &str) -> Period {
-    minute().period_of(at(start))
-}
-
-async fn seal(bucket: &MemoryBucket, signer: &MemorySigner, now: &str) -> SealReport {
-    Sealer {
-        bucket,
-        signer,
-        bucket_name: BUCKET,
-        period: minute(),
-    }
-    .run(at(now), Budget::unlimited())
-    .await
-}
+use support::seal::{BUCKET, KEY_ARN, minute, period, scheduled, seal, settings};
+use support::{at, time_out_next_put};
 
 /// RFC 9162's MTH, as the RFC defines it (not the sealer's edge).
 fn mth(leaves: &[Hash]) -> Hash {
@@ -415,12 +386,7 @@ async fn a_run_that_stopped_before_its_checkpoint_is_completed_by_the_next() {
     let leaves = leaves_of(&lines_of(&periods));
 
     // The first checkpoint's PUT fails: the digest of 10:15 stands, its checkpoint does not.
-    bucket.inject(Fault {
-        operation: Operation::Put,
-        prefix: "log/checkpoints/".into(),
-        times: Some(1),
-        effect: Effect::Fail(AwsError::without_answer(ErrorKind::TimedOut, "timed out")),
-    });
+    time_out_next_put(&bucket, "log/checkpoints/");
     let stopped = seal(&bucket, &signer, "2026-11-22T10:18:00Z").await;
     assert!(stopped.failure.is_some());
     assert_eq!(stopped.sealed.len(), 1);
@@ -501,7 +467,6 @@ async fn an_empty_chain_start_names_the_empty_trees_checkpoint() {
 #[tokio::test]
 async fn the_seal_summary_gives_the_heads_tree_size() {
     use audit_archiver::Handler;
-    use audit_archiver::batch::Settings;
     use audit_archiver::clock::ManualClock;
     use lambda_runtime::{Context, LambdaEvent};
     use serde_json::json;
@@ -517,19 +482,11 @@ async fn the_seal_summary_gives_the_heads_tree_size() {
         Marking::Attested,
     );
     let clock = ManualClock::new(at("2026-11-22T10:16:40Z"));
-    let settings = Settings {
-        period: minute(),
-        ..Settings::default()
-    };
+    let settings = settings();
     let handler = Handler::new(&bucket, settings)
         .with_clock(&clock)
         .with_digests(BUCKET, &signer);
-    let scheduled = json!({
-        "version": "0", "id": "53dc4d37-cffa-4f76-80c9-8b7d4a4d2eaa",
-        "detail-type": "Scheduled Event", "source": "aws.events",
-        "account": "123456789012", "time": "2026-11-22T10:16:40Z", "region": "us-east-1",
-        "resources": ["arn:aws:events:us-east-1:123456789012:rule/seal"], "detail": {}
-    });
+    let scheduled = scheduled();
     let answer = handler
         .handle_any(LambdaEvent::new(scheduled, Context::default()))
         .await
@@ -543,12 +500,7 @@ async fn a_listed_object_that_cannot_be_read_again_stops_the_logs_repair_with_it
     let bucket = MemoryBucket::new();
     let signer = MemorySigner::new(KEY_ARN);
     let periods = plant_three(&bucket);
-    bucket.inject(Fault {
-        operation: Operation::Put,
-        prefix: "log/checkpoints/".into(),
-        times: Some(1),
-        effect: Effect::Fail(AwsError::without_answer(ErrorKind::TimedOut, "timed out")),
-    });
+    time_out_next_put(&bucket, "log/checkpoints/");
     let stopped = seal(&bucket, &signer, "2026-11-22T10:18:00Z").await;
     assert_eq!(stopped.sealed.len(), 1);
     // The listed version is removed for good (possible only without Object Lock).

@@ -33,31 +33,33 @@ use crate::archive::Archive;
 use crate::tlog::{LogKey, LogReader, check_proof};
 use crate::verify::SEAL_GRACE_SECONDS;
 
-/// Why a proof could not be made, each with what to do.
+/// Why a proof could not be made: what was found, typed; what to do about it is the caller's to
+/// say (auditctl's words, docs/architecture.md "The crates").
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ProveError {
-    #[error(
-        "messageId {message_id} is not in the table {table} (expired by TTL, or never received): pass --audit-time with its auditTime to look for it in the archive's indexes from that time's period"
-    )]
+    /// No item of the table has the messageId (expired by TTL, or never received).
+    #[error("messageId {message_id} is not in the table {table}")]
     NotInTable { message_id: String, table: String },
-    #[error(
-        "messageId {message_id} has {count} items in the table (auditTime {times}): pass --audit-time with the one to prove"
-    )]
+    /// More than one item has the messageId: which one is to be proven is not said.
+    #[error("messageId {message_id} has {count} items in the table (auditTime {times})")]
     Ambiguous {
         message_id: String,
         count: usize,
         times: String,
     },
+    /// The messageId's items have other auditTimes than the one wanted.
     #[error(
-        "messageId {message_id} has no item with auditTime {wanted} in the table (its items: {times}): pass one of those, or leave --audit-time out"
+        "messageId {message_id} has no item with auditTime {wanted} in the table (its items: {times})"
     )]
     NoSuchTime {
         message_id: String,
         wanted: String,
         times: String,
     },
+    /// The period is not sealed, and need not be yet: the archiver seals it from `sealable` on,
+    /// and `retry` is when its grace ends.
     #[error(
-        "the period {period} (where messageId {message_id} may be archived) is not sealed yet: the archiver seals it from {sealable} on; try again after {retry}"
+        "the period {period} (where messageId {message_id} may be archived) is not sealed yet: the archiver seals it from {sealable} on"
     )]
     NotSealed {
         message_id: String,
@@ -65,56 +67,60 @@ pub enum ProveError {
         sealable: String,
         retry: String,
     },
+    /// The period should have been sealed by `due` and is not.
     #[error(
-        "the period {period} (where messageId {message_id} may be archived) should have been sealed by {due} and is not: run `auditctl verify` over it to see why (digest missing?), then try again"
+        "the period {period} (where messageId {message_id} may be archived) should have been sealed by {due} and is not"
     )]
     Overdue {
         message_id: String,
         period: String,
         due: String,
     },
+    /// The period's digest is there, its checkpoint not yet (the sealer writes it after).
     #[error(
-        "the period {period} is sealed (digest {digest}) but its checkpoint {checkpoint} is not written yet: the archiver's next run writes it; try again in a few minutes"
+        "the period {period} is sealed (digest {digest}) but its checkpoint {checkpoint} is not written yet"
     )]
     LogPending {
         period: String,
         digest: String,
         checkpoint: String,
     },
+    /// No period's index from `first` to `last` names the event.
     #[error(
-        "messageId {message_id} (auditTime {audit_time}) is not in the index of the periods {first} to {last}{before}: check the messageId and --audit-time (`auditctl get` shows its receivedAt), and run `auditctl verify` over those periods"
+        "messageId {message_id} (auditTime {audit_time}) is not in the index of the periods {first} to {last}"
     )]
     NotFound {
         message_id: String,
         audit_time: String,
         first: String,
         last: String,
-        /// Said when some of those periods were sealed before the log began, or have no digest.
-        before: String,
+        /// How many of those periods were sealed before the log began (their events are not
+        /// leaves).
+        before_log: u32,
+        /// How many of those periods have no digest although a later period has one.
+        no_digest: u32,
     },
-    #[error(
-        "no checkpoint yet in the archive bucket: the transparency log starts with the first period sealed by an archiver that writes it; try again after the next period is sealed"
-    )]
+    /// No checkpoint at all in the bucket.
+    #[error("no checkpoint yet in the archive bucket")]
     NoCheckpoint,
-    #[error(
-        "no checkpoint of tree size {size} ({key}): pass a --tree-size that has one (`aws s3 ls s3://BUCKET/log/checkpoints/` lists them), or leave it out for the newest"
-    )]
+    /// No checkpoint of the tree size asked for.
+    #[error("no checkpoint of tree size {size} ({key})")]
     NoCheckpointOf { size: u64, key: String },
-    #[error(
-        "the tree of size {size} does not hold leaf {leaf}: pass a --tree-size larger than {leaf}, or leave it out for the newest"
-    )]
+    /// The tree size asked for does not hold the leaf.
+    #[error("the tree of size {size} does not hold leaf {leaf}")]
     TooSmall { size: u64, leaf: u64 },
-    #[error(
-        "--old-size {old} is larger than --new-size {new}: a consistency proof goes from an older (smaller) tree to a newer one"
-    )]
+    /// A consistency proof asked for from a larger tree to a smaller one.
+    #[error("--old-size {old} is larger than --new-size {new}")]
     SizesOutOfOrder { old: u64, new: u64 },
-    /// The archive does not say what the log says: a problem for `verify`.
-    #[error("{what}: run `auditctl verify` over the period{period} to find what was changed")]
-    Broken { what: String, period: String },
+    /// The archive does not say what the log says: a problem for `verify`, found in `period`
+    /// when one is known.
+    #[error("{what}")]
+    Broken {
+        what: String,
+        period: Option<String>,
+    },
     /// Two checkpoints the log signed disagree.
-    #[error(
-        "checkpoint inconsistent: {0}; run `auditctl verify` (it reports the checkpoints that disagree)"
-    )]
+    #[error("checkpoint inconsistent: {0}")]
     Inconsistent(String),
 }
 
@@ -312,7 +318,7 @@ impl<A: Archive> LogReader<'_, A> {
         };
         let broken = |what: String| ProveError::Broken {
             what,
-            period: format!(" {}", period_text(period)),
+            period: Some(period_text(period)),
         };
         let text =
             gunzip(&bytes).map_err(|e| broken(format!("the index {key} is not gzip ({e})")))?;
@@ -441,27 +447,13 @@ impl<A: Archive> LogReader<'_, A> {
             }
             period = period.next();
         }
-        let mut notes = Vec::new();
-        if before_log > 0 {
-            notes.push(format!(
-                "{before_log} of them sealed before the transparency log began: their events are not leaves; `auditctl verify` proves them whole"
-            ));
-        }
-        if no_digest > 0 {
-            notes.push(format!(
-                "{no_digest} of them without a digest although a later period has one: before the trail began, or their digest is missing"
-            ));
-        }
         Err(ProveError::NotFound {
             message_id: wanted.message_id.clone(),
             audit_time: wanted.audit_time.clone(),
             first: time(wanted.first.start),
             last: time(wanted.last.end()),
-            before: if notes.is_empty() {
-                String::new()
-            } else {
-                format!(" ({})", notes.join("; "))
-            },
+            before_log,
+            no_digest,
         }
         .into())
     }
@@ -483,7 +475,7 @@ impl<A: Archive> LogReader<'_, A> {
         };
         let checkpoint = key.checkpoint(&note).map_err(|e| ProveError::Broken {
             what: format!("the checkpoint {}: {e}", checkpoint_key(size)),
-            period: String::new(),
+            period: None,
         })?;
         if checkpoint.origin != origin || checkpoint.size != size {
             return Err(ProveError::Broken {
@@ -493,7 +485,7 @@ impl<A: Archive> LogReader<'_, A> {
                     checkpoint.origin,
                     checkpoint.size
                 ),
-                period: String::new(),
+                period: None,
             }
             .into());
         }
@@ -516,7 +508,7 @@ impl<A: Archive> LogReader<'_, A> {
             Some(size) => Ok(size),
             None if self.newest_size(None).await?.is_some() => Err(ProveError::Broken {
                 what: format!("no checkpoint holds leaf {leaf}, which the index names"),
-                period: String::new(),
+                period: None,
             }
             .into()),
             None => Err(ProveError::NoCheckpoint.into()),
@@ -536,7 +528,7 @@ impl<A: Archive> LogReader<'_, A> {
         let row = &found.row;
         let broken = |what: String| ProveError::Broken {
             what,
-            period: format!(" {}", period_text(found.period)),
+            period: Some(period_text(found.period)),
         };
         let Some(bytes) = self.get(&row.object).await? else {
             return Err(broken(format!(
@@ -645,7 +637,7 @@ impl<A: Archive> LogReader<'_, A> {
                 Some(old_note) => {
                     let signed = key.checkpoint(&old_note).map_err(|e| ProveError::Broken {
                         what: format!("the checkpoint {}: {e}", checkpoint_key(old)),
-                        period: String::new(),
+                        period: None,
                     })?;
                     if signed.root != old_root {
                         return Err(ProveError::Inconsistent(format!(
@@ -675,7 +667,7 @@ impl<A: Archive> LogReader<'_, A> {
 fn tlog_broken(error: TlogError) -> ProveError {
     ProveError::Broken {
         what: format!("the log's tiles cannot make the proof: {error}"),
-        period: String::new(),
+        period: None,
     }
 }
 

@@ -12,7 +12,6 @@ use audit_aws::sqs::SqsDeadLetterQueue;
 use audit_receiver::batch::{Failure, dead_letter};
 use audit_receiver::deadletter::{FAILURE_CONTEXT, FAILURE_REASON, FailureContext};
 use audit_receiver::{Handler, Redrivers};
-use audit_testkit::endpoint::receive;
 use aws_lambda_events::encodings::Base64Data;
 use aws_lambda_events::sqs::{SqsMessage, SqsMessageAttribute};
 use aws_sdk_sqs::types::{
@@ -38,26 +37,6 @@ async fn create_queue(sqs: &aws_sdk_sqs::Client, name: &str, max_size: Option<u3
         .expect("create queue")
         .queue_url
         .expect("queue url")
-}
-
-/// Every message of a queue, with all its attributes; each is received once (the visibility
-/// timeout outlasts the test).
-async fn receive_all(sqs: &aws_sdk_sqs::Client, url: &str) -> Vec<Message> {
-    let mut all = Vec::new();
-    loop {
-        let messages = receive(sqs, url, 600).await;
-        if messages.is_empty() {
-            return all;
-        }
-        all.extend(messages);
-    }
-}
-
-fn attribute(message: &Message, name: &str) -> Option<String> {
-    message
-        .message_attributes()
-        .and_then(|a| a.get(name))
-        .and_then(|v| v.string_value().map(str::to_owned))
 }
 
 /// The `failureContext` as sent, read field by field (not `FailureContext::parse`, which also
@@ -96,13 +75,6 @@ fn base64_data(bytes: &[u8]) -> Base64Data {
     let mut data = Base64Data::default();
     data.extend_from_slice(bytes);
     data
-}
-
-fn string_attribute(value: &str) -> SqsMessageAttribute {
-    let mut a = SqsMessageAttribute::default();
-    a.data_type = Some("String".into());
-    a.string_value = Some(value.into());
-    a
 }
 
 struct Stack {
@@ -183,7 +155,7 @@ async fn every_permanent_failure_is_dead_lettered_at_once_with_its_reason_and_re
         .map(|(reason, body)| {
             let mut r = record(&format!("sqs-{reason}"), body);
             r.message_attributes
-                .insert("tenant".into(), string_attribute("acme"));
+                .insert("tenant".into(), message_attribute("acme"));
             r
         })
         .collect();
@@ -191,7 +163,7 @@ async fn every_permanent_failure_is_dead_lettered_at_once_with_its_reason_and_re
     no_time.attributes.remove("SentTimestamp");
     no_time
         .message_attributes
-        .insert("tenant".into(), string_attribute("acme"));
+        .insert("tenant".into(), message_attribute("acme"));
     records.push(no_time);
 
     let response = handler.handle(event(records)).await.unwrap();
@@ -333,7 +305,7 @@ async fn original_attributes_are_kept_and_more_than_eight_leave_no_room() {
     for i in 0..7 {
         eight
             .message_attributes
-            .insert(format!("s{i}"), string_attribute("v"));
+            .insert(format!("s{i}"), message_attribute("v"));
     }
     let mut binary = SqsMessageAttribute::default();
     binary.data_type = Some("Binary".into());
@@ -342,7 +314,7 @@ async fn original_attributes_are_kept_and_more_than_eight_leave_no_room() {
     let mut ten = record("ten", "[]");
     for i in 0..10 {
         ten.message_attributes
-            .insert(format!("s{i}"), string_attribute("v"));
+            .insert(format!("s{i}"), message_attribute("v"));
     }
 
     let response = handler.handle(event(vec![eight, ten])).await.unwrap();

@@ -13,14 +13,11 @@ use audit_receiver::Redrivers;
 use audit_receiver::batch::{Failure, dead_letter};
 use audit_receiver::deadletter::{FAILURE_CONTEXT, FAILURE_REASON};
 use audit_receiver::message::AuditMessage;
-use audit_testkit::endpoint::receive;
-use aws_lambda_events::sqs::SqsMessageAttribute;
 use aws_sdk_sqs::types::Message;
 use lambda_runtime::{Context, LambdaEvent};
 use serde_json::Value;
-use support::http::{Request, read_request, write_response};
+use support::http::{read_request, write_response};
 use support::*;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 const SEND: &str = "AmazonSQS.SendMessage";
@@ -97,21 +94,14 @@ async fn serve(
                 continue;
             }
         }
-        let Some((status, headers, body)) = forward(&request, &upstream).await else {
+        let Some(answer) = relay(&request, &upstream).await else {
             return;
         };
         if send {
             // The message is in the queue; the answer is late.
             tokio::time::sleep(sqs.answer_after).await;
         }
-        let headers: Vec<(&str, &str)> = headers
-            .iter()
-            .map(|(n, v)| (n.as_str(), v.as_str()))
-            .collect();
-        if write_response(&mut socket, status, &headers, &body)
-            .await
-            .is_err()
-        {
+        if send_back(&mut socket, answer).await.is_err() {
             return;
         }
     }
@@ -138,37 +128,6 @@ fn sqs_size(request: &[u8]) -> usize {
                 .sum()
         });
     text(&request, "MessageBody") + attributes
-}
-
-/// Sends `request` to moto as it came, on a connection of its own, and reads the whole answer.
-async fn forward(request: &Request, host: &str) -> Option<(u16, Vec<(String, String)>, Vec<u8>)> {
-    let mut moto = TcpStream::connect(host).await.ok()?;
-    let mut head = format!("{} {} HTTP/1.1\r\n", request.method, request.path);
-    for (name, value) in &request.headers {
-        if name.eq_ignore_ascii_case("host") {
-            // Signed with the proxy's host: moto does not check signatures.
-            head.push_str(&format!("Host: {host}\r\n"));
-        } else if !name.eq_ignore_ascii_case("connection") {
-            head.push_str(&format!("{name}: {value}\r\n"));
-        }
-    }
-    head.push_str("Connection: close\r\n\r\n");
-    moto.write_all(head.as_bytes()).await.ok()?;
-    moto.write_all(&request.body).await.ok()?;
-    let mut answer = Vec::new();
-    moto.read_to_end(&mut answer).await.ok()?;
-    let end = answer.windows(4).position(|w| w == b"\r\n\r\n")? + 4;
-    let text = String::from_utf8_lossy(&answer[..end]).into_owned();
-    let mut lines = text.split("\r\n");
-    let status = lines.next()?.split(' ').nth(1)?.parse().ok()?;
-    let headers = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(n, v)| (n.trim().to_owned(), v.trim().to_owned()))
-        .filter(|(n, _)| {
-            !n.eq_ignore_ascii_case("content-length") && !n.eq_ignore_ascii_case("connection")
-        })
-        .collect();
-    Some((status, headers, answer[end..].to_vec()))
 }
 
 /// moto with the table and a dead-letter queue, and the proxy in front of its SQS.
@@ -207,29 +166,8 @@ impl Stack {
     }
 
     async fn dead_letters(&self) -> Vec<Message> {
-        let mut all = Vec::new();
-        loop {
-            let messages = receive(&self.sqs, &self.dlq_url, 600).await;
-            if messages.is_empty() {
-                return all;
-            }
-            all.extend(messages);
-        }
+        receive_all(&self.sqs, &self.dlq_url).await
     }
-}
-
-fn attribute(message: &Message, name: &str) -> Option<String> {
-    message
-        .message_attributes()
-        .and_then(|a| a.get(name))
-        .and_then(|v| v.string_value().map(str::to_owned))
-}
-
-fn string_attribute(value: &str) -> SqsMessageAttribute {
-    let mut a = SqsMessageAttribute::default();
-    a.data_type = Some("String".into());
-    a.string_value = Some(value.into());
-    a
 }
 
 #[tokio::test]
@@ -295,7 +233,7 @@ async fn a_body_near_the_queues_size_is_dead_lettered_once_with_its_reason() {
     let mut poison = record("near", &body);
     poison
         .message_attributes
-        .insert("tenant".into(), string_attribute(&"t".repeat(84)));
+        .insert("tenant".into(), message_attribute(&"t".repeat(84)));
     let too_big = format!("[{}1]", "1,".repeat(2_100));
 
     let response = handler
@@ -334,7 +272,7 @@ async fn the_adapters_size_of_a_letter_is_what_sqs_counts() {
     let mut poison = record("p", "[]");
     poison
         .message_attributes
-        .insert("tenant".into(), string_attribute("acmé"));
+        .insert("tenant".into(), message_attribute("acmé"));
     let invalid = AuditMessage::parse(Some("[]"), None).unwrap_err();
     let letter = dead_letter(
         &poison,

@@ -12,34 +12,19 @@ use std::time::{Duration, SystemTime};
 
 use audit_aws::dynamodb::{DynamoDbStore, Wire};
 use audit_aws::dynamodb::{PutOutcome, StoreError};
-use audit_receiver::message::{AuditItem, AuditMessage, Delivery, parse_audit_time};
+use audit_receiver::message::AuditItem;
 use aws_credential_types::Credentials;
 use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider, future};
 use support::http::{Request, read_request, write_response};
 use support::*;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 
 fn item(message_id: &str) -> AuditItem {
     let body = format!(
         r#"{{"messageId":"{message_id}","auditText":"login","auditTime":"2026-11-22T10:00:00Z"}}"#
     );
-    let message = AuditMessage::parse(Some(&body), None).unwrap();
-    let delivery = Delivery {
-        sqs_message_id: format!("sqs-{message_id}"),
-        original_message_id: format!("sqs-{message_id}"),
-        sent_at: None,
-        receive_count: Some(1),
-        event_source: Some(QUEUE_ARN.into()),
-        sender_id: None,
-        original_sender_id: None,
-    };
-    AuditItem::new(
-        message,
-        delivery,
-        parse_audit_time("2026-11-22T10:00:01Z").unwrap(),
-        None,
-    )
+    audit_item(&body, &format!("sqs-{message_id}"))
 }
 
 fn header<'a>(request: &'a Request, name: &str) -> Option<&'a str> {
@@ -442,21 +427,14 @@ async fn losing_first_answer(upstream: String) -> (String, Arc<AtomicUsize>) {
                 while let Some(request) = read_request(&mut socket, &mut buffer).await {
                     let first_put = request.target.ends_with(".PutItem")
                         && puts.fetch_add(1, Ordering::SeqCst) == 0;
-                    let answer = forward(&request, &upstream).await;
+                    let answer = relay(&request, &upstream).await;
                     if first_put {
                         return; // The write is in the table; its answer is lost.
                     }
-                    let Some((status, headers, body)) = answer else {
+                    let Some(answer) = answer else {
                         return;
                     };
-                    let headers: Vec<(&str, &str)> = headers
-                        .iter()
-                        .map(|(n, v)| (n.as_str(), v.as_str()))
-                        .collect();
-                    if write_response(&mut socket, status, &headers, &body)
-                        .await
-                        .is_err()
-                    {
+                    if send_back(&mut socket, answer).await.is_err() {
                         return;
                     }
                 }
@@ -464,61 +442,6 @@ async fn losing_first_answer(upstream: String) -> (String, Arc<AtomicUsize>) {
         }
     });
     (endpoint, puts)
-}
-
-/// Sends `request` to moto as it came, on a connection of its own, and reads the whole answer
-/// (Content-Length bodies).
-async fn forward(request: &Request, host: &str) -> Option<(u16, Vec<(String, String)>, Vec<u8>)> {
-    let mut moto = TcpStream::connect(host).await.ok()?;
-    let mut head = format!("{} {} HTTP/1.1\r\n", request.method, request.path);
-    for (name, value) in &request.headers {
-        if name.eq_ignore_ascii_case("host") {
-            // Signed with the proxy's host: moto does not check signatures.
-            head.push_str(&format!("Host: {host}\r\n"));
-        } else if !name.eq_ignore_ascii_case("connection") {
-            head.push_str(&format!("{name}: {value}\r\n"));
-        }
-    }
-    head.push_str("Connection: close\r\n\r\n");
-    moto.write_all(head.as_bytes()).await.ok()?;
-    moto.write_all(&request.body).await.ok()?;
-
-    let mut buffer = Vec::new();
-    let mut chunk = [0u8; 16384];
-    let end = loop {
-        if let Some(at) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
-            break at + 4;
-        }
-        let n = moto.read(&mut chunk).await.ok()?;
-        if n == 0 {
-            return None;
-        }
-        buffer.extend_from_slice(&chunk[..n]);
-    };
-    let text = String::from_utf8_lossy(&buffer[..end]).into_owned();
-    let mut lines = text.split("\r\n");
-    let status = lines.next()?.split(' ').nth(1)?.parse().ok()?;
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(n, v)| (n.trim().to_owned(), v.trim().to_owned()))
-        .filter(|(n, _)| {
-            !n.eq_ignore_ascii_case("content-length") && !n.eq_ignore_ascii_case("connection")
-        })
-        .collect();
-    let length: usize = text
-        .split("\r\n")
-        .filter_map(|l| l.split_once(':'))
-        .find(|(n, _)| n.trim().eq_ignore_ascii_case("content-length"))
-        .and_then(|(_, v)| v.trim().parse().ok())
-        .unwrap_or(0);
-    while buffer.len() < end + length {
-        let n = moto.read(&mut chunk).await.ok()?;
-        if n == 0 {
-            return None;
-        }
-        buffer.extend_from_slice(&chunk[..n]);
-    }
-    Some((status, headers, buffer[end..end + length].to_vec()))
 }
 
 #[tokio::test]

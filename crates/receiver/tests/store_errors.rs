@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use audit_aws::dynamodb::DynamoDbStore;
 use audit_aws::dynamodb::{PutOutcome, StartupError, StoreError};
-use audit_receiver::message::{AuditItem, AuditMessage, Delivery, parse_audit_time};
+use audit_receiver::message::AuditItem;
 use lambda_runtime::{Context, LambdaEvent};
 use support::http::{Request, read_request, write_response};
 use support::*;
@@ -151,22 +151,7 @@ async fn serve(
 }
 
 fn item(body: &str) -> AuditItem {
-    let message = AuditMessage::parse(Some(body), None).unwrap();
-    let delivery = Delivery {
-        sqs_message_id: "sqs-1".into(),
-        original_message_id: "sqs-1".into(),
-        sent_at: None,
-        receive_count: Some(1),
-        event_source: Some(QUEUE_ARN.into()),
-        sender_id: None,
-        original_sender_id: None,
-    };
-    AuditItem::new(
-        message,
-        delivery,
-        parse_audit_time("2026-11-22T10:00:01Z").unwrap(),
-        None,
-    )
+    audit_item(body, "sqs-1")
 }
 
 /// One conditional write through the real adapter against an endpoint giving `reply`.

@@ -414,7 +414,7 @@ pub async fn proof_verdict<B: Bucket>(
     };
     let found = match log.locate(&wanted, now).await {
         Ok(found) => found,
-        Err(error) => return Some(ProofVerdict::NotYet(error.to_string())),
+        Err(error) => return Some(ProofVerdict::NotYet(words(error.into()))),
     };
     let (key, key_id) = match fetch().await {
         Ok(info) => match LogKey::from_der(&info.der) {
@@ -426,7 +426,7 @@ pub async fn proof_verdict<B: Bucket>(
     let log_name = origin(&archive.name);
     let proof = match log.prove(&found, &key, &log_name, None).await {
         Ok(proof) => proof,
-        Err(error) => return Some(ProofVerdict::Fails(error.to_string())),
+        Err(error) => return Some(ProofVerdict::Fails(words(error.into()))),
     };
     Some(match audit_proof::tlog::check_proof(&proof, &key, &[]) {
         Ok(verdict) => {

@@ -3,8 +3,6 @@
 
 use std::net::SocketAddr;
 
-use audit_aws::AwsError;
-
 /// What a request, or the viewer's start, failed on.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -17,11 +15,11 @@ pub enum Error {
     #[error(transparent)]
     Proof(#[from] audit_proof::Error),
     /// The digests' or the tamper records' names could not be listed.
-    #[error("listing the {what} of bucket {bucket}: {error}")]
+    #[error("listing the {what} of bucket {bucket}: {}", read_failure(error))]
     Listing {
         what: &'static str,
         bucket: String,
-        error: AwsError,
+        error: audit_proof::Error,
     },
     /// A verify run's task ended without an answer.
     #[error("verify stopped: {0}")]
@@ -56,4 +54,14 @@ pub type Words = fn(Error) -> String;
 /// The libraries' own words.
 pub fn own_words(error: Error) -> String {
     error.to_string()
+}
+
+/// A failed read of the archive as the service said it (its error, when the read port kept it;
+/// else the port's own words).
+pub fn read_failure(error: &audit_proof::Error) -> String {
+    match error {
+        audit_proof::Error::Bucket { error, .. }
+        | audit_proof::Error::BucketDenied { error, .. } => error.to_string(),
+        other => other.to_string(),
+    }
 }

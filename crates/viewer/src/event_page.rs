@@ -151,7 +151,10 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
                 health::age(now.timestamp() - period.sealable_at()),
                 verify(period)
             ),
-            Err(error) => format!("Not known: the archive could not be read: {error}"),
+            Err(error) => format!(
+                "Not known: the archive could not be read: {}",
+                crate::error::read_failure(&error)
+            ),
         }
     }
 }

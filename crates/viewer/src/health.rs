@@ -1,10 +1,11 @@
 //! Owns the seal from the digests' names alone: the newest sealed period, tamper records, an
-//! event's period. Must not know HTTP, signatures (verify's) or checks.rs (which imports this).
+//! event's period, read through the archive's read port (`audit_proof::archive::Archive`). Must
+//! not know HTTP, signatures (verify's) or checks.rs (which imports this).
 
-use audit_aws::AwsError;
 use audit_aws::s3::Bucket;
 use audit_model::archive::{Period, TAMPER_PREFIX};
 use audit_model::digest::{DIGEST_PREFIX, DIGEST_SUFFIX, digest_key, parse_any_digest_key};
+use audit_proof::archive::Archive as _;
 use chrono::{DateTime, Duration, Utc};
 
 use super::archive::Archive;
@@ -38,11 +39,14 @@ pub enum PeriodStatus {
 
 impl<B: Bucket> Archive<B> {
     /// The newest period with a digest, looking back `LOOK_BACK_DAYS` UTC days from `now`.
-    pub async fn newest_sealed(&self, now: DateTime<Utc>) -> Result<Option<Sealed>, AwsError> {
+    pub async fn newest_sealed(
+        &self,
+        now: DateTime<Utc>,
+    ) -> Result<Option<Sealed>, audit_proof::Error> {
         for back in 0..=LOOK_BACK_DAYS {
             let day = (now - Duration::days(back)).format("%Y-%m-%d");
             let prefix = format!("{DIGEST_PREFIX}dt={day}/");
-            let keys = self.bucket.list_keys(&prefix, None, KEYS_PER_DAY).await?;
+            let keys = self.bucket.keys(&prefix, None, KEYS_PER_DAY).await?;
             let newest = keys
                 .into_iter()
                 .filter_map(|key| {
@@ -64,12 +68,12 @@ impl<B: Bucket> Archive<B> {
         &self,
         now: DateTime<Utc>,
         max: usize,
-    ) -> Result<Vec<String>, AwsError> {
+    ) -> Result<Vec<String>, audit_proof::Error> {
         let mut found = Vec::new();
         for back in 0..=LOOK_BACK_DAYS {
             let day = (now - Duration::days(back)).format("%Y-%m-%d");
             let prefix = format!("{TAMPER_PREFIX}dt={day}/");
-            let mut keys = self.bucket.list_keys(&prefix, None, max).await?;
+            let mut keys = self.bucket.keys(&prefix, None, max).await?;
             keys.reverse();
             found.extend(keys);
             if found.len() >= max {
@@ -85,11 +89,11 @@ impl<B: Bucket> Archive<B> {
         &self,
         at: DateTime<Utc>,
         now: DateTime<Utc>,
-    ) -> Result<PeriodStatus, AwsError> {
+    ) -> Result<PeriodStatus, audit_proof::Error> {
         let period = self.length.period_of(at);
         let key = digest_key(period);
         let stem = key.strip_suffix(DIGEST_SUFFIX).unwrap_or(&key);
-        let keys = self.bucket.list_keys(stem, None, 20).await?;
+        let keys = self.bucket.keys(stem, None, 20).await?;
         let found = keys
             .into_iter()
             .find(|k| parse_any_digest_key(k, self.length).is_some_and(|(p, _)| p == period));

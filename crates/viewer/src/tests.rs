@@ -341,14 +341,81 @@ async fn each_read_records_its_access_event_first_with_what_it_asked_for() {
 mod health_checks {
     use super::*;
     use crate::archive::KeyFetch;
+    use audit_aws::kms::MemoryKey as TestKey;
     use audit_aws::s3::MemoryBucket;
     use audit_model::archive::{ObjectKind, Period, PeriodLength};
-    use audit_model::digest::{TreeHead, digest_key};
+    use audit_model::digest::digest_key;
     use audit_model::note::{
         Checkpoint, NoteSignature, SignedNote, WitnessKey, checkpoint_key, cosignature_key,
         cosigned_message, cosigner_key_id, ecdsa_key_id, origin,
     };
-    use audit_proof::verify::memory::{MemoryArchive, TestKey, seal, write_object};
+    use audit_proof::archive::S3Archive;
+
+    type MemoryArchive = S3Archive<MemoryBucket>;
+
+    /// Lines gzip-compressed as the archiver writes them.
+    fn gzip_lines(lines: &[String]) -> Vec<u8> {
+        audit_archiver::encode::gzip_lines(lines.iter().map(String::as_str)).unwrap()
+    }
+
+    /// Writes an archive object as the archiver does: first the marker that attests it (its key
+    /// and SHA-256), then the object naming the marker; its key.
+    fn write_object(
+        bucket: &MemoryBucket,
+        kind: ObjectKind,
+        at: chrono::DateTime<Utc>,
+        length: PeriodLength,
+        sequence: u64,
+        lines: &[String],
+    ) -> String {
+        use audit_archiver::marker::{Confirmed, Marker, RunEntry, marker_key};
+        let key = audit_model::archive::ObjectKey::new(kind, at, length, &sequence.to_string(), 0)
+            .unwrap()
+            .to_string();
+        let body = Bytes::from(gzip_lines(lines));
+        let run: Vec<RunEntry> = (0..lines.len() as u64)
+            .map(|i| {
+                RunEntry(
+                    (sequence + i).to_string(),
+                    format!("event-{}", sequence + i),
+                )
+            })
+            .collect();
+        let marker = marker_key(&run[0], 0).unwrap();
+        let confirmed = Confirmed {
+            key: key.clone(),
+            event_ids: run.iter().map(|e| e.event_id().to_owned()).collect(),
+            sha256: audit_model::digest::hex(&audit_model::digest::sha256(&body)),
+        };
+        let json = Marker::new(run, &[confirmed], at.timestamp_millis() + 30_000).to_json();
+        bucket.overwrite_with(&marker, Bytes::from(json), Vec::new());
+        bucket.overwrite_with(
+            &key,
+            body,
+            vec![
+                ("events", lines.len().to_string()),
+                (audit_model::archive::MARKER_METADATA, marker),
+            ],
+        );
+        key
+    }
+
+    /// The archiver's own sealer, run when `period` becomes sealable: the archive's due periods
+    /// sealed, with the transparency log.
+    async fn seal(bucket: &MemoryBucket, period: Period, key: &TestKey) {
+        let report = audit_archiver::seal::Sealer {
+            bucket,
+            signer: key,
+            bucket_name: "archive",
+            period: period.length,
+        }
+        .run(
+            chrono::DateTime::from_timestamp(period.sealable_at(), 0).unwrap(),
+            audit_archiver::budget::Budget::unlimited(),
+        )
+        .await;
+        assert!(report.failure.is_none(), "{report:?}");
+    }
     use aws_lc_rs::signature::{Ed25519KeyPair, KeyPair};
 
     const ARN: &str = "arn:aws:kms:us-east-1:123456789012:key/digest";
@@ -394,7 +461,7 @@ mod health_checks {
             words: own_words,
         }
         .with_archive(archive::Archive {
-            bucket: MemoryArchive::default(),
+            bucket: S3Archive::over(MemoryBucket::new(), "archive", "memory"),
             name: "archive".into(),
             length: PeriodLength::default(),
             key: key.then_some(fetch),
@@ -489,7 +556,7 @@ mod health_checks {
             1,
             &lines,
         );
-        seal(archive(&viewer), "archive", period, None, &key);
+        seal(archive(&viewer), period, &key).await;
 
         let (status, html) = post(&viewer, &cookie, &run_over(period)).await;
         assert_eq!(status, StatusCode::OK, "{html}");
@@ -546,7 +613,7 @@ mod health_checks {
         let (viewer, sent, key) = viewer(false, true);
         let cookie = open(&viewer).await;
         let period = sealed_hour();
-        seal(archive(&viewer), "archive", period, None, &key);
+        seal(archive(&viewer), period, &key).await;
         let (status, html) = get(&viewer, &cookie, &run_over(period)).await;
         assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED, "{html}");
         assert!(html.contains("verify runs on a POST"), "{html}");
@@ -606,7 +673,7 @@ mod health_checks {
         let (viewer, sent, key) = viewer(true, true);
         let cookie = open(&viewer).await;
         let period = sealed_hour();
-        seal(archive(&viewer), "archive", period, None, &key);
+        seal(archive(&viewer), period, &key).await;
         let (status, html) = post(&viewer, &cookie, &run_over(period)).await;
         assert_eq!(status, StatusCode::BAD_GATEWAY, "{html}");
         assert!(
@@ -629,7 +696,7 @@ mod health_checks {
         let (viewer, _, key) = viewer(false, true);
         let cookie = open(&viewer).await;
         let period = sealed_hour();
-        seal(archive(&viewer), "archive", period, None, &key);
+        seal(archive(&viewer), period, &key).await;
         archive(&viewer).overwrite(&checkpoint_key(1), Bytes::from(checkpoint(&key, 1)));
         // The key's public key cannot be had: verify does not finish, the page says why.
         let fetch: KeyFetch = Arc::new(|| {
@@ -747,17 +814,27 @@ mod health_checks {
 
         // A period sealed with the tree of 3 leaves, its checkpoint, no cosignature yet.
         let period = sealed_hour();
-        let mut digest =
-            audit_proof::verify::memory::digest_of(archive(&viewer), "archive", period, None, &key);
-        digest.tree = Some(TreeHead {
-            size: 3,
-            root: "07".repeat(32),
-            checkpoint: checkpoint_key(3),
-        });
-        audit_proof::verify::memory::put_digest(archive(&viewer), period, &digest, &key);
+        let lines: Vec<String> = (0..3)
+            .map(|i| format!(r#"{{"auditTime":"x","messageId":"m-{i}"}}"#))
+            .collect();
+        write_object(
+            archive(&viewer),
+            ObjectKind::Trail,
+            chrono::DateTime::from_timestamp(period.start + 60, 0).unwrap(),
+            PeriodLength::default(),
+            1,
+            &lines,
+        );
+        seal(archive(&viewer), period, &key).await;
         assert_eq!(digest_key(period), archive(&viewer).keys("digest/")[0]);
-        let note = checkpoint(&key, 3);
-        archive(&viewer).overwrite(&checkpoint_key(3), Bytes::from(note.clone()));
+        let note = String::from_utf8(
+            archive(&viewer)
+                .current(&checkpoint_key(3))
+                .unwrap()
+                .body
+                .to_vec(),
+        )
+        .unwrap();
         let (status, html) = get(&viewer, &cookie, "/health").await;
         assert_eq!(status, StatusCode::OK, "{html}");
         assert!(
@@ -861,8 +938,6 @@ mod health_checks {
     async fn an_events_proof_is_checked_in_the_page_and_a_changed_line_or_item_is_not_proven() {
         use crate::checks::{Cosigned, ProofVerdict, proof_verdict};
         use audit_model::note::{IndexRow, index_key};
-        use audit_model::tlog::TreeEdge;
-        use audit_proof::verify::memory::{gzip_lines, seal_logged};
 
         let given = witness("witness.example/a").1;
         let (keyed, _, key) = witnessed_viewer(false, true, vec![given.clone()]);
@@ -900,8 +975,7 @@ mod health_checks {
                 .line()
             })
             .collect();
-        let mut edge = TreeEdge::default();
-        seal_logged(&archive.bucket, "archive", period, None, &key, &mut edge);
+        seal(&archive.bucket, period, &key).await;
         archive.bucket.overwrite(
             &index_key(period),
             Bytes::from(gzip_lines(&[rows.concat().trim_end().to_owned()])),

@@ -2,6 +2,8 @@
 //! and checked against its marker and the void markers (attested, or unattested with why). Must
 //! not know how digests are chained or written (`seal.rs`) nor what becomes of late objects.
 
+use audit_aws::s3::VersionInfo;
+
 use super::*;
 
 impl<B: Bucket, S: DigestSigner> Run<'_, '_, B, S> {
@@ -107,10 +109,7 @@ impl<B: Bucket, S: DigestSigner> Run<'_, '_, B, S> {
             attestation: Err(String::new()),
             voided: false,
         };
-        let info = match self
-            .request(self.bucket().head_version(&found.key, &found.version_id))
-            .await
-        {
+        let info = match self.read_version(&mut found).await {
             Ok(Some(info)) => info,
             Ok(None) => return Ok(None),
             Err(SealError::Bucket(error)) if words::refused(&error) => {
@@ -120,29 +119,8 @@ impl<B: Bucket, S: DigestSigner> Run<'_, '_, B, S> {
             }
             Err(error) => return Err(error),
         };
-        found.size = info.size;
-        let mut hash = info.sha256;
-        let mut events = info.events;
-        if hash.is_none() || events.is_none() {
-            // Not written with a checksum and an event count: read it.
-            let body = match self
-                .request(self.bucket().get_version(&found.key, &found.version_id))
-                .await
-            {
-                Ok(Some(object)) => object.body,
-                Ok(None) => return Ok(None),
-                Err(SealError::Bucket(error)) if words::refused(&error) => {
-                    let code = words::refusal_code(&error);
-                    found.attestation = Err(format!("not readable: {code}"));
-                    return Ok(Some(found));
-                }
-                Err(error) => return Err(error),
-            };
-            hash = Some(sha256(&body));
-            events = events.or_else(|| count_lines(&body));
-        }
-        found.sha256 = hash.map(|h| hex(&h)).unwrap_or_default();
-        let Some(events) = events else {
+        found.sha256 = info.sha256.map(|h| hex(&h)).unwrap_or_default();
+        let Some(events) = info.events else {
             found.attestation = Err("neither gzip nor carrying an events count".into());
             return Ok(Some(found));
         };
@@ -158,6 +136,27 @@ impl<B: Bucket, S: DigestSigner> Run<'_, '_, B, S> {
             Err("its key is not an archive object key of this period".into())
         };
         Ok(Some(found))
+    }
+
+    /// `found`'s version as its head gives it, with its SHA-256 and events read from its body
+    /// when it was not written with a checksum and an event count; `None` when the version
+    /// vanished while it was read. `found` takes its size from the head, before the body is
+    /// read.
+    async fn read_version(&self, found: &mut Examined) -> Result<Option<VersionInfo>, SealError> {
+        let head = self.bucket().head_version(&found.key, &found.version_id);
+        let Some(mut info) = self.request(head).await? else {
+            return Ok(None);
+        };
+        found.size = info.size;
+        if info.sha256.is_none() || info.events.is_none() {
+            let get = self.bucket().get_version(&found.key, &found.version_id);
+            let Some(object) = self.request(get).await? else {
+                return Ok(None);
+            };
+            info.sha256 = Some(sha256(&object.body));
+            info.events = info.events.or_else(|| count_lines(&object.body));
+        }
+        Ok(Some(info))
     }
 
     /// The marker that attests `key` with `sha256` (its key and body), or why there is none.

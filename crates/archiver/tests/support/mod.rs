@@ -1,19 +1,38 @@
 //! Test harness of the archiver: DynamoDB stream records shaped as Lambda delivers them (INSERT,
 //! MODIFY, a user's REMOVE, a TTL REMOVE), events, and the archive read back (objects
-//! decompressed into lines).
+//! decompressed into lines), a batch archived in the in-memory bucket; the sealer's fixtures in
+//! `seal`.
 #![allow(dead_code)] // each test binary uses a different part of the harness
+
+pub mod seal;
 
 use std::io::Read;
 
-use audit_archiver::event::StreamEvent;
-use audit_aws::s3::memory::MemoryBucket;
+use audit_archiver::batch::{Ports, Settings, archive_batch};
+use audit_archiver::budget::Budget;
+use audit_archiver::clock::ManualClock;
+use audit_archiver::event::{StreamEvent, read_records};
+use audit_archiver::report::BatchReport;
+use audit_aws::error::{AwsError, ErrorKind};
+use audit_aws::s3::memory::{Effect, Fault, MemoryBucket, Operation};
 use aws_lambda_events::streams::DynamoDbEventResponse;
+use chrono::{DateTime, Utc};
 use flate2::read::GzDecoder;
 use lambda_runtime::{Context, LambdaEvent};
 use serde_json::{Map, Value, json};
 
 pub const STREAM_ARN: &str =
     "arn:aws:dynamodb:us-east-1:123456789012:table/AuditMessages/stream/2026-11-22T00:00:00.000";
+
+/// A time of the tests, written in RFC 3339.
+pub fn at(text: &str) -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339(text)
+        .expect("RFC 3339")
+        .with_timezone(&Utc)
+}
+
+/// The batch tests' clock: 10:15 on the day of the items.
+pub const TEN: &str = "2026-11-22T10:15:00Z";
 
 /// The stream's eventID of record `seq` (a stable stand-in for DynamoDB's hexadecimal ids).
 pub fn event_id(seq: u64) -> String {
@@ -108,6 +127,53 @@ pub fn ttl_remove(seq: u64, id: &str) -> Value {
     let mut value = user_remove(seq, id);
     value["userIdentity"] = json!({"type": "Service", "principalId": "dynamodb.amazonaws.com"});
     value
+}
+
+/// Inserts of records `seqs`.
+pub fn inserts(seqs: std::ops::Range<u64>) -> Vec<Value> {
+    seqs.map(insert).collect()
+}
+
+/// Archives `records` as one batch into `bucket` (default settings, no deadline), returning what
+/// happened.
+pub async fn archive(
+    bucket: &MemoryBucket,
+    clock: &ManualClock,
+    records: Vec<Value>,
+) -> BatchReport {
+    archive_within(bucket, clock, records, Budget::unlimited()).await
+}
+
+/// The same within `budget` (the invocation's deadline and margin).
+pub async fn archive_within(
+    bucket: &MemoryBucket,
+    clock: &ManualClock,
+    records: Vec<Value>,
+    budget: Budget,
+) -> BatchReport {
+    let reads = read_records(StreamEvent { records });
+    archive_batch(
+        Ports { bucket, clock },
+        &Settings::default(),
+        &reads,
+        budget,
+    )
+    .await
+}
+
+/// S3 not answering within the archiver's bound.
+pub fn timed_out() -> AwsError {
+    AwsError::without_answer(ErrorKind::TimedOut, "the request timed out")
+}
+
+/// The next PUT under `prefix` times out, writing nothing.
+pub fn time_out_next_put(bucket: &MemoryBucket, prefix: &str) {
+    bucket.inject(Fault {
+        operation: Operation::Put,
+        prefix: prefix.into(),
+        times: Some(1),
+        effect: Effect::Fail(timed_out()),
+    });
 }
 
 /// An event of `records` with a default context (no deadline).

@@ -129,6 +129,7 @@ impl Moto {
                 retry: RetryPolicy::default(),
                 max_receive_count: 5,
                 access_queue_arn: None,
+                redrivers: Default::default(),
             },
         );
         for (chunk_index, chunk) in bodies.chunks(10).enumerate() {

@@ -185,7 +185,9 @@ pub async fn run(args: ProveArgs, context: &Context) -> Result<(), Failure> {
     // Several items and no --audit-time, or none at the one given: the caller must say which.
     let (audit_time, anchor) =
         choose(&args.message_id, &args.table, &items, given).map_err(|e| match e {
-            ProveError::Ambiguous { .. } | ProveError::NoSuchTime { .. } => Failure::usage(e),
+            ProveError::Ambiguous { .. } | ProveError::NoSuchTime { .. } => {
+                Failure::usage(TrailError::Prove(e))
+            }
             other => Failure::Trail(other.into()),
         })?;
     let length = args.archive.period;
@@ -266,10 +268,12 @@ pub async fn run_consistency(args: ConsistencyArgs, context: &Context) -> Result
     if let Some(new) = args.new_size
         && args.old_size > new
     {
-        return Err(Failure::usage(ProveError::SizesOutOfOrder {
-            old: args.old_size,
-            new,
-        }));
+        return Err(Failure::usage(TrailError::Prove(
+            ProveError::SizesOutOfOrder {
+                old: args.old_size,
+                new,
+            },
+        )));
     }
     let bucket = args.log.bucket()?;
     let key = log_key(context, args.log.key_id()?).await?;
@@ -337,6 +341,8 @@ mod tests {
             ("2026-11-22T12:00:00Z".to_owned(), other)
         );
         let error = choose("m", "T", &[], None).unwrap_err();
-        assert!(error.to_string().contains("--audit-time"), "{error}");
+        assert!(matches!(error, ProveError::NotInTable { .. }), "{error}");
+        let words = TrailError::Prove(error).to_string();
+        assert!(words.contains("--audit-time"), "{words}");
     }
 }

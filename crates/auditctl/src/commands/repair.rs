@@ -240,7 +240,6 @@ mod tests {
     use std::sync::Mutex;
 
     use audit_model::archive::{ObjectKey, ObjectKind, Period, PeriodLength};
-    use audit_model::digest::SealedDigest;
     use audit_model::line::item_line;
     use audit_model::message::canonical_time;
     use audit_model::repair::Repaired;
@@ -250,11 +249,41 @@ mod tests {
     use serde_json::{Map, Value, json};
 
     use super::*;
+    use audit_archiver::marker::{Confirmed, Marker, RunEntry, marker_key};
+    use audit_aws::kms::MemoryKey as TestKey;
+    use audit_aws::s3::MemoryBucket;
     use audit_model::range::TimeRange;
-    use audit_proof::verify::memory::{
-        MemoryArchive, MemoryTable, TestKey, gzip_lines, seal, write_object,
-    };
-    use audit_proof::verify::ports::TableItem;
+    use audit_proof::archive::S3Archive;
+    use audit_proof::verify::ports::{MemoryTable, TableItem};
+
+    type MemoryArchive = S3Archive<MemoryBucket>;
+
+    /// Writes `lines` at `key` as the archiver does: first the marker that attests the object
+    /// (the run's first record `first`, the key and SHA-256), then the object naming the marker,
+    /// with `metadata`.
+    fn write_attested(
+        bucket: &MemoryBucket,
+        key: &str,
+        first: RunEntry,
+        lines: &[String],
+        at: DateTime<Utc>,
+        mut metadata: Vec<(&'static str, String)>,
+    ) {
+        let body = Bytes::from(
+            audit_archiver::encode::gzip_lines(lines.iter().map(String::as_str)).unwrap(),
+        );
+        let marker = marker_key(&first, 0).unwrap();
+        let confirmed = Confirmed {
+            key: key.to_owned(),
+            event_ids: vec![first.event_id().to_owned()],
+            sha256: audit_model::digest::hex(&audit_model::digest::sha256(&body)),
+        };
+        let json = Marker::new(vec![first], &[confirmed], at.timestamp_millis() + 30_000);
+        bucket.overwrite_with(&marker, Bytes::from(json.to_json()), Vec::new());
+        metadata.push(("events", lines.len().to_string()));
+        metadata.push((audit_model::archive::MARKER_METADATA, marker));
+        bucket.overwrite_with(key, body, metadata);
+    }
 
     const BUCKET: &str = "audit-archive";
     const START: &str = "2026-11-22T10:00:00Z";
@@ -298,10 +327,14 @@ mod tests {
                     ObjectKey::new(ObjectKind::Trail, now, length(), &repair_identity(key).0, 0)
                         .unwrap()
                         .to_string();
-                self.archive.overwrite_with(
+                let (sequence, event_id) = repair_identity(key);
+                write_attested(
+                    self.archive,
                     &object,
-                    Bytes::from(gzip_lines(&[item.line])),
-                    vec![("events", "1".into()), (REPAIR_METADATA, "true".into())],
+                    RunEntry(sequence, event_id),
+                    &[item.line],
+                    now,
+                    vec![(REPAIR_METADATA, "true".into())],
                 );
                 self.repaired
                     .lock()
@@ -320,13 +353,13 @@ mod tests {
         archive: MemoryArchive,
         key: TestKey,
         table: MemoryTable,
-        sealed: Option<(Period, SealedDigest)>,
+        sealed: Option<Period>,
     }
 
     impl World {
         fn new() -> Self {
             Self {
-                archive: MemoryArchive::default(),
+                archive: S3Archive::over(MemoryBucket::new(), BUCKET, "memory"),
                 key: TestKey::new("arn:aws:kms:us-east-1:111122223333:key/digest"),
                 table: MemoryTable::default(),
                 sealed: None,
@@ -356,29 +389,45 @@ mod tests {
             let items: Vec<TableItem> = ids.iter().map(|id| self.item(id, received)).collect();
             if !lost {
                 let lines: Vec<String> = items.iter().map(|i| i.line.clone()).collect();
-                write_object(
-                    &self.archive,
+                let archived = received + Duration::seconds(2);
+                let key = ObjectKey::new(
                     ObjectKind::Trail,
-                    received + Duration::seconds(2),
+                    archived,
                     length(),
-                    sequence,
-                    &lines,
-                );
+                    &sequence.to_string(),
+                    0,
+                )
+                .unwrap()
+                .to_string();
+                let first = RunEntry(sequence.to_string(), format!("event-{sequence}"));
+                write_attested(&self.archive, &key, first, &lines, archived, Vec::new());
             }
             for item in items {
                 self.table.put(item);
             }
         }
 
-        fn seal_through(&mut self, until: DateTime<Utc>) {
-            let mut next = match &self.sealed {
-                Some((p, _)) => p.next(),
+        /// The archiver's own sealer, run once per period as its schedule runs it, from `START`'s
+        /// period to `until`'s.
+        async fn seal_through(&mut self, until: DateTime<Utc>) {
+            let mut next = match self.sealed {
+                Some(p) => p.next(),
                 None => length().period_of(at(START)),
             };
             while next.start <= length().period_of(until).start {
-                let previous = self.sealed.as_ref().map(|(_, d)| d.clone());
-                let digest = seal(&self.archive, BUCKET, next, previous.as_ref(), &self.key);
-                self.sealed = Some((next, digest));
+                let report = audit_archiver::seal::Sealer {
+                    bucket: &*self.archive,
+                    signer: &self.key,
+                    bucket_name: BUCKET,
+                    period: length(),
+                }
+                .run(
+                    DateTime::from_timestamp(next.sealable_at(), 0).unwrap(),
+                    audit_archiver::budget::Budget::unlimited(),
+                )
+                .await;
+                assert!(report.failure.is_none(), "{report:?}");
+                self.sealed = Some(next);
                 next = next.next();
             }
         }
@@ -433,7 +482,7 @@ mod tests {
         world.write(&["lost-1", "lost-2"], at("2026-11-22T10:03:10Z"), true, 0);
         world.write(&["b-1"], at("2026-11-22T10:05:10Z"), false, 200);
         let now = at("2026-11-22T10:30:00Z");
-        world.seal_through(now - Duration::minutes(2));
+        world.seal_through(now - Duration::minutes(2)).await;
         let before = world.problems(now).await;
         assert_eq!(
             before
@@ -485,7 +534,7 @@ mod tests {
 
         // The repair's period sealed (read ahead of each item as far as the repair came).
         let later = now + Duration::minutes(5);
-        world.seal_through(later - Duration::minutes(2));
+        world.seal_through(later - Duration::minutes(2)).await;
         let mut settings = world.settings(later);
         settings.lag_seconds = 3600;
         let key_ = TrustedKey::new(world.key.public_key()).unwrap();
@@ -522,7 +571,7 @@ mod tests {
         let mut world = World::new();
         world.write(&["fresh"], at("2026-11-22T10:09:00Z"), true, 0);
         let now = at("2026-11-22T10:10:00Z");
-        world.seal_through(now - Duration::minutes(2));
+        world.seal_through(now - Duration::minutes(2)).await;
         assert_eq!(world.missing(now).await.keys, Vec::<ItemKey>::new());
     }
 

@@ -91,9 +91,81 @@ pub enum TrailError {
     /// The archiver did not repair (`archive repair`).
     #[error(transparent)]
     Repair(#[from] crate::commands::repair::RepairFailure),
-    /// A proof of the transparency log could not be made (`prove`, `consistency`).
-    #[error(transparent)]
+    /// A proof of the transparency log could not be made (`prove`, `consistency`): said with
+    /// what to do (`prove_words`).
+    #[error("{}", prove_words(.0))]
     Prove(#[from] audit_proof::prove::ProveError),
+}
+
+/// Why a proof could not be made, in today's words: what the library found, then what to do (the
+/// flag to pass, when to try again, `auditctl verify` to find what was changed).
+pub fn prove_words(error: &audit_proof::prove::ProveError) -> String {
+    use audit_proof::prove::ProveError;
+    let found = error.to_string();
+    match error {
+        ProveError::NotInTable { .. } => format!(
+            "{found} (expired by TTL, or never received): pass --audit-time with its auditTime to look for it in the archive's indexes from that time's period"
+        ),
+        ProveError::Ambiguous { .. } => {
+            format!("{found}: pass --audit-time with the one to prove")
+        }
+        ProveError::NoSuchTime { .. } => {
+            format!("{found}: pass one of those, or leave --audit-time out")
+        }
+        ProveError::NotSealed { retry, .. } => format!("{found}; try again after {retry}"),
+        ProveError::Overdue { .. } => format!(
+            "{found}: run `auditctl verify` over it to see why (digest missing?), then try again"
+        ),
+        ProveError::LogPending { .. } => {
+            format!("{found}: the archiver's next run writes it; try again in a few minutes")
+        }
+        ProveError::NotFound {
+            before_log,
+            no_digest,
+            ..
+        } => {
+            let mut notes = Vec::new();
+            if *before_log > 0 {
+                notes.push(format!(
+                    "{before_log} of them sealed before the transparency log began: their events are not leaves; `auditctl verify` proves them whole"
+                ));
+            }
+            if *no_digest > 0 {
+                notes.push(format!(
+                    "{no_digest} of them without a digest although a later period has one: before the trail began, or their digest is missing"
+                ));
+            }
+            let before = if notes.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", notes.join("; "))
+            };
+            format!(
+                "{found}{before}: check the messageId and --audit-time (`auditctl get` shows its receivedAt), and run `auditctl verify` over those periods"
+            )
+        }
+        ProveError::NoCheckpoint => format!(
+            "{found}: the transparency log starts with the first period sealed by an archiver that writes it; try again after the next period is sealed"
+        ),
+        ProveError::NoCheckpointOf { .. } => format!(
+            "{found}: pass a --tree-size that has one (`aws s3 ls s3://BUCKET/log/checkpoints/` lists them), or leave it out for the newest"
+        ),
+        ProveError::TooSmall { leaf, .. } => format!(
+            "{found}: pass a --tree-size larger than {leaf}, or leave it out for the newest"
+        ),
+        ProveError::SizesOutOfOrder { .. } => {
+            format!("{found}: a consistency proof goes from an older (smaller) tree to a newer one")
+        }
+        ProveError::Broken { period, .. } => {
+            let period = period.as_ref().map(|p| format!(" {p}")).unwrap_or_default();
+            format!(
+                "{found}: run `auditctl verify` over the period{period} to find what was changed"
+            )
+        }
+        ProveError::Inconsistent(_) => {
+            format!("{found}; run `auditctl verify` (it reports the checkpoints that disagree)")
+        }
+    }
 }
 
 /// The proof library's errors in today's words: the policy to attach, the flag or variable to set.
@@ -290,6 +362,48 @@ mod tests {
         assert_eq!(
             table.to_string(),
             "table AuditMessages not found at region eu-west-1: set TABLE_NAME or --table, or deploy the stack"
+        );
+    }
+
+    #[test]
+    fn why_a_proof_could_not_be_made_is_said_with_what_to_do() {
+        use audit_proof::prove::ProveError;
+        let missing = TrailError::from(audit_proof::Error::Prove(ProveError::NotFound {
+            message_id: "m".into(),
+            audit_time: "2026-11-22T10:00:00.000Z".into(),
+            first: "2026-11-22T09:59:00Z".into(),
+            last: "2026-11-22T10:02:00Z".into(),
+            before_log: 1,
+            no_digest: 2,
+        }));
+        assert_eq!(
+            missing.to_string(),
+            "messageId m (auditTime 2026-11-22T10:00:00.000Z) is not in the index of the periods 2026-11-22T09:59:00Z to 2026-11-22T10:02:00Z (1 of them sealed before the transparency log began: their events are not leaves; `auditctl verify` proves them whole; 2 of them without a digest although a later period has one: before the trail began, or their digest is missing): check the messageId and --audit-time (`auditctl get` shows its receivedAt), and run `auditctl verify` over those periods"
+        );
+        let broken = |period: Option<&str>| {
+            TrailError::Prove(ProveError::Broken {
+                what: "the index x is not text".into(),
+                period: period.map(str::to_owned),
+            })
+            .to_string()
+        };
+        assert_eq!(
+            broken(Some("2026-11-22T10:00:00Z")),
+            "the index x is not text: run `auditctl verify` over the period 2026-11-22T10:00:00Z to find what was changed"
+        );
+        assert_eq!(
+            broken(None),
+            "the index x is not text: run `auditctl verify` over the period to find what was changed"
+        );
+        let pending = TrailError::Prove(ProveError::NotSealed {
+            message_id: "m".into(),
+            period: "P".into(),
+            sealable: "S".into(),
+            retry: "R".into(),
+        });
+        assert_eq!(
+            pending.to_string(),
+            "the period P (where messageId m may be archived) is not sealed yet: the archiver seals it from S on; try again after R"
         );
     }
 

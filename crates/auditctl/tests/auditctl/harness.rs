@@ -1,11 +1,27 @@
 //! Owns what every test of `auditctl` shares: running the binary with a clean AWS environment,
-//! reading its output, a three-day trail written by the function, one request forwarded to moto.
+//! reading its output, a three-day trail written by the function, one request forwarded to moto,
+//! the archive's S3 and digest key on moto (gzip objects, KMS signatures, the log's checkpoints).
 //! Must not know what any one command is expected to print.
 
+use std::io::Write as _;
 use std::process::{Command, Output};
 use std::str::FromStr;
 
+use audit_archiver::budget::Budget;
+use audit_archiver::seal::{SealReport, Sealer};
+use audit_archiver::signer::kms::KmsSigner;
+use audit_aws::s3::S3Bucket;
+use audit_model::archive::PeriodLength;
+use audit_model::note::{Checkpoint, NoteSignature, SignedNote, ecdsa_key_id, origin};
 use audit_receiver::message::canonical_time;
+use audit_testkit::endpoint::sdk_config;
+use aws_sdk_kms::primitives::Blob;
+use aws_sdk_kms::types::{KeySpec, KeyUsageType, MessageType, SigningAlgorithmSpec};
+use aws_sdk_s3::primitives::ByteStream;
+use aws_sdk_s3::types::ChecksumAlgorithm;
+use chrono::{DateTime, Utc};
+use flate2::Compression;
+use flate2::write::GzEncoder;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -184,4 +200,143 @@ pub(crate) fn is_access_event(body: &str) -> bool {
         .ok()
         .and_then(|b| b["action"].as_str().map(|a| a.starts_with("auditctl.")))
         .unwrap_or(false)
+}
+
+/// moto's S3, path-style (the bucket in the path, as moto serves it).
+pub(crate) fn s3(moto: &Moto) -> aws_sdk_s3::Client {
+    let config = aws_sdk_s3::config::Builder::from(&sdk_config(&moto.endpoint))
+        .force_path_style(true)
+        .build();
+    aws_sdk_s3::Client::from_conf(config)
+}
+
+/// moto's KMS.
+pub(crate) fn kms(moto: &Moto) -> aws_sdk_kms::Client {
+    aws_sdk_kms::Client::new(&sdk_config(&moto.endpoint))
+}
+
+/// Puts `body` at `key` in `bucket` with its SHA-256 checksum (a new version where one exists).
+pub(crate) async fn put_checked(s3: &aws_sdk_s3::Client, bucket: &str, key: &str, body: Vec<u8>) {
+    s3.put_object()
+        .bucket(bucket)
+        .key(key)
+        .checksum_algorithm(ChecksumAlgorithm::Sha256)
+        .body(ByteStream::from(body))
+        .send()
+        .await
+        .unwrap();
+}
+
+/// The body of the current version at `key` in `bucket`.
+pub(crate) async fn get_body(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Vec<u8> {
+    s3.get_object()
+        .bucket(bucket)
+        .key(key)
+        .send()
+        .await
+        .unwrap()
+        .body
+        .collect()
+        .await
+        .unwrap()
+        .to_vec()
+}
+
+/// One run of the archiver's own sealer over `bucket` at `now`, periods of `period`, its digests
+/// and checkpoints signed by `key` in KMS; no deadline.
+pub(crate) async fn seal_with_kms(
+    bucket: &S3Bucket,
+    kms: &aws_sdk_kms::Client,
+    key: &str,
+    period: PeriodLength,
+    now: DateTime<Utc>,
+) -> SealReport {
+    let signer = KmsSigner::new(kms.clone(), key);
+    Sealer {
+        bucket,
+        signer: &signer,
+        bucket_name: bucket.name(),
+        period,
+    }
+    .run(now, Budget::unlimited())
+    .await
+}
+
+/// A digest key as the template makes it (ECC_NIST_P256, SIGN_VERIFY): its ARN.
+pub(crate) async fn create_key(kms: &aws_sdk_kms::Client) -> String {
+    kms.create_key()
+        .key_spec(KeySpec::EccNistP256)
+        .key_usage(KeyUsageType::SignVerify)
+        .send()
+        .await
+        .unwrap()
+        .key_metadata
+        .unwrap()
+        .arn
+        .unwrap()
+}
+
+/// `key`'s public key, DER SPKI, from GetPublicKey.
+pub(crate) async fn public_key(kms: &aws_sdk_kms::Client, key: &str) -> Vec<u8> {
+    kms.get_public_key()
+        .key_id(key)
+        .send()
+        .await
+        .unwrap()
+        .public_key
+        .unwrap()
+        .into_inner()
+}
+
+/// `message` signed by `key` with KMS Sign (RAW, ECDSA_SHA_256), DER.
+pub(crate) async fn kms_sign(kms: &aws_sdk_kms::Client, key: &str, message: &[u8]) -> Vec<u8> {
+    kms.sign()
+        .key_id(key)
+        .message(Blob::new(message))
+        .message_type(MessageType::Raw)
+        .signing_algorithm(SigningAlgorithmSpec::EcdsaSha256)
+        .send()
+        .await
+        .unwrap()
+        .signature
+        .unwrap()
+        .into_inner()
+}
+
+/// The checkpoint of the tree of `size` with `root`, signed by `key` (`der`: its public key) as
+/// the log of `bucket`: the note's text.
+pub(crate) async fn signed_checkpoint(
+    kms: &aws_sdk_kms::Client,
+    key: &str,
+    der: &[u8],
+    bucket: &str,
+    size: u64,
+    root: [u8; 32],
+) -> String {
+    let body = Checkpoint {
+        origin: origin(bucket),
+        size,
+        root,
+    }
+    .body();
+    let signature = kms_sign(kms, key, body.as_bytes()).await;
+    SignedNote {
+        body,
+        signatures: vec![NoteSignature {
+            name: origin(bucket),
+            key_id: ecdsa_key_id(der),
+            signature,
+        }],
+    }
+    .text()
+}
+
+/// `lines` as an archive object's body: each line ended, gzipped.
+pub(crate) fn gzip(lines: &[String]) -> Vec<u8> {
+    let mut encoder = GzEncoder::new(Vec::new(), Compression::default());
+    for line in lines {
+        encoder.write_all(line.as_bytes()).unwrap();
+        encoder.write_all(b"\n").unwrap();
+    }
+    encoder.finish().unwrap()
 }

@@ -7,23 +7,17 @@
 //! `check-proof` (offline) and the library's check accept, reads at most 20 objects, and records
 //! its access; a consistency proof holds.
 
-use std::io::Write;
-
 use audit_model::archive::{ObjectKey, ObjectKind, Period, PeriodLength};
 use audit_model::digest::{Digest, TreeHead, digest_key};
 use audit_model::note::{
-    Checkpoint, IndexRow, NoteSignature, Proof, SignedNote, WitnessKey, checkpoint_key,
-    cosignature_key, cosigned_message, ecdsa_key_id, index_key, origin,
+    IndexRow, NoteSignature, Proof, SignedNote, WitnessKey, checkpoint_key, cosignature_key,
+    cosigned_message, index_key,
 };
 use audit_model::tlog::{HexHash, TreeEdge, leaf_hash, parse_hex_hash, verify_consistency};
 use audit_proof::tlog::{LogKey, check_proof};
-use audit_testkit::endpoint::{create_locked_bucket, sdk_config};
+use audit_testkit::endpoint::create_locked_bucket;
 use audit_trail::item::TrailItem;
 use aws_lc_rs::signature::{Ed25519KeyPair, KeyPair};
-use aws_sdk_kms::primitives::Blob;
-use aws_sdk_kms::types::{KeySpec, KeyUsageType, MessageType, SigningAlgorithmSpec};
-use aws_sdk_s3::primitives::ByteStream;
-use aws_sdk_s3::types::ChecksumAlgorithm;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use chrono::{DateTime, Utc};
@@ -39,15 +33,6 @@ const EVENTS: usize = 40;
 
 fn length() -> PeriodLength {
     PeriodLength::new(SECONDS).unwrap()
-}
-
-fn gzip(lines: &[String]) -> Vec<u8> {
-    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    for line in lines {
-        encoder.write_all(line.as_bytes()).unwrap();
-        encoder.write_all(b"\n").unwrap();
-    }
-    encoder.finish().unwrap()
 }
 
 /// The trail, its archive and its log on moto.
@@ -70,34 +55,11 @@ impl Stack {
     async fn new() -> Self {
         let moto = Moto::start();
         create_table(&moto.client(), TABLE).await;
-        let config = sdk_config(&moto.endpoint);
-        let s3 = aws_sdk_s3::Client::from_conf(
-            aws_sdk_s3::config::Builder::from(&config)
-                .force_path_style(true)
-                .build(),
-        );
+        let s3 = s3(&moto);
         create_locked_bucket(&s3, BUCKET).await;
-        let kms = aws_sdk_kms::Client::new(&config);
-        let key = kms
-            .create_key()
-            .key_spec(KeySpec::EccNistP256)
-            .key_usage(KeyUsageType::SignVerify)
-            .send()
-            .await
-            .unwrap()
-            .key_metadata
-            .unwrap()
-            .arn
-            .unwrap();
-        let der = kms
-            .get_public_key()
-            .key_id(&key)
-            .send()
-            .await
-            .unwrap()
-            .public_key
-            .unwrap()
-            .into_inner();
+        let kms = kms(&moto);
+        let key = create_key(&kms).await;
+        let der = public_key(&kms, &key).await;
         let pair = Ed25519KeyPair::generate().unwrap();
         let witness = WitnessKey {
             name: "witness.example/w1".to_owned(),
@@ -117,15 +79,7 @@ impl Stack {
     }
 
     async fn put(&self, key: &str, body: Vec<u8>) {
-        self.s3
-            .put_object()
-            .bucket(BUCKET)
-            .key(key)
-            .checksum_algorithm(ChecksumAlgorithm::Sha256)
-            .body(ByteStream::from(body))
-            .send()
-            .await
-            .unwrap();
+        put_checked(&self.s3, BUCKET, key, body).await;
     }
 
     /// Events written through the function; the table's items.
@@ -193,53 +147,23 @@ impl Stack {
         }
         let rows: Vec<String> = rows.iter().map(|r| r.trim_end().to_owned()).collect();
         self.put(&index_key(period), gzip(&rows)).await;
-        let body = Checkpoint {
-            origin: origin(BUCKET),
-            size: self.edge.size,
-            root: self.edge.root(),
-        }
-        .body();
-        let signature = self
-            .kms
-            .sign()
-            .key_id(&self.key)
-            .message(Blob::new(body.as_bytes()))
-            .message_type(MessageType::Raw)
-            .signing_algorithm(SigningAlgorithmSpec::EcdsaSha256)
-            .send()
-            .await
-            .unwrap()
-            .signature
-            .unwrap()
-            .into_inner();
-        let note = SignedNote {
-            body,
-            signatures: vec![NoteSignature {
-                name: origin(BUCKET),
-                key_id: ecdsa_key_id(&self.der),
-                signature,
-            }],
-        };
-        self.put(&checkpoint_key(self.edge.size), note.text().into_bytes())
+        let note = signed_checkpoint(
+            &self.kms,
+            &self.key,
+            &self.der,
+            BUCKET,
+            self.edge.size,
+            self.edge.root(),
+        )
+        .await;
+        self.put(&checkpoint_key(self.edge.size), note.into_bytes())
             .await;
         self.sizes.push(self.edge.size);
     }
 
     /// The witness cosigns the checkpoint of `size`.
     async fn cosign(&self, size: u64) {
-        let stored = self
-            .s3
-            .get_object()
-            .bucket(BUCKET)
-            .key(checkpoint_key(size))
-            .send()
-            .await
-            .unwrap()
-            .body
-            .collect()
-            .await
-            .unwrap()
-            .into_bytes();
+        let stored = get_body(&self.s3, BUCKET, &checkpoint_key(size)).await;
         let note = SignedNote::parse(std::str::from_utf8(&stored).unwrap()).unwrap();
         let (pair, witness) = &self.witness;
         let stamp = Utc::now().timestamp() as u64;
@@ -520,10 +444,6 @@ async fn archive_as_the_archiver(
 
 #[tokio::test]
 async fn prove_proves_events_of_three_periods_sealed_by_the_archivers_sealer() {
-    use audit_archiver::budget::Budget;
-    use audit_archiver::seal::Sealer;
-    use audit_archiver::signer::kms::KmsSigner;
-
     let stack = Stack::new().await;
     let items = stack.write_events().await;
     let received = items
@@ -550,15 +470,7 @@ async fn prove_proves_events_of_three_periods_sealed_by_the_archivers_sealer() {
         0,
     )
     .unwrap();
-    let signer = KmsSigner::new(stack.kms.clone(), &stack.key);
-    let report = Sealer {
-        bucket: &bucket,
-        signer: &signer,
-        bucket_name: BUCKET,
-        period: length(),
-    }
-    .run(now, Budget::unlimited())
-    .await;
+    let report = seal_with_kms(&bucket, &stack.kms, &stack.key, length(), now).await;
     assert_eq!(report.failure, None, "{report:?}");
     assert_eq!(report.tree_size, Some(EVENTS as u64), "{report:?}");
 

@@ -5,16 +5,10 @@
 
 use std::path::{Path, PathBuf};
 
-use audit_model::note::{
-    Checkpoint, NoteSignature, SignedNote, WitnessKey, checkpoint_key, ecdsa_key_id, origin,
-};
+use audit_model::note::{SignedNote, WitnessKey, checkpoint_key};
 use audit_model::tlog::{Hash, TreeEdge, leaf_hash};
 use audit_proof::tlog::check_cosignature;
-use audit_testkit::endpoint::{create_locked_bucket, sdk_config};
-use aws_sdk_kms::primitives::Blob;
-use aws_sdk_kms::types::{KeySpec, KeyUsageType, MessageType, SigningAlgorithmSpec};
-use aws_sdk_s3::primitives::ByteStream;
-use aws_sdk_s3::types::ChecksumAlgorithm;
+use audit_testkit::endpoint::create_locked_bucket;
 use base64::Engine as _;
 
 use crate::harness::*;
@@ -34,24 +28,10 @@ struct Log {
 impl Log {
     async fn new() -> Self {
         let moto = Moto::start();
-        let s3 = aws_sdk_s3::Client::from_conf(
-            aws_sdk_s3::config::Builder::from(&sdk_config(&moto.endpoint))
-                .force_path_style(true)
-                .build(),
-        );
+        let s3 = s3(&moto);
         create_locked_bucket(&s3, BUCKET).await;
-        let kms = aws_sdk_kms::Client::new(&sdk_config(&moto.endpoint));
-        let key = kms
-            .create_key()
-            .key_spec(KeySpec::EccNistP256)
-            .key_usage(KeyUsageType::SignVerify)
-            .send()
-            .await
-            .unwrap()
-            .key_metadata
-            .unwrap()
-            .arn
-            .unwrap();
+        let kms = kms(&moto);
+        let key = create_key(&kms).await;
         let dir = std::env::temp_dir().join(format!(
             "auditctl-witness-{}-{}",
             std::process::id(),
@@ -69,59 +49,17 @@ impl Log {
     }
 
     async fn put(&self, key: &str, body: Vec<u8>) {
-        self.s3
-            .put_object()
-            .bucket(BUCKET)
-            .key(key)
-            .checksum_algorithm(ChecksumAlgorithm::Sha256)
-            .body(ByteStream::from(body))
-            .send()
-            .await
-            .unwrap();
+        put_checked(&self.s3, BUCKET, key, body).await;
     }
 
     async fn der(&self) -> Vec<u8> {
-        self.kms
-            .get_public_key()
-            .key_id(&self.key)
-            .send()
-            .await
-            .unwrap()
-            .public_key
-            .unwrap()
-            .into_inner()
+        public_key(&self.kms, &self.key).await
     }
 
     /// The checkpoint of (size, root), signed by the digest key in KMS.
     async fn note(&self, size: u64, root: Hash) -> String {
-        let body = Checkpoint {
-            origin: origin(BUCKET),
-            size,
-            root,
-        }
-        .body();
-        let signature = self
-            .kms
-            .sign()
-            .key_id(&self.key)
-            .message(Blob::new(body.clone().into_bytes()))
-            .message_type(MessageType::Raw)
-            .signing_algorithm(SigningAlgorithmSpec::EcdsaSha256)
-            .send()
-            .await
-            .unwrap()
-            .signature
-            .unwrap()
-            .into_inner();
-        SignedNote {
-            body,
-            signatures: vec![NoteSignature {
-                name: origin(BUCKET),
-                key_id: ecdsa_key_id(&self.der().await),
-                signature,
-            }],
-        }
-        .text()
+        let der = self.der().await;
+        signed_checkpoint(&self.kms, &self.key, &der, BUCKET, size, root).await
     }
 
     async fn append(&mut self, n: usize) -> u64 {
@@ -157,20 +95,7 @@ impl Log {
     }
 
     async fn get(&self, key: &str) -> String {
-        let body = self
-            .s3
-            .get_object()
-            .bucket(BUCKET)
-            .key(key)
-            .send()
-            .await
-            .unwrap()
-            .body
-            .collect()
-            .await
-            .unwrap()
-            .into_bytes();
-        String::from_utf8(body.to_vec()).unwrap()
+        String::from_utf8(get_body(&self.s3, BUCKET, key).await).unwrap()
     }
 
     fn path(&self, name: &str) -> PathBuf {

@@ -91,7 +91,7 @@ impl TrustedKey {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::verify::memory::TestKey;
+    use audit_aws::kms::MemoryKey as TestKey;
 
     #[test]
     fn a_kms_p256_key_verifies_its_own_signatures_and_no_other() {

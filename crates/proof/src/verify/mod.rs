@@ -2,7 +2,8 @@
 //! signed, chained digests say (docs/auditctl.md "Proving the trail unchanged: verify"). Must not
 //! know the SDK, flags or words for people: the archive (`crate::archive`), the digest key and
 //! the table are ports (`ports`) with adapters (`kms` here; the table's is the caller's) and,
-//! for the tests, in-memory twins (`memory`).
+//! for the tests, in-memory twins (`ports::memory`; the archive's is `crate::archive::S3Archive`
+//! over `audit_aws`'s in-memory bucket, written and sealed in the tests by the archiver itself).
 //!
 //! The flow: `walk` goes through the range's periods in order; for each, `digests` loads and
 //! checks the period's digest (versions, signature with `key`, fields, link to the previous
@@ -24,8 +25,6 @@ pub mod seen;
 pub mod table;
 pub mod walk;
 
-#[cfg(any(test, feature = "test-support"))]
-pub mod memory;
 #[cfg(test)]
 mod tests;
 

@@ -42,3 +42,8 @@ pub trait Table: Send + Sync {
         keys: Vec<(String, String)>,
     ) -> impl Future<Output = Result<Vec<TableItem>, Error>> + Send;
 }
+
+#[cfg(any(test, feature = "test-support"))]
+pub mod memory;
+#[cfg(any(test, feature = "test-support"))]
+pub use memory::MemoryTable;

@@ -14,15 +14,19 @@ use audit_aws::dynamodb::{DynamoDbStore, Wire};
 use audit_model::keys::{
     AUDIT_BUCKET, LOOKUP_INDEXES, LOOKUP_PROJECTION, PARTITION_KEY, SORT_KEY, TIME_INDEX,
 };
+use audit_receiver::message::{AuditItem, AuditMessage, Delivery, parse_audit_time};
 use audit_receiver::{BatchSettings, Handler, Redrivers, RetryPolicy};
 use audit_testkit::endpoint::{credentials_provider, key, sdk_config, string_attribute};
 use audit_testkit::moto::MotoServer;
-use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
+use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent, SqsMessage, SqsMessageAttribute};
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{
     AttributeValue, BillingMode, GlobalSecondaryIndex, KeyType, Projection, ProjectionType,
 };
+use aws_sdk_sqs::types::Message;
 use lambda_runtime::{Context, LambdaEvent};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
 
 pub const TABLE: &str = "AuditMessages";
 
@@ -239,4 +243,125 @@ pub const EVENT_FILES: &[&str] = &[
 
 pub fn events_dir() -> PathBuf {
     project_root().join("events")
+}
+
+/// Every message of a queue, with all its attributes; each is received once (the visibility
+/// timeout outlasts the test).
+pub async fn receive_all(sqs: &aws_sdk_sqs::Client, url: &str) -> Vec<Message> {
+    let mut all = Vec::new();
+    loop {
+        let messages = audit_testkit::endpoint::receive(sqs, url, 600).await;
+        if messages.is_empty() {
+            return all;
+        }
+        all.extend(messages);
+    }
+}
+
+/// A received message's String attribute `name`.
+pub fn attribute(message: &Message, name: &str) -> Option<String> {
+    message
+        .message_attributes()
+        .and_then(|a| a.get(name))
+        .and_then(|v| v.string_value().map(str::to_owned))
+}
+
+/// A String message attribute of a record, as SQS delivers it to Lambda.
+pub fn message_attribute(value: &str) -> SqsMessageAttribute {
+    let mut a = SqsMessageAttribute::default();
+    a.data_type = Some("String".into());
+    a.string_value = Some(value.into());
+    a
+}
+
+/// Sends `request` to moto as it came, on a connection of its own, and reads the whole answer
+/// (Content-Length bodies).
+pub async fn relay(
+    request: &http::Request,
+    host: &str,
+) -> Option<(u16, Vec<(String, String)>, Vec<u8>)> {
+    let mut moto = TcpStream::connect(host).await.ok()?;
+    let mut head = format!("{} {} HTTP/1.1\r\n", request.method, request.path);
+    for (name, value) in &request.headers {
+        if name.eq_ignore_ascii_case("host") {
+            // Signed with the proxy's host: moto does not check signatures.
+            head.push_str(&format!("Host: {host}\r\n"));
+        } else if !name.eq_ignore_ascii_case("connection") {
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
+    }
+    head.push_str("Connection: close\r\n\r\n");
+    moto.write_all(head.as_bytes()).await.ok()?;
+    moto.write_all(&request.body).await.ok()?;
+
+    let mut buffer = Vec::new();
+    let mut chunk = [0u8; 16384];
+    let end = loop {
+        if let Some(at) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
+            break at + 4;
+        }
+        let n = moto.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buffer.extend_from_slice(&chunk[..n]);
+    };
+    let text = String::from_utf8_lossy(&buffer[..end]).into_owned();
+    let mut lines = text.split("\r\n");
+    let status = lines.next()?.split(' ').nth(1)?.parse().ok()?;
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_owned(), v.trim().to_owned()))
+        .filter(|(n, _)| {
+            !n.eq_ignore_ascii_case("content-length") && !n.eq_ignore_ascii_case("connection")
+        })
+        .collect();
+    let length: usize = text
+        .split("\r\n")
+        .filter_map(|l| l.split_once(':'))
+        .find(|(n, _)| n.trim().eq_ignore_ascii_case("content-length"))
+        .and_then(|(_, v)| v.trim().parse().ok())
+        .unwrap_or(0);
+    while buffer.len() < end + length {
+        let n = moto.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buffer.extend_from_slice(&chunk[..n]);
+    }
+    Some((status, headers, buffer[end..end + length].to_vec()))
+}
+
+/// Writes `answer` (from `relay`) back on `socket` as it came; `Err` when the peer has gone.
+pub async fn send_back(
+    socket: &mut TcpStream,
+    answer: (u16, Vec<(String, String)>, Vec<u8>),
+) -> std::io::Result<()> {
+    let (status, headers, body) = answer;
+    let headers: Vec<(&str, &str)> = headers
+        .iter()
+        .map(|(n, v)| (n.as_str(), v.as_str()))
+        .collect();
+    http::write_response(socket, status, &headers, &body).await
+}
+
+/// The item the function writes for `body`, delivered once as SQS message `sqs_message_id` and
+/// received at 10:00:01.
+pub fn audit_item(body: &str, sqs_message_id: &str) -> AuditItem {
+    let message = AuditMessage::parse(Some(body), None).unwrap();
+    let delivery = Delivery {
+        sqs_message_id: sqs_message_id.into(),
+        original_message_id: sqs_message_id.into(),
+        sent_at: None,
+        receive_count: Some(1),
+        event_source: Some(QUEUE_ARN.into()),
+        sender_id: None,
+        original_sender_id: None,
+    };
+    AuditItem::new(
+        message,
+        delivery,
+        parse_audit_time("2026-11-22T10:00:01Z").unwrap(),
+        None,
+    )
 }

@@ -16,18 +16,28 @@ const fn column(name: &'static str, table_width: Option<usize>) -> Column {
     Column { name, table_width }
 }
 
+/// The columns of a listed message, with or without its body.
+const LISTED: [Column; 8] = [
+    column("messageId", Some(36)),
+    column("reason", Some(29)),
+    column("originalSqsMessageId", Some(36)),
+    column("failedAt", Some(24)),
+    column("receiveCount", Some(7)),
+    column("bodyBytes", Some(9)),
+    column("originalSenderId", Some(24)),
+    // The dead-letter message's own sender: in jsonl and csv.
+    column("senderId", None),
+];
+
+/// Those columns, then the body: not a cell in the table, a person who asks for the body sees
+/// all of it, under the row.
+const LISTED_WITH_BODY: [Column; 9] = {
+    let [a, b, c, d, e, f, g, h] = LISTED;
+    [a, b, c, d, e, f, g, h, column("body", None)]
+};
+
 impl Record for Listed<'_> {
-    const COLUMNS: &'static [Column] = &[
-        column("messageId", Some(36)),
-        column("reason", Some(29)),
-        column("originalSqsMessageId", Some(36)),
-        column("failedAt", Some(24)),
-        column("receiveCount", Some(7)),
-        column("bodyBytes", Some(9)),
-        column("originalSenderId", Some(24)),
-        // The dead-letter message's own sender: in jsonl and csv.
-        column("senderId", None),
-    ];
+    const COLUMNS: &'static [Column] = &LISTED;
     fn json(&self) -> Value {
         self.0.json(&self.1, false)
     }
@@ -37,18 +47,7 @@ impl Record for Listed<'_> {
 }
 
 impl Record for ListedWithBody<'_> {
-    const COLUMNS: &'static [Column] = &[
-        column("messageId", Some(36)),
-        column("reason", Some(29)),
-        column("originalSqsMessageId", Some(36)),
-        column("failedAt", Some(24)),
-        column("receiveCount", Some(7)),
-        column("bodyBytes", Some(9)),
-        column("originalSenderId", Some(24)),
-        column("senderId", None),
-        // Not a cell in the table: a person who asks for the body sees all of it, under the row.
-        column("body", None),
-    ];
+    const COLUMNS: &'static [Column] = &LISTED_WITH_BODY;
     fn json(&self) -> Value {
         self.0.json(&self.1, true)
     }

@@ -9,7 +9,7 @@
 //! will then seal with it.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::process::Output;
 use std::str::FromStr;
 
@@ -18,20 +18,14 @@ use audit_model::digest::{
     Digest, ListedObject, PreviousDigest, SIGNATURE_METADATA, SealedDigest, TreeHead, digest_key,
     hex, sha256, signing_string_of,
 };
-use audit_model::note::{
-    Checkpoint, NoteSignature, SignedNote, WitnessKey, checkpoint_key, ecdsa_key_id, origin,
-};
+use audit_model::note::{WitnessKey, checkpoint_key};
 use audit_model::tlog::{HexHash, TreeEdge, leaf_hash};
-use audit_testkit::endpoint::{create_locked_bucket, sdk_config};
+use audit_testkit::endpoint::create_locked_bucket;
 use audit_trail::item::TrailItem;
 use aws_sdk_dynamodb::types::AttributeValue;
-use aws_sdk_kms::primitives::Blob;
-use aws_sdk_kms::types::{KeySpec, KeyUsageType, MessageType, SigningAlgorithmSpec};
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::ChecksumAlgorithm;
 use chrono::{DateTime, Duration, Utc};
-use flate2::Compression;
-use flate2::write::GzEncoder;
 
 use crate::access::assert_access_event;
 use crate::dlq::queues;
@@ -49,17 +43,6 @@ const PERIODS: i64 = 30;
 
 fn length() -> PeriodLength {
     PeriodLength::new(SECONDS).unwrap()
-}
-
-fn s3(moto: &Moto) -> aws_sdk_s3::Client {
-    let config = aws_sdk_s3::config::Builder::from(&sdk_config(&moto.endpoint))
-        .force_path_style(true)
-        .build();
-    aws_sdk_s3::Client::from_conf(config)
-}
-
-fn kms(moto: &Moto) -> aws_sdk_kms::Client {
-    aws_sdk_kms::Client::new(&sdk_config(&moto.endpoint))
 }
 
 /// The trail, its archive and its digests on moto.
@@ -233,16 +216,7 @@ impl Stack {
     /// digest carries the tree after its period's lines, then its tiles and its checkpoint,
     /// signed with KMS, are written. The tree's sizes, one per period.
     async fn seal_logged(&self) -> Vec<u64> {
-        let public = self
-            .kms
-            .get_public_key()
-            .key_id(&self.key)
-            .send()
-            .await
-            .unwrap()
-            .public_key
-            .unwrap()
-            .into_inner();
+        let public = public_key(&self.kms, &self.key).await;
         let mut edge = TreeEdge::default();
         let mut previous: Option<SealedDigest> = None;
         let mut sizes = Vec::new();
@@ -315,35 +289,8 @@ impl Stack {
     /// The checkpoint of the tree of `size` with `root`, signed with KMS by the digest key
     /// (RAW, ECDSA_SHA_256) as the log (`public`: the key's DER).
     async fn put_checkpoint(&self, size: u64, root: [u8; 32], public: &[u8]) {
-        let body = Checkpoint {
-            origin: origin(BUCKET),
-            size,
-            root,
-        }
-        .body();
-        let signature = self
-            .kms
-            .sign()
-            .key_id(&self.key)
-            .message(Blob::new(body.clone().into_bytes()))
-            .message_type(MessageType::Raw)
-            .signing_algorithm(SigningAlgorithmSpec::EcdsaSha256)
-            .send()
-            .await
-            .unwrap()
-            .signature
-            .unwrap()
-            .into_inner();
-        let note = SignedNote {
-            body,
-            signatures: vec![NoteSignature {
-                name: origin(BUCKET),
-                key_id: ecdsa_key_id(public),
-                signature,
-            }],
-        };
-        self.put_log(&checkpoint_key(size), note.text().into_bytes())
-            .await;
+        let note = signed_checkpoint(&self.kms, &self.key, public, BUCKET, size, root).await;
+        self.put_log(&checkpoint_key(size), note.into_bytes()).await;
     }
 
     /// What a digest of `period` lists: each current object in its place.
@@ -396,19 +343,7 @@ impl Stack {
         let digest_key = digest_key(period);
         let bytes = digest.to_bytes();
         let signing = signing_string_of(digest, &digest_key, &sha256(&bytes));
-        let signature = self
-            .kms
-            .sign()
-            .key_id(key)
-            .message(Blob::new(signing.into_bytes()))
-            .message_type(MessageType::Raw)
-            .signing_algorithm(SigningAlgorithmSpec::EcdsaSha256)
-            .send()
-            .await
-            .unwrap()
-            .signature
-            .unwrap()
-            .into_inner();
+        let signature = kms_sign(&self.kms, key, signing.as_bytes()).await;
         self.s3
             .put_object()
             .bucket(BUCKET)
@@ -458,28 +393,6 @@ impl Stack {
         args.extend(extra);
         auditctl(&self.moto.endpoint, &args, &env)
     }
-}
-
-async fn create_key(kms: &aws_sdk_kms::Client) -> String {
-    kms.create_key()
-        .key_spec(KeySpec::EccNistP256)
-        .key_usage(KeyUsageType::SignVerify)
-        .send()
-        .await
-        .unwrap()
-        .key_metadata
-        .unwrap()
-        .arn
-        .unwrap()
-}
-
-fn gzip(lines: &[String]) -> Vec<u8> {
-    let mut encoder = GzEncoder::new(Vec::new(), Compression::default());
-    for line in lines {
-        encoder.write_all(line.as_bytes()).unwrap();
-        encoder.write_all(b"\n").unwrap();
-    }
-    encoder.finish().unwrap()
 }
 
 /// The (kind, subject) of each problem line of verify's output.

@@ -4,10 +4,7 @@
 //! level-0 tile is found (exit 1).
 
 use audit_archiver::bucket::{ArchiveBucket, NewObject};
-use audit_archiver::budget::Budget;
 use audit_archiver::marker::{Confirmed, Marker, RunEntry, marker_key};
-use audit_archiver::seal::Sealer;
-use audit_archiver::signer::kms::KmsSigner;
 use audit_aws::s3::S3Bucket;
 use audit_model::archive::{MARKER_METADATA, SEAL_DELAY};
 use audit_model::tlog::TileRef;
@@ -77,20 +74,12 @@ async fn verify_passes_on_a_log_the_sealer_wrote_and_finds_a_hash_changed_in_its
         let at = DateTime::from_timestamp(stack.period(n).start + 2, 0).unwrap();
         put_attested(&bucket, at, i as u64 * 130, 130).await;
     }
-    let signer = KmsSigner::new(stack.kms.clone(), stack.key.clone());
     let now = DateTime::from_timestamp(
         stack.period(PERIODS - 1).end() + SEAL_DELAY.as_secs() as i64 + 1,
         0,
     )
     .unwrap();
-    let report = Sealer {
-        bucket: &bucket,
-        signer: &signer,
-        bucket_name: BUCKET,
-        period: length(),
-    }
-    .run(now, Budget::unlimited())
-    .await;
+    let report = seal_with_kms(&bucket, &stack.kms, &stack.key, length(), now).await;
     assert_eq!(report.failure, None, "{report:?}");
 
     let out = ok(stack.verify(&["--no-audit-event"]));

@@ -1,20 +1,72 @@
-//! The transparency log's checks, given digests, tiles and checkpoints written as the sealer
-//! writes them (the in-memory twins), then changed: when `verify` runs, then each change is
-//! `leaf missing`, `checkpoint inconsistent` or `cosignature missing`, and a log as sealed holds.
+//! The transparency log's checks, given digests, tiles and checkpoints written by the archiver's
+//! own sealer (tests/support), then changed as an insider with the digest key could: when
+//! `verify` runs, then each change is `leaf missing`, `checkpoint inconsistent` or `cosignature
+//! missing`, and a log as sealed holds.
 
-use super::*;
-use crate::verify::memory::{append_leaves, checkpoint_note, put_checkpoint};
+use std::io::Read;
+
+use audit_aws::kms::MemoryKey;
+use audit_model::archive::Period;
+use audit_model::digest::{ListedObject, ProblemKind, TreeHead, digest_key};
 use audit_model::note::{
-    Checkpoint, NoteSignature, SignedNote, checkpoint_key, cosignature_key, cosigned_message,
-    origin,
+    Checkpoint, NoteSignature, SignedNote, WitnessKey, checkpoint_key, cosignature_key,
+    cosigned_message, ecdsa_key_id, origin,
 };
-use audit_model::tlog::{TreeEdge, leaf_hash};
+use audit_model::tlog::{Hash, HexHash, TreeEdge, leaf_hash, object_lines};
+use audit_proof::verify::report::Problem;
+use bytes::Bytes;
+use chrono::Duration;
+
+mod support;
+
+use support::*;
+
+/// The checkpoint of the tree of `size` with `root`, signed by `key` as the log: what an insider
+/// with the digest key's Sign permission can write.
+fn checkpoint_note(size: u64, root: Hash, key: &MemoryKey) -> SignedNote {
+    let name = origin(BUCKET);
+    let body = Checkpoint {
+        origin: name.clone(),
+        size,
+        root,
+    }
+    .body();
+    let signature = key.sign(body.as_bytes()).unwrap();
+    SignedNote {
+        signatures: vec![NoteSignature {
+            name,
+            key_id: ecdsa_key_id(&key.public_key().der),
+            signature,
+        }],
+        body,
+    }
+}
+
+/// Stores the checkpoint of `size` (a new version over the sealer's).
+fn put_checkpoint(archive: &MemoryArchive, note: &SignedNote, size: u64) {
+    archive.overwrite(&checkpoint_key(size), Bytes::from(note.text()));
+}
+
+/// The leaf hashes of a listed object's lines (its listed version's, gunzipped).
+fn object_leaves(archive: &MemoryArchive, object: &ListedObject) -> Vec<Hash> {
+    let version = archive
+        .versions(&object.key)
+        .into_iter()
+        .find(|v| v.version_id == object.version_id)
+        .expect("the listed version");
+    let mut text = Vec::new();
+    flate2::read::MultiGzDecoder::new(version.body.as_ref())
+        .read_to_end(&mut text)
+        .unwrap();
+    object_lines(&text).into_iter().map(leaf_hash).collect()
+}
 
 /// A trail whose digests carry the transparency log from `log_from` minutes after `START` on (the
 /// periods before sealed as before the log began): 130 events in each of 7 of its 20 periods,
 /// 910 leaves in all (three full level-0 tiles, partial ones at every checkpoint's size).
-fn logged_trail(log_from: i64) -> World {
+async fn logged_trail(log_from: i64) -> World {
     let mut world = World::new();
+    world.logged = false;
     let base = at(START);
     for minute in [0i64, 1, 2, 5, 9, 10, 17] {
         let when = base + Duration::minutes(minute) + Duration::seconds(20);
@@ -23,10 +75,12 @@ fn logged_trail(log_from: i64) -> World {
         world.events(&ids, when, when + Duration::seconds(2));
     }
     if log_from > 0 {
-        world.seal_through(base + Duration::minutes(log_from - 1));
+        world
+            .seal_through(base + Duration::minutes(log_from - 1))
+            .await;
     }
     world.logged = true;
-    world.seal_through(base + Duration::minutes(19));
+    world.seal_through(base + Duration::minutes(19)).await;
     world
 }
 
@@ -47,7 +101,7 @@ fn kinds(problems: &[Problem]) -> Vec<(ProblemKind, String)> {
 
 #[tokio::test]
 async fn a_transparency_log_as_sealed_holds_and_the_summary_says_what_was_checked() {
-    let world = logged_trail(0);
+    let world = logged_trail(0).await;
     let settings = world.settings(START, END, at(END) + Duration::hours(3));
     let (problems, summary) = world.verify(&settings, false).await;
     assert_eq!(problems, []);
@@ -84,7 +138,7 @@ async fn a_transparency_log_as_sealed_holds_and_the_summary_says_what_was_checke
 
 #[tokio::test]
 async fn digests_sealed_before_the_log_began_are_no_problem_and_the_summary_says_where_it_begins() {
-    let world = logged_trail(3);
+    let world = logged_trail(3).await;
     let settings = world.settings(START, END, at(END) + Duration::hours(3));
     let (problems, summary) = world.verify(&settings, false).await;
     assert_eq!(problems, []);
@@ -123,11 +177,11 @@ async fn digests_sealed_before_the_log_began_are_no_problem_and_the_summary_says
     );
 
     // A digest without a tree after the log began: its events are not leaves.
-    let mut world = logged_trail(0);
+    let mut world = logged_trail(0).await;
     world.logged = false;
     let when = at(START) + Duration::minutes(20) + Duration::seconds(20);
     world.events(&["late-1"], when, when + Duration::seconds(2));
-    world.seal_through(at(START) + Duration::minutes(20));
+    world.seal_through(at(START) + Duration::minutes(20)).await;
     let settings = world.settings(
         START,
         "2026-11-22T10:20:59.999Z",
@@ -142,7 +196,7 @@ async fn digests_sealed_before_the_log_began_are_no_problem_and_the_summary_says
 
 #[tokio::test]
 async fn a_hash_changed_in_a_stored_tile_is_a_leaf_missing_at_its_leaf() {
-    let world = logged_trail(0);
+    let world = logged_trail(0).await;
     let tile = "log/tile/0/001";
     let (_, mut bytes) = current(&world.archive, tile);
     bytes[5 * 32] ^= 1;
@@ -167,7 +221,7 @@ async fn a_hash_changed_in_a_stored_tile_is_a_leaf_missing_at_its_leaf() {
     );
 
     // A tile of the tree's edge gone: the leaves after it cannot be checked, said once.
-    let world = logged_trail(0);
+    let world = logged_trail(0).await;
     world.archive.delete("log/tile/0/001.p/134");
     let inside = world.settings("2026-11-22T10:05:00Z", END, at(END) + Duration::hours(3));
     let (problems, _) = world.verify(&inside, false).await;
@@ -184,7 +238,7 @@ async fn a_hash_changed_in_a_stored_tile_is_a_leaf_missing_at_its_leaf() {
 
 #[tokio::test]
 async fn an_archived_object_gone_is_a_leaf_missing_of_its_digest_and_the_tree_goes_on_after_it() {
-    let world = logged_trail(0);
+    let world = logged_trail(0).await;
     let key = world.archive.keys("trail/").into_iter().nth(2).unwrap();
     let (version, _) = current(&world.archive, &key);
     world.archive.remove_version(&key, &version);
@@ -210,10 +264,10 @@ async fn an_archived_object_gone_is_a_leaf_missing_of_its_digest_and_the_tree_go
 #[tokio::test]
 async fn a_checkpoint_re_signed_with_another_root_or_by_another_key_or_gone_is_inconsistent() {
     let settings_of = |world: &World| world.settings(START, END, at(END) + Duration::hours(3));
-    let world = logged_trail(0);
+    let world = logged_trail(0).await;
     put_checkpoint(
         &world.archive,
-        &checkpoint_note(BUCKET, 390, [7; 32], &world.key),
+        &checkpoint_note(390, [7; 32], &world.key),
         390,
     );
     let (problems, _) = world.verify(&settings_of(&world), false).await;
@@ -229,16 +283,12 @@ async fn a_checkpoint_re_signed_with_another_root_or_by_another_key_or_gone_is_i
         problems[0]
     );
 
-    let world = logged_trail(0);
+    let world = logged_trail(0).await;
     let (_, bytes) = current(&world.archive, &checkpoint_key(520));
     let note = SignedNote::parse(std::str::from_utf8(&bytes).unwrap()).unwrap();
     let root = Checkpoint::parse(&note.body).unwrap().root;
-    let other = TestKey::new("arn:aws:kms:us-east-1:111122223333:key/other");
-    put_checkpoint(
-        &world.archive,
-        &checkpoint_note(BUCKET, 520, root, &other),
-        520,
-    );
+    let other = MemoryKey::new("arn:aws:kms:us-east-1:111122223333:key/other");
+    put_checkpoint(&world.archive, &checkpoint_note(520, root, &other), 520);
     let (problems, _) = world.verify(&settings_of(&world), false).await;
     assert_eq!(
         kinds(&problems),
@@ -250,7 +300,7 @@ async fn a_checkpoint_re_signed_with_another_root_or_by_another_key_or_gone_is_i
         problems[0]
     );
 
-    let world = logged_trail(0);
+    let world = logged_trail(0).await;
     world.archive.delete(&checkpoint_key(650));
     let (problems, _) = world.verify(&settings_of(&world), false).await;
     assert_eq!(
@@ -272,28 +322,37 @@ async fn a_checkpoint_that_does_not_extend_the_one_before_is_inconsistent() {
         let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
         world.events(&ids, when, when + Duration::seconds(2));
     }
-    world.logged = true;
-    world.seal_through(base + Duration::minutes(9));
+    world.seal_through(base + Duration::minutes(10)).await;
     let next = minute(10);
-    let previous = world.sealed.as_ref().map(|(_, d)| d.clone());
-    let mut digest = digest_of(&world.archive, BUCKET, next, previous.as_ref(), &world.key);
     let mut fork = TreeEdge::default();
-    let mut tiles = Vec::new();
     for i in 0..650 {
         fork.push(
             leaf_hash(format!("another history {i}").as_bytes()),
-            &mut tiles,
+            &mut Vec::new(),
         );
     }
-    let logged = append_leaves(&world.archive, &mut digest, &mut fork);
-    let sealed = put_digest(&world.archive, next, &digest, &world.key);
-    world.sealed = Some((next, sealed));
-    for (tile, bytes) in logged.tiles {
+    // The tiles the period's own leaves fill on the fork, and its partial ones.
+    let mut tiles = Vec::new();
+    let (digest, _) = sealed(&world.archive, next);
+    for object in &digest.objects {
+        for leaf in object_leaves(&world.archive, object) {
+            fork.push(leaf, &mut tiles);
+        }
+    }
+    tiles.extend(fork.partial_tiles());
+    rewrite_digest(&world.archive, &world.key, next, |digest| {
+        digest.tree = Some(TreeHead {
+            size: fork.size,
+            root: HexHash(&fork.root()).to_string(),
+            checkpoint: checkpoint_key(fork.size),
+        });
+    });
+    for (tile, bytes) in tiles {
         put(&world.archive, &tile.key(), bytes, &[]);
     }
     put_checkpoint(
         &world.archive,
-        &checkpoint_note(BUCKET, 780, fork.root(), &world.key),
+        &checkpoint_note(780, fork.root(), &world.key),
         780,
     );
     let settings = world.settings(
@@ -380,7 +439,7 @@ fn checkpoint_root(archive: &MemoryArchive, size: u64) -> [u8; 32] {
 
 #[tokio::test]
 async fn a_witness_asked_for_must_have_cosigned_every_checkpoint_of_the_range() {
-    let world = logged_trail(0);
+    let world = logged_trail(0).await;
     let (pair, key) = witness("witness.example/w1");
     let settings = world.settings(START, END, at(END) + Duration::hours(3));
     let (problems, _) = world
@@ -455,7 +514,7 @@ async fn a_witness_asked_for_must_have_cosigned_every_checkpoint_of_the_range() 
 #[tokio::test]
 async fn a_log_not_all_written_within_the_grace_is_counted_and_past_it_is_a_problem() {
     // The sealer writes tiles and the checkpoint after the digest; a witness cosigns later.
-    let world = logged_trail(0);
+    let world = logged_trail(0).await;
     let tile = "log/tile/0/003.p/142";
     world.archive.delete(&checkpoint_key(910));
     world.archive.delete(tile);
@@ -491,7 +550,7 @@ async fn a_log_not_all_written_within_the_grace_is_counted_and_past_it_is_a_prob
     );
 
     // A witness has not cosigned the newest checkpoint yet: counted; the older ones: missing.
-    let world = logged_trail(0);
+    let world = logged_trail(0).await;
     let (_, key) = witness("witness.example/w1");
     let (problems, summary) = world
         .verify_witnessed(&soon, std::slice::from_ref(&key))
