@@ -1,6 +1,8 @@
 //! The pure CPU path, no I/O: parse and validate, build the item and its `PutItem` body,
 //! and the batch bookkeeping (dedupe, units, concurrency, outcomes, response), at 10, 1,000 and
-//! 10,000 records. Run with `cargo bench -p audit-bench --bench cpu` (or `make bench`).
+//! 10,000 records; and the whole batch again with each item attested (one Ed25519 signature over
+//! the batch's tree, `audit_receiver::attest`). Run with `cargo bench -p audit-bench --bench cpu`
+//! (or `make bench`).
 
 use std::hint::black_box;
 use std::time::Duration;
@@ -41,10 +43,15 @@ fn main() {
         access_queue_arn: None,
         redrivers: Default::default(),
     };
+    // The run's key, certified once by a stand-in for KMS, as at start-up.
+    let kms = audit_aws::kms::MemoryKey::new("arn:aws:kms:us-east-1:000000000000:key/attest");
+    let run = audit_receiver::attest::Uncertified::generate(1_795_000_000_000).unwrap();
+    let signature = kms.sign(&run.statement()).unwrap();
+    let attester = run.certified(signature);
     println!(
-        "| batch | parse + validate | + item + request body | whole batch (bookkeeping, no I/O) | per record |"
+        "| batch | parse + validate | + item + request body | whole batch (bookkeeping, no I/O) | per record | whole batch, attested | per record, attested | attestation's share |"
     );
-    println!("| ---: | ---: | ---: | ---: | ---: |");
+    println!("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
     for size in [10usize, 1_000, 10_000] {
         let records = event(size, 1).records;
         let budget = Duration::from_secs(2);
@@ -79,6 +86,23 @@ fn main() {
                     batch::Ports {
                         store: &MappingOnly,
                         dead_letters: None::<&audit_receiver::handler::NoDeadLetterQueue>,
+                        attester: None,
+                    },
+                    &settings,
+                    &records,
+                    None,
+                ))
+                .unwrap();
+            assert_eq!(report.written(), size);
+            black_box(response(&report));
+        });
+        let (attested, _) = measure(5, budget, || {
+            let report = runtime
+                .block_on(batch::process_batch(
+                    batch::Ports {
+                        store: &MappingOnly,
+                        dead_letters: None::<&audit_receiver::handler::NoDeadLetterQueue>,
+                        attester: Some(&attester),
                     },
                     &settings,
                     &records,
@@ -89,11 +113,14 @@ fn main() {
             black_box(response(&report));
         });
         println!(
-            "| {size} | {:.0} µs | {:.0} µs | {:.0} µs | {:.2} µs |",
+            "| {size} | {:.0} µs | {:.0} µs | {:.0} µs | {:.2} µs | {:.0} µs | {:.2} µs | {:.0} % |",
             micros(parse),
             micros(item),
             micros(whole),
-            micros(whole) / size as f64
+            micros(whole) / size as f64,
+            micros(attested),
+            micros(attested) / size as f64,
+            100.0 * (micros(attested) - micros(whole)) / micros(whole),
         );
     }
 }
