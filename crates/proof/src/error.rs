@@ -11,7 +11,12 @@ pub use crate::prove::ProveError;
 pub enum Error {
     /// The archive bucket is not there.
     #[error("archive bucket {bucket} not found at {at}")]
-    BucketNotFound { bucket: String, at: String },
+    BucketNotFound {
+        bucket: String,
+        at: String,
+        /// The service's own answer, for those who word it as it was said.
+        error: AwsError,
+    },
     /// The caller may not read the archive bucket.
     #[error("not allowed to read the archive bucket {bucket}: {error}")]
     BucketDenied { bucket: String, error: AwsError },

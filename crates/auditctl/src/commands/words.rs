@@ -173,7 +173,7 @@ impl From<audit_proof::Error> for TrailError {
     fn from(error: audit_proof::Error) -> Self {
         use audit_proof::Error;
         match error {
-            Error::BucketNotFound { bucket, at } => Self::BucketNotFound { bucket, at },
+            Error::BucketNotFound { bucket, at, .. } => Self::BucketNotFound { bucket, at },
             Error::BucketDenied { bucket, error } => Self::Worded(format!(
                 "not allowed to read the archive bucket {bucket}: {error}; attach AuditReaderPolicy (s3:ListBucketVersions, s3:GetObjectVersion on the archive)"
             )),
