@@ -137,7 +137,7 @@ impl<B> S3Archive<B> {
             ErrorKind::NotFound => Error::BucketNotFound {
                 bucket: self.name.clone(),
                 at: self.location.clone(),
-                error: error.clone(),
+                error: Box::new(error.clone()),
             },
             ErrorKind::Denied => Error::BucketDenied {
                 bucket: self.name.clone(),

@@ -14,8 +14,9 @@ pub enum Error {
     BucketNotFound {
         bucket: String,
         at: String,
-        /// The service's own answer, for those who word it as it was said.
-        error: AwsError,
+        /// The service's own answer, for those who word it as it was said (boxed: the variant
+        /// stays as small as the others).
+        error: Box<AwsError>,
     },
     /// The caller may not read the archive bucket.
     #[error("not allowed to read the archive bucket {bucket}: {error}")]

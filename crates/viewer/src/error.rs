@@ -61,8 +61,8 @@ pub fn own_words(error: Error) -> String {
 pub fn read_failure(error: &audit_proof::Error) -> String {
     match error {
         audit_proof::Error::Bucket { error, .. }
-        | audit_proof::Error::BucketDenied { error, .. }
-        | audit_proof::Error::BucketNotFound { error, .. } => error.to_string(),
+        | audit_proof::Error::BucketDenied { error, .. } => error.to_string(),
+        audit_proof::Error::BucketNotFound { error, .. } => error.to_string(),
         other => other.to_string(),
     }
 }
