@@ -3,15 +3,21 @@
 //! attestation of a batch's items with one signature over their tree (`audit_model::attest`).
 //! Must not know how a batch is scheduled or written.
 
-use audit_aws::dynamodb::item_line_map;
-use audit_model::attest::{Attestation, Certificate, batch_message, batch_tree, item_leaf};
+use audit_model::attest::{
+    Certificate, attestation_text, batch_message, batch_tree, item_attested_bytes, signature_text,
+};
 use audit_model::message::AuditItem;
+use audit_model::tlog::leaf_hash;
 use aws_lc_rs::signature::{Ed25519KeyPair, KeyPair as _};
 
-/// The run's key and its certificate.
+/// Items attested under one signature at most: each carries its inclusion path (a hash per level),
+/// so a tree of 16 keeps that to 4 hashes while one signature serves 16 records.
+pub const ITEMS_PER_SIGNATURE: usize = 16;
+
+/// The run's key and its certificate (encoded once: every item carries it).
 pub struct Attester {
     run: Ed25519KeyPair,
-    certificate: Certificate,
+    certificate: String,
 }
 
 /// Why the run's key could not be made or certified: the function does not start.
@@ -60,43 +66,45 @@ impl Uncertified {
                 public_key: self.public_key,
                 issued_at_ms: self.issued_at_ms,
                 signature,
-            },
+            }
+            .encode(),
             run: self.run,
         }
     }
 }
 
 impl Attester {
-    /// Sets each item's `attestation`: one signature over the tree of their lines.
+    /// Sets each item's `attestation`: one signature over the tree of each run of at most
+    /// `ITEMS_PER_SIGNATURE` of them, in order.
     pub fn attest<'a>(&self, items: impl IntoIterator<Item = &'a mut AuditItem>) {
         let mut items: Vec<&mut AuditItem> = items.into_iter().collect();
-        if items.is_empty() {
-            return;
+        for chunk in items.chunks_mut(ITEMS_PER_SIGNATURE) {
+            self.attest_tree(chunk);
         }
+    }
+
+    fn attest_tree(&self, items: &mut [&mut AuditItem]) {
         for item in items.iter_mut() {
             item.attestation = None;
         }
         let leaves: Vec<_> = items
             .iter()
-            .map(|item| item_leaf(&item_line_map(item)))
+            .map(|item| leaf_hash(&item_attested_bytes(item)))
             .collect();
-        // A tree of at most the batch's records (10,000) always has a root and paths.
+        // A tree of at most ITEMS_PER_SIGNATURE leaves always has a root and paths.
         let Ok((root, paths)) = batch_tree(&leaves) else {
             return;
         };
         let size = leaves.len() as u64;
-        let signature = self.run.sign(&batch_message(&root, size)).as_ref().to_vec();
-        for (index, (item, path)) in items.into_iter().zip(paths).enumerate() {
-            item.attestation = Some(
-                Attestation {
-                    certificate: self.certificate.clone(),
-                    signature: signature.clone(),
-                    index: index as u64,
-                    size,
-                    path,
-                }
-                .encode(),
-            );
+        let signature = signature_text(self.run.sign(&batch_message(&root, size)).as_ref());
+        for (index, (item, path)) in items.iter_mut().zip(paths).enumerate() {
+            item.attestation = Some(attestation_text(
+                &self.certificate,
+                &signature,
+                index as u64,
+                size,
+                &path,
+            ));
         }
     }
 }
@@ -104,6 +112,7 @@ impl Attester {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use audit_aws::dynamodb::item_line_map;
     use audit_aws::kms::MemoryKey;
     use audit_model::attest::{NotAttested, ReceiverKey, check};
     use audit_model::message::{AuditMessage, Delivery, parse_audit_time};
@@ -140,7 +149,7 @@ mod tests {
         let kms = MemoryKey::new("arn:aws:kms:us-east-1:000000000000:key/attest");
         let key = ReceiverKey::from_der(&kms.public_key().der);
         let attester = attester(&kms);
-        let mut items: Vec<AuditItem> = (0..7)
+        let mut items: Vec<AuditItem> = (0..37)
             .map(|i| item(&format!("m-{i}"), r#","amount":12.50,"actor":"alice""#))
             .collect();
         attester.attest(items.iter_mut());

@@ -356,6 +356,33 @@ pub(crate) mod tests {
         )
     }
 
+    #[test]
+    fn the_attested_bytes_written_from_the_item_are_those_of_its_line() {
+        use audit_model::attest::{attested_bytes, item_attested_bytes};
+        for body in [
+            r#"{"auditText":"t","auditTime":"2026-11-22T10:00:00Z"}"#,
+            r#"{"auditTime":"2026-11-22T10:00:00Z","auditText":"é \"quoted\" \u0001 line\nbreak","actor":"alice","action":"user.login","resource":"r/1","outcome":"success","sourceIp":"2001:db8::1"}"#,
+            r#"{"auditText":"t","auditTime":"2026-11-22T10:00:00Z","amount":12.50,"big":1E+2,"tiny":-0.0010,"huge":1234567890123456789012345.5,"list":[1.0,"x",{"b":true,"a":null}],"nested":{"z":{},"a":[]}}"#,
+            r#"{"messageId":"m-1","auditTime":"2026-11-22T10:00:00Z","auditText":"t","actor":"bob"}"#,
+        ] {
+            let mut item = item(body);
+            assert_eq!(
+                String::from_utf8(item_attested_bytes(&item)).unwrap(),
+                String::from_utf8(attested_bytes(&item_line_map(&item))).unwrap(),
+                "{body}"
+            );
+            item.attestation = Some("v1.x".into());
+            item.expires_at = None;
+            item.sent_at = None;
+            item.receive_count = None;
+            assert_eq!(
+                item_attested_bytes(&item),
+                attested_bytes(&item_line_map(&item)),
+                "{body}: without the optional ones, the attestation left out"
+            );
+        }
+    }
+
     /// The request body `PutItem` sends, parsed back.
     fn request(body: &str) -> Value {
         serde_json::from_slice(&put_item_body("AuditMessages", &item(body)).unwrap()).unwrap()

@@ -9,8 +9,8 @@ use audit_model::archive::SEAL_DELAY;
 use audit_model::digest::SIGNING_ALGORITHM;
 use serde_yaml::{Mapping, Value};
 
-fn key_policy_statements(t: &Value) -> Vec<Value> {
-    one_or_many(at(props(t, "AuditDigestKey"), &["KeyPolicy", "Statement"]))
+fn key_policy_statements(t: &Value, key: &str) -> Vec<Value> {
+    one_or_many(at(props(t, key), &["KeyPolicy", "Statement"]))
 }
 
 fn account_root() -> Value {
@@ -67,9 +67,35 @@ fn digest_key_is_a_retained_p256_signing_key_whose_deletion_waits_thirty_days() 
 
 #[test]
 fn digest_key_policy_lets_the_archiver_alone_sign_and_nobody_disable_or_delete_it_without_mfa() {
+    key_policy_lets_one_role_alone_sign(&template(), "AuditDigestKey", "AuditArchiverRole");
+}
+
+#[test]
+fn attestation_key_is_a_retained_p256_key_that_the_receiver_alone_signs_with() {
+    // docs/archive.md "Items attested at birth": the key that certifies each run's key.
     let t = template();
-    let role = get_att("AuditArchiverRole", "Arn");
-    let statements = key_policy_statements(&t);
+    let key = resource(&t, "AuditAttestationKey");
+    assert_eq!(at(key, &["DeletionPolicy"]).as_str(), Some("Retain"));
+    assert_eq!(at(key, &["UpdateReplacePolicy"]).as_str(), Some("Retain"));
+    let p = props(&t, "AuditAttestationKey");
+    assert_eq!(at(p, &["KeySpec"]).as_str(), Some("ECC_NIST_P256"));
+    assert_eq!(at(p, &["KeyUsage"]).as_str(), Some("SIGN_VERIFY"));
+    assert_eq!(number(at(p, &["PendingWindowInDays"])), 30);
+    key_policy_lets_one_role_alone_sign(&t, "AuditAttestationKey", "AuditReceiverRole");
+    assert_eq!(
+        at(
+            props(&t, "AuditReceiverFunction"),
+            &["Environment", "Variables", "ATTESTATION_KEY_ID"]
+        ),
+        &get_att("AuditAttestationKey", "Arn")
+    );
+}
+
+/// `key`'s policy: the account administers it through IAM, `signer` alone signs, and nobody
+/// changes the policy, grants, disables or deletes it without MFA.
+fn key_policy_lets_one_role_alone_sign(t: &Value, key: &str, signer: &str) {
+    let role = get_att(signer, "Arn");
+    let statements = key_policy_statements(t, key);
     let allows: Vec<&Value> = statements
         .iter()
         .filter(|s| at(s, &["Effect"]).as_str() == Some("Allow"))

@@ -99,6 +99,8 @@ fn function_may_only_put_items_poll_its_own_queues_and_send_dead_letters() {
             ("sqs:SendMessage", one(DEAD_LETTER_QUEUE)),
             ("logs:CreateLogStream", one("${AuditReceiverLogGroup.Arn}")),
             ("logs:PutLogEvents", one("${AuditReceiverLogGroup.Arn}")),
+            // The run's attestation key certified once at start-up, with its own key only.
+            ("kms:Sign", one(ATTESTATION_KEY)),
         ])
     );
     // The table grant is a policy of its own (the table's tags name the role's RoleId: inside the
@@ -438,6 +440,7 @@ fn access_events_come_from_auditctl_and_application_events_from_producers() {
 const ARCHIVE_BUCKET: &str = "${AuditArchiveBucket.Arn}";
 
 const DIGEST_KEY: &str = "${AuditDigestKey.Arn}";
+const ATTESTATION_KEY: &str = "${AuditAttestationKey.Arn}";
 
 /// `${AuditArchiveBucket.Arn}/<prefix>*` for each prefix (audit_model's `trail/`, ...).
 fn under(prefixes: &[&str]) -> Vec<String> {
@@ -577,9 +580,10 @@ fn archiver_may_only_read_the_stream_write_and_read_its_prefixes_seal_send_give_
         scalar(at(resource(&t, "AuditArchiverFunction"), &["DependsOn"])),
         "AuditArchiverSigningPolicy"
     );
-    assert!(
-        !all_role_grants(&t, "AuditReceiverRole").contains_key("kms:Sign"),
-        "the receiver signs nothing"
+    assert_eq!(
+        all_role_grants(&t, "AuditReceiverRole").get("kms:Sign"),
+        Some(&BTreeSet::from([ATTESTATION_KEY.to_string()])),
+        "the receiver signs with its attestation key only, never a digest"
     );
 }
 
@@ -642,8 +646,9 @@ fn nothing_in_the_template_may_delete_unlock_or_reconfigure_the_archive() {
 
 #[test]
 fn only_the_archiver_may_sign_and_the_readers_fetch_the_public_key() {
-    // IAM's side of the key: no policy of the template grants anything on KMS but the
-    // archiver's kms:Sign and the operator policies' kms:GetPublicKey, each on the digest key.
+    // IAM's side of the keys: no policy of the template grants anything on KMS but the
+    // archiver's kms:Sign and the operator policies' kms:GetPublicKey on the digest key, and the
+    // receiver's kms:Sign on its attestation key.
     let t = template();
     let mut kms: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for (owner, document) in policy_documents(&t) {
@@ -652,9 +657,10 @@ fn only_the_archiver_may_sign_and_the_readers_fetch_the_public_key() {
             for action in one_or_many(at(&s, &["Action"])).iter().map(scalar) {
                 if action.starts_with("kms:") || action.contains('*') {
                     for r in one_or_many(at(&s, &["Resource"])) {
-                        assert_eq!(resource_text(&r), DIGEST_KEY, "{owner}: {action}");
+                        kms.entry(format!("{action} on {}", resource_text(&r)))
+                            .or_default()
+                            .insert(owner.clone());
                     }
-                    kms.entry(action).or_default().insert(owner.clone());
                 }
             }
         }
@@ -663,7 +669,7 @@ fn only_the_archiver_may_sign_and_the_readers_fetch_the_public_key() {
         kms,
         BTreeMap::from([
             (
-                "kms:GetPublicKey".to_string(),
+                format!("kms:GetPublicKey on {DIGEST_KEY}"),
                 BTreeSet::from([
                     "AuditArchiverSigningPolicy".into(),
                     "AuditOperatorPolicy".into(),
@@ -672,8 +678,12 @@ fn only_the_archiver_may_sign_and_the_readers_fetch_the_public_key() {
                 ])
             ),
             (
-                "kms:Sign".to_string(),
+                format!("kms:Sign on {DIGEST_KEY}"),
                 BTreeSet::from(["AuditArchiverSigningPolicy".into()])
+            ),
+            (
+                format!("kms:Sign on {ATTESTATION_KEY}"),
+                BTreeSet::from(["AuditReceiverTablePolicy".into()])
             ),
         ])
     );
