@@ -716,11 +716,22 @@ class RuntimeApi:
         self.port = self.server.server_address[1]
         threading.Thread(target=self.server.serve_forever, daemon=True, name="runtime-api").start()
 
-    def invoke(self, event: dict, timeout_s: float = 30) -> dict:
-        """One invocation; its response. A bound, not a wait: the answer ends it at once."""
+    def invoke(self, event: dict, timeout_s: float = 30, alive=None) -> dict:
+        """One invocation; its response. A bound, not a wait: the answer ends it at once, and so
+        does the function's process ending without one (``alive`` says whether it still runs):
+        ``FunctionExited``."""
         request_id = str(uuid.uuid4())
         self._events.put((request_id, json.dumps(event).encode()))
-        kind, answered_id, data = self._answers.get(timeout=timeout_s)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                kind, answered_id, data = self._answers.get(timeout=0.2)
+                break
+            except queue.Empty:
+                if alive is not None and not alive():
+                    raise FunctionExited("the function exited without answering") from None
+                if time.monotonic() >= deadline:
+                    raise
         if kind != "response" or answered_id != request_id:
             raise AssertionError(f"the function answered {kind} for {answered_id}: {data[:500]!r}")
         return json.loads(data)
@@ -729,6 +740,10 @@ class RuntimeApi:
         self._events.put(None)
         self.server.shutdown()
         self.server.server_close()
+
+
+class FunctionExited(AssertionError):
+    """The function's process ended before it answered an invocation (an init error)."""
 
 
 class Function:
@@ -755,7 +770,7 @@ class Function:
             raise
 
     def invoke(self, event: dict, timeout_s: float = 30) -> dict:
-        return self.api.invoke(event, timeout_s)
+        return self.api.invoke(event, timeout_s, alive=self.proc.alive)
 
     def stop(self) -> None:
         self.proc.stop()

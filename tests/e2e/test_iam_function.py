@@ -10,8 +10,8 @@ import json
 
 import pytest
 
-from iam_support import (DENIED, Account, Function, actions_of, function_role, refused, resources_of,
-                         without_action)
+from iam_support import (DENIED, Account, Function, FunctionExited, actions_of, function_role, refused,
+                         resources_of, without_action)
 from local.harness import log_events
 from local.trigger import lambda_record
 
@@ -255,15 +255,37 @@ def test_wrong_credentials_are_refused(account, tamper):
     assert refused(account.client("dynamodb", bad).describe_table, TableName=account.table_name) == expected
 
     messages = _poll_as_event_source(account, good, 2)
-    response, logs = _run(account, bad, messages)
+    logs = _does_not_start(account, bad, messages)
 
-    # Nothing written, nothing dead-lettered (that send is refused too): both left to the queue.
-    assert {f["itemIdentifier"] for f in response["batchItemFailures"]} == sqs_ids
-    reasons = failure_reasons_from(logs)
-    assert sorted(reasons.values()) == [["invalid_json"], ["store_unavailable"]], reasons
+    # It cannot have KMS certify its attestation key, so it does not start: nothing written,
+    # nothing dead-lettered, both left to the queue.
+    (error,) = [e for e in logs if e.get("message") == "attestation key not certified"]
+    assert expected in error["error"], error
     assert _item(account, "iam-valid-1", AUDIT_TIME) is None
     assert _dead_letters(account) == []
-    assert len(_startup_check_failures(logs)) == 1
+
+
+def _does_not_start(account: Account, creds, messages: list[dict]) -> list[dict]:
+    """The function binary under ``creds`` ends at init without answering; its logs."""
+    event = {"Records": [lambda_record(m, account.queue.arn) for m in messages]}
+    with Function(account, creds) as fn:
+        with pytest.raises(FunctionExited):
+            fn.invoke(event)
+    return log_events(fn.log_path)
+
+
+def test_without_kms_sign_the_function_does_not_start_and_writes_nothing(account):
+    """kms:Sign on AuditAttestationKey is needed: without it the run's attestation key cannot be
+    certified (docs/archive.md "Items attested at birth"), and the function does not start rather
+    than write items nobody could tell from ones put behind it."""
+    creds = _role(account, drop="kms:Sign")
+    _send(account, VALID)
+    account.enforce()
+    messages = _poll_as_event_source(account, creds, 1)
+    logs = _does_not_start(account, creds, messages)
+    (error,) = [e for e in logs if e.get("message") == "attestation key not certified"]
+    assert "kms:Sign" in error["error"] and "AccessDenied" in error["error"], error
+    assert _item(account, "iam-valid-1", AUDIT_TIME) is None
 
 
 def failure_reasons_from(logs: list[dict]) -> dict[str, list[str]]:
@@ -298,4 +320,4 @@ def test_the_role_polls_and_logs_with_what_the_aws_managed_policies_grant_for_it
     log_group = account.template.arn("AuditReceiverLogGroup")
     assert {a: granted.get(a) for a in logs} == {a: {log_group} for a in logs}
     # Everything else the role grants is exercised by the tests above.
-    assert set(granted) - esm - logs == {"dynamodb:PutItem", "dynamodb:DescribeTable", "sqs:SendMessage"}
+    assert set(granted) - esm - logs == {"dynamodb:PutItem", "dynamodb:DescribeTable", "sqs:SendMessage", "kms:Sign"}
