@@ -8,7 +8,6 @@ pub mod archive;
 pub mod attest;
 pub mod context;
 pub mod digest;
-pub mod envelope;
 pub mod keys;
 pub mod line;
 pub mod message;
@@ -19,4 +18,5 @@ pub mod reason;
 pub mod repair;
 pub mod tlog;
 
+pub use message::envelope;
 pub use reason::{Disposition, Reason};

@@ -9,8 +9,8 @@ use std::net::IpAddr;
 use serde_json::{Map, Value};
 
 use crate::Reason;
-use crate::envelope::Draft;
 
+pub mod envelope;
 mod item;
 mod number;
 mod time;
@@ -19,6 +19,7 @@ pub use item::{AUDIT_BUCKET_SHARDS, AuditItem, Delivery, audit_bucket, bucket_sh
 pub use number::{Decimal, NumberError, check_number};
 pub use time::{canonical_time, parse_audit_time, parse_sent_timestamp};
 
+use envelope::Draft;
 use number::check_numbers;
 
 /// Longest producer `messageId`, in characters.

@@ -4,8 +4,9 @@
 
 use std::io::Write;
 
-use crate::commands::repair::{self, LambdaArchiver, RepairFailure};
+use crate::commands::repair::{self, LambdaArchiver};
 use crate::commands::table::DynamoTable;
+use crate::commands::words::RepairFailure;
 use crate::commands::words::TrailError;
 use audit_model::keys::DEFAULT_TABLE_NAME;
 use audit_model::range::TimeRange;

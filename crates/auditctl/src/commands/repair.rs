@@ -14,43 +14,12 @@ use audit_model::digest::ProblemKind;
 use audit_model::repair::{ItemKey, MAX_REPAIR_KEYS, RepairAnswer, RepairRequest};
 use futures::TryStreamExt;
 
-use crate::commands::words::TrailError;
+use crate::commands::words::{RepairFailure, TrailError};
 use audit_proof::verify::Settings;
 use audit_proof::verify::key::TrustedKey;
 use audit_proof::verify::ports::{Archive, Table};
 use audit_proof::verify::report::{Observer, Problem};
 use audit_proof::verify::walk;
-
-/// Why the archiver did not repair: each names the fix.
-#[derive(Debug, thiserror::Error)]
-pub enum RepairFailure {
-    #[error(
-        "no archiver function: set ARCHIVER_FUNCTION or --archiver-function to the stack output AuditArchiverFunctionArn"
-    )]
-    NoFunction,
-    #[error(
-        "archiver function {function} not found at {at}: check ARCHIVER_FUNCTION or --archiver-function (stack output AuditArchiverFunctionArn)"
-    )]
-    NotFound { function: String, at: String },
-    #[error(
-        "not allowed to invoke the archiver function {function}: {detail}; a repair is an operator's: attach AuditOperatorPolicy of the current template.yaml (it grants lambda:InvokeFunction on AuditArchiverFunction; AuditReaderPolicy does not)"
-    )]
-    Denied { function: String, detail: String },
-    #[error(
-        "invoking the archiver function {function} failed: {detail}; run the repair again (it archives only what is still missing)"
-    )]
-    Invoke { function: String, detail: String },
-    #[error("the archiver function {function} refused the repair ({error_type}): {message}")]
-    Refused {
-        function: String,
-        error_type: String,
-        message: String,
-    },
-    #[error(
-        "the archiver function {function} answered what is not a repair's answer ({detail}): deploy the current audit-archiver, which repairs"
-    )]
-    Unreadable { function: String, detail: String },
-}
 
 /// The archiver, asked to repair.
 pub trait Archiver: Send + Sync {

@@ -90,7 +90,7 @@ pub enum TrailError {
     Tags(#[from] audit_trail::stack::TagError),
     /// The archiver did not repair (`archive repair`).
     #[error(transparent)]
-    Repair(#[from] crate::commands::repair::RepairFailure),
+    Repair(#[from] RepairFailure),
     /// A proof of the transparency log could not be made (`prove`, `consistency`): said with
     /// what to do (`prove_words`).
     #[error("{}", prove_words(.0))]
@@ -284,6 +284,37 @@ impl From<audit_trail::Error> for TrailError {
             Error::Aws(error) => Self::Worded(error.text),
         }
     }
+}
+
+/// Why the archiver did not repair (`archive repair`, commands/repair.rs): each names the fix.
+#[derive(Debug, thiserror::Error)]
+pub enum RepairFailure {
+    #[error(
+        "no archiver function: set ARCHIVER_FUNCTION or --archiver-function to the stack output AuditArchiverFunctionArn"
+    )]
+    NoFunction,
+    #[error(
+        "archiver function {function} not found at {at}: check ARCHIVER_FUNCTION or --archiver-function (stack output AuditArchiverFunctionArn)"
+    )]
+    NotFound { function: String, at: String },
+    #[error(
+        "not allowed to invoke the archiver function {function}: {detail}; a repair is an operator's: attach AuditOperatorPolicy of the current template.yaml (it grants lambda:InvokeFunction on AuditArchiverFunction; AuditReaderPolicy does not)"
+    )]
+    Denied { function: String, detail: String },
+    #[error(
+        "invoking the archiver function {function} failed: {detail}; run the repair again (it archives only what is still missing)"
+    )]
+    Invoke { function: String, detail: String },
+    #[error("the archiver function {function} refused the repair ({error_type}): {message}")]
+    Refused {
+        function: String,
+        error_type: String,
+        message: String,
+    },
+    #[error(
+        "the archiver function {function} answered what is not a repair's answer ({detail}): deploy the current audit-archiver, which repairs"
+    )]
+    Unreadable { function: String, detail: String },
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::message::{
+use super::{
     EventOutcome, InvalidMessage, MAX_ACTION_CHARS, MAX_ACTOR_CHARS, MAX_MESSAGE_ID_CHARS,
     MAX_RESOURCE_CHARS, parse_ip,
 };
