@@ -666,6 +666,11 @@ def _lifecycle_rule(rule: dict) -> dict:
             for t in rule["NoncurrentVersionTransitions"]]
     if "ExpirationInDays" in rule:
         out["Expiration"] = {"Days": int(rule["ExpirationInDays"])}
+    if "ExpiredObjectDeleteMarker" in rule:
+        out["Expiration"] = {"ExpiredObjectDeleteMarker": truthy(rule["ExpiredObjectDeleteMarker"])}
+    if "NoncurrentVersionExpiration" in rule:
+        out["NoncurrentVersionExpiration"] = {
+            "NoncurrentDays": int(rule["NoncurrentVersionExpiration"]["NoncurrentDays"])}
     if "AbortIncompleteMultipartUpload" in rule:
         out["AbortIncompleteMultipartUpload"] = {
             "DaysAfterInitiation": int(rule["AbortIncompleteMultipartUpload"]["DaysAfterInitiation"])}

@@ -12,6 +12,11 @@ DEPLOY_PIP       := pip==26.3
 DEPLOY_ENV       := PATH="$(DEPLOY_BIN):$$PATH" SAM_CLI_TELEMETRY=0
 # validate needs a region name to load the template, never credentials.
 VALIDATE_REGION  ?= us-east-1
+# The security scan's checkov lives in a virtual environment of its own, .venv-scan: it pins
+# boto3 older than aws-sam-cli's exact pin (requirements-scan.txt).
+SCAN_VENV        ?= .venv-scan
+SCAN_BIN         := $(CURDIR)/$(SCAN_VENV)/bin
+SCAN_STAMP       := $(SCAN_VENV)/.installed-$(shell cat requirements-scan.txt | cksum | cut -d' ' -f1)
 
 # Which samconfig.toml environment to use, and the stack it names (override: STACK_NAME=...).
 SAM_ENV          ?= default
@@ -21,7 +26,7 @@ REDRIVE_RATE     ?=
 # Extra options for every aws call of stack-outputs and redrive: AWS_ARGS="--profile prod --region eu-west-1".
 AWS_ARGS         ?=
 
-.PHONY: deploy-tools validate package deploy redrive dlq-list stack-outputs clean-deploy
+.PHONY: deploy-tools scan-tools scan validate package deploy redrive dlq-list stack-outputs clean-deploy
 
 $(DEPLOY_STAMP): requirements-deploy.txt
 	python3 -m venv $(DEPLOY_VENV)
@@ -33,7 +38,37 @@ $(DEPLOY_STAMP): requirements-deploy.txt
 
 deploy-tools: $(DEPLOY_STAMP) ## install the pinned sam, cfn-lint, aws CLI into .venv-deploy
 
-validate: $(DEPLOY_STAMP) ## lint template.yaml: cfn-lint and sam validate --lint (no AWS account)
+$(SCAN_STAMP): requirements-scan.txt
+	python3 -m venv $(SCAN_VENV)
+	$(SCAN_BIN)/pip install --disable-pip-version-check -q -r requirements-scan.txt
+	echo "*" > $(SCAN_VENV)/.gitignore
+	rm -f $(SCAN_VENV)/.installed-*
+	touch $@
+
+scan-tools: $(SCAN_STAMP) ## install the pinned checkov into .venv-scan
+
+# checkov's cloudformation framework is the one that reads a SAM template (it has no `sam`
+# framework): it checks each AWS::Serverless::Function as the Lambda function SAM deploys, and
+# every other resource as written. Each check the template does not pass is skipped in the
+# resource's Metadata (checkov: skip:) with its reason (docs/deploy.md "The security scan"); any
+# other failed check fails the scan. checkov leaves out the resources whose Condition is false
+# under the parameters' defaults, so the template is scanned twice: as it is, and with the
+# data-event trail on (EnableDataEventTrail's default "true", in a copy). --skip-download: nothing
+# is fetched, the scan runs offline. Each summary must show checks that ran: a template checkov
+# could not read would pass with none.
+SCAN_ALL_OPTIONS := $(SCAN_VENV)/template-all-options.yaml
+
+scan: $(SCAN_STAMP) ## security scan of template.yaml: checkov, pinned; fails on any failed check
+	@python3 -c 'import re,sys; q=chr(34); t,n=re.subn("(\n  EnableDataEventTrail:\n    Type: String\n    Default: )"+q+"false"+q, lambda m: m.group(1)+q+"true"+q, open("template.yaml").read()); n==1 or sys.exit("scan: no EnableDataEventTrail default in template.yaml"); open(sys.argv[1],"w").write(t)' $(SCAN_ALL_OPTIONS)
+	@set -o pipefail; for f in template.yaml $(SCAN_ALL_OPTIONS); do \
+	  echo "scan: $$f"; \
+	  $(SCAN_BIN)/checkov --file $$f --framework cloudformation --skip-download --compact --quiet 2>&1 \
+	    | tee $(SCAN_VENV)/last-scan.txt || exit 1; \
+	  grep -qE '^Passed checks: [1-9][0-9]*, Failed checks: 0,' $(SCAN_VENV)/last-scan.txt \
+	    || { echo "scan: checkov checked nothing in $$f" >&2; exit 1; }; \
+	done
+
+validate: $(DEPLOY_STAMP) scan ## lint template.yaml: cfn-lint, sam validate --lint and the security scan (no AWS account)
 	$(DEPLOY_ENV) cfn-lint template.yaml
 	$(DEPLOY_ENV) sam validate --lint --template-file template.yaml --region $(VALIDATE_REGION)
 
@@ -80,5 +115,5 @@ dlq-list: $(DEPLOY_STAMP) ## the dead-letter queue's messages with their reasons
 	  DEAD_LETTER_QUEUE_URL=$$(out AuditDeadLetterQueueUrl) ACCESS_QUEUE_URL=$$(out AuditAccessQueueUrl) \
 	  TABLE_NAME=$$(out AuditMessagesTableName) $(AUDITCTL) $(AWS_ARGS) dlq list
 
-clean-deploy: ## remove the sam build output (.aws-sam) and the deployment tools (.venv-deploy)
-	rm -rf .aws-sam $(DEPLOY_VENV)
+clean-deploy: ## remove the sam build output (.aws-sam) and the deployment tools (.venv-deploy, .venv-scan)
+	rm -rf .aws-sam $(DEPLOY_VENV) $(SCAN_VENV)

@@ -176,6 +176,15 @@ def test_create_stack_on_moto(work_dir):
         aliases = kms.list_aliases(KeyId=key.key_id)["Aliases"]
         assert [a["AliasName"] for a in aliases] == key.aliases
         assert key_id_placeholder("AuditDigestKey") not in json.dumps(stack.to_json())
+        # The query results bucket: versioned, and its lifecycle removes what expiration leaves (the
+        # noncurrent versions, then their delete markers), as S3 was given it.
+        s3 = _client("s3", endpoint)
+        results = stack.buckets["AuditQueryResultsBucket"].name
+        assert s3.get_bucket_versioning(Bucket=results)["Status"] == "Enabled"
+        rules = {r["ID"]: r for r in s3.get_bucket_lifecycle_configuration(Bucket=results)["Rules"]}
+        assert rules["expire-query-results"]["Expiration"] == {"Days": 30}
+        assert rules["expire-query-results"]["NoncurrentVersionExpiration"]["NoncurrentDays"] == 1
+        assert rules["remove-expired-delete-markers"]["Expiration"] == {"ExpiredObjectDeleteMarker": True}
     finally:
         moto.stop()
 

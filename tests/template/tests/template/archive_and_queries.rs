@@ -201,6 +201,30 @@ fn query_results_live_in_their_own_expiring_bucket_never_in_the_locked_one() {
             r.get("ExpirationInDays").is_some() && at(r, &["Status"]).as_str() == Some("Enabled")
         });
     assert!(expires, "query results (copies of audit data) expire");
+    // Versioned (the security scan's CKV_AWS_21): what expiration leaves behind goes too, the
+    // noncurrent versions and then their delete markers.
+    assert_eq!(
+        at(results, &["VersioningConfiguration", "Status"]).as_str(),
+        Some("Enabled")
+    );
+    let rules = one_or_many(at(results, &["LifecycleConfiguration", "Rules"]));
+    let enabled = |r: &&Value| at(r, &["Status"]).as_str() == Some("Enabled");
+    let noncurrent_days = rules
+        .iter()
+        .filter(enabled)
+        .filter_map(|r| r.get("NoncurrentVersionExpiration"))
+        .map(|e| number(at(e, &["NoncurrentDays"])))
+        .min();
+    assert!(
+        noncurrent_days.is_some_and(|d| d <= 7),
+        "an expired result's noncurrent version goes within days"
+    );
+    assert!(
+        rules
+            .iter()
+            .filter(enabled)
+            .any(|r| r.get("ExpiredObjectDeleteMarker") == Some(&Value::Bool(true)))
+    );
     for setting in [
         "BlockPublicAcls",
         "BlockPublicPolicy",

@@ -14,4 +14,5 @@ mod docs;
 mod function_and_queues;
 mod insider;
 mod policies;
+mod scan_and_keys;
 mod table_and_indexes;
