@@ -492,7 +492,8 @@ def proof_demo(system: LocalSystem, auditctl: Path, item: dict) -> bool:
     while True:
         # The proof carries its checkpoint with the cosignatures stored so far: prove again once
         # the witness has cosigned the checkpoint the proof names.
-        code, text = run_auditctl(auditctl, system, ["prove", item["messageId"], "--audit-time", item["auditTime"]],
+        code, text = run_auditctl(auditctl, system, ["prove", item["messageId"], "--audit-time", item["auditTime"],
+                                                      "--witness-key", vkey],
                                   check=False, show=False)
         if code != 0:
             out(f"PROBLEM: auditctl prove {item['messageId']} exited {code}")
@@ -512,7 +513,8 @@ def proof_demo(system: LocalSystem, auditctl: Path, item: dict) -> bool:
                 f"{COSIGN_DEADLINE_SECONDS} s; see {work}/witness.log")
             return False
     proof_path.write_text(json.dumps(proof, indent=2) + "\n")
-    out(f"  $ auditctl prove {item['messageId']} --audit-time {item['auditTime']} > proof.json")
+    out(f"  $ auditctl prove {item['messageId']} --audit-time {item['auditTime']} --witness-key \"$WITNESS_KEY\" "
+        "> proof.json")
     out(f"    leaf {proof['leafIndex']} of a tree of {proof['treeSize']}, {len(proof['inclusionPath'])} hashes on its "
         f"path, its checkpoint signed by the log and cosigned by the witness")
     # The log's public key, as an auditor keeps it: from KMS GetPublicKey, as PEM.

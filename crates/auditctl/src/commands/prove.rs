@@ -9,7 +9,7 @@ use audit_model::keys::DEFAULT_TABLE_NAME;
 use audit_model::note::origin;
 use audit_proof::archive::S3Archive;
 use audit_proof::prove::{Counted, ProveError, Wanted};
-use audit_proof::tlog::{LogKey, LogReader};
+use audit_proof::tlog::{LogKey, LogReader, witness_key_arg};
 use audit_proof::verify::key::TrustedKey;
 use audit_proof::verify::kms::KmsKey;
 use audit_proof::verify::ports::KeySource;
@@ -37,8 +37,8 @@ object, line) until the event's row; then that one archive object (the line, its
 checkpoint and the few tiles the path needs. It stops at the first period not sealed yet, saying
 when to try again. An event no longer in the table (expired) is found from --audit-time.
 
-The tree size: --tree-size, else the largest that a witness has cosigned, else the newest
-checkpoint. The proof is checked (signature, path, line) before it is printed. What was read
+The tree size: --tree-size, else the largest that a --witness-key witness has cosigned (its own
+cosignature, verified with that key), else the newest checkpoint. The proof is checked (signature, path, line) before it is printed. What was read
 (objects, bytes, listings) is said on stderr.
 
 Examples:
@@ -92,9 +92,13 @@ pub struct ProveArgs {
     #[arg(long, value_name = "TIME")]
     audit_time: Option<String>,
     /// The tree size to prove it in (a size with a checkpoint) [default: the largest cosigned by
-    /// a witness, else the newest].
+    /// a --witness-key witness, else the newest].
     #[arg(long, value_name = "N")]
     tree_size: Option<u64>,
+    /// A witness whose cosignature chooses the tree size: its key (<name>+<key id>+<base64 key>,
+    /// as `auditctl witness --init` prints it) or a file holding it. Repeatable.
+    #[arg(long, value_name = "KEY")]
+    witness_key: Vec<String>,
     /// Write the proof to FILE rather than to stdout.
     #[arg(long, value_name = "FILE")]
     out: Option<std::path::PathBuf>,
@@ -174,6 +178,13 @@ pub async fn run(args: ProveArgs, context: &Context) -> Result<(), Failure> {
         )),
         None => None,
     };
+    let mut witnesses = Vec::new();
+    for arg in &args.witness_key {
+        let witness = witness_key_arg(arg).map_err(Failure::usage)?;
+        if !witnesses.contains(&witness) {
+            witnesses.push(witness);
+        }
+    }
     let bucket = args.archive.bucket()?;
     let key_id = args.archive.key_id()?;
     context
@@ -200,7 +211,7 @@ pub async fn run(args: ProveArgs, context: &Context) -> Result<(), Failure> {
     let log = LogReader { archive: &archive };
     let found = log.locate(&wanted, Utc::now().timestamp()).await?;
     let proof = log
-        .prove(&found, &key, &origin(&bucket), args.tree_size)
+        .prove(&found, &key, &origin(&bucket), &witnesses, args.tree_size)
         .await?;
     let mut text = serde_json::to_string_pretty(&proof)
         .map_err(|e| TrailError::Output(std::io::Error::other(e)))?;

@@ -202,7 +202,7 @@ async fn the_first_run_trusts_the_first_checkpoint_and_cosigns_every_one() {
     for size in [3, 303] {
         let note = log
             .reader()
-            .cosigned_checkpoint(size)
+            .cosigned_checkpoint(size, std::slice::from_ref(&vkey))
             .await
             .unwrap()
             .unwrap();
