@@ -71,7 +71,7 @@ def test_planted_cosignatures_neither_stop_prove_nor_steer_its_tree_size_nor_ent
     (work / "key.pem").write_bytes(pem)
     (work / "check_proof.py").write_text(documented_script())
     message_id = batch[0]
-    for args in (["--witness-key", vkey], []):
+    for args in ([], ["--witness-key", vkey]):
         proved = run(auditctl, system, "prove", message_id, *args)
         assert proved.returncode == 0, proved.stdout + proved.stderr
         proof = json.loads(proved.stdout)
