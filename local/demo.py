@@ -524,7 +524,8 @@ def proof_demo(system: LocalSystem, auditctl: Path, item: dict) -> bool:
         base64.b64encode(der).decode()[i:i + 64] for i in range(0, len(base64.b64encode(der)), 64))
         + "\n-----END PUBLIC KEY-----\n")
     rel = lambda path: os.path.relpath(path, Path.cwd())  # noqa: E731 - as a reader would type it
-    check = ["check-proof", rel(proof_path), "--public-key", rel(pem), "--witness-key", vkey]
+    check = ["check-proof", rel(proof_path), "--public-key", rel(pem), "--origin", f"audit-receiver/{bucket}",
+             "--witness-key", vkey]
     out("Checked offline (no AWS access), with the log's public key and the witness's:")
     good, _ = run_auditctl(auditctl, system, check, check=False)
     # One byte of the line changed: the leaf no longer leads to the signed root.

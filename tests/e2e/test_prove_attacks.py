@@ -17,9 +17,12 @@ import subprocess
 import sys
 import time
 
+import pytest
 from cryptography.hazmat.primitives import serialization
 
+from local import procs
 from local.harness import _client
+from local.stack import DEFAULT_TEMPLATE, create_stack, read_stack
 from test_prove import auditctl, documented_script, iso, run, system, wait_logged  # noqa: F401 - fixtures
 
 LARGEST = 2**64 - 1
@@ -81,8 +84,53 @@ def test_planted_cosignatures_neither_stop_prove_nor_steer_its_tree_size_nor_ent
         path = work / "proof.json"
         path.write_text(proved.stdout)
         checked = run(auditctl, system, "check-proof", str(path), "--public-key", str(work / "key.pem"),
-                      "--witness-key", vkey, env={"PATH": os.environ.get("PATH", "")})
+                      "--origin", origin, "--witness-key", vkey, env={"PATH": os.environ.get("PATH", "")})
         assert checked.returncode == 0, checked.stdout + checked.stderr
-        script = subprocess.run([sys.executable, str(work / "check_proof.py"), str(path), str(work / "key.pem")],
+        script = subprocess.run([sys.executable, str(work / "check_proof.py"), str(path), str(work / "key.pem"),
+                                 origin],
                                 capture_output=True, text=True, timeout=60)
         assert script.returncode == 0, script.stdout + script.stderr
+
+
+@pytest.fixture
+def stack(work_dir):
+    proc, endpoint = procs.start_moto(work_dir)
+    try:
+        yield create_stack(read_stack(DEFAULT_TEMPLATE), endpoint), endpoint
+    finally:
+        proc.stop()
+
+
+def test_a_proof_of_another_log_signed_by_the_stacks_key_is_refused_offline(stack, auditctl, work_dir):
+    """Whoever can sign with the digest key (or a second stack sharing it) makes a proof whose
+    checkpoint names another log: its signature and path hold, so only the origin tells it from
+    this log's. check-proof --origin and the docs' script, given this stack's origin, refuse it."""
+    from tlog_support import checkpoint, leaf
+
+    st, endpoint = stack
+    bucket, key_arn = st.archive_bucket.name, st.archiver.environment["DIGEST_KEY_ID"]
+    kms = _client("kms", endpoint)
+    line = '{"auditTime":"2026-11-22T10:00:00.000Z","messageId":"elsewhere-1"}'
+    proof = {"format": "audit-receiver-proof/1", "messageId": "elsewhere-1",
+             "auditTime": "2026-11-22T10:00:00.000Z", "line": line, "object": "trail/x.jsonl.gz",
+             "lineNumber": 0, "leafIndex": 0, "treeSize": 1, "inclusionPath": [],
+             "checkpoint": checkpoint(kms, key_arn, "elsewhere", 1, leaf(line.encode()))}
+    path = work_dir / "elsewhere.json"
+    path.write_text(json.dumps(proof))
+    der = kms.get_public_key(KeyId=key_arn)["PublicKey"]
+    (work_dir / "key.pem").write_bytes(serialization.load_der_public_key(der).public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    (work_dir / "check_proof.py").write_text(documented_script())
+    ours = f"audit-receiver/{bucket}"
+    env = {"PATH": os.environ.get("PATH", "")}
+    theirs = subprocess.run([str(auditctl), "check-proof", str(path), "--public-key", str(work_dir / "key.pem"),
+                             "--origin", "audit-receiver/elsewhere"], env=env, capture_output=True, text=True)
+    assert theirs.returncode == 0, theirs.stdout + theirs.stderr  # the proof itself holds
+    checked = subprocess.run([str(auditctl), "check-proof", str(path), "--public-key", str(work_dir / "key.pem"),
+                              "--origin", ours], env=env, capture_output=True, text=True)
+    assert checked.returncode == 1, checked.stdout + checked.stderr
+    assert checked.stdout.startswith('FAILED: the checkpoint is of the log "audit-receiver/elsewhere"'), checked.stdout
+    script = subprocess.run([sys.executable, str(work_dir / "check_proof.py"), str(path), str(work_dir / "key.pem"),
+                             ours], capture_output=True, text=True, timeout=60)
+    assert script.returncode == 1, script.stdout + script.stderr
+    assert "FAILED: the checkpoint is of the log audit-receiver/elsewhere" in script.stderr, script.stderr

@@ -257,29 +257,43 @@ pub struct Run {
 /// A checkpoint checked, ready to cosign.
 struct Accepted {
     checkpoint: Checkpoint,
+    /// The checkpoint's body as read (what the log signed, extension lines included): what is
+    /// cosigned.
+    body: String,
     text: String,
 }
 
 /// One run: checks every checkpoint after the state's (all of them on the first run, the first
-/// trusted once its signature holds) in size order, each against the one before; then, only if
-/// every one held, cosigns them all at `now` (seconds since the epoch). Nothing is written when
-/// any is refused.
+/// trusted once its signature holds) in size order, each against the one before and each of
+/// `origin` (the log this witness follows, from its configuration: never taken from a
+/// checkpoint); then, only if every one held, cosigns them all at `now` (seconds since the
+/// epoch), each over its body as read. Nothing is written when any is refused.
 pub async fn run<B: Bucket>(
     reader: &LogReader<'_, S3Archive<B>>,
     log: &LogKey,
+    origin: &str,
     signer: &WitnessSigner,
     state: Option<&WitnessState>,
     now: chrono::DateTime<chrono::Utc>,
 ) -> Result<Run, WitnessError> {
     let mut trusted = None;
-    // The last accepted (size, root) and origin, and the sizes to check, smallest first.
-    let (mut size, mut root, origin, sizes) = match state {
+    let origin = origin.to_owned();
+    // The last accepted (size, root), and the sizes to check, smallest first.
+    let (mut size, mut root, sizes) = match state {
         Some(state) => {
+            if state.origin != origin {
+                return Err(Refusal::OtherOrigin {
+                    size: state.size,
+                    origin: state.origin.clone(),
+                    accepted: origin,
+                }
+                .into());
+            }
             let root = state
                 .root_hash()
                 .map_err(|e| Error::WitnessState(e.to_string()))?;
             let newer = check_accepted(reader, log, state, root).await?;
-            (state.size, root, state.origin.clone(), newer)
+            (state.size, root, newer)
         }
         None => {
             let all = reader.checkpoint_sizes(None).await?;
@@ -290,15 +304,11 @@ pub async fn run<B: Bucket>(
                     state: None,
                 });
             };
-            // The first run cosigns the checkpoint it trusted too.
+            // The first run cosigns the checkpoint it trusted too (of the configured origin: the
+            // loop below refuses any other).
             let accepted = signed(reader, log, first).await?;
             trusted = Some(first);
-            (
-                accepted.checkpoint.size,
-                accepted.checkpoint.root,
-                accepted.checkpoint.origin,
-                all,
-            )
+            (accepted.checkpoint.size, accepted.checkpoint.root, all)
         }
     };
     let mut accepted = Vec::new();
@@ -336,9 +346,9 @@ pub async fn run<B: Bucket>(
     let timestamp = u64::try_from(now.timestamp()).unwrap_or(0);
     let mut cosigned = Vec::new();
     for checkpoint in &accepted {
-        let body = checkpoint.checkpoint.body();
-        let line = signer.cosign(&body, timestamp);
-        let already = store(reader, checkpoint.checkpoint.size, &body, &line, signer).await?;
+        let body = &checkpoint.body;
+        let line = signer.cosign(body, timestamp);
+        let already = store(reader, checkpoint.checkpoint.size, body, &line, signer).await?;
         cosigned.push(Cosigned {
             size: checkpoint.checkpoint.size,
             already,
@@ -431,6 +441,7 @@ async fn signed<B: Bucket>(
     Ok(Accepted {
         checkpoint,
         text: note.text(),
+        body: note.body,
     })
 }
 

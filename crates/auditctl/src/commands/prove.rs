@@ -52,20 +52,22 @@ Its access is recorded first (action auditctl.prove; see auditctl --help).
 Environment: TABLE_NAME, ARCHIVE_BUCKET, DIGEST_KEY_ID, DIGEST_PERIOD_SECONDS, ACCESS_QUEUE_URL,
 AWS_ENDPOINT_URL, AWS_PROFILE, AWS_REGION.";
 
-/// The log's key: the digest key's public key from KMS (never from the bucket), checked.
-async fn log_key(context: &Context, key_id: String) -> Result<LogKey, Failure> {
+/// The log's key: the digest key's public key from KMS (never from the bucket), checked, and its
+/// ARN (`key_id` resolved once: an alias is printed as the key it named).
+async fn log_key(context: &Context, key_id: String) -> Result<(LogKey, String), Failure> {
     let info = KmsKey::new(&context.config, key_id, context.location.clone())
         .public_key()
         .await?;
     let der = info.der.clone();
     let arn = info.arn.clone();
     TrustedKey::new(info)?;
-    LogKey::from_der(&der).map_err(|detail| {
+    let key = LogKey::from_der(&der).map_err(|detail| {
         Failure::Trail(TrailError::KeyUnsuitable {
-            key: arn,
+            key: arn.clone(),
             detail: detail.to_string(),
         })
-    })
+    })?;
+    Ok((key, arn))
 }
 
 /// The archive bucket, its reads counted.
@@ -206,7 +208,7 @@ pub async fn run(args: ProveArgs, context: &Context) -> Result<(), Failure> {
         first: length.period_of(anchor - Duration::seconds(CLOCK_SKEW_SECONDS)),
         last: length.period_of(anchor + Duration::seconds(LATE_ARCHIVE_SECONDS)),
     };
-    let key = log_key(context, key_id).await?;
+    let (key, arn) = log_key(context, key_id).await?;
     let archive = archive(context, &bucket);
     let log = LogReader { archive: &archive };
     let found = log.locate(&wanted, Utc::now().timestamp()).await?;
@@ -227,7 +229,7 @@ pub async fn run(args: ProveArgs, context: &Context) -> Result<(), Failure> {
         }
     }
     eprintln!(
-        "proved messageId {}: leaf {} of the tree of {} (object {} line {}, found in the index of the {} period(s) searched); {}",
+        "proved messageId {}: leaf {} of the tree of {} (object {} line {}, found in the index of the {} period(s) searched); {}; the checkpoint signed by the digest key {arn}",
         proof.message_id,
         proof.leaf_index,
         proof.tree_size,
@@ -283,7 +285,7 @@ pub async fn run_consistency(args: ConsistencyArgs, context: &Context) -> Result
         }));
     }
     let bucket = args.log.bucket()?;
-    let key = log_key(context, args.log.key_id()?).await?;
+    let (key, arn) = log_key(context, args.log.key_id()?).await?;
     let archive = archive(context, &bucket);
     let log = LogReader { archive: &archive };
     let proof = log
@@ -296,7 +298,7 @@ pub async fn run_consistency(args: ConsistencyArgs, context: &Context) -> Result
     out.write_all(text.as_bytes())?;
     out.flush()?;
     eprintln!(
-        "the tree of {} extends the tree of {}; {}",
+        "the tree of {} extends the tree of {}; {}; the checkpoint signed by the digest key {arn}",
         proof.new_size,
         proof.old_size,
         archive.count()

@@ -112,7 +112,15 @@ impl TestLog {
         signer: &WitnessSigner,
         state: Option<&WitnessState>,
     ) -> Result<Run, WitnessError> {
-        run(&self.reader(), &self.log_key(), signer, state, now()).await
+        run(
+            &self.reader(),
+            &self.log_key(),
+            &origin(self.archive.name()),
+            signer,
+            state,
+            now(),
+        )
+        .await
     }
 }
 
@@ -391,6 +399,65 @@ async fn another_origin_is_refused() {
         refusal(log.witness(&signer, Some(&state)).await),
         Refusal::OtherOrigin { .. }
     ));
+}
+
+#[tokio::test]
+async fn the_origin_is_the_configured_one_never_the_first_checkpoints() {
+    // The log's key signed a checkpoint of another log into this bucket: a first run, which has
+    // no state to take an origin from, refuses it rather than follow it.
+    let mut log = TestLog::new("archive");
+    log.origin = "audit-receiver/elsewhere".to_owned();
+    log.append(3);
+    let signer = WitnessSigner::generate("w").unwrap();
+    assert_eq!(
+        refusal(log.witness(&signer, None).await),
+        Refusal::OtherOrigin {
+            size: 3,
+            origin: "audit-receiver/elsewhere".to_owned(),
+            accepted: "audit-receiver/archive".to_owned(),
+        }
+    );
+    assert!(log.cosignature_keys().is_empty());
+}
+
+#[tokio::test]
+async fn the_checkpoint_is_cosigned_as_read_extension_lines_included() {
+    let mut log = TestLog::new("archive");
+    let size = log.append(3);
+    // The log signs a body with an extension line (c2sp.org/tlog-checkpoint allows them).
+    let body = format!(
+        "{}extension line\n",
+        Checkpoint {
+            origin: log.origin.clone(),
+            size,
+            root: log.edge.root(),
+        }
+        .body()
+    );
+    let note = SignedNote {
+        signatures: vec![NoteSignature {
+            name: log.origin.clone(),
+            key_id: ecdsa_key_id(&log.der),
+            signature: log
+                .pair
+                .sign(&SystemRandom::new(), body.as_bytes())
+                .unwrap()
+                .as_ref()
+                .to_vec(),
+        }],
+        body,
+    };
+    log.put(&checkpoint_key(size), note.text().into_bytes());
+    let signer = WitnessSigner::generate("w").unwrap();
+    log.witness(&signer, None).await.unwrap();
+    let vkey = WitnessKey::parse(&signer.key.vkey()).unwrap();
+    let cosigned = log
+        .reader()
+        .cosigned_checkpoint(size, std::slice::from_ref(&vkey))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(check_cosignature(&cosigned, &vkey), Ok(1_795_000_000));
 }
 
 #[tokio::test]
