@@ -173,3 +173,35 @@ def test_the_witness_follows_the_configured_origin_and_cosigns_the_body_as_read(
     ed25519.Ed25519PublicKey.from_public_bytes(base64.b64decode(key)[1:]).verify(
         signature, f"cosignature/v1\ntime {time_}\n{body}".encode())
     witness.close()
+
+
+def test_an_object_planted_at_a_checkpoint_name_is_passed_over_not_a_refusal(stack, work_dir):
+    """Someone who can write under log/checkpoints/ (the bucket policy lifted) plants junk at a
+    size the log never had, and a note at the next size that the log's key did not sign: the
+    witness reports both (passed over, on stderr), cosigns what the log signed, and goes on:
+    nothing planted stops it."""
+    st, endpoint = stack
+    bucket, key_arn = st.archive_bucket.name, st.archiver.environment["DIGEST_KEY_ID"]
+    kms = _client("kms", endpoint)
+    env = procs.function_env({}, endpoint, {"ARCHIVE_BUCKET": bucket, "DIGEST_KEY_ID": key_arn})
+    witness = LocalWitness(work_dir / "witness", build_auditctl(), env)
+    witness.init()
+    s3, restore = _sealer(endpoint, bucket)
+    write_log(s3, kms, key_arn, bucket, [2])
+    restore()
+    assert witness.run().returncode == 0
+    s3, restore = _sealer(endpoint, bucket)
+    s3.put_object(Bucket=bucket, Key=f"log/checkpoints/{99:020}", Body=b"junk", ChecksumAlgorithm="SHA256")
+    good = checkpoint(kms, key_arn, bucket, 4, root(leaves(4)))
+    forged = good[: good.rindex(" ") + 1] + base64.b64encode(b"\x00" * 70).decode() + "\n"
+    s3.put_object(Bucket=bucket, Key=f"log/checkpoints/{4:020}", Body=forged.encode(), ChecksumAlgorithm="SHA256")
+    write_log(s3, kms, key_arn, bucket, [5])
+    restore()
+    done = witness.run()
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"passed over log/checkpoints/{4:020}: not a checkpoint the log's key signed" in done.stderr, done.stderr
+    assert f"passed over log/checkpoints/{99:020}" in done.stderr, done.stderr
+    assert "cosigned checkpoint 5" in done.stdout, done.stdout
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="log/cosignatures/").get("Contents", [])]
+    assert [k.split("/")[2] for k in keys] == [f"{2:020}", f"{5:020}"]
+    witness.close()

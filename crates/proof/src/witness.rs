@@ -244,12 +244,22 @@ pub struct Cosigned {
     pub already: bool,
 }
 
+/// An object at a checkpoint's name that is no checkpoint the log signed (anyone able to write
+/// under `log/checkpoints/` could put one there): passed over, never cosigned, never a refusal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PassedOver {
+    pub size: u64,
+    pub why: String,
+}
+
 /// What one run did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Run {
     /// First run: the size of the checkpoint trusted on first sight (its signature held).
     pub trusted: Option<u64>,
     pub cosigned: Vec<Cosigned>,
+    /// Objects at checkpoint names that the log's key did not sign, passed over.
+    pub passed_over: Vec<PassedOver>,
     /// The state to keep (unchanged when there was nothing new).
     pub state: Option<WitnessState>,
 }
@@ -277,6 +287,7 @@ pub async fn run<B: Bucket>(
     now: chrono::DateTime<chrono::Utc>,
 ) -> Result<Run, WitnessError> {
     let mut trusted = None;
+    let mut passed_over = Vec::new();
     let origin = origin.to_owned();
     // The last accepted (size, root), and the sizes to check, smallest first.
     let (mut size, mut root, sizes) = match state {
@@ -297,23 +308,40 @@ pub async fn run<B: Bucket>(
         }
         None => {
             let all = reader.checkpoint_sizes(None).await?;
-            let Some(&first) = all.first() else {
+            // The first checkpoint the log signed (objects before it that it did not sign are
+            // passed over).
+            let mut first = None;
+            for (i, &size) in all.iter().enumerate() {
+                if let Some(accepted) =
+                    signed_or_passed(reader, log, size, &mut passed_over).await?
+                {
+                    first = Some((i, accepted));
+                    break;
+                }
+            }
+            let Some((i, accepted)) = first else {
                 return Ok(Run {
                     trusted: None,
                     cosigned: Vec::new(),
+                    passed_over,
                     state: None,
                 });
             };
             // The first run cosigns the checkpoint it trusted too (of the configured origin: the
             // loop below refuses any other).
-            let accepted = signed(reader, log, first).await?;
-            trusted = Some(first);
-            (accepted.checkpoint.size, accepted.checkpoint.root, all)
+            trusted = Some(accepted.checkpoint.size);
+            (
+                accepted.checkpoint.size,
+                accepted.checkpoint.root,
+                all[i..].to_vec(),
+            )
         }
     };
     let mut accepted = Vec::new();
     for (i, &next) in sizes.iter().enumerate() {
-        let checkpoint = signed(reader, log, next).await?;
+        let Some(checkpoint) = signed_or_passed(reader, log, next, &mut passed_over).await? else {
+            continue;
+        };
         if checkpoint.checkpoint.origin != origin {
             return Err(Refusal::OtherOrigin {
                 size: next,
@@ -333,6 +361,7 @@ pub async fn run<B: Bucket>(
         return Ok(Run {
             trusted,
             cosigned: Vec::new(),
+            passed_over,
             state: state.cloned(),
         });
     };
@@ -357,8 +386,29 @@ pub async fn run<B: Bucket>(
     Ok(Run {
         trusted,
         cosigned,
+        passed_over,
         state: Some(new_state),
     })
+}
+
+/// The checkpoint of `size`, its log signature checked; `None` (noted in `passed_over`) when the
+/// object at its name is no checkpoint the log's key signed: it is no statement of the log, so
+/// it cannot fork it, and planting one must not stop the witness. A signed checkpoint that is
+/// wrong (another size, another origin, not extending) is still refused.
+async fn signed_or_passed<B: Bucket>(
+    reader: &LogReader<'_, S3Archive<B>>,
+    log: &LogKey,
+    size: u64,
+    passed_over: &mut Vec<PassedOver>,
+) -> Result<Option<Accepted>, WitnessError> {
+    match signed(reader, log, size).await {
+        Ok(accepted) => Ok(Some(accepted)),
+        Err(WitnessError::Refused(Refusal::BadSignature { size, why })) => {
+            passed_over.push(PassedOver { size, why });
+            Ok(None)
+        }
+        Err(other) => Err(other),
+    }
 }
 
 /// The accepted checkpoint is still in the bucket, with the accepted root (otherwise a rollback or

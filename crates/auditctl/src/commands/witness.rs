@@ -137,6 +137,13 @@ pub async fn run(args: WitnessArgs, context: &Context) -> Result<(), Failure> {
         }
         Err(WitnessError::Failed(error)) => return Err(error.into()),
     };
+    for passed in &done.passed_over {
+        eprintln!(
+            "passed over {}: not a checkpoint the log's key signed ({}); someone wrote it under log/checkpoints/: find who (CloudTrail S3 data events)",
+            audit_model::note::checkpoint_key(passed.size),
+            passed.why
+        );
+    }
     let mut out = std::io::stdout().lock();
     if let Some(first) = done.trusted {
         writeln!(
