@@ -492,7 +492,8 @@ def proof_demo(system: LocalSystem, auditctl: Path, item: dict) -> bool:
     while True:
         # The proof carries its checkpoint with the cosignatures stored so far: prove again once
         # the witness has cosigned the checkpoint the proof names.
-        code, text = run_auditctl(auditctl, system, ["prove", item["messageId"], "--audit-time", item["auditTime"]],
+        code, text = run_auditctl(auditctl, system, ["prove", item["messageId"], "--audit-time", item["auditTime"],
+                                                      "--witness-key", vkey],
                                   check=False, show=False)
         if code != 0:
             out(f"PROBLEM: auditctl prove {item['messageId']} exited {code}")
@@ -512,7 +513,8 @@ def proof_demo(system: LocalSystem, auditctl: Path, item: dict) -> bool:
                 f"{COSIGN_DEADLINE_SECONDS} s; see {work}/witness.log")
             return False
     proof_path.write_text(json.dumps(proof, indent=2) + "\n")
-    out(f"  $ auditctl prove {item['messageId']} --audit-time {item['auditTime']} > proof.json")
+    out(f"  $ auditctl prove {item['messageId']} --audit-time {item['auditTime']} --witness-key \"$WITNESS_KEY\" "
+        "> proof.json")
     out(f"    leaf {proof['leafIndex']} of a tree of {proof['treeSize']}, {len(proof['inclusionPath'])} hashes on its "
         f"path, its checkpoint signed by the log and cosigned by the witness")
     # The log's public key, as an auditor keeps it: from KMS GetPublicKey, as PEM.
@@ -522,7 +524,8 @@ def proof_demo(system: LocalSystem, auditctl: Path, item: dict) -> bool:
         base64.b64encode(der).decode()[i:i + 64] for i in range(0, len(base64.b64encode(der)), 64))
         + "\n-----END PUBLIC KEY-----\n")
     rel = lambda path: os.path.relpath(path, Path.cwd())  # noqa: E731 - as a reader would type it
-    check = ["check-proof", rel(proof_path), "--public-key", rel(pem), "--witness-key", vkey]
+    check = ["check-proof", rel(proof_path), "--public-key", rel(pem), "--origin", f"audit-receiver/{bucket}",
+             "--witness-key", vkey]
     out("Checked offline (no AWS access), with the log's public key and the witness's:")
     good, _ = run_auditctl(auditctl, system, check, check=False)
     # One byte of the line changed: the leaf no longer leads to the signed root.

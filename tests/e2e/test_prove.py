@@ -107,6 +107,7 @@ def test_events_of_three_periods_are_proven_and_checked_offline_by_auditctl_and_
     (work / "key.pem").write_bytes(pem)
     (work / "check_proof.py").write_text(documented_script())
 
+    origin = f"audit-receiver/{system.stack.archive_bucket.name}"
     objects, leaves = set(), set()
     for message_id in ids:
         proved = run(auditctl, system, "prove", message_id)
@@ -124,12 +125,13 @@ def test_events_of_three_periods_are_proven_and_checked_offline_by_auditctl_and_
 
         # auditctl, offline: no AWS variable at all.
         checked = run(auditctl, system, "check-proof", str(path), "--public-key", str(work / "key.pem"),
-                      env={"PATH": os.environ.get("PATH", "")})
+                      "--origin", origin, env={"PATH": os.environ.get("PATH", "")})
         assert checked.returncode == 0, checked.stdout + checked.stderr
         assert checked.stdout.startswith(f"OK: messageId {message_id} is leaf {proof['leafIndex']}"), checked.stdout
 
         # The documented script, as printed.
-        script = subprocess.run([sys.executable, str(work / "check_proof.py"), str(path), str(work / "key.pem")],
+        script = subprocess.run([sys.executable, str(work / "check_proof.py"), str(path), str(work / "key.pem"),
+                                 origin],
                                 capture_output=True, text=True, timeout=60)
         assert script.returncode == 0, script.stdout + script.stderr
         assert f"OK: {message_id} is leaf {proof['leafIndex']}" in script.stdout, script.stdout
@@ -140,11 +142,11 @@ def test_events_of_three_periods_are_proven_and_checked_offline_by_auditctl_and_
         bad = work / f"{message_id}.changed.json"
         bad.write_text(json.dumps(changed, indent=2))
         refused = subprocess.run([sys.executable, str(work / "check_proof.py"), str(bad),
-                                  str(work / "key.pem")], capture_output=True, text=True, timeout=60)
+                                  str(work / "key.pem"), origin], capture_output=True, text=True, timeout=60)
         assert refused.returncode == 1, refused.stdout + refused.stderr
         assert "FAILED: the line is not the proof's leaf" in refused.stderr, refused.stderr
         failed = run(auditctl, system, "check-proof", str(bad), "--public-key", str(work / "key.pem"),
-                     env={"PATH": os.environ.get("PATH", "")})
+                     "--origin", origin, env={"PATH": os.environ.get("PATH", "")})
         assert failed.returncode == 1 and failed.stdout.startswith("FAILED: "), failed.stdout + failed.stderr
 
     assert len(objects) == BURSTS, f"the events are not in {BURSTS} periods' objects: {objects}"

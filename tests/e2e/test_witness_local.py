@@ -3,6 +3,7 @@ with the real auditctl: its key is made once and kept, it cosigns the checkpoint
 fork or a rollback shown to it is refused loudly (exit 1, REFUSED, logged) with nothing cosigned,
 and a new stack's log starts from a new state. Run by local/harness.py after each seal run."""
 
+import base64
 import json
 
 import pytest
@@ -11,7 +12,7 @@ from local import procs
 from local.harness import _client
 from local.stack import DEFAULT_TEMPLATE, create_stack, read_stack
 from local.witness import LocalWitness, build_auditctl
-from tlog_support import checkpoint, leaves, write_log
+from tlog_support import checkpoint, leaves, root, write_log
 
 
 @pytest.fixture
@@ -125,4 +126,82 @@ def test_a_slot_squatted_before_the_witness_is_refused_not_taken_for_its_cosigna
     assert refused.stderr.startswith(f"REFUSED: slot taken: {slot} was already written"), refused.stderr
     assert "cosigned checkpoint 6" not in refused.stdout, refused.stdout
     assert (work_dir / "witness" / "state.json").read_text() == state
+    witness.close()
+
+
+def test_the_witness_follows_the_configured_origin_and_cosigns_the_body_as_read(stack, work_dir):
+    """The log's key signed, into this bucket, a checkpoint of another log: a witness on its first
+    run (no state to take an origin from) refuses it (the origin is its configuration's:
+    audit-receiver/<its bucket>) and cosigns nothing. A checkpoint of this log whose body carries an
+    extension line is cosigned over that body as read, so that the cosignature holds on the
+    stored checkpoint."""
+    from cryptography.hazmat.primitives.asymmetric import ed25519
+
+    st, endpoint = stack
+    bucket, key_arn = st.archive_bucket.name, st.archiver.environment["DIGEST_KEY_ID"]
+    kms = _client("kms", endpoint)
+    env = procs.function_env({}, endpoint, {"ARCHIVE_BUCKET": bucket, "DIGEST_KEY_ID": key_arn})
+    witness = LocalWitness(work_dir / "witness", build_auditctl(), env)
+    vkey = witness.init()
+    hashes = leaves(3)
+    s3, restore = _sealer(endpoint, bucket)
+    s3.put_object(Bucket=bucket, Key="log/tile/0/000.p/3", Body=b"".join(hashes), ChecksumAlgorithm="SHA256")
+    s3.put_object(Bucket=bucket, Key=f"log/checkpoints/{3:020}", ChecksumAlgorithm="SHA256",
+                  Body=checkpoint(kms, key_arn, "elsewhere", 3, root(hashes)).encode())
+    restore()
+    refused = witness.run()
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert refused.stderr.startswith(
+        f'REFUSED: another log: the checkpoint of size 3 is of origin "audit-receiver/elsewhere", '
+        f'this witness follows "audit-receiver/{bucket}"'), refused.stderr
+    assert not s3.list_objects_v2(Bucket=bucket, Prefix="log/cosignatures/").get("KeyCount")
+    assert not (work_dir / "witness" / "state.json").exists()
+
+    s3, restore = _sealer(endpoint, bucket)
+    note = checkpoint(kms, key_arn, bucket, 3, root(hashes), extension="an extension line\n")
+    s3.put_object(Bucket=bucket, Key=f"log/checkpoints/{3:020}", ChecksumAlgorithm="SHA256", Body=note.encode())
+    restore()
+    done = witness.run()
+    assert done.returncode == 0, done.stdout + done.stderr
+    name, key_id, key = vkey.split("+", 2)
+    stored = s3.get_object(Bucket=bucket, Key=f"log/checkpoints/{3:020}")["Body"].read().decode()
+    body = stored[: stored.rindex("\n\n") + 1]
+    assert body.endswith("an extension line\n"), body
+    line = s3.get_object(Bucket=bucket, Key=f"log/cosignatures/{3:020}/{key_id}")["Body"].read().decode()
+    signature = base64.b64decode(line.split(" ")[2])[4:]
+    time_, signature = int.from_bytes(signature[:8], "big"), signature[8:]
+    ed25519.Ed25519PublicKey.from_public_bytes(base64.b64decode(key)[1:]).verify(
+        signature, f"cosignature/v1\ntime {time_}\n{body}".encode())
+    witness.close()
+
+
+def test_an_object_planted_at_a_checkpoint_name_is_passed_over_not_a_refusal(stack, work_dir):
+    """Someone who can write under log/checkpoints/ (the bucket policy lifted) plants junk at a
+    size the log never had, and a note at the next size that the log's key did not sign: the
+    witness reports both (passed over, on stderr), cosigns what the log signed, and goes on:
+    nothing planted stops it."""
+    st, endpoint = stack
+    bucket, key_arn = st.archive_bucket.name, st.archiver.environment["DIGEST_KEY_ID"]
+    kms = _client("kms", endpoint)
+    env = procs.function_env({}, endpoint, {"ARCHIVE_BUCKET": bucket, "DIGEST_KEY_ID": key_arn})
+    witness = LocalWitness(work_dir / "witness", build_auditctl(), env)
+    witness.init()
+    s3, restore = _sealer(endpoint, bucket)
+    write_log(s3, kms, key_arn, bucket, [2])
+    restore()
+    assert witness.run().returncode == 0
+    s3, restore = _sealer(endpoint, bucket)
+    s3.put_object(Bucket=bucket, Key=f"log/checkpoints/{99:020}", Body=b"junk", ChecksumAlgorithm="SHA256")
+    good = checkpoint(kms, key_arn, bucket, 4, root(leaves(4)))
+    forged = good[: good.rindex(" ") + 1] + base64.b64encode(b"\x00" * 70).decode() + "\n"
+    s3.put_object(Bucket=bucket, Key=f"log/checkpoints/{4:020}", Body=forged.encode(), ChecksumAlgorithm="SHA256")
+    write_log(s3, kms, key_arn, bucket, [5])
+    restore()
+    done = witness.run()
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"passed over log/checkpoints/{4:020}: not a checkpoint the log's key signed" in done.stderr, done.stderr
+    assert f"passed over log/checkpoints/{99:020}" in done.stderr, done.stderr
+    assert "cosigned checkpoint 5" in done.stdout, done.stdout
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="log/cosignatures/").get("Contents", [])]
+    assert [k.split("/")[2] for k in keys] == [f"{2:020}", f"{5:020}"]
     witness.close()

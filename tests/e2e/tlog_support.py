@@ -26,11 +26,12 @@ def leaves(n: int, tag: str = "w") -> list[bytes]:
     return [leaf(f'{{"messageId":"{tag}-{i}"}}'.encode()) for i in range(n)]
 
 
-def checkpoint(kms, key_arn: str, bucket: str, size: int, root_hash: bytes) -> str:
-    """The signed note of (size, root) under the bucket's origin."""
+def checkpoint(kms, key_arn: str, bucket: str, size: int, root_hash: bytes, extension: str = "") -> str:
+    """The signed note of (size, root) under the bucket's origin (with `extension`, lines after
+    the root, when given)."""
     origin = f"audit-receiver/{bucket}"
     key_id = hashlib.sha256(kms.get_public_key(KeyId=key_arn)["PublicKey"]).digest()[:4]
-    body = f"{origin}\n{size}\n{base64.b64encode(root_hash).decode()}\n"
+    body = f"{origin}\n{size}\n{base64.b64encode(root_hash).decode()}\n{extension}"
     signature = kms.sign(KeyId=key_arn, Message=body.encode(), MessageType="RAW",
                          SigningAlgorithm="ECDSA_SHA_256")["Signature"]
     return f"{body}\n\u2014 {origin} {base64.b64encode(key_id + signature).decode()}\n"

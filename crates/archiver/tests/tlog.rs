@@ -446,6 +446,49 @@ async fn a_tile_name_holding_other_bytes_stops_the_run() {
 }
 
 #[tokio::test]
+async fn a_checkpoint_name_holding_the_body_under_a_signature_that_does_not_hold_is_not_taken_for_the_logs()
+ {
+    let bucket = MemoryBucket::new();
+    let signer = MemorySigner::new(KEY_ARN);
+    let periods = plant_three(&bucket);
+    let leaves = leaves_of(&lines_of(&periods));
+    // Planted ahead of the sealer: the first checkpoint's very body, signed by another key under
+    // the log's name and key id.
+    let body = Checkpoint {
+        origin: origin(BUCKET),
+        size: 100,
+        root: mth(&leaves[..100]),
+    }
+    .body();
+    let stranger = MemorySigner::new("arn:aws:kms:us-east-1:123456789012:key/stranger");
+    let forged = SignedNote {
+        body: body.clone(),
+        signatures: vec![audit_model::note::NoteSignature {
+            name: origin(BUCKET),
+            key_id: ecdsa_key_id(&signer.public_key().der),
+            signature: stranger.sign(body.as_bytes()).unwrap(),
+        }],
+    };
+    bucket.overwrite(
+        &checkpoint_key(100),
+        bytes::Bytes::from(forged.text().into_bytes()),
+    );
+    let report = seal(&bucket, &signer, "2026-11-22T10:20:00Z").await;
+    assert_eq!(
+        report.failure,
+        Some(SealError::LogConflict {
+            key: checkpoint_key(100)
+        }),
+        "reported, not counted as the log's"
+    );
+    assert_eq!(report.sealed.len(), 1, "the digest is written first");
+    // The next runs go on sealing and write the later checkpoints.
+    let next = seal(&bucket, &signer, "2026-11-22T10:20:00Z").await;
+    assert_eq!(next.failure, None);
+    assert_checkpoint(&bucket, &signer, 300, &mth(&leaves[..300]));
+}
+
+#[tokio::test]
 async fn an_empty_chain_start_names_the_empty_trees_checkpoint() {
     let bucket = MemoryBucket::new();
     let signer = MemorySigner::new(KEY_ARN);

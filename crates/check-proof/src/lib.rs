@@ -15,6 +15,8 @@ Checks a proof printed by `auditctl prove`, offline (no AWS configuration, no ne
   - the checkpoint's signature by the log's key (--public-key: the digest key's public key, PEM,
     as docs/operations.md makes it with `aws kms get-public-key`), its key id the first four
     bytes of SHA-256 of the key's DER;
+  - the checkpoint's origin being the log's (--origin: audit-receiver/<the stack's archive
+    bucket>): a proof of another log signed by the same key fails;
   - the line's leaf hash (SHA-256 of 0x00 and the line) up the inclusion path (RFC 9162) to the
     checkpoint's root, at the proof's leaf index in a tree of its size;
   - the line's messageId and auditTime being the proof's;
@@ -24,8 +26,10 @@ Prints `OK: ...` (messageId, leaf index, tree size, the log's origin, the witnes
 cosignatures hold) or `FAILED: <reason>`.
 
 Examples:
-  auditctl check-proof order-42.proof.json --public-key digest-key.pem
-  auditctl check-proof - --public-key digest-key.pem --witness-key \"$WITNESS_KEY\" < proof.json
+  auditctl check-proof order-42.proof.json --public-key digest-key.pem \\
+    --origin audit-receiver/$ARCHIVE_BUCKET
+  auditctl check-proof - --public-key digest-key.pem --origin audit-receiver/$ARCHIVE_BUCKET \\
+    --witness-key \"$WITNESS_KEY\" < proof.json
 
 Exit status: 0 the proof holds, 1 it does not (the reason is printed), 2 bad usage (a file that
 cannot be read, a PEM that is not a public key, a witness key that is not one).";
@@ -40,6 +44,10 @@ pub struct CheckProofArgs {
     /// The log's public key: a PEM file (-----BEGIN PUBLIC KEY-----), the digest key's.
     #[arg(long, value_name = "PEM")]
     public_key: PathBuf,
+    /// The log's origin, the first line of its checkpoints: audit-receiver/<the stack's archive
+    /// bucket> (`AuditArchiveBucket`). A proof of any other log fails.
+    #[arg(long, value_name = "ORIGIN")]
+    origin: String,
     /// A witness whose cosignature must be on the checkpoint: its verifier key
     /// (name+keyid+base64, as `auditctl witness --init` prints it) or a file holding one.
     /// Repeatable.
@@ -79,7 +87,17 @@ pub fn run(args: CheckProofArgs) -> Result<(), Outcome> {
         .collect::<Result<Vec<_>, _>>()?;
     let verdict = serde_json::from_str::<Proof>(&text)
         .map_err(|e| format!("not a proof from `auditctl prove`: {e}"))
-        .and_then(|proof| check_proof(&proof, &key, &witnesses).map_err(|e| e.to_string()));
+        .and_then(|proof| check_proof(&proof, &key, &witnesses).map_err(|e| e.to_string()))
+        .and_then(|verdict| {
+            if verdict.origin == args.origin {
+                Ok(verdict)
+            } else {
+                Err(format!(
+                    "the checkpoint is of the log {:?}, not of {:?} (--origin)",
+                    verdict.origin, args.origin
+                ))
+            }
+        });
     match verdict {
         Ok(verdict) => {
             println!("OK: {}", words(&verdict));

@@ -77,10 +77,11 @@ fn case(name: &str) -> PathBuf {
     dir
 }
 
-/// The binary run with nothing in its environment.
+/// The binary run with nothing in its environment, for the cases' log.
 fn check(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_audit-check-proof"))
         .args(args)
+        .args(["--origin", "audit-receiver/audit-archive-test"])
         .env_clear()
         .output()
         .unwrap()

@@ -59,6 +59,15 @@ pub trait Archive: Send + Sync {
     /// objects are read so).
     fn current(&self, key: &str) -> impl Future<Output = Result<Option<Vec<u8>>, Error>> + Send;
 
+    /// The current version's bytes of `key` when it has one of at most `max` bytes (its size read
+    /// first, so that a large object is never read): `Ok(None)` when there is none, `Err(size)`
+    /// inside when it is larger.
+    fn current_small(
+        &self,
+        key: &str,
+        max: u64,
+    ) -> impl Future<Output = Result<Option<Result<Vec<u8>, u64>>, Error>> + Send;
+
     /// At most `max` keys that start with `prefix`, after `after`, in order.
     fn keys(
         &self,
@@ -236,6 +245,27 @@ impl<B: Bucket> Archive for S3Archive<B> {
             .await
             .map_err(|e| self.error(&e))?
             .map(|o| o.body.to_vec()))
+    }
+
+    async fn current_small(
+        &self,
+        key: &str,
+        max: u64,
+    ) -> Result<Option<Result<Vec<u8>, u64>>, Error> {
+        let Some(info) = self.bucket.head(key).await.map_err(|e| self.error(&e))? else {
+            return Ok(None);
+        };
+        if info.size > max {
+            return Ok(Some(Err(info.size)));
+        }
+        Ok(self.current(key).await?.map(|body| {
+            // Replaced between the two requests: still never more than `max` bytes kept.
+            if body.len() as u64 > max {
+                Err(body.len() as u64)
+            } else {
+                Ok(body)
+            }
+        }))
     }
 
     async fn keys(

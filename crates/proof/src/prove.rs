@@ -19,7 +19,7 @@ use audit_model::digest::{
     DIGEST_PREFIX, DIGEST_SUFFIX, Digest, MAX_DIGEST_ALTERNATES, digest_key, parse_any_digest_key,
 };
 use audit_model::note::{
-    Checkpoint, IndexRow, PROOF_FORMAT, Proof, SignedNote, checkpoint_key, index_key,
+    Checkpoint, IndexRow, PROOF_FORMAT, Proof, SignedNote, WitnessKey, checkpoint_key, index_key,
 };
 use audit_model::tlog::{
     Hash, HexHash, TlogError, consistency_proof, consistency_tiles, inclusion_proof,
@@ -458,15 +458,17 @@ impl<A: Archive> LogReader<'_, A> {
         .into())
     }
 
-    /// The checkpoint of `size`, every stored cosignature added, its log signature checked with
-    /// `key` and its origin the bucket's.
+    /// The checkpoint of `size`, the stored cosignatures added (`witnesses`' own first; never a
+    /// line bearing the log's name or key), its log signature checked with `key` and its origin
+    /// the bucket's.
     pub async fn signed_checkpoint(
         &self,
         size: u64,
         key: &LogKey,
         origin: &str,
+        witnesses: &[WitnessKey],
     ) -> Result<(SignedNote, Checkpoint), Error> {
-        let Some(note) = self.cosigned_checkpoint(size).await? else {
+        let Some(note) = self.cosigned_checkpoint(size, witnesses).await? else {
             return Err(ProveError::NoCheckpointOf {
                 size,
                 key: checkpoint_key(size),
@@ -492,19 +494,29 @@ impl<A: Archive> LogReader<'_, A> {
         Ok((note, checkpoint))
     }
 
-    /// The tree size to prove leaf `leaf` in: `given`, else the largest with a witness's
-    /// cosignature, else the newest checkpoint.
-    pub async fn proof_size(&self, leaf: u64, given: Option<u64>) -> Result<u64, Error> {
+    /// The tree size to prove leaf `leaf` in: `given`, else the largest with a valid
+    /// cosignature by one of `witnesses` (`LogReader::newest_cosigned`), else the newest
+    /// checkpoint.
+    pub async fn proof_size(
+        &self,
+        leaf: u64,
+        given: Option<u64>,
+        witnesses: &[WitnessKey],
+    ) -> Result<u64, Error> {
         if let Some(size) = given {
             if size <= leaf {
                 return Err(ProveError::TooSmall { size, leaf }.into());
             }
             return Ok(size);
         }
-        if let Some(size) = self.cosigned_sizes(Some(leaf)).await?.last() {
-            return Ok(*size);
+        let checkpoints = self.checkpoint_sizes(Some(leaf)).await?;
+        if let Some(size) = self
+            .newest_cosigned(Some(leaf), &checkpoints, witnesses)
+            .await?
+        {
+            return Ok(size);
         }
-        match self.newest_size(Some(leaf)).await? {
+        match checkpoints.last().copied() {
             Some(size) => Ok(size),
             None if self.newest_size(None).await?.is_some() => Err(ProveError::Broken {
                 what: format!("no checkpoint holds leaf {leaf}, which the index names"),
@@ -523,6 +535,7 @@ impl<A: Archive> LogReader<'_, A> {
         found: &Found,
         key: &LogKey,
         origin: &str,
+        witnesses: &[WitnessKey],
         tree_size: Option<u64>,
     ) -> Result<Proof, Error> {
         let row = &found.row;
@@ -561,8 +574,10 @@ impl<A: Archive> LogReader<'_, A> {
                 row.line_number, row.object
             ))
         })?;
-        let size = self.proof_size(row.leaf_index, tree_size).await?;
-        let (note, _) = self.signed_checkpoint(size, key, origin).await?;
+        let size = self
+            .proof_size(row.leaf_index, tree_size, witnesses)
+            .await?;
+        let (note, _) = self.signed_checkpoint(size, key, origin, witnesses).await?;
         let mut tiles = self
             .tiles(
                 size,
@@ -611,7 +626,7 @@ impl<A: Archive> LogReader<'_, A> {
         if old > new {
             return Err(ProveError::SizesOutOfOrder { old, new }.into());
         }
-        let (note, checkpoint) = self.signed_checkpoint(new, key, origin).await?;
+        let (note, checkpoint) = self.signed_checkpoint(new, key, origin, &[]).await?;
         let mut tiles = self
             .tiles(new, consistency_tiles(old, new).map_err(tlog_broken)?)
             .await?;

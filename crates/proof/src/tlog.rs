@@ -5,9 +5,10 @@
 
 use std::collections::BTreeSet;
 
+use audit_model::digest::hex;
 use audit_model::note::{
-    CHECKPOINTS_PREFIX, COSIGNATURES_PREFIX, NoteSignature, SignedNote, checkpoint_key,
-    cosignatures_of, parse_checkpoint_key,
+    CHECKPOINTS_PREFIX, COSIGNATURES_PREFIX, NoteSignature, SignedNote, WitnessKey, checkpoint_key,
+    cosignature_key, cosignatures_of, parse_checkpoint_key,
 };
 use audit_model::tlog::{TileRef, Tiles};
 use futures::{StreamExt, TryStreamExt};
@@ -23,6 +24,14 @@ use crate::archive::Archive;
 const TILE_CONCURRENCY: usize = 16;
 /// Keys per listing page.
 const LIST_PAGE: usize = 1000;
+/// Cosignature objects read for one checkpoint beyond the configured witnesses' own, at most
+/// (anyone allowed to write under `log/cosignatures/` could add more).
+pub const MAX_COSIGNATURES: usize = 16;
+/// A cosignature object's size, at most: one signature line (a witness's name and 76 bytes in
+/// base64); a larger object is passed over unread.
+pub const MAX_COSIGNATURE_BYTES: u64 = 1024;
+/// Cosigned sizes tried, largest first, before [`LogReader::newest_cosigned`] gives up.
+pub const MAX_COSIGNED_TRIED: usize = 8;
 
 /// The log's objects in the archive bucket, read (`archive`: the read port, `S3Archive` over S3
 /// or its twin).
@@ -113,34 +122,136 @@ impl<A: Archive> LogReader<'_, A> {
         Ok(self.checkpoint_sizes(after).await?.last().copied())
     }
 
-    /// Every cosignature line stored for the checkpoint of `size` (by any witness; a line that
-    /// does not parse is passed over: a verifier checks only the witnesses it knows).
-    pub async fn cosignatures(&self, size: u64) -> Result<Vec<NoteSignature>, Error> {
-        let mut lines = Vec::new();
-        for key in self.keys(&cosignatures_of(size), None).await? {
-            let Some(bytes) = self.get(&key).await? else {
-                continue;
-            };
-            let Ok(text) = String::from_utf8(bytes) else {
-                continue;
-            };
-            // A cosignature object holds one signature line: parse it as a note's.
-            if let Ok(note) = SignedNote::parse(&format!("x\n\n{text}")) {
-                lines.extend(note.signatures);
+    /// One cosignature object, read as a witness writes it: at most [`MAX_COSIGNATURE_BYTES`],
+    /// one signature line whose key id is the one its key names (`None` otherwise: passed over).
+    async fn cosignature_at(&self, key: &str) -> Result<Option<NoteSignature>, Error> {
+        let Some(Ok(bytes)) = self
+            .archive
+            .current_small(key, MAX_COSIGNATURE_BYTES)
+            .await?
+        else {
+            return Ok(None);
+        };
+        let Ok(text) = String::from_utf8(bytes) else {
+            return Ok(None);
+        };
+        let named = key.rsplit('/').next().unwrap_or_default();
+        // A cosignature object holds one signature line: parse it as a note's.
+        Ok(match SignedNote::parse(&format!("x\n\n{text}")) {
+            Ok(note) => match <[NoteSignature; 1]>::try_from(note.signatures) {
+                Ok([line]) if hex(&line.key_id) == named => Some(line),
+                _ => None,
+            },
+            Err(_) => None,
+        })
+    }
+
+    /// The cosignatures stored for the checkpoint of `size`: each of `witnesses`' own (the
+    /// object at its key id), then at most [`MAX_COSIGNATURES`] others as listed (a verifier
+    /// checks only the witnesses it knows). Each object is one line of at most
+    /// [`MAX_COSIGNATURE_BYTES`] under its own key id; any other is passed over.
+    pub async fn cosignatures(
+        &self,
+        size: u64,
+        witnesses: &[WitnessKey],
+    ) -> Result<Vec<NoteSignature>, Error> {
+        let mut lines = self.witness_cosignatures(size, witnesses).await?;
+        let mine: Vec<String> = witnesses
+            .iter()
+            .map(|w| cosignature_key(size, w.key_id()))
+            .collect();
+        let listed = self
+            .archive
+            .keys(&cosignatures_of(size), None, MAX_COSIGNATURES)
+            .await?;
+        for key in listed.iter().filter(|k| !mine.contains(k)) {
+            if let Some(line) = self.cosignature_at(key).await?
+                && !lines.contains(&line)
+            {
+                lines.push(line);
             }
         }
         Ok(lines)
     }
 
-    /// The checkpoint of `size` with every stored cosignature added.
-    pub async fn cosigned_checkpoint(&self, size: u64) -> Result<Option<SignedNote>, Error> {
+    /// What each of `witnesses` stored for the checkpoint of `size` (its own object only).
+    pub async fn witness_cosignatures(
+        &self,
+        size: u64,
+        witnesses: &[WitnessKey],
+    ) -> Result<Vec<NoteSignature>, Error> {
+        let mut lines = Vec::new();
+        for witness in witnesses {
+            if let Some(line) = self
+                .cosignature_at(&cosignature_key(size, witness.key_id()))
+                .await?
+                && !lines.contains(&line)
+            {
+                lines.push(line);
+            }
+        }
+        Ok(lines)
+    }
+
+    /// The checkpoint of `size` with the stored cosignatures added ([`Self::cosignatures`]),
+    /// never a line that bears the log's own name (the checkpoint's origin) or a key id of the
+    /// log's signatures on it.
+    pub async fn cosigned_checkpoint(
+        &self,
+        size: u64,
+        witnesses: &[WitnessKey],
+    ) -> Result<Option<SignedNote>, Error> {
         let Some(mut note) = self.checkpoint(size).await? else {
             return Ok(None);
         };
-        for line in self.cosignatures(size).await? {
-            note.add(line);
+        let log_name = note.body.lines().next().unwrap_or_default().to_owned();
+        let log_ids: Vec<[u8; 4]> = note.signatures.iter().map(|s| s.key_id).collect();
+        for line in self.cosignatures(size, witnesses).await? {
+            if line.name != log_name && !log_ids.contains(&line.key_id) {
+                note.add(line);
+            }
         }
         Ok(Some(note))
+    }
+
+    /// The largest of `checkpoints` (sizes with a checkpoint, after `after`, smallest first) whose
+    /// checkpoint one of `witnesses` cosigned (its own object, verified over the checkpoint's
+    /// body as stored): sizes named by cosignature keys and by checkpoint keys both, largest
+    /// first, at most [`MAX_COSIGNED_TRIED`] of them tried. `None` when there is none (or no
+    /// witness).
+    pub async fn newest_cosigned(
+        &self,
+        after: Option<u64>,
+        checkpoints: &[u64],
+        witnesses: &[WitnessKey],
+    ) -> Result<Option<u64>, Error> {
+        if witnesses.is_empty() || checkpoints.is_empty() {
+            return Ok(None);
+        }
+        let candidates = self
+            .cosigned_sizes(after)
+            .await?
+            .into_iter()
+            .rev()
+            .filter(|size| checkpoints.binary_search(size).is_ok())
+            .take(MAX_COSIGNED_TRIED);
+        for size in candidates {
+            let Ok(Some(note)) = self.checkpoint(size).await else {
+                continue;
+            };
+            let lines = self.witness_cosignatures(size, witnesses).await?;
+            let cosigned = SignedNote {
+                body: note.body,
+                signatures: lines,
+            };
+            if witnesses
+                .iter()
+                .any(|w| check_cosignature(&cosigned, w).is_ok())
+            {
+                return Ok(Some(size));
+            }
+        }
+        Ok(None)
     }
 
     /// The sizes that have at least one cosignature, after `after`, smallest first.

@@ -244,12 +244,22 @@ pub struct Cosigned {
     pub already: bool,
 }
 
+/// An object at a checkpoint's name that is no checkpoint the log signed (anyone able to write
+/// under `log/checkpoints/` could put one there): passed over, never cosigned, never a refusal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PassedOver {
+    pub size: u64,
+    pub why: String,
+}
+
 /// What one run did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Run {
     /// First run: the size of the checkpoint trusted on first sight (its signature held).
     pub trusted: Option<u64>,
     pub cosigned: Vec<Cosigned>,
+    /// Objects at checkpoint names that the log's key did not sign, passed over.
+    pub passed_over: Vec<PassedOver>,
     /// The state to keep (unchanged when there was nothing new).
     pub state: Option<WitnessState>,
 }
@@ -257,53 +267,81 @@ pub struct Run {
 /// A checkpoint checked, ready to cosign.
 struct Accepted {
     checkpoint: Checkpoint,
+    /// The checkpoint's body as read (what the log signed, extension lines included): what is
+    /// cosigned.
+    body: String,
     text: String,
 }
 
 /// One run: checks every checkpoint after the state's (all of them on the first run, the first
-/// trusted once its signature holds) in size order, each against the one before; then, only if
-/// every one held, cosigns them all at `now` (seconds since the epoch). Nothing is written when
-/// any is refused.
+/// trusted once its signature holds) in size order, each against the one before and each of
+/// `origin` (the log this witness follows, from its configuration: never taken from a
+/// checkpoint); then, only if every one held, cosigns them all at `now` (seconds since the
+/// epoch), each over its body as read. Nothing is written when any is refused.
 pub async fn run<B: Bucket>(
     reader: &LogReader<'_, S3Archive<B>>,
     log: &LogKey,
+    origin: &str,
     signer: &WitnessSigner,
     state: Option<&WitnessState>,
     now: chrono::DateTime<chrono::Utc>,
 ) -> Result<Run, WitnessError> {
     let mut trusted = None;
-    // The last accepted (size, root) and origin, and the sizes to check, smallest first.
-    let (mut size, mut root, origin, sizes) = match state {
+    let mut passed_over = Vec::new();
+    let origin = origin.to_owned();
+    // The last accepted (size, root), and the sizes to check, smallest first.
+    let (mut size, mut root, sizes) = match state {
         Some(state) => {
+            if state.origin != origin {
+                return Err(Refusal::OtherOrigin {
+                    size: state.size,
+                    origin: state.origin.clone(),
+                    accepted: origin,
+                }
+                .into());
+            }
             let root = state
                 .root_hash()
                 .map_err(|e| Error::WitnessState(e.to_string()))?;
             let newer = check_accepted(reader, log, state, root).await?;
-            (state.size, root, state.origin.clone(), newer)
+            (state.size, root, newer)
         }
         None => {
             let all = reader.checkpoint_sizes(None).await?;
-            let Some(&first) = all.first() else {
+            // The first checkpoint the log signed (objects before it that it did not sign are
+            // passed over).
+            let mut first = None;
+            for (i, &size) in all.iter().enumerate() {
+                if let Some(accepted) =
+                    signed_or_passed(reader, log, size, &mut passed_over).await?
+                {
+                    first = Some((i, accepted));
+                    break;
+                }
+            }
+            let Some((i, accepted)) = first else {
                 return Ok(Run {
                     trusted: None,
                     cosigned: Vec::new(),
+                    passed_over,
                     state: None,
                 });
             };
-            // The first run cosigns the checkpoint it trusted too.
-            let accepted = signed(reader, log, first).await?;
-            trusted = Some(first);
+            // The first run cosigns the checkpoint it trusted too (of the configured origin: the
+            // loop below refuses any other).
+            trusted = Some(accepted.checkpoint.size);
             (
                 accepted.checkpoint.size,
                 accepted.checkpoint.root,
-                accepted.checkpoint.origin,
-                all,
+                all[i..].to_vec(),
             )
         }
     };
     let mut accepted = Vec::new();
     for (i, &next) in sizes.iter().enumerate() {
-        let checkpoint = signed(reader, log, next).await?;
+        let Some(checkpoint) = signed_or_passed(reader, log, next, &mut passed_over).await? else {
+            continue;
+        };
         if checkpoint.checkpoint.origin != origin {
             return Err(Refusal::OtherOrigin {
                 size: next,
@@ -323,6 +361,7 @@ pub async fn run<B: Bucket>(
         return Ok(Run {
             trusted,
             cosigned: Vec::new(),
+            passed_over,
             state: state.cloned(),
         });
     };
@@ -336,9 +375,9 @@ pub async fn run<B: Bucket>(
     let timestamp = u64::try_from(now.timestamp()).unwrap_or(0);
     let mut cosigned = Vec::new();
     for checkpoint in &accepted {
-        let body = checkpoint.checkpoint.body();
-        let line = signer.cosign(&body, timestamp);
-        let already = store(reader, checkpoint.checkpoint.size, &body, &line, signer).await?;
+        let body = &checkpoint.body;
+        let line = signer.cosign(body, timestamp);
+        let already = store(reader, checkpoint.checkpoint.size, body, &line, signer).await?;
         cosigned.push(Cosigned {
             size: checkpoint.checkpoint.size,
             already,
@@ -347,8 +386,29 @@ pub async fn run<B: Bucket>(
     Ok(Run {
         trusted,
         cosigned,
+        passed_over,
         state: Some(new_state),
     })
+}
+
+/// The checkpoint of `size`, its log signature checked; `None` (noted in `passed_over`) when the
+/// object at its name is no checkpoint the log's key signed: it is no statement of the log, so
+/// it cannot fork it, and planting one must not stop the witness. A signed checkpoint that is
+/// wrong (another size, another origin, not extending) is still refused.
+async fn signed_or_passed<B: Bucket>(
+    reader: &LogReader<'_, S3Archive<B>>,
+    log: &LogKey,
+    size: u64,
+    passed_over: &mut Vec<PassedOver>,
+) -> Result<Option<Accepted>, WitnessError> {
+    match signed(reader, log, size).await {
+        Ok(accepted) => Ok(Some(accepted)),
+        Err(WitnessError::Refused(Refusal::BadSignature { size, why })) => {
+            passed_over.push(PassedOver { size, why });
+            Ok(None)
+        }
+        Err(other) => Err(other),
+    }
 }
 
 /// The accepted checkpoint is still in the bucket, with the accepted root (otherwise a rollback or
@@ -431,6 +491,7 @@ async fn signed<B: Bucket>(
     Ok(Accepted {
         checkpoint,
         text: note.text(),
+        body: note.body,
     })
 }
 

@@ -323,7 +323,7 @@ async fn an_object_that_landed_after_its_period_was_sealed_is_explained_by_a_lat
         assert_eq!(problems, [], "{to}");
         assert_eq!(summary.late_objects, 1, "{to}");
         assert!(
-            summary.lines()[2].contains("late objects: 1"),
+            summary.lines()[3].contains("late objects: 1"),
             "{:?}",
             summary.lines()
         );
@@ -442,7 +442,7 @@ async fn an_item_archived_hours_late_is_counted_and_one_later_than_the_stream_ke
     assert_eq!((table.items, table.items_archived), (3, 2));
     assert_eq!(table.archived_late, 1);
     assert!(
-        summary.lines()[4].ends_with("1 archived late"),
+        summary.lines()[5].ends_with("1 archived late"),
         "{:?}",
         summary.lines()
     );

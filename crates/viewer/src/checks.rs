@@ -198,12 +198,21 @@ impl<B: Bucket> Archive<B> {
         };
         let signature = self.log_signature(&note, size, words).await;
         let mut cosigned_size = size;
-        let mut lines = reader.cosignatures(size).await?;
-        if lines.is_empty()
-            && let Some(&last) = reader.cosigned_sizes(None).await?.last()
+        let mut lines = reader.cosignatures(size, &self.witnesses).await?;
+        // None by a witness given: the newest size one of them cosigned (never a size taken
+        // from an object that does not verify).
+        if !lines
+            .iter()
+            .any(|line| cosignature_verifies(&note.body, line, &self.witnesses))
         {
-            cosigned_size = last;
-            lines = reader.cosignatures(last).await?;
+            let checkpoints = reader.checkpoint_sizes(None).await?;
+            if let Some(last) = reader
+                .newest_cosigned(None, &checkpoints, &self.witnesses)
+                .await?
+            {
+                cosigned_size = last;
+                lines = reader.cosignatures(last, &self.witnesses).await?;
+            }
         }
         // The cosignatures are checked against the checkpoint they are of.
         let cosigned_note = if cosigned_size == size {
@@ -424,7 +433,10 @@ pub async fn proof_verdict<B: Bucket>(
         Err(error) => return Some(ProofVerdict::NotChecked(words(error.into()))),
     };
     let log_name = origin(&archive.name);
-    let proof = match log.prove(&found, &key, &log_name, None).await {
+    let proof = match log
+        .prove(&found, &key, &log_name, &archive.witnesses, None)
+        .await
+    {
         Ok(proof) => proof,
         Err(error) => return Some(ProofVerdict::Fails(words(error.into()))),
     };

@@ -854,7 +854,7 @@ mod health_checks {
         // Two witnesses cosign it.
         let (a, a_id) = cosign(&note, "witness.example/a", 1_795_000_000);
         let (b, b_id) = cosign(&note, "witness.example/b", 1_795_000_060);
-        archive(&viewer).overwrite(&cosignature_key(3, a_id), Bytes::from(a));
+        archive(&viewer).overwrite(&cosignature_key(3, a_id), Bytes::from(a.clone()));
         archive(&viewer).overwrite(&cosignature_key(3, b_id), Bytes::from(b));
         let (_, html) = get(&viewer, &cookie, "/health").await;
         assert!(
@@ -902,8 +902,15 @@ mod health_checks {
             "{html}"
         );
 
+        // a's own cosignature back in its place (it never went: the twin overwrote it), and a
+        // line naming a planted for a size no checkpoint has: never a size to show.
+        archive(&viewer).overwrite(&cosignature_key(3, a_id), Bytes::from(a));
+        archive(&viewer).overwrite(
+            &cosignature_key(u64::MAX, a_id),
+            Bytes::from(junk_cosignature("witness.example/a", a_id)),
+        );
         // A newer checkpoint, by another key, not cosigned yet: its signature does not hold, and
-        // the newest cosigned size's cosignatures are shown.
+        // the newest size a witness given cosigned (verified) has its cosignatures shown.
         let stranger = TestKey::new("arn:aws:kms:us-east-1:123456789012:key/other");
         archive(&viewer).overwrite(&checkpoint_key(5), Bytes::from(checkpoint(&stranger, 5)));
         let (_, html) = get(&viewer, &cookie, "/health").await;
@@ -922,6 +929,7 @@ mod health_checks {
             html.contains("not known (the newest digest carries another tree)"),
             "{html}"
         );
+        assert!(!html.contains("18446744073709551615"), "{html}");
         assert!(
             actions(&sent)
                 .iter()

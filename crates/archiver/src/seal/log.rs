@@ -2,7 +2,8 @@
 //! period's leaves (every line of its listed objects, objects by key, lines in order) appended to
 //! the tree's edge, and after the digest (the commit point) the tiles, the period's index and the
 //! signed checkpoint, the checkpoint last. Every write is `If-None-Match: *`; a name already taken
-//! is fine only when it holds the same bytes (for a checkpoint: the same body). A run starts from
+//! is fine only when it holds the same bytes (for a checkpoint: the same body, signed by the
+//! digest key, its signature checked). A run starts from
 //! the head digest's tree (its edge read back from the partial tiles of its checkpoint's size),
 //! and re-derives the head's tiles, index and checkpoint when the run that wrote it stopped before
 //! its checkpoint.
@@ -17,6 +18,7 @@ use audit_model::note::{
     origin,
 };
 use audit_model::tlog::{Hash, HexHash, TileRef, TreeEdge, leaf_hash, object_lines};
+use aws_lc_rs::signature::{ECDSA_P256_SHA256_ASN1, UnparsedPublicKey};
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 
@@ -78,6 +80,24 @@ fn index_body(rows: &[IndexRow]) -> std::io::Result<Vec<u8>> {
         encoder.write_all(row.line().as_bytes())?;
     }
     encoder.finish()
+}
+
+/// Whether `stored` is the checkpoint note of `body` signed by the digest key (`public`, DER):
+/// the same body, and a signature line by the body's origin with the key's id whose ECDSA P-256
+/// signature over the body holds (every such line).
+fn holds_checkpoint(stored: &[u8], body: &str, public: &[u8]) -> bool {
+    let Some(note) = std::str::from_utf8(stored)
+        .ok()
+        .and_then(|text| SignedNote::parse(text).ok())
+    else {
+        return false;
+    };
+    let name = body.lines().next().unwrap_or_default();
+    let key = UnparsedPublicKey::new(&ECDSA_P256_SHA256_ASN1, public);
+    let mut lines = note.by(name, ecdsa_key_id(public)).peekable();
+    note.body == body
+        && lines.peek().is_some()
+        && lines.all(|line| key.verify(body.as_bytes(), &line.signature).is_ok())
 }
 
 /// Leaves read appended to `edge`, with the index rows of their trail lines.
@@ -236,16 +256,19 @@ impl<B: Bucket, S: DigestSigner> Run<'_, '_, B, S> {
         match self.request(self.bucket().put_if_absent(object)).await? {
             Created::New { .. } => Ok(Some(length)),
             Created::AlreadyExists => {
-                let same = self.original(&key).await?.is_some_and(|stored| {
-                    std::str::from_utf8(&stored.body)
-                        .ok()
-                        .and_then(|text| SignedNote::parse(text).ok())
-                        .is_some_and(|note| note.body == body)
-                });
+                // Counts only when it is this checkpoint, signed by the digest key (an object
+                // planted with the same body and any signature line would otherwise stand).
+                let same = self
+                    .original(&key)
+                    .await?
+                    .is_some_and(|stored| holds_checkpoint(&stored.body, &body, &public));
                 if same {
                     Ok(None)
                 } else {
-                    tracing::error!(key = %key, "a checkpoint's name holds another checkpoint");
+                    tracing::error!(
+                        key = %key,
+                        "a checkpoint's name holds an object that is not this checkpoint signed by the digest key"
+                    );
                     Err(SealError::LogConflict { key })
                 }
             }

@@ -9,7 +9,7 @@ use audit_model::keys::DEFAULT_TABLE_NAME;
 use audit_model::note::origin;
 use audit_proof::archive::S3Archive;
 use audit_proof::prove::{Counted, ProveError, Wanted};
-use audit_proof::tlog::{LogKey, LogReader};
+use audit_proof::tlog::{LogKey, LogReader, witness_key_arg};
 use audit_proof::verify::key::TrustedKey;
 use audit_proof::verify::kms::KmsKey;
 use audit_proof::verify::ports::KeySource;
@@ -37,8 +37,8 @@ object, line) until the event's row; then that one archive object (the line, its
 checkpoint and the few tiles the path needs. It stops at the first period not sealed yet, saying
 when to try again. An event no longer in the table (expired) is found from --audit-time.
 
-The tree size: --tree-size, else the largest that a witness has cosigned, else the newest
-checkpoint. The proof is checked (signature, path, line) before it is printed. What was read
+The tree size: --tree-size, else the largest that a --witness-key witness has cosigned (its own
+cosignature, verified with that key), else the newest checkpoint. The proof is checked (signature, path, line) before it is printed. What was read
 (objects, bytes, listings) is said on stderr.
 
 Examples:
@@ -52,20 +52,22 @@ Its access is recorded first (action auditctl.prove; see auditctl --help).
 Environment: TABLE_NAME, ARCHIVE_BUCKET, DIGEST_KEY_ID, DIGEST_PERIOD_SECONDS, ACCESS_QUEUE_URL,
 AWS_ENDPOINT_URL, AWS_PROFILE, AWS_REGION.";
 
-/// The log's key: the digest key's public key from KMS (never from the bucket), checked.
-async fn log_key(context: &Context, key_id: String) -> Result<LogKey, Failure> {
+/// The log's key: the digest key's public key from KMS (never from the bucket), checked, and its
+/// ARN (`key_id` resolved once: an alias is printed as the key it named).
+async fn log_key(context: &Context, key_id: String) -> Result<(LogKey, String), Failure> {
     let info = KmsKey::new(&context.config, key_id, context.location.clone())
         .public_key()
         .await?;
     let der = info.der.clone();
     let arn = info.arn.clone();
     TrustedKey::new(info)?;
-    LogKey::from_der(&der).map_err(|detail| {
+    let key = LogKey::from_der(&der).map_err(|detail| {
         Failure::Trail(TrailError::KeyUnsuitable {
-            key: arn,
+            key: arn.clone(),
             detail: detail.to_string(),
         })
-    })
+    })?;
+    Ok((key, arn))
 }
 
 /// The archive bucket, its reads counted.
@@ -92,9 +94,13 @@ pub struct ProveArgs {
     #[arg(long, value_name = "TIME")]
     audit_time: Option<String>,
     /// The tree size to prove it in (a size with a checkpoint) [default: the largest cosigned by
-    /// a witness, else the newest].
+    /// a --witness-key witness, else the newest].
     #[arg(long, value_name = "N")]
     tree_size: Option<u64>,
+    /// A witness whose cosignature chooses the tree size: its key (<name>+<key id>+<base64 key>,
+    /// as `auditctl witness --init` prints it) or a file holding it. Repeatable.
+    #[arg(long, value_name = "KEY")]
+    witness_key: Vec<String>,
     /// Write the proof to FILE rather than to stdout.
     #[arg(long, value_name = "FILE")]
     out: Option<std::path::PathBuf>,
@@ -174,6 +180,13 @@ pub async fn run(args: ProveArgs, context: &Context) -> Result<(), Failure> {
         )),
         None => None,
     };
+    let mut witnesses = Vec::new();
+    for arg in &args.witness_key {
+        let witness = witness_key_arg(arg).map_err(Failure::usage)?;
+        if !witnesses.contains(&witness) {
+            witnesses.push(witness);
+        }
+    }
     let bucket = args.archive.bucket()?;
     let key_id = args.archive.key_id()?;
     context
@@ -197,12 +210,12 @@ pub async fn run(args: ProveArgs, context: &Context) -> Result<(), Failure> {
         first: length.period_of(anchor - Duration::seconds(CLOCK_SKEW_SECONDS)),
         last: length.period_of(anchor + Duration::seconds(LATE_ARCHIVE_SECONDS)),
     };
-    let key = log_key(context, key_id).await?;
+    let (key, arn) = log_key(context, key_id).await?;
     let archive = archive(context, &bucket);
     let log = LogReader { archive: &archive };
     let found = log.locate(&wanted, Utc::now().timestamp()).await?;
     let proof = log
-        .prove(&found, &key, &origin(&bucket), args.tree_size)
+        .prove(&found, &key, &origin(&bucket), &witnesses, args.tree_size)
         .await?;
     let mut text = serde_json::to_string_pretty(&proof)
         .map_err(|e| TrailError::Output(std::io::Error::other(e)))?;
@@ -218,7 +231,7 @@ pub async fn run(args: ProveArgs, context: &Context) -> Result<(), Failure> {
         }
     }
     eprintln!(
-        "proved messageId {}: leaf {} of the tree of {} (object {} line {}, found in the index of the {} period(s) searched); {}",
+        "proved messageId {}: leaf {} of the tree of {} (object {} line {}, found in the index of the {} period(s) searched); {}; the checkpoint signed by the digest key {arn}",
         proof.message_id,
         proof.leaf_index,
         proof.tree_size,
@@ -276,7 +289,7 @@ pub async fn run_consistency(args: ConsistencyArgs, context: &Context) -> Result
         )));
     }
     let bucket = args.log.bucket()?;
-    let key = log_key(context, args.log.key_id()?).await?;
+    let (key, arn) = log_key(context, args.log.key_id()?).await?;
     let archive = archive(context, &bucket);
     let log = LogReader { archive: &archive };
     let proof = log
@@ -289,7 +302,7 @@ pub async fn run_consistency(args: ConsistencyArgs, context: &Context) -> Result
     out.write_all(text.as_bytes())?;
     out.flush()?;
     eprintln!(
-        "the tree of {} extends the tree of {}; {}",
+        "the tree of {} extends the tree of {}; {}; the checkpoint signed by the digest key {arn}",
         proof.new_size,
         proof.old_size,
         archive.count()

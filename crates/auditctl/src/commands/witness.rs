@@ -20,14 +20,15 @@ const WITNESS_HELP: &str = "\
 A witness keeps the last checkpoint of the transparency log it accepted (--state), and on each run
 checks every newer checkpoint in the archive bucket before it cosigns it:
   - the log's signature holds (the digest key's public key: --public-key, or KMS GetPublicKey of
-    DIGEST_KEY_ID), and its origin is the accepted one's;
+    DIGEST_KEY_ID), and its origin is the log's (--origin, by default audit-receiver/<bucket>;
+    never taken from a checkpoint, not even on the first run);
   - the checkpoint of the accepted size is still there with the accepted root (else a fork: two
     checkpoints of one size with different roots; or, when it is gone or the newest is smaller,
     a rollback);
   - an RFC 9162 consistency proof, made from the log's tiles, shows that it extends the accepted
     tree.
 Only when every new checkpoint holds does it cosign them (c2sp.org/tlog-cosignature: Ed25519 over
-the checkpoint with a timestamp), each stored at log/cosignatures/<size>/<key id> (If-None-Match),
+the checkpoint's body as read, with a timestamp), each stored at log/cosignatures/<size>/<key id> (If-None-Match),
 and advance the state. Otherwise it prints REFUSED: <why> on stderr and exits 1, with nothing
 cosigned and the state unchanged. The first run (no state file yet) trusts the first checkpoint
 in the bucket once its signature holds, and says so.
@@ -72,6 +73,10 @@ pub struct WitnessArgs {
     /// KMS GetPublicKey of --key-id.
     #[arg(long, value_name = "PEM")]
     public_key: Option<PathBuf>,
+    /// The log this witness follows: the origin every checkpoint must have [default:
+    /// audit-receiver/<the bucket>].
+    #[arg(long, value_name = "ORIGIN", conflicts_with = "init")]
+    origin: Option<String>,
     /// The bucket, and the digest key when no --public-key.
     #[command(flatten)]
     log: LogFlags,
@@ -94,21 +99,33 @@ pub async fn run(args: WitnessArgs, context: &Context) -> Result<(), Failure> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => return Err(fail(format!("reading {}: {e}", state_path.display()))),
     };
-    let log = match args.public_key {
-        Some(pem) => LogKey::from_pem(&read(&pem, "the log's public key")?)
-            .map_err(|e| fail(format!("{}: {e}", pem.display())))?,
+    // The log's key and what it is: the PEM file, or the key's ARN (the key id resolved once).
+    let (log, key_named) = match args.public_key {
+        Some(pem) => (
+            LogKey::from_pem(&read(&pem, "the log's public key")?)
+                .map_err(|e| fail(format!("{}: {e}", pem.display())))?,
+            pem.display().to_string(),
+        ),
         None => {
             let key_id = args.log.key_id_or("--key-id (or --public-key)")?;
             let info = KmsKey::new(&context.config, key_id, context.location.clone())
                 .public_key()
                 .await?;
-            LogKey::from_der(&info.der).map_err(|e| fail(e.to_string()))?
+            (
+                LogKey::from_der(&info.der).map_err(|e| fail(e.to_string()))?,
+                info.arn,
+            )
         }
     };
     let archive = S3Archive::new(&context.config, &bucket, context.location.clone());
     let reader = LogReader { archive: &archive };
     let now = chrono::Utc::now();
-    let done = match audit_proof::witness::run(&reader, &log, &signer, state.as_ref(), now).await {
+    let origin = args
+        .origin
+        .unwrap_or_else(|| audit_model::note::origin(&bucket));
+    let done = match audit_proof::witness::run(&reader, &log, &origin, &signer, state.as_ref(), now)
+        .await
+    {
         Ok(done) => done,
         Err(WitnessError::Refused(refusal)) => {
             eprintln!("REFUSED: {refusal}");
@@ -120,6 +137,13 @@ pub async fn run(args: WitnessArgs, context: &Context) -> Result<(), Failure> {
         }
         Err(WitnessError::Failed(error)) => return Err(error.into()),
     };
+    for passed in &done.passed_over {
+        eprintln!(
+            "passed over {}: not a checkpoint the log's key signed ({}); someone wrote it under log/checkpoints/: find who (CloudTrail S3 data events)",
+            audit_model::note::checkpoint_key(passed.size),
+            passed.why
+        );
+    }
     let mut out = std::io::stdout().lock();
     if let Some(first) = done.trusted {
         writeln!(
@@ -153,7 +177,7 @@ pub async fn run(args: WitnessArgs, context: &Context) -> Result<(), Failure> {
             save(&state_path, state)?;
             writeln!(
                 out,
-                "Accepted size {} (root {}) of {}; state in {}.",
+                "Accepted size {} (root {}) of {}, signed by the log's key {key_named}; state in {}.",
                 state.size,
                 state.root,
                 state.origin,

@@ -168,8 +168,17 @@ impl Drop for Case {
     }
 }
 
-/// `auditctl check-proof ARGS` with an empty environment: no AWS variable, no HOME, no PATH.
+/// The origin of the log the cases' proofs are of.
+const ORIGIN: &str = "audit-receiver/audit-archive-test";
+
+/// `auditctl check-proof ARGS --origin ORIGIN` with an empty environment: no AWS variable, no
+/// HOME, no PATH.
 fn check_proof(args: &[&str], stdin: Option<&str>) -> Output {
+    check_proof_as_given(&[args, &["--origin", ORIGIN]].concat(), stdin)
+}
+
+/// `auditctl check-proof ARGS`, nothing added.
+fn check_proof_as_given(args: &[&str], stdin: Option<&str>) -> Output {
     let mut command = Command::new(env!("CARGO_BIN_EXE_auditctl"));
     command.env_clear().arg("check-proof").args(args);
     match stdin {
@@ -319,6 +328,54 @@ fn bad_usage_exits_2_with_what_is_wrong() {
 
     let no_key = check_proof(&[&proof], None);
     assert_eq!(exit(&no_key), 2, "{}", text(&no_key));
+
+    let no_origin = check_proof_as_given(&[&proof, "--public-key", &pem], None);
+    assert_eq!(exit(&no_origin), 2, "{}", text(&no_origin));
+    assert!(
+        text(&no_origin).contains("--origin"),
+        "{}",
+        text(&no_origin)
+    );
+}
+
+#[test]
+fn a_proof_of_another_log_signed_by_the_same_key_fails() {
+    let case = Case::new("origin", 5, 2);
+    let (proof, pem) = (case.path("proof.json"), case.path("key.pem"));
+    let ours = check_proof_as_given(&[&proof, "--public-key", &pem, "--origin", ORIGIN], None);
+    assert_eq!(exit(&ours), 0, "{}", text(&ours));
+    let other = check_proof_as_given(
+        &[
+            &proof,
+            "--public-key",
+            &pem,
+            "--origin",
+            "audit-receiver/another-bucket",
+        ],
+        None,
+    );
+    assert_eq!(exit(&other), 1, "{}", text(&other));
+    assert!(
+        String::from_utf8_lossy(&other.stdout).starts_with(
+            "FAILED: the checkpoint is of the log \"audit-receiver/audit-archive-test\", not of \"audit-receiver/another-bucket\" (--origin)"
+        ),
+        "{}",
+        text(&other)
+    );
+    let script = run_documented_script_of(
+        &case.dir,
+        &proof,
+        &pem,
+        "audit-receiver/another-bucket",
+        &[],
+    );
+    assert_eq!(exit(&script), 1, "{}", text(&script));
+    assert!(
+        text(&script)
+            .contains("FAILED: the checkpoint is of the log audit-receiver/audit-archive-test"),
+        "{}",
+        text(&script)
+    );
 }
 
 /// The Python beside moto's server (the project's venv, which has `cryptography`), as the moto
@@ -353,8 +410,19 @@ pub(crate) fn documented_script() -> String {
     format!("{}\n", &doc[start..end])
 }
 
-/// Runs the documented script on `proof` with `pem` and the witness keys.
+/// Runs the documented script on `proof` with `pem`, the cases' origin and the witness keys.
 pub(crate) fn run_documented_script(dir: &Path, proof: &str, pem: &str, vkeys: &[&str]) -> Output {
+    run_documented_script_of(dir, proof, pem, ORIGIN, vkeys)
+}
+
+/// Runs the documented script on `proof` with `pem`, `origin` and the witness keys.
+fn run_documented_script_of(
+    dir: &Path,
+    proof: &str,
+    pem: &str,
+    origin: &str,
+    vkeys: &[&str],
+) -> Output {
     let script = dir.join("check_proof.py");
     std::fs::write(&script, documented_script()).unwrap();
     Command::new(python())
@@ -362,6 +430,7 @@ pub(crate) fn run_documented_script(dir: &Path, proof: &str, pem: &str, vkeys: &
         .arg(&script)
         .arg(proof)
         .arg(pem)
+        .arg(origin)
         .args(vkeys)
         .output()
         .unwrap()

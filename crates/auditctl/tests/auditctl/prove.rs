@@ -11,7 +11,7 @@ use audit_model::archive::{ObjectKey, ObjectKind, Period, PeriodLength};
 use audit_model::digest::{Digest, TreeHead, digest_key};
 use audit_model::note::{
     IndexRow, NoteSignature, Proof, SignedNote, WitnessKey, checkpoint_key, cosignature_key,
-    cosigned_message, index_key,
+    cosigned_message, index_key, origin,
 };
 use audit_model::tlog::{HexHash, TreeEdge, leaf_hash, parse_hex_hash, verify_consistency};
 use audit_proof::tlog::{LogKey, check_proof};
@@ -248,7 +248,8 @@ async fn prove_prints_a_proof_that_check_proof_accepts_for_events_of_two_periods
             .into_iter()
             .map(|(k, v)| (k, v.to_owned()))
             .collect();
-        let output = stack.run(&["prove", id], &access);
+        let vkey = stack.witness.1.vkey();
+        let output = stack.run(&["prove", id, "--witness-key", &vkey], &access);
         let out = ok(output.clone());
         let err = stderr(&output);
         let proof: Proof = serde_json::from_str(&out).unwrap();
@@ -284,7 +285,8 @@ async fn prove_prints_a_proof_that_check_proof_accepts_for_events_of_two_periods
         let mut check = std::process::Command::new(env!("CARGO_BIN_EXE_auditctl"));
         check
             .env_clear()
-            .args(["check-proof", &file.to_string_lossy(), "--public-key", &pem]);
+            .args(["check-proof", &file.to_string_lossy(), "--public-key", &pem])
+            .args(["--origin", &origin(BUCKET)]);
         if n < EVENTS / 2 {
             check.args(["--witness-key", &stack.witness.1.vkey()]);
         }
@@ -496,6 +498,7 @@ async fn prove_proves_events_of_three_periods_sealed_by_the_archivers_sealer() {
             .env_clear()
             .args(["check-proof", &file.to_string_lossy(), "--public-key"])
             .arg(dir.join("key.pem"))
+            .args(["--origin", &origin(BUCKET)])
             .output()
             .unwrap();
         assert!(checked.status.success(), "{}", text(&checked));

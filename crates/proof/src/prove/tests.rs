@@ -255,7 +255,7 @@ async fn an_event_found_in_its_first_period_is_proven_and_the_proof_checks() {
     assert_eq!(found.period, log.period(0));
     let before = log.archive.count();
     let proof = reader
-        .prove(&found, &log.log_key(), &origin(BUCKET), None)
+        .prove(&found, &log.log_key(), &origin(BUCKET), &[], None)
         .await
         .unwrap();
     // The newest checkpoint (no witness yet): the tree after both periods.
@@ -303,7 +303,7 @@ async fn an_event_archived_in_the_next_period_is_found_in_its_index() {
         (key.as_str(), 2, 5)
     );
     let proof = reader
-        .prove(&found, &log.log_key(), &origin(BUCKET), None)
+        .prove(&found, &log.log_key(), &origin(BUCKET), &[], None)
         .await
         .unwrap();
     assert_eq!(proof.line, late);
@@ -422,7 +422,7 @@ async fn an_event_in_no_index_of_its_periods_is_not_found_and_the_periods_are_na
 }
 
 #[tokio::test]
-async fn the_tree_size_is_the_largest_cosigned_then_the_newest_or_the_one_given() {
+async fn the_tree_size_is_the_largest_a_witness_key_verifies_then_the_newest_or_the_one_given() {
     let mut log = Log::new();
     let events = log.events(0, 10);
     log.events(1, 10);
@@ -460,25 +460,40 @@ async fn the_tree_size_is_the_largest_cosigned_then_the_newest_or_the_one_given(
         .await
         .unwrap();
     let key = log.log_key();
+    let witnesses = std::slice::from_ref(&witness);
     let proof = reader
-        .prove(&found, &key, &origin(BUCKET), None)
+        .prove(&found, &key, &origin(BUCKET), witnesses, None)
         .await
         .unwrap();
     assert_eq!(proof.tree_size, cosigned_at);
+    // With no witness key to check a cosignature with, the newest checkpoint.
+    let unwitnessed = reader
+        .prove(&found, &key, &origin(BUCKET), &[], None)
+        .await
+        .unwrap();
+    assert_eq!(unwitnessed.tree_size, 30);
     let verdict = check_proof(&proof, &key, std::slice::from_ref(&witness)).unwrap();
     assert_eq!(verdict.cosigned, vec![(witness.name.clone(), stamp)]);
     let given = reader
-        .prove(&found, &key, &origin(BUCKET), Some(10))
+        .prove(&found, &key, &origin(BUCKET), &[], Some(10))
         .await
         .unwrap();
     assert_eq!(given.tree_size, 10);
     check_proof(&given, &key, &[]).unwrap();
     assert!(matches!(
-        prove_error(reader.prove(&found, &key, &origin(BUCKET), Some(3)).await),
+        prove_error(
+            reader
+                .prove(&found, &key, &origin(BUCKET), &[], Some(3))
+                .await
+        ),
         ProveError::TooSmall { size: 3, leaf: 3 }
     ));
     assert!(matches!(
-        prove_error(reader.prove(&found, &key, &origin(BUCKET), Some(15)).await),
+        prove_error(
+            reader
+                .prove(&found, &key, &origin(BUCKET), &[], Some(15))
+                .await
+        ),
         ProveError::NoCheckpointOf { size: 15, .. }
     ));
     // An event of period 2, after the cosigned size: the newest checkpoint.
@@ -490,7 +505,7 @@ async fn the_tree_size_is_the_largest_cosigned_then_the_newest_or_the_one_given(
         .await
         .unwrap();
     let proof = reader
-        .prove(&found, &key, &origin(BUCKET), None)
+        .prove(&found, &key, &origin(BUCKET), witnesses, None)
         .await
         .unwrap();
     assert_eq!(proof.tree_size, 30);
@@ -508,7 +523,11 @@ async fn a_changed_line_or_tile_or_another_key_makes_no_proof() {
         .unwrap();
     // The log's key is another: the checkpoint's signature is not by it.
     let other = LogKey::from_der(&MemoryKey::new("other").public_key().der).unwrap();
-    let error = prove_error(reader.prove(&found, &other, &origin(BUCKET), None).await);
+    let error = prove_error(
+        reader
+            .prove(&found, &other, &origin(BUCKET), &[], None)
+            .await,
+    );
     assert!(
         error.to_string().contains("no signature by the log's key"),
         "{error}"
@@ -530,7 +549,7 @@ async fn a_changed_line_or_tile_or_another_key_makes_no_proof() {
     log.put(&found.row.object, gzip(&lines));
     let error = prove_error(
         reader
-            .prove(&found, &log.log_key(), &origin(BUCKET), None)
+            .prove(&found, &log.log_key(), &origin(BUCKET), &[], None)
             .await,
     );
     assert!(matches!(error, ProveError::Broken { .. }), "{error}");
@@ -544,7 +563,7 @@ async fn a_changed_line_or_tile_or_another_key_makes_no_proof() {
 #[tokio::test]
 async fn with_no_checkpoint_at_all_the_log_has_not_begun() {
     let log = Log::new();
-    let error = prove_error(log.reader().proof_size(0, None).await);
+    let error = prove_error(log.reader().proof_size(0, None, &[]).await);
     assert_eq!(error, ProveError::NoCheckpoint);
     let error = prove_error(
         log.reader()
@@ -711,4 +730,127 @@ async fn periods_before_the_trail_began_are_passed_over() {
     // Period 3 comes next, not sealed yet: the search stops there.
     let error = prove_error(reader.locate(&log.wanted("nowhere", time, 0, 4), now).await);
     assert!(matches!(error, ProveError::NotSealed { .. }), "{error}");
+}
+
+/// `witness` (its key pair `pair`) cosigns the checkpoint of `size` as stored, at its own key.
+fn cosign(log: &Log, size: u64, pair: &Ed25519KeyPair, witness: &WitnessKey) {
+    let stored = log.bucket().current(&checkpoint_key(size)).unwrap();
+    let body = SignedNote::parse(std::str::from_utf8(&stored.body).unwrap())
+        .unwrap()
+        .body;
+    let stamp = 1_795_000_000u64;
+    let mut signature = stamp.to_be_bytes().to_vec();
+    signature.extend_from_slice(
+        pair.sign(cosigned_message(stamp, &body).as_bytes())
+            .as_ref(),
+    );
+    let line = NoteSignature {
+        name: witness.name.clone(),
+        key_id: witness.key_id(),
+        signature,
+    };
+    log.put(
+        &cosignature_key(size, witness.key_id()),
+        line.line().into_bytes(),
+    );
+}
+
+#[tokio::test]
+async fn planted_cosignature_objects_neither_steer_the_tree_size_nor_enter_the_checkpoint() {
+    let mut log = Log::new();
+    let events = log.events(0, 10);
+    log.events(1, 10);
+    log.events(2, 10);
+    let pair = Ed25519KeyPair::generate().unwrap();
+    let witness = WitnessKey {
+        name: "witness.example/w1".to_owned(),
+        public: pair.public_key().as_ref().try_into().unwrap(),
+    };
+    cosign(&log, 20, &pair, &witness);
+    // Someone with s3:PutObject under log/cosignatures/: a size no checkpoint has, a line
+    // bearing the log's own name and key id, a line under another object's key id, an object
+    // too large to read, and a line claiming the witness's name at a larger size.
+    let log_id = ecdsa_key_id(&log.key.public_key().der);
+    let forged = |name: &str, key_id: [u8; 4]| {
+        NoteSignature {
+            name: name.to_owned(),
+            key_id,
+            signature: vec![7; 72],
+        }
+        .line()
+        .into_bytes()
+    };
+    log.put(
+        &cosignature_key(u64::MAX, witness.key_id()),
+        forged(&witness.name, witness.key_id()),
+    );
+    log.put(
+        &cosignature_key(30, log_id),
+        forged(&origin(BUCKET), log_id),
+    );
+    log.put(
+        &cosignature_key(30, [1, 2, 3, 4]),
+        forged("other", [9, 9, 9, 9]),
+    );
+    log.put(&cosignature_key(30, [5, 5, 5, 5]), vec![b'x'; 4096]);
+    log.put(
+        &cosignature_key(30, witness.key_id()),
+        forged(&witness.name, witness.key_id()),
+    );
+    let reader = log.reader();
+    let (id, time) = &events[3];
+    let found = reader
+        .locate(&log.wanted(id, time, 0, 0), log.late())
+        .await
+        .unwrap();
+    let key = log.log_key();
+    let witnesses = std::slice::from_ref(&witness);
+    // The size the witness's own valid cosignature names, not the largest key.
+    let proof = reader
+        .prove(&found, &key, &origin(BUCKET), witnesses, None)
+        .await
+        .unwrap();
+    assert_eq!(proof.tree_size, 20);
+    check_proof(&proof, &key, witnesses).unwrap();
+    // Without a witness key: the newest checkpoint, its log signature intact (the line bearing
+    // the log's name was not merged), none of the planted lines in it.
+    let proof = reader
+        .prove(&found, &key, &origin(BUCKET), &[], None)
+        .await
+        .unwrap();
+    assert_eq!(proof.tree_size, 30);
+    check_proof(&proof, &key, &[]).unwrap();
+    let note = SignedNote::parse(&proof.checkpoint).unwrap();
+    assert_eq!(
+        note.by(&origin(BUCKET), log_id).count(),
+        1,
+        "{}",
+        proof.checkpoint
+    );
+    assert!(
+        note.signatures.iter().all(|s| s.name != "other"),
+        "{}",
+        proof.checkpoint
+    );
+    // The witness's slot at 30 holds a line that does not verify: kept for a verifier to
+    // refuse, never a size chosen from it.
+    assert!(check_proof(&proof, &key, witnesses).is_err());
+    // The object too large is never read whole.
+    let before = log.archive.count();
+    reader.cosignatures(30, &[]).await.unwrap();
+    let read = log.archive.count();
+    assert!(read.bytes - before.bytes < 4096, "{read:?} {before:?}");
+    // At most MAX_COSIGNATURES objects beyond the witnesses' own are read for one size.
+    for n in 0..40u32 {
+        log.put(
+            &cosignature_key(30, (n + 100).to_be_bytes()),
+            forged(&format!("w{n}"), (n + 100).to_be_bytes()),
+        );
+    }
+    let lines = reader.cosignatures(30, witnesses).await.unwrap();
+    assert!(
+        lines.len() <= 1 + crate::tlog::MAX_COSIGNATURES,
+        "{}",
+        lines.len()
+    );
 }

@@ -526,7 +526,9 @@ impl LogCheck {
             .body();
             let note = SignedNote {
                 body,
-                signatures: reader.cosignatures(tree.size).await?,
+                signatures: reader
+                    .witness_cosignatures(tree.size, &self.witnesses)
+                    .await?,
             };
             for witness in &self.witnesses {
                 match check_cosignature(&note, witness) {

@@ -137,6 +137,9 @@ impl<W: Write> Observer for Console<W> {
 /// What was checked, and what was found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Summary {
+    /// The ARN of the digest key the signatures were checked with (what KMS answered for
+    /// `DIGEST_KEY_ID`, resolved once: an alias repointed shows here).
+    pub key: String,
     /// From which digest the range's chain is trusted, and why (or why there is none).
     pub chain: String,
     /// Periods of the range.
@@ -287,10 +290,14 @@ impl Summary {
         *self.problems.entry(kind).or_default() += 1;
     }
 
-    /// The summary printed after the problems, a line each: the chain's start, periods,
-    /// objects, events, items (with `--table`), problems.
+    /// The summary printed after the problems, a line each: the digest key (when known), the
+    /// chain's start, periods, objects, events, items (with `--table`), problems.
     pub fn lines(&self) -> Vec<String> {
-        let mut lines = vec![
+        let mut lines: Vec<String> = (!self.key.is_empty())
+            .then(|| format!("key       {}", self.key))
+            .into_iter()
+            .collect();
+        lines.extend([
             format!(
                 "chain     {}",
                 if self.chain.is_empty() {
@@ -324,7 +331,7 @@ impl Summary {
                 self.tamper_events,
                 self.duplicated
             ),
-        ];
+        ]);
         if let Some(table) = &self.table {
             lines.push(format!(
                 "items     {} archived events looked up in the table ({} expired by TTL); {} items in the range compared with the archive: {} archived, {} not archived yet, {} from before the trail; {} periods read beyond the range; {} archived late",

@@ -66,7 +66,10 @@ pub async fn verify_with_witnesses<A: Archive, T: Table, O: Observer>(
         key,
         settings,
         observer,
-        summary: Summary::default(),
+        summary: Summary {
+            key: key.arn().to_owned(),
+            ..Summary::default()
+        },
         table: table.map(|t| TableCheck::new(t, settings.now.timestamp())),
         genesis: None,
         retention: None,

@@ -112,7 +112,15 @@ impl TestLog {
         signer: &WitnessSigner,
         state: Option<&WitnessState>,
     ) -> Result<Run, WitnessError> {
-        run(&self.reader(), &self.log_key(), signer, state, now()).await
+        run(
+            &self.reader(),
+            &self.log_key(),
+            &origin(self.archive.name()),
+            signer,
+            state,
+            now(),
+        )
+        .await
     }
 }
 
@@ -202,7 +210,7 @@ async fn the_first_run_trusts_the_first_checkpoint_and_cosigns_every_one() {
     for size in [3, 303] {
         let note = log
             .reader()
-            .cosigned_checkpoint(size)
+            .cosigned_checkpoint(size, std::slice::from_ref(&vkey))
             .await
             .unwrap()
             .unwrap();
@@ -293,26 +301,43 @@ async fn a_rollback_is_refused() {
 }
 
 #[tokio::test]
-async fn a_bad_signature_is_refused() {
+async fn a_checkpoint_the_log_did_not_sign_is_passed_over_and_reported_never_cosigned() {
     let mut log = TestLog::new("archive");
     log.append(4);
     let signer = WitnessSigner::generate("w").unwrap();
     let state = log.witness(&signer, None).await.unwrap().state.unwrap();
     let size = log.append(4);
-    // The new checkpoint signed by another key under the log's key id.
+    // The new checkpoint signed by another key under the log's key id, and junk at a size the
+    // log never had: what anyone able to write under log/checkpoints/ could plant.
     let (stranger, _) = ecdsa_pair();
     let forged = log.note(size, log.edge.root(), &stranger, &log.der);
     log.put(&checkpoint_key(size), forged.into_bytes());
+    log.put(&checkpoint_key(99), b"junk".to_vec());
 
-    let refused = refusal(log.witness(&signer, Some(&state)).await);
-
-    assert!(
-        matches!(&refused, Refusal::BadSignature { size: 8, why } if why.contains("does not hold")),
-        "{refused}"
+    let run = log.witness(&signer, Some(&state)).await.unwrap();
+    assert_eq!(
+        run.passed_over.iter().map(|p| p.size).collect::<Vec<_>>(),
+        [8, 99]
     );
+    assert!(run.passed_over[0].why.contains("does not hold"), "{run:?}");
+    assert!(run.cosigned.is_empty());
+    assert_eq!(run.state.as_ref(), Some(&state), "nothing new accepted");
     assert_eq!(log.cosignature_keys().len(), 1, "only the first run's");
 
-    // The first run refuses a first checkpoint whose signature does not hold.
+    // The log goes on: its next checkpoint, signed, extends the accepted one and is cosigned.
+    let next = log.append(4);
+    let run = log.witness(&signer, Some(&state)).await.unwrap();
+    assert_eq!(
+        run.cosigned,
+        [Cosigned {
+            size: next,
+            already: false
+        }]
+    );
+    assert_eq!(run.passed_over.len(), 2);
+
+    // A first run passes over a first object whose signature does not hold, and trusts the
+    // first checkpoint the log signed.
     let mut fresh = TestLog::new("archive");
     fresh.append(2);
     let mut first = fresh
@@ -323,11 +348,14 @@ async fn a_bad_signature_is_refused() {
         .to_vec();
     first[0] ^= 1;
     fresh.put(&checkpoint_key(2), first);
-    assert!(matches!(
-        refusal(fresh.witness(&signer, None).await),
-        Refusal::BadSignature { size: 2, .. }
-    ));
+    let run = fresh.witness(&signer, None).await.unwrap();
+    assert_eq!((run.trusted, run.state), (None, None));
+    assert_eq!(run.passed_over[0].size, 2);
     assert!(fresh.cosignature_keys().is_empty());
+    let size = fresh.append(3);
+    let run = fresh.witness(&signer, None).await.unwrap();
+    assert_eq!(run.trusted, Some(size));
+    assert_eq!(fresh.cosignature_keys().len(), 1);
 }
 
 #[tokio::test]
@@ -391,6 +419,65 @@ async fn another_origin_is_refused() {
         refusal(log.witness(&signer, Some(&state)).await),
         Refusal::OtherOrigin { .. }
     ));
+}
+
+#[tokio::test]
+async fn the_origin_is_the_configured_one_never_the_first_checkpoints() {
+    // The log's key signed a checkpoint of another log into this bucket: a first run, which has
+    // no state to take an origin from, refuses it rather than follow it.
+    let mut log = TestLog::new("archive");
+    log.origin = "audit-receiver/elsewhere".to_owned();
+    log.append(3);
+    let signer = WitnessSigner::generate("w").unwrap();
+    assert_eq!(
+        refusal(log.witness(&signer, None).await),
+        Refusal::OtherOrigin {
+            size: 3,
+            origin: "audit-receiver/elsewhere".to_owned(),
+            accepted: "audit-receiver/archive".to_owned(),
+        }
+    );
+    assert!(log.cosignature_keys().is_empty());
+}
+
+#[tokio::test]
+async fn the_checkpoint_is_cosigned_as_read_extension_lines_included() {
+    let mut log = TestLog::new("archive");
+    let size = log.append(3);
+    // The log signs a body with an extension line (c2sp.org/tlog-checkpoint allows them).
+    let body = format!(
+        "{}extension line\n",
+        Checkpoint {
+            origin: log.origin.clone(),
+            size,
+            root: log.edge.root(),
+        }
+        .body()
+    );
+    let note = SignedNote {
+        signatures: vec![NoteSignature {
+            name: log.origin.clone(),
+            key_id: ecdsa_key_id(&log.der),
+            signature: log
+                .pair
+                .sign(&SystemRandom::new(), body.as_bytes())
+                .unwrap()
+                .as_ref()
+                .to_vec(),
+        }],
+        body,
+    };
+    log.put(&checkpoint_key(size), note.text().into_bytes());
+    let signer = WitnessSigner::generate("w").unwrap();
+    log.witness(&signer, None).await.unwrap();
+    let vkey = WitnessKey::parse(&signer.key.vkey()).unwrap();
+    let cosigned = log
+        .reader()
+        .cosigned_checkpoint(size, std::slice::from_ref(&vkey))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(check_cosignature(&cosigned, &vkey), Ok(1_795_000_000));
 }
 
 #[tokio::test]
