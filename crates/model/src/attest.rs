@@ -12,10 +12,9 @@
 use aws_lc_rs::signature::{ECDSA_P256_SHA256_ASN1, ED25519, UnparsedPublicKey};
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use serde_json::{Map, Number, Value};
+use serde_json::{Map, Value};
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::str::FromStr;
 
 use crate::keys::{AUDIT_BUCKET, PARTITION_KEY, SORT_KEY};
 use crate::message::AuditItem;
@@ -218,10 +217,12 @@ impl ReceiverKey {
 /// the line without `attestation`, every number in DynamoDB's canonical form (what the table gives
 /// back whatever digits were written: `12.50` is `12.5`), fields in name order.
 pub fn attested_bytes(line: &Map<String, Value>) -> Vec<u8> {
-    let mut line = line.clone();
-    line.remove(ATTESTATION);
-    let value = canonical_numbers(Value::Object(line));
-    value.to_string().into_bytes()
+    let mut out = Vec::with_capacity(512);
+    write_fields(
+        &mut out,
+        line.iter().filter(|(name, _)| *name != ATTESTATION),
+    );
+    out
 }
 
 /// `attested_bytes` of the line of `item` as the table stores it, written directly from the item
@@ -300,8 +301,13 @@ fn write_string(out: &mut Vec<u8>, value: &str) {
 
 /// A JSON object's fields in name order, numbers canonical, as `attested_bytes` writes them.
 fn write_object(out: &mut Vec<u8>, map: &Map<String, Value>) {
+    write_fields(out, map.iter());
+}
+
+/// An object of these fields (given in name order, as a `Map` iterates), numbers canonical.
+fn write_fields<'a>(out: &mut Vec<u8>, fields: impl Iterator<Item = (&'a String, &'a Value)>) {
     out.push(b'{');
-    for (i, (name, value)) in map.iter().enumerate() {
+    for (i, (name, value)) in fields.enumerate() {
         if i > 0 {
             out.push(b',');
         }
@@ -416,23 +422,6 @@ impl SubtreeHashes for Memo<'_> {
         };
         self.known.insert(subtree, hash);
         Ok(hash)
-    }
-}
-
-/// Every number in `value` in DynamoDB's canonical form.
-fn canonical_numbers(value: Value) -> Value {
-    match value {
-        Value::Number(number) => {
-            let text = canonical_number(&number.to_string());
-            Number::from_str(&text).map_or(Value::Number(number), Value::Number)
-        }
-        Value::Array(values) => Value::Array(values.into_iter().map(canonical_numbers).collect()),
-        Value::Object(map) => Value::Object(
-            map.into_iter()
-                .map(|(k, v)| (k, canonical_numbers(v)))
-                .collect(),
-        ),
-        other => other,
     }
 }
 
