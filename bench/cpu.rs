@@ -80,38 +80,28 @@ fn main() {
                 let _ = black_box(put_item_body("AuditMessages", &item));
             }
         });
-        let (whole, _) = measure(5, budget, || {
-            let report = runtime
-                .block_on(batch::process_batch(
-                    batch::Ports {
-                        store: &MappingOnly,
-                        dead_letters: None::<&audit_receiver::handler::NoDeadLetterQueue>,
-                        attester: None,
-                    },
-                    &settings,
-                    &records,
-                    None,
-                ))
-                .unwrap();
-            assert_eq!(report.written(), size);
-            black_box(response(&report));
-        });
-        let (attested, _) = measure(5, budget, || {
-            let report = runtime
-                .block_on(batch::process_batch(
-                    batch::Ports {
-                        store: &MappingOnly,
-                        dead_letters: None::<&audit_receiver::handler::NoDeadLetterQueue>,
-                        attester: Some(&attester),
-                    },
-                    &settings,
-                    &records,
-                    None,
-                ))
-                .unwrap();
-            assert_eq!(report.written(), size);
-            black_box(response(&report));
-        });
+        // The whole batch, without and with the run's attestation key.
+        let whole_batch = |attester: Option<&audit_receiver::attest::Attester>| {
+            measure(5, budget, || {
+                let report = runtime
+                    .block_on(batch::process_batch(
+                        batch::Ports {
+                            store: &MappingOnly,
+                            dead_letters: None::<&audit_receiver::handler::NoDeadLetterQueue>,
+                            attester,
+                        },
+                        &settings,
+                        &records,
+                        None,
+                    ))
+                    .unwrap();
+                assert_eq!(report.written(), size);
+                black_box(response(&report));
+            })
+            .0
+        };
+        let whole = whole_batch(None);
+        let attested = whole_batch(Some(&attester));
         println!(
             "| {size} | {:.0} µs | {:.0} µs | {:.0} µs | {:.2} µs | {:.0} µs | {:.2} µs | {:.0} % |",
             micros(parse),
