@@ -17,6 +17,7 @@ import os
 import signal
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,10 +32,21 @@ def background_build(entry: Path) -> bool:
         return False
 
 
-def ours() -> dict[int, str]:
-    """Servers running in this checkout (their working directory is in it): moto_server,
-    cargo lambda watch, the function. Another checkout's servers, even ones started with this
-    checkout's tools, are not ours."""
+def started_by(entry: Path, run: str) -> bool:
+    """Whether the process descends from the command this canary ran: the canary gives the command
+    CANARY_RUN, a value of its own, and every process it starts inherits it (a server left in its
+    own session too). A suite running beside this one in the same checkout (the end-to-end tests
+    run on several workers, one of them this wrapper's own test) has another value, or none."""
+    try:
+        return f"\0CANARY_RUN={run}\0".encode() in b"\0" + (entry / "environ").read_bytes()
+    except OSError:
+        return False
+
+
+def ours(run: str) -> dict[int, str]:
+    """Servers running in this checkout (their working directory is in it) that the command of
+    this run started: moto_server, cargo lambda watch, the function. Another checkout's servers,
+    even ones started with this checkout's tools, are not ours, nor another run's."""
     found = {}
     root = str(ROOT)
     for entry in Path("/proc").iterdir():
@@ -47,7 +59,7 @@ def ours() -> dict[int, str]:
             continue
         if not cmdline:
             continue
-        if background_build(entry):
+        if background_build(entry) or not started_by(entry, run):
             continue
         servers = ("moto_server", "local.motoserver", "cargo-lambda", "lambda watch", "audit-receiver")
         if (cwd == root or cwd.startswith(root + "/")) and any(s in cmdline for s in servers):
@@ -64,10 +76,11 @@ def main(argv: list[str]) -> int:
     strays: list[str] = []
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, lambda n, _f: strays.append(signal.Signals(n).name))
-    before = set(ours())
+    run = uuid.uuid4().hex
+    before = set(ours(run))
     canary = subprocess.Popen(["sleep", "86400"], start_new_session=True, stdin=subprocess.DEVNULL)
     try:
-        status = subprocess.call(argv, env={**os.environ, "CANARY_PID": str(canary.pid)})
+        status = subprocess.call(argv, env={**os.environ, "CANARY_PID": str(canary.pid), "CANARY_RUN": run})
     finally:
         canary_alive = canary.poll() is None
         if canary_alive:
@@ -80,7 +93,7 @@ def main(argv: list[str]) -> int:
                         "a test signalled a process it did not start")
     if strays:
         problems.append(f"this wrapper received {', '.join(strays)} from the command's run")
-    left = {pid: cmd for pid, cmd in ours().items() if pid not in before}
+    left = {pid: cmd for pid, cmd in ours(run).items() if pid not in before}
     if left:
         problems.append("processes left behind: " + "; ".join(f"{pid} {cmd[:120]}" for pid, cmd in left.items()))
         for pid in left:
