@@ -570,16 +570,20 @@ def is_access_event(item: dict) -> bool:
 
 def check_access_events(system: LocalSystem) -> bool:
     """The table holds one access event per auditctl command the demo ran (query, query --actor,
-    dlq list, dlq redrive, query --action), each naming the caller and what it read."""
+    dlq list, dlq redrive, query --action), each naming the caller and what it read: the reads by
+    the demo's caller, the redrive by the operator role's session it ran as."""
     events = [it for it in system.scan_table() if is_access_event(it)]
     got = Counter(it["action"] for it in events)
     want = Counter({"auditctl.query": 3, "auditctl.dlq.list": 1, "auditctl.dlq.redrive": 1})
-    actors = sorted({it.get("actor", "-") for it in events})
+    readers = sorted({it.get("actor", "-") for it in events if it["action"] != "auditctl.dlq.redrive"})
+    operators = sorted({it.get("actor", "-") for it in events if it["action"] == "auditctl.dlq.redrive"})
     table, dlq = system.stack.table_name, system.dlq_url
     resources_ok = all(it.get("resource") == (table if it["action"] == "auditctl.query" else dlq) for it in events)
-    ok = got == want and len(actors) == 1 and resources_ok and all(it.get("outcome") == "unknown" for it in events)
+    actors_ok = len(readers) == 1 and len(operators) == 1 and "operator" in operators[0]
+    ok = got == want and actors_ok and resources_ok and all(it.get("outcome") == "unknown" for it in events)
     out(f"  {'OK' if ok else 'PROBLEM'}: {len(events)} access events in the trail "
-        f"({', '.join(f'{a} {n}' for a, n in sorted(got.items()))}), by {', '.join(actors)}")
+        f"({', '.join(f'{a} {n}' for a, n in sorted(got.items()))}), the reads by {', '.join(readers)}, "
+        f"the redrive by {', '.join(operators)}")
     return ok
 
 
