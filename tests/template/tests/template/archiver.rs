@@ -103,8 +103,13 @@ fn archiver_reads_the_stream_with_partial_batch_responses_and_gives_up_only_to_i
         1,
         "one batch per shard at a time: stream order"
     );
-    let batch = number(at(e, &["BatchSize"]));
-    assert!((1..=10_000).contains(&batch), "Lambda's range: {batch}");
+    // A parameter (docs/scaling.md: what an object holds at each load), within Lambda's range.
+    let batch = parameter_ref(&t, at(e, &["BatchSize"])).expect("a parameter");
+    let (min, max, default) = numeric_range(&t, &batch);
+    assert!(
+        min >= 1 && max <= 10_000 && (min..=max).contains(&default),
+        "Lambda's range: {min}..={max}, {default}"
+    );
     // A finite number of retries, within Lambda's range (-1, infinite, would hold a shard up to
     // the stream's 24 hours and then lose the records without a word).
     let retries = parameter_ref(&t, at(e, &["MaximumRetryAttempts"])).expect("a parameter");
