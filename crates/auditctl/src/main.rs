@@ -140,7 +140,8 @@ async fn run(
         config,
         access,
     };
-    match cli.command {
+    let at = context.location.clone();
+    let result = match cli.command {
         Command::Query(args) => query::run(args, &context).await,
         Command::Get(args) => get::run(args, &context).await,
         Command::Dlq(args) => dlq::run(args, &context).await,
@@ -151,5 +152,22 @@ async fn run(
         Command::Consistency(args) => prove::run_consistency(args, &context).await,
         Command::Ui(args) => ui::run(args, context).await,
         Command::Witness(args) => witness::run(args, &context).await,
+    };
+    result.map_err(|failure| name_the_fix(failure, &at))
+}
+
+/// A failure of the credentials, the endpoint, the caller's policy or AWS's rate, said with its
+/// cause and fix first (`words::cause_and_fix`); any other failure as it is.
+fn name_the_fix(failure: Failure, at: &str) -> Failure {
+    match failure {
+        Failure::Trail(TrailError::Output(e)) => Failure::Trail(TrailError::Output(e)),
+        Failure::Trail(error) => {
+            let message = error.to_string();
+            match commands::words::cause_and_fix(&message, at) {
+                Some(worded) => Failure::Trail(TrailError::Worded(worded)),
+                None => Failure::Trail(error),
+            }
+        }
+        failure => failure,
     }
 }
