@@ -9,6 +9,7 @@ pub mod check_proof;
 pub mod choices;
 pub mod dlq;
 pub mod get;
+pub mod key;
 pub mod prove;
 pub mod query;
 pub mod repair;
