@@ -38,6 +38,6 @@ pub async fn run(args: GetArgs, context: &Context) -> Result<(), Failure> {
             args.message_id, args.table.table
         ))));
     }
-    print_items(rows, args.table.format, &reader).await?;
+    print_items(rows, &args.table, &reader).await?;
     Ok(())
 }

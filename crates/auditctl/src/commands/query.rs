@@ -155,7 +155,7 @@ pub async fn run(args: QueryArgs, context: &Context) -> Result<(), Failure> {
             .left_stream(),
         None => rows.right_stream(),
     };
-    let printed = print_items(rows, args.table.format, &reader).await?;
+    let printed = print_items(rows, &args.table, &reader).await?;
     if args.stats {
         eprintln!("{}", reader.stats.line(printed, started.elapsed()));
     }

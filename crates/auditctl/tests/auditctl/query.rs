@@ -347,3 +347,59 @@ async fn a_date_alone_is_its_whole_day_in_utc_and_a_time_query_needs_its_start()
         stderr(&output)
     );
 }
+
+#[tokio::test]
+async fn the_table_fits_columns_and_wide_shows_every_column() {
+    let moto = Moto::start();
+    write_trail(&moto).await;
+    let day = [
+        "query",
+        "--from",
+        "2026-11-23",
+        "--to",
+        "2026-11-23",
+        "--limit",
+        "3",
+    ];
+    let env = [("TABLE_NAME", TABLE), ("COLUMNS", "120")];
+    let fitted = auditctl(&moto.endpoint, &day, &env);
+    let text = ok(fitted.clone());
+    assert!(
+        text.lines().all(|line| line.chars().count() <= 120),
+        "{text}"
+    );
+    let header = text.lines().next().unwrap();
+    for shown in ["auditTime", "messageId", "auditText"] {
+        assert!(header.contains(shown), "{header}");
+    }
+    assert!(!header.contains("senderId"), "{header}");
+    assert!(
+        stderr(&fitted).contains("columns left out to fit 120 characters: originalSenderId, senderId, sourceIp, extra, resource, outcome, action, actor; --wide shows them"),
+        "{}",
+        stderr(&fitted)
+    );
+    assert_eq!(text.lines().count(), 2 + 3);
+
+    let wide = ok(auditctl(
+        &moto.endpoint,
+        &[&day[..], &["--wide"]].concat(),
+        &env,
+    ));
+    let header = wide.lines().next().unwrap();
+    for column in [
+        "auditTime",
+        "messageId",
+        "actor",
+        "senderId",
+        "originalSenderId",
+        "action",
+        "resource",
+        "outcome",
+        "sourceIp",
+        "auditText",
+        "extra",
+    ] {
+        assert!(header.contains(&format!(" {column} ")), "{header}");
+    }
+    assert!(header.chars().count() > 200, "{header}");
+}
