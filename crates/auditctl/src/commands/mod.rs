@@ -182,8 +182,10 @@ impl From<std::io::Error> for Failure {
     }
 }
 
-/// Prints rows as they arrive (the table fitted to the terminal unless --wide): flushed at least every 100 ms, with a progress line on stderr
-/// when stderr is a terminal. Returns the rows printed.
+/// Prints rows as they arrive (the table fitted to the terminal unless --wide): flushed at least
+/// every 100 ms, with a progress line on stderr when stderr is a terminal, every 200 ms whether
+/// rows arrive or not (a long stretch without events is read with no row to show). Returns the
+/// rows printed.
 pub async fn print_items(
     rows: impl Stream<Item = Result<TrailItem, audit_trail::Error>>,
     table: &TableArgs,
@@ -204,28 +206,43 @@ pub async fn print_items(
         }
     }
     let progress = std::io::stderr().is_terminal();
+    let started = Instant::now();
     let mut last = Instant::now();
     let mut shown_progress = false;
+    let mut tick = tokio::time::interval(Duration::from_millis(200));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut rows = std::pin::pin!(rows);
-    while let Some(row) = rows.next().await {
+    loop {
+        let row = tokio::select! {
+            row = rows.next() => row,
+            _ = tick.tick(), if progress => {
+                if started.elapsed() >= Duration::from_millis(200) {
+                    eprint!(
+                        "\r{} rows, {} requests, {:.1} s ",
+                        printer.rows(),
+                        reader.stats.requests(),
+                        started.elapsed().as_secs_f64()
+                    );
+                    let _ = std::io::stderr().flush();
+                    shown_progress = true;
+                }
+                continue;
+            }
+        };
+        // The progress line is cleared before a row is printed: on one terminal, the rows
+        // start at the line's beginning.
+        if shown_progress {
+            eprint!("\r\x1b[K");
+            let _ = std::io::stderr().flush();
+            shown_progress = false;
+        }
+        let Some(row) = row else { break };
         printer.print(&row?)?;
         if last.elapsed() >= Duration::from_millis(100) {
             printer.flush()?;
             last = Instant::now();
-            if progress {
-                eprint!(
-                    "\r{} rows, {} requests ",
-                    printer.rows(),
-                    reader.stats.requests()
-                );
-                let _ = std::io::stderr().flush();
-                shown_progress = true;
-            }
         }
     }
     printer.finish()?;
-    if shown_progress {
-        eprint!("\r\x1b[K");
-    }
     Ok(printer.rows())
 }
