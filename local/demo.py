@@ -468,8 +468,6 @@ COSIGN_DEADLINE_SECONDS = 120
 def proof_demo(system: LocalSystem, auditctl: Path, item: dict) -> bool:
     """One event proven (`auditctl prove`), the proof checked offline with the witness's
     cosignature (`auditctl check-proof`), then refused once one byte of its line is changed."""
-    import base64
-
     from local.harness import _client
 
     out("")
@@ -517,12 +515,11 @@ def proof_demo(system: LocalSystem, auditctl: Path, item: dict) -> bool:
         "> proof.json")
     out(f"    leaf {proof['leafIndex']} of a tree of {proof['treeSize']}, {len(proof['inclusionPath'])} hashes on its "
         f"path, its checkpoint signed by the log and cosigned by the witness")
-    # The log's public key, as an auditor keeps it: from KMS GetPublicKey, as PEM.
-    der = _client("kms", system.endpoint).get_public_key(KeyId=system.stack_env()["DIGEST_KEY_ID"])["PublicKey"]
+    # The log's public key, as an auditor keeps it: `auditctl key --pem` (KMS GetPublicKey, as PEM).
+    _, key_pem = run_auditctl(auditctl, system, ["key", "--pem"], show=False)
     pem = work / "digest-key.pem"
-    pem.write_text("-----BEGIN PUBLIC KEY-----\n" + "\n".join(
-        base64.b64encode(der).decode()[i:i + 64] for i in range(0, len(base64.b64encode(der)), 64))
-        + "\n-----END PUBLIC KEY-----\n")
+    pem.write_text(key_pem)
+    out("  $ auditctl key --pem > digest-key.pem")
     rel = lambda path: os.path.relpath(path, Path.cwd())  # noqa: E731 - as a reader would type it
     check = ["check-proof", rel(proof_path), "--public-key", rel(pem), "--origin", f"audit-receiver/{bucket}",
              "--witness-key", vkey]

@@ -10,8 +10,8 @@ use crate::commands::words::TrailError;
 use audit_trail::access::{Recorder, SdkAccessLog};
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use commands::{
-    AuditArgs, AwsArgs, Context, Failure, archive, check_proof, dlq, get, prove, query, ui, verify,
-    witness,
+    AuditArgs, AwsArgs, Context, Failure, archive, check_proof, dlq, get, key, prove, query, ui,
+    verify, witness,
 };
 
 const AFTER_HELP: &str = "\
@@ -43,6 +43,7 @@ Examples:
   auditctl verify --from 2026-11-22T00:00:00Z --to 2026-11-22T23:59:59.999Z --table
   auditctl archive repair --from 2026-11-22T10:00:00Z --to 2026-11-22T10:59:59.999Z
   auditctl prove order-42 --out order-42.proof.json
+  auditctl key --pem > digest-key.pem   (the log's public key, for check-proof)
   auditctl check-proof order-42.proof.json --public-key digest-key.pem   (offline: no AWS)
   auditctl ui
   auditctl witness --state witness.json --key witness.key
@@ -83,6 +84,7 @@ enum Command {
     Archive(archive::ArchiveArgs),
     Prove(prove::ProveArgs),
     CheckProof(check_proof::CheckProofArgs),
+    Key(key::KeyArgs),
     Consistency(prove::ConsistencyArgs),
     Ui(ui::UiArgs),
     Witness(witness::WitnessArgs),
@@ -140,7 +142,8 @@ async fn run(
         config,
         access,
     };
-    match cli.command {
+    let at = context.location.clone();
+    let result = match cli.command {
         Command::Query(args) => query::run(args, &context).await,
         Command::Get(args) => get::run(args, &context).await,
         Command::Dlq(args) => dlq::run(args, &context).await,
@@ -148,8 +151,26 @@ async fn run(
         Command::Archive(args) => archive::run(args, &context).await,
         Command::Prove(args) => prove::run(args, &context).await,
         Command::CheckProof(args) => check_proof::run(args),
+        Command::Key(args) => key::run(args, &context).await,
         Command::Consistency(args) => prove::run_consistency(args, &context).await,
         Command::Ui(args) => ui::run(args, context).await,
         Command::Witness(args) => witness::run(args, &context).await,
+    };
+    result.map_err(|failure| name_the_fix(failure, &at))
+}
+
+/// A failure of the credentials, the endpoint, the caller's policy or AWS's rate, said with its
+/// cause and fix first (`words::cause_and_fix`); any other failure as it is.
+fn name_the_fix(failure: Failure, at: &str) -> Failure {
+    match failure {
+        Failure::Trail(TrailError::Output(e)) => Failure::Trail(TrailError::Output(e)),
+        Failure::Trail(error) => {
+            let message = error.to_string();
+            match commands::words::cause_and_fix(&message, at) {
+                Some(worded) => Failure::Trail(TrailError::Worded(worded)),
+                None => Failure::Trail(error),
+            }
+        }
+        failure => failure,
     }
 }

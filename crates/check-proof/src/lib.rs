@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use audit_model::note::Proof;
-use audit_proof::{LogKey, Verdict, check_proof, witness_key_arg};
+use audit_proof::{CheckError, LogKey, Verdict, check_proof, witness_key_arg};
 use chrono::DateTime;
 use clap::Args;
 
@@ -41,9 +41,10 @@ pub struct CheckProofArgs {
     /// The proof (JSON, from `auditctl prove`), or - for stdin.
     #[arg(value_name = "FILE")]
     proof: String,
-    /// The log's public key: a PEM file (-----BEGIN PUBLIC KEY-----), the digest key's.
+    /// The log's public key: a PEM file (-----BEGIN PUBLIC KEY-----), the digest key's
+    /// (`auditctl key --pem > digest-key.pem` writes the stack's).
     #[arg(long, value_name = "PEM")]
-    public_key: PathBuf,
+    public_key: Option<PathBuf>,
     /// The log's origin, the first line of its checkpoints: audit-receiver/<the stack's archive
     /// bucket> (`AuditArchiveBucket`). A proof of any other log fails.
     #[arg(long, value_name = "ORIGIN")]
@@ -54,6 +55,12 @@ pub struct CheckProofArgs {
     #[arg(long, value_name = "KEY")]
     witness_key: Vec<String>,
 }
+
+/// How to get the log's key, said wherever it is missing or unreadable.
+const GET_KEY: &str = "`auditctl key --pem > digest-key.pem` writes the stack's (it reads DIGEST_KEY_ID or --key-id from KMS; `auditctl key` prints the --origin too; docs/auditctl.md \"key\")";
+
+/// What to do when the proof is not signed by the key given.
+const WRONG_KEY: &str = "is --public-key the key of the stack that made the proof? `auditctl key --pem > digest-key.pem`, run with that stack's DIGEST_KEY_ID, writes its key";
 
 /// Why the command did not say OK.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,9 +84,21 @@ pub fn run(args: CheckProofArgs) -> Result<(), Outcome> {
     } else {
         read(Path::new(&args.proof), "the proof")?
     };
-    let pem = read(&args.public_key, "the public key")?;
-    let key = LogKey::from_pem(&pem)
-        .map_err(|e| Outcome::Usage(format!("--public-key {}: {e}", args.public_key.display())))?;
+    let public_key = args.public_key.ok_or_else(|| {
+        Outcome::Usage(format!(
+            "--public-key <PEM> not provided: the log's public key, the digest key's; {GET_KEY}"
+        ))
+    })?;
+    let pem = read(&public_key, "the public key").map_err(|outcome| match outcome {
+        Outcome::Usage(e) => Outcome::Usage(format!("{e}; {GET_KEY}")),
+        outcome => outcome,
+    })?;
+    let key = LogKey::from_pem(&pem).map_err(|e| {
+        Outcome::Usage(format!(
+            "--public-key {}: {e}; {GET_KEY}",
+            public_key.display()
+        ))
+    })?;
     let witnesses = args
         .witness_key
         .iter()
@@ -87,7 +106,12 @@ pub fn run(args: CheckProofArgs) -> Result<(), Outcome> {
         .collect::<Result<Vec<_>, _>>()?;
     let verdict = serde_json::from_str::<Proof>(&text)
         .map_err(|e| format!("not a proof from `auditctl prove`: {e}"))
-        .and_then(|proof| check_proof(&proof, &key, &witnesses).map_err(|e| e.to_string()))
+        .and_then(|proof| {
+            check_proof(&proof, &key, &witnesses).map_err(|e| match e {
+                CheckError::NotSignedByKey { .. } => format!("{e}; {WRONG_KEY}"),
+                e => e.to_string(),
+            })
+        })
         .and_then(|verdict| {
             if verdict.origin == args.origin {
                 Ok(verdict)

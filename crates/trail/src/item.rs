@@ -88,6 +88,18 @@ pub fn dynamo_json(value: &AttributeValue) -> Value {
 /// sender SQS attests (`senderId`; `originalSenderId` the first delivery's, on a redriven item);
 /// the free text after them.
 impl Record for TrailItem {
+    /// The senders, the address, extra, then what and who go first: a narrow terminal keeps
+    /// when, which event and its text.
+    const DROP_FIRST: &'static [&'static str] = &[
+        "originalSenderId",
+        "senderId",
+        "sourceIp",
+        "extra",
+        "resource",
+        "outcome",
+        "action",
+        "actor",
+    ];
     const COLUMNS: &'static [Column] = &[
         column("auditTime", Some(24)),
         column("messageId", Some(36)),

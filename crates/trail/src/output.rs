@@ -63,6 +63,9 @@ pub trait Record {
     fn block(&self) -> Option<Block> {
         None
     }
+    /// The table's columns to leave out first when the table must fit a width (`Printer::fit`),
+    /// in that order; then the others from the right, the first column never.
+    const DROP_FIRST: &'static [&'static str] = &[];
 }
 
 /// Rows of the table format rendered together: fixed column widths make chunks line up into one
@@ -76,6 +79,8 @@ pub struct Printer<W: Write, R: Record> {
     pending: Vec<Vec<String>>,
     header_done: bool,
     rows: u64,
+    /// Which of `R::COLUMNS` the table shows (all that have a table width, unless fitted).
+    shown: Vec<bool>,
     kind: PhantomData<R>,
 }
 
@@ -87,8 +92,40 @@ impl<W: Write, R: Record> Printer<W, R> {
             pending: Vec::new(),
             header_done: false,
             rows: 0,
+            shown: R::COLUMNS.iter().map(|c| c.table_width.is_some()).collect(),
             kind: PhantomData,
         }
+    }
+
+    /// The table fitted to `width` characters a line: columns left out as `R::DROP_FIRST` says
+    /// until it fits (or one column is left). Returns the names of those left out.
+    pub fn fit(&mut self, width: usize) -> Vec<&'static str> {
+        let line = |shown: &[bool]| -> usize {
+            1 + R::COLUMNS
+                .iter()
+                .zip(shown)
+                .filter(|(_, shown)| **shown)
+                .filter_map(|(column, _)| column.cell_width())
+                .map(|w| w + 3)
+                .sum::<usize>()
+        };
+        let by_name = |name: &str| R::COLUMNS.iter().position(|c| c.name == name);
+        let order: Vec<usize> = R::DROP_FIRST
+            .iter()
+            .filter_map(|name| by_name(name))
+            .chain((1..R::COLUMNS.len()).rev())
+            .collect();
+        let mut dropped = Vec::new();
+        for index in order {
+            if line(&self.shown) <= width {
+                break;
+            }
+            if self.shown[index] {
+                self.shown[index] = false;
+                dropped.push(R::COLUMNS[index].name);
+            }
+        }
+        dropped
     }
 
     pub fn rows(&self) -> u64 {
@@ -110,8 +147,10 @@ impl<W: Write, R: Record> Printer<W, R> {
                 let cells = record.cells();
                 let row = R::COLUMNS
                     .iter()
+                    .zip(&self.shown)
                     .zip(cells)
-                    .filter_map(|(column, cell)| column.cell_width().map(|w| fit(&cell, w)))
+                    .filter(|((_, shown), _)| **shown)
+                    .filter_map(|((column, _), cell)| column.cell_width().map(|w| fit(&cell, w)))
                     .collect();
                 self.pending.push(row);
                 if let Some(block) = record.block() {
@@ -165,7 +204,9 @@ impl<W: Write, R: Record> Printer<W, R> {
         }
         let shown: Vec<&Column> = R::COLUMNS
             .iter()
-            .filter(|c| c.table_width.is_some())
+            .zip(&self.shown)
+            .filter(|(c, shown)| **shown && c.table_width.is_some())
+            .map(|(c, _)| c)
             .collect();
         let mut table = Table::new();
         table
@@ -368,6 +409,47 @@ mod tests {
             "| id   |\n|------|\n| a    |\n--- note of a, 15 bytes ---\ntwo\r\nlines, é\n\n--- end of note ---\n\
              | b    |\n--- note of b, 0 bytes ---\n\n--- end of note ---\n"
         );
+    }
+
+    /// Two columns in the table: 19 characters a line.
+    struct KeyValue;
+
+    impl Record for KeyValue {
+        const COLUMNS: &'static [Column] = &[
+            Column {
+                name: "key",
+                table_width: Some(6),
+            },
+            Column {
+                name: "value",
+                table_width: Some(6),
+            },
+        ];
+        fn json(&self) -> Value {
+            serde_json::json!({"key": "k", "value": "v"})
+        }
+        fn cells(&self) -> Vec<String> {
+            vec!["k".to_owned(), "v".to_owned()]
+        }
+    }
+
+    #[test]
+    fn a_fitted_table_leaves_columns_out_until_its_lines_fit() {
+        let mut wide = Printer::<Vec<u8>, KeyValue>::new(Format::Table, Vec::new());
+        assert_eq!(wide.fit(19), Vec::<&str>::new());
+        let mut printer = Printer::<Vec<u8>, KeyValue>::new(Format::Table, Vec::new());
+        assert_eq!(printer.fit(18), vec!["value"]);
+        printer.print(&KeyValue).unwrap();
+        printer.finish().unwrap();
+        let text = String::from_utf8(printer.out).unwrap();
+        assert!(
+            text.lines().all(|line| line.chars().count() <= 10),
+            "{text}"
+        );
+        assert!(text.contains("key") && !text.contains("value"), "{text}");
+        // The first column stays, however narrow.
+        let mut narrow = Printer::<Vec<u8>, KeyValue>::new(Format::Table, Vec::new());
+        assert_eq!(narrow.fit(3), vec!["value"]);
     }
 
     #[test]

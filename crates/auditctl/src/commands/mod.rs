@@ -9,6 +9,7 @@ pub mod check_proof;
 pub mod choices;
 pub mod dlq;
 pub mod get;
+pub mod key;
 pub mod prove;
 pub mod query;
 pub mod repair;
@@ -77,6 +78,34 @@ pub struct TableArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
+    /// Every column of the table, however wide (without it the table fits the terminal, or
+    /// COLUMNS, leaving the senders, the address, extra, then what and who out first).
+    #[arg(long)]
+    pub wide: bool,
+}
+
+/// The width to fit the table to: COLUMNS when set, else the terminal's that stdout is; `None`
+/// for a pipe or a file (every column).
+fn terminal_width() -> Option<usize> {
+    if let Some(columns) = std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse::<usize>().ok())
+        .filter(|c| *c > 0)
+    {
+        return Some(columns);
+    }
+    if !std::io::stdout().is_terminal() {
+        return None;
+    }
+    let mut size = libc::winsize {
+        ws_row: 0,
+        ws_col: 0,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCGWINSZ on stdout writes one `winsize`, which `size` is, and nothing else.
+    let asked = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut size) };
+    (asked == 0 && size.ws_col > 0).then_some(usize::from(size.ws_col))
 }
 
 /// What a command runs with: built once by main from the global flags.
@@ -153,37 +182,67 @@ impl From<std::io::Error> for Failure {
     }
 }
 
-/// Prints rows as they arrive: flushed at least every 100 ms, with a progress line on stderr
-/// when stderr is a terminal. Returns the rows printed.
+/// Prints rows as they arrive (the table fitted to the terminal unless --wide): flushed at least
+/// every 100 ms, with a progress line on stderr when stderr is a terminal, every 200 ms whether
+/// rows arrive or not (a long stretch without events is read with no row to show). Returns the
+/// rows printed.
 pub async fn print_items(
     rows: impl Stream<Item = Result<TrailItem, audit_trail::Error>>,
-    format: Format,
+    table: &TableArgs,
     reader: &Reader,
 ) -> Result<u64, Failure> {
+    let format = table.format;
     let mut printer = Printer::new(format.into(), BufWriter::new(std::io::stdout().lock()));
+    if format == Format::Table
+        && !table.wide
+        && let Some(width) = terminal_width()
+    {
+        let left_out = printer.fit(width);
+        if !left_out.is_empty() {
+            eprintln!(
+                "columns left out to fit {width} characters: {}; --wide shows them, --format jsonl or csv every field",
+                left_out.join(", ")
+            );
+        }
+    }
     let progress = std::io::stderr().is_terminal();
+    let started = Instant::now();
     let mut last = Instant::now();
     let mut shown_progress = false;
+    let mut tick = tokio::time::interval(Duration::from_millis(200));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut rows = std::pin::pin!(rows);
-    while let Some(row) = rows.next().await {
+    loop {
+        let row = tokio::select! {
+            row = rows.next() => row,
+            _ = tick.tick(), if progress => {
+                if started.elapsed() >= Duration::from_millis(200) {
+                    eprint!(
+                        "\r{} rows, {} requests, {:.1} s ",
+                        printer.rows(),
+                        reader.stats.requests(),
+                        started.elapsed().as_secs_f64()
+                    );
+                    let _ = std::io::stderr().flush();
+                    shown_progress = true;
+                }
+                continue;
+            }
+        };
+        // The progress line is cleared before a row is printed: on one terminal, the rows
+        // start at the line's beginning.
+        if shown_progress {
+            eprint!("\r\x1b[K");
+            let _ = std::io::stderr().flush();
+            shown_progress = false;
+        }
+        let Some(row) = row else { break };
         printer.print(&row?)?;
         if last.elapsed() >= Duration::from_millis(100) {
             printer.flush()?;
             last = Instant::now();
-            if progress {
-                eprint!(
-                    "\r{} rows, {} requests ",
-                    printer.rows(),
-                    reader.stats.requests()
-                );
-                let _ = std::io::stderr().flush();
-                shown_progress = true;
-            }
         }
     }
     printer.finish()?;
-    if shown_progress {
-        eprint!("\r\x1b[K");
-    }
     Ok(printer.rows())
 }

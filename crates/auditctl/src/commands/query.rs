@@ -4,6 +4,8 @@
 use std::net::IpAddr;
 use std::time::Instant;
 
+use chrono::{DateTime, NaiveDate, SecondsFormat, Utc};
+
 use crate::commands::choices::By;
 use audit_model::message::EventOutcome;
 use audit_model::range::TimeRange;
@@ -52,12 +54,15 @@ Examples:
 
 Environment: TABLE_NAME, ACCESS_QUEUE_URL, AWS_ENDPOINT_URL, AWS_PROFILE, AWS_REGION.")]
 pub struct QueryArgs {
-    /// First auditTime included, RFC 3339 with an offset, e.g. 2026-11-22T10:00:00Z.
+    /// First auditTime included, RFC 3339 with an offset, e.g. 2026-11-22T10:00:00Z, or a date
+    /// (2026-11-22: that day's start, UTC). Needed for a time query; a lookup (--actor, --action,
+    /// --resource) without it reads the 30 days before --to.
     #[arg(long, value_name = "TIME")]
-    from: String,
-    /// Last auditTime included, RFC 3339 with an offset, e.g. 2026-11-22T11:00:00+01:00.
+    from: Option<String>,
+    /// Last auditTime included, RFC 3339 with an offset, e.g. 2026-11-22T11:00:00+01:00, or a
+    /// date (2026-11-22: up to that day's end, UTC) [default: now].
     #[arg(long, value_name = "TIME")]
-    to: String,
+    to: Option<String>,
     /// Newest first (reverses both auditTime and messageId order).
     #[arg(long)]
     desc: bool,
@@ -113,7 +118,10 @@ struct FieldArgs {
 /// `auditctl query`: the range and the plan checked, the access recorded, the index checked,
 /// then the rows printed as they are read (and `--stats` on stderr).
 pub async fn run(args: QueryArgs, context: &Context) -> Result<(), Failure> {
-    let range = TimeRange::parse(&args.from, &args.to).map_err(Failure::usage)?;
+    let lookup = args.fields.actor.is_some()
+        || args.fields.action.is_some()
+        || args.fields.resource.is_some();
+    let range = range(args.from.as_deref(), args.to.as_deref(), lookup, Utc::now())?;
     let fields = Fields {
         actor: args.fields.actor,
         action: args.fields.action,
@@ -147,9 +155,108 @@ pub async fn run(args: QueryArgs, context: &Context) -> Result<(), Failure> {
             .left_stream(),
         None => rows.right_stream(),
     };
-    let printed = print_items(rows, args.table.format, &reader).await?;
+    let printed = print_items(rows, &args.table, &reader).await?;
     if args.stats {
         eprintln!("{}", reader.stats.line(printed, started.elapsed()));
     }
     Ok(())
+}
+
+/// How far back a lookup reads without --from.
+const LOOKUP_DAYS: i64 = 30;
+
+/// The range of --from and --to as given, a date standing for its whole day (UTC): --to
+/// defaults to `now`, and --from of a lookup to `LOOKUP_DAYS` days before --to; a time query
+/// without --from is bad usage (it would read the whole trail).
+fn range(
+    from: Option<&str>,
+    to: Option<&str>,
+    lookup: bool,
+    now: DateTime<Utc>,
+) -> Result<TimeRange, Failure> {
+    let to = match to {
+        Some(to) => day_or_time(to, "23:59:59.999"),
+        None => now.to_rfc3339_opts(SecondsFormat::Millis, true),
+    };
+    let from = match from {
+        Some(from) => day_or_time(from, "00:00:00"),
+        None if lookup => {
+            let end = DateTime::parse_from_rfc3339(&to)
+                .map_err(|e| Failure::usage(format!("--to {to}: {e}")))?;
+            (end - chrono::Duration::days(LOOKUP_DAYS)).to_rfc3339_opts(SecondsFormat::Millis, true)
+        }
+        None => {
+            return Err(Failure::usage(format!(
+                "a time query needs --from (a time, or a date such as {}); a lookup (--actor, --action or --resource) without it reads the last {LOOKUP_DAYS} days",
+                now.format("%Y-%m-%d")
+            )));
+        }
+    };
+    TimeRange::parse(&from, &to).map_err(Failure::usage)
+}
+
+/// `text` as an RFC 3339 time: a date alone (YYYY-MM-DD) becomes that day at `clock`, UTC.
+fn day_or_time(text: &str, clock: &str) -> String {
+    match NaiveDate::parse_from_str(text, "%Y-%m-%d") {
+        Ok(day) if text.len() == 10 => format!("{day}T{clock}Z"),
+        _ => text.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bounds(from: Option<&str>, to: Option<&str>, lookup: bool) -> (String, String) {
+        let now = DateTime::parse_from_rfc3339("2026-11-28T12:34:56.789Z")
+            .unwrap()
+            .to_utc();
+        match range(from, to, lookup, now) {
+            Ok(range) => (range.from, range.to),
+            Err(Failure::Usage(message)) => ("usage".into(), message),
+            Err(_) => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn a_date_is_its_whole_day_in_utc() {
+        assert_eq!(
+            bounds(Some("2026-11-28"), Some("2026-11-29"), false),
+            (
+                "2026-11-28T00:00:00.000Z".into(),
+                "2026-11-29T23:59:59.999Z".into()
+            )
+        );
+        assert_eq!(
+            bounds(Some("2026-11-28T10:00:00+01:00"), None, false),
+            (
+                "2026-11-28T09:00:00.000Z".into(),
+                "2026-11-28T12:34:56.789Z".into()
+            )
+        );
+    }
+
+    #[test]
+    fn a_lookup_reads_the_last_30_days_and_a_time_query_needs_its_start() {
+        assert_eq!(
+            bounds(None, None, true),
+            (
+                "2026-10-29T12:34:56.789Z".into(),
+                "2026-11-28T12:34:56.789Z".into()
+            )
+        );
+        assert_eq!(
+            bounds(None, Some("2026-11-01"), true),
+            (
+                "2026-10-02T23:59:59.999Z".into(),
+                "2026-11-01T23:59:59.999Z".into()
+            )
+        );
+        let (usage, message) = bounds(None, None, false);
+        assert_eq!(usage, "usage");
+        assert!(
+            message.starts_with("a time query needs --from (a time, or a date such as 2026-11-28)"),
+            "{message}"
+        );
+    }
 }

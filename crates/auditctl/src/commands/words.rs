@@ -286,6 +286,63 @@ impl From<audit_trail::Error> for TrailError {
     }
 }
 
+/// A failure whose cause lies before any one command: no credentials, refused credentials,
+/// nothing answering at the endpoint, a caller without the policy, AWS throttling. The libraries
+/// pass the SDK's own account of it on (`audit_aws::error::describe`); this says the cause and
+/// its fix first, then what failed. `at` is where requests went (an endpoint, or a region).
+/// `None` when the message names none of these, or already names its fix.
+pub fn cause_and_fix(message: &str, at: &str) -> Option<String> {
+    let has = |words: &[&str]| words.iter().any(|w| message.contains(w));
+    let local = at.starts_with("http://") || at.starts_with("https://");
+    let fix = if has(&[
+        "no credentials found",
+        "credential provider was not enabled",
+        "failed to load IMDS",
+        "IMDS is disabled",
+    ]) {
+        "no AWS credentials: set AWS_PROFILE (or --profile, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY), or `. .local/stack.env` for the local stack".to_owned()
+    } else if has(&[
+        "UnrecognizedClientException",
+        "InvalidClientTokenId",
+        "ExpiredToken",
+        "InvalidSignatureException",
+        "SignatureDoesNotMatch",
+        "InvalidAccessKeyId",
+    ]) {
+        format!(
+            "AWS refused the credentials at {at}: they are expired or of another account; sign in again (aws sso login) or choose another AWS_PROFILE (--profile), or `. .local/stack.env` for the local stack"
+        )
+    } else if has(&[
+        "Connection refused",
+        "tcp connect error",
+        "dns error",
+        "error trying to connect",
+    ]) {
+        if local {
+            format!(
+                "nothing answers at {at}: is the local stack running? `make local-up` starts it; or check AWS_ENDPOINT_URL (--endpoint-url)"
+            )
+        } else {
+            format!("AWS cannot be reached at {at}: check the network, and AWS_REGION (--region)")
+        }
+    } else if has(&[
+        "Throttl",
+        "ProvisionedThroughputExceeded",
+        "RequestLimitExceeded",
+        "SlowDown",
+        "TooManyRequests",
+    ]) {
+        format!(
+            "AWS throttled the requests at {at} (too many at once for the account or the table): run again in a minute, over a shorter range or with --limit, or raise the table's read capacity"
+        )
+    } else if has(&["AccessDenied", "not authorized to perform"]) && !has(&["attach "]) {
+        "not allowed: attach AuditReaderPolicy (reading the trail and the archive) or AuditOperatorPolicy (also the dead-letter queue and repairs) of the current template.yaml to the caller (`aws sts get-caller-identity` names it)".to_owned()
+    } else {
+        return None;
+    };
+    Some(format!("{fix}\n  what failed: {message}"))
+}
+
 /// Why the archiver did not repair (`archive repair`, commands/repair.rs): each names the fix.
 #[derive(Debug, thiserror::Error)]
 pub enum RepairFailure {
@@ -435,6 +492,45 @@ mod tests {
         assert_eq!(
             pending.to_string(),
             "the period P (where messageId m may be archived) is not sealed yet: the archiver seals it from S on; try again after R"
+        );
+    }
+
+    #[test]
+    fn a_failure_before_any_command_names_its_cause_and_fix_first() {
+        let refused = cause_and_fix(
+            "reading the tags of table T failed: UnrecognizedClientException: The security token included in the request is invalid.",
+            "region eu-west-1",
+        )
+        .unwrap();
+        assert!(
+            refused.starts_with("AWS refused the credentials at region eu-west-1: ")
+                && refused.ends_with("\n  what failed: reading the tags of table T failed: UnrecognizedClientException: The security token included in the request is invalid."),
+            "{refused}"
+        );
+        let unreachable = cause_and_fix(
+            "dispatch failure: io error: dns error: failed to lookup address information",
+            "region eu-west-1",
+        )
+        .unwrap();
+        assert!(
+            unreachable.starts_with(
+                "AWS cannot be reached at region eu-west-1: check the network, and AWS_REGION (--region)\n"
+            ),
+            "{unreachable}"
+        );
+        // A denial already worded with the policy it needs keeps its words.
+        let worded = TrailError::from(audit_proof::Error::BucketDenied {
+            bucket: "b".into(),
+            error: audit_aws::error::AwsError::without_answer(
+                audit_aws::error::ErrorKind::Denied,
+                "AccessDenied",
+            ),
+        })
+        .to_string();
+        assert_eq!(cause_and_fix(&worded, "region eu-west-1"), None);
+        assert_eq!(
+            cause_and_fix("table T not found at region eu-west-1", "region eu-west-1"),
+            None
         );
     }
 

@@ -257,6 +257,11 @@ fn a_proof_holds_offline_with_its_witness_and_any_changed_byte_fails_with_its_re
     let wrong_key = check_proof(&[&proof, "--public-key", &other.path("key.pem")], None);
     assert_eq!(exit(&wrong_key), 1, "{}", text(&wrong_key));
     assert!(text(&wrong_key).contains("FAILED: the checkpoint has no signature by the log's key"));
+    assert!(
+        text(&wrong_key).ends_with(": it was not signed by this key; is --public-key the key of the stack that made the proof? `auditctl key --pem > digest-key.pem`, run with that stack's DIGEST_KEY_ID, writes its key\n"),
+        "{}",
+        text(&wrong_key)
+    );
 
     // A witness that did not cosign.
     let stranger = check_proof(
@@ -298,6 +303,17 @@ fn bad_usage_exits_2_with_what_is_wrong() {
 
     let no_pem = check_proof(&[&proof, "--public-key", &case.path("absent.pem")], None);
     assert_eq!(exit(&no_pem), 2, "{}", text(&no_pem));
+    assert!(
+        text(&no_pem).contains("`auditctl key --pem > digest-key.pem` writes the stack's"),
+        "{}",
+        text(&no_pem)
+    );
+    let no_key = check_proof(&[&proof], None);
+    assert_eq!(exit(&no_key), 2, "{}", text(&no_key));
+    assert_eq!(
+        text(&no_key),
+        "error: --public-key <PEM> not provided: the log's public key, the digest key's; `auditctl key --pem > digest-key.pem` writes the stack's (it reads DIGEST_KEY_ID or --key-id from KMS; `auditctl key` prints the --origin too; docs/auditctl.md \"key\")\n"
+    );
     assert!(text(&no_pem).contains("cannot read the public key"));
 
     std::fs::write(case.dir.join("not.pem"), "hello\n").unwrap();

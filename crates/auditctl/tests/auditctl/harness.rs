@@ -56,6 +56,7 @@ pub(crate) fn auditctl_as_given(endpoint: &str, args: &[&str], env: &[(&str, &st
         "ACCESS_QUEUE_URL",
         "DEAD_LETTER_QUEUE_URL",
         "AWS_ENDPOINT_URL",
+        "COLUMNS",
     ] {
         command.env_remove(name);
     }

@@ -11,7 +11,7 @@ use audit_model::archive::{ObjectKey, ObjectKind, Period, PeriodLength};
 use audit_model::digest::{Digest, TreeHead, digest_key};
 use audit_model::note::{
     IndexRow, NoteSignature, Proof, SignedNote, WitnessKey, checkpoint_key, cosignature_key,
-    cosigned_message, index_key, origin,
+    cosigned_message, ecdsa_key_id, index_key, origin,
 };
 use audit_model::tlog::{HexHash, TreeEdge, leaf_hash, parse_hex_hash, verify_consistency};
 use audit_proof::tlog::{LogKey, check_proof};
@@ -239,8 +239,44 @@ async fn prove_prints_a_proof_that_check_proof_accepts_for_events_of_two_periods
     let key = LogKey::from_der(&stack.der).unwrap();
     let dir = std::env::temp_dir().join(format!("auditctl-prove-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("key.pem"), stack.pem()).unwrap();
+    // The log's key as a person gets it: `auditctl key --pem`, from KMS.
+    let printed = ok(stack.run(&["key", "--pem"], &[]));
+    let body: String = printed
+        .lines()
+        .filter(|l| !l.starts_with("-----"))
+        .collect();
+    assert_eq!(STANDARD.decode(body).unwrap(), stack.der);
+    std::fs::write(dir.join("key.pem"), &printed).unwrap();
     let pem = dir.join("key.pem").to_string_lossy().into_owned();
+    let vkey = stack.witness.1.vkey();
+    let said = ok(stack.run(&["key", "--witness-key", &vkey], &[]));
+    let lines: Vec<&str> = said.lines().collect();
+    assert_eq!(lines[0], format!("key ARN      {}", stack.key));
+    assert_eq!(
+        lines[1],
+        format!("KMS key id   {}", stack.key.rsplit('/').next().unwrap())
+    );
+    assert_eq!(
+        lines[2],
+        format!(
+            "note key id  {} (what the log's checkpoint signatures name)",
+            ecdsa_key_id(&stack.der)
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<String>()
+        )
+    );
+    assert_eq!(lines[3], format!("origin       {}", origin(BUCKET)));
+    assert!(lines[4].starts_with(&format!("witness      {} (key id ", stack.witness.1.name)));
+    assert!(lines[4].ends_with(&format!("): {vkey}")), "{said}");
+    assert_eq!(
+        lines[5],
+        format!(
+            "check with   auditctl key --pem > digest-key.pem && auditctl check-proof PROOF.json --public-key digest-key.pem --origin {} --witness-key {vkey}",
+            origin(BUCKET)
+        )
+    );
+    assert_eq!(lines[6..].join("\n") + "\n", printed);
 
     for (n, (id, time)) in [(3usize, &stack.events[3]), (31, &stack.events[31])] {
         let access: Vec<(&'static str, String)> = q

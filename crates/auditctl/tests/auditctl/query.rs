@@ -187,14 +187,9 @@ async fn get_prints_the_items_of_one_message_id() {
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0]["auditText"], "text of tie-b-23");
     assert_eq!(rows[0]["auditTime"], "2026-11-23T12:00:00.000Z");
-    assert!(
-        jsonl(&ok(auditctl(
-            &moto.endpoint,
-            &["get", "nobody", "--format", "jsonl"],
-            &[]
-        )))
-        .is_empty()
-    );
+    let none = auditctl(&moto.endpoint, &["get", "nobody", "--format", "jsonl"], &[]);
+    assert_eq!(none.status.code(), Some(1), "{}", stderr(&none));
+    assert_eq!(stdout(&none), "");
 }
 
 #[tokio::test]
@@ -266,10 +261,10 @@ async fn bad_times_and_missing_queue_urls_say_what_to_do() {
     assert_eq!(output.status.code(), Some(2), "from after to");
     let output = auditctl(
         &moto.endpoint,
-        &["query", "--from", "2026-11-22T12:00:00Z"],
+        &["query", "--to", "2026-11-22T12:00:00Z"],
         &[],
     );
-    assert_eq!(output.status.code(), Some(2), "clap's own usage error");
+    assert_eq!(output.status.code(), Some(2), "a time query without --from");
 
     let output = auditctl(&moto.endpoint, &["dlq", "list"], &[]);
     assert_eq!(output.status.code(), Some(1));
@@ -291,4 +286,120 @@ async fn bad_times_and_missing_queue_urls_say_what_to_do() {
         "{}",
         stderr(&output)
     );
+}
+
+#[tokio::test]
+async fn get_of_a_missing_id_says_not_found_and_exits_1_with_nothing_on_stdout() {
+    let moto = Moto::start();
+    write_trail(&moto).await;
+    let output = auditctl(
+        &moto.endpoint,
+        &["get", "does-not-exist"],
+        &[("TABLE_NAME", TABLE)],
+    );
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert_eq!(stdout(&output), "");
+    assert!(
+        stderr(&output).ends_with(&format!(
+            "error: messageId does-not-exist not found in table {TABLE}: check the id (`auditctl query --from TIME --to TIME` lists the messageIds of a time), and TABLE_NAME or --table; an item older than the table's TTL is only in the archive\n"
+        )),
+        "{}",
+        stderr(&output)
+    );
+    let found = ok(auditctl(
+        &moto.endpoint,
+        &["get", "m-22-00", "--format", "jsonl"],
+        &[("TABLE_NAME", TABLE)],
+    ));
+    assert_eq!(jsonl(&found).len(), 1);
+}
+
+#[tokio::test]
+async fn a_date_alone_is_its_whole_day_in_utc_and_a_time_query_needs_its_start() {
+    let moto = Moto::start();
+    let expected = write_trail(&moto).await;
+    let rows = jsonl(&ok(auditctl(
+        &moto.endpoint,
+        &[
+            "query",
+            "--from",
+            "2026-11-23",
+            "--to",
+            "2026-11-23",
+            "--format",
+            "jsonl",
+        ],
+        &[("TABLE_NAME", TABLE)],
+    )));
+    let day: Vec<_> = expected
+        .iter()
+        .filter(|(time, _)| time.starts_with("2026-11-23"))
+        .cloned()
+        .collect();
+    assert!(!day.is_empty());
+    assert_eq!(keys(&rows), day);
+
+    let output = auditctl(&moto.endpoint, &["query"], &[("TABLE_NAME", TABLE)]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("error: a time query needs --from (a time, or a date such as "),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[tokio::test]
+async fn the_table_fits_columns_and_wide_shows_every_column() {
+    let moto = Moto::start();
+    write_trail(&moto).await;
+    let day = [
+        "query",
+        "--from",
+        "2026-11-23",
+        "--to",
+        "2026-11-23",
+        "--limit",
+        "3",
+    ];
+    let env = [("TABLE_NAME", TABLE), ("COLUMNS", "120")];
+    let fitted = auditctl(&moto.endpoint, &day, &env);
+    let text = ok(fitted.clone());
+    assert!(
+        text.lines().all(|line| line.chars().count() <= 120),
+        "{text}"
+    );
+    let header = text.lines().next().unwrap();
+    for shown in ["auditTime", "messageId", "auditText"] {
+        assert!(header.contains(shown), "{header}");
+    }
+    assert!(!header.contains("senderId"), "{header}");
+    assert!(
+        stderr(&fitted).contains("columns left out to fit 120 characters: originalSenderId, senderId, sourceIp, extra, resource, outcome, action, actor; --wide shows them"),
+        "{}",
+        stderr(&fitted)
+    );
+    assert_eq!(text.lines().count(), 2 + 3);
+
+    let wide = ok(auditctl(
+        &moto.endpoint,
+        &[&day[..], &["--wide"]].concat(),
+        &env,
+    ));
+    let header = wide.lines().next().unwrap();
+    for column in [
+        "auditTime",
+        "messageId",
+        "actor",
+        "senderId",
+        "originalSenderId",
+        "action",
+        "resource",
+        "outcome",
+        "sourceIp",
+        "auditText",
+        "extra",
+    ] {
+        assert!(header.contains(&format!(" {column} ")), "{header}");
+    }
+    assert!(header.chars().count() > 200, "{header}");
 }
