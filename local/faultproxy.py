@@ -75,6 +75,7 @@ class FaultProxy:
         self.stats = ProxyStats()
         self.enabled = True
         self.on_request = None  # hook(target) called for each targeted request, before faults
+        self.on_any = None  # hook(method, path, headers, body) called for every request (local/meter.py)
         self._rng = random.Random(self.config.seed)
         self._lock = threading.Lock()
         self._local = threading.local()
@@ -133,6 +134,8 @@ class FaultProxy:
 
     def _handle(self, h: BaseHTTPRequestHandler) -> None:
         body = self._read_body(h)
+        if self.on_any:
+            self.on_any(h.command, h.path, h.headers, body)
         target = h.headers.get("X-Amz-Target") or h.path
         fault = None
         with self._lock:
