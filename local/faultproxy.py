@@ -75,7 +75,9 @@ class FaultProxy:
         self.stats = ProxyStats()
         self.enabled = True
         self.on_request = None  # hook(target) called for each targeted request, before faults
-        self.on_any = None  # hook(method, path, headers, body) called for every request (local/meter.py)
+        # hook(method, path, headers, body, status, answer) for every request answered by the
+        # upstream (local/meter.py)
+        self.on_any = None
         self._rng = random.Random(self.config.seed)
         self._lock = threading.Lock()
         self._local = threading.local()
@@ -134,8 +136,6 @@ class FaultProxy:
 
     def _handle(self, h: BaseHTTPRequestHandler) -> None:
         body = self._read_body(h)
-        if self.on_any:
-            self.on_any(h.command, h.path, h.headers, body)
         target = h.headers.get("X-Amz-Target") or h.path
         fault = None
         with self._lock:
@@ -170,6 +170,8 @@ class FaultProxy:
             with self._lock:
                 self.stats.upstream_errors += 1
             return self._reset(h)
+        if self.on_any:
+            self.on_any(h.command, h.path, h.headers, body, status, data)
         if kind == "drop_after":
             return self._reset(h)
         h.send_response_only(status)

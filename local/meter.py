@@ -74,24 +74,31 @@ def _s3_api(method: str, path: str, headers) -> str:
     return f"{api} {shape}".rstrip()
 
 
-def classify(method: str, path: str, headers, body: bytes) -> str:
-    """``"<service> <API>[ <key shape>]"`` for one request."""
+def classify(method: str, path: str, headers, body: bytes, answer: bytes | None = None) -> str:
+    """``"<service> <API>[ <key shape>]"`` for one request; an SQS receive that returned no
+    message is ``"sqs ReceiveMessage empty"`` (polling, apart from the receives that carry events)."""
     service = service_of(headers)
     target = headers.get("X-Amz-Target")
     if target:
-        return f"{service} {target.rsplit('.', 1)[-1]}"
+        api = f"{service} {target.rsplit('.', 1)[-1]}"
+        if api == "sqs ReceiveMessage" and answer is not None and b'"Messages"' not in answer:
+            api += " empty"
+        return api
     if service == "s3":
         return f"s3 {_s3_api(method, path, headers)}"
     form = urllib.parse.parse_qs(body.decode("utf-8", "replace")) if body else {}
     query = urllib.parse.parse_qs(urllib.parse.urlsplit(path).query)
     action = (form.get("Action") or query.get("Action") or [None])[0]
-    return f"{service} {action or method}"
+    api = f"{service} {action or method}"
+    if api == "sqs ReceiveMessage" and answer is not None and b"<Message>" not in answer:
+        api += " empty"
+    return api
 
 
 class Meter:
     """One counting proxy per program, all counted in one table."""
 
-    def __init__(self, upstream: str):
+    def __init__(self, upstream: str | None = None):
         self.upstream = upstream
         self._proxies: dict[str, FaultProxy] = {}
         self._counts: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
@@ -100,14 +107,15 @@ class Meter:
     def endpoint(self, program: str, upstream: str | None = None) -> str:
         """The endpoint to give ``program`` (one proxy per program, forwarding to ``upstream``)."""
         if program not in self._proxies:
-            proxy = FaultProxy(upstream or self.upstream)
+            proxy = FaultProxy(upstream or self.upstream or "")
             proxy.enabled = False
-            proxy.on_any = lambda method, path, headers, body, p=program: self.count(p, method, path, headers, body)
+            proxy.on_any = lambda method, path, headers, body, _status, answer, p=program: self.count(
+                p, method, path, headers, body, answer)
             self._proxies[program] = proxy.start()
         return self._proxies[program].url
 
-    def count(self, program: str, method: str, path: str, headers, body: bytes) -> None:
-        key = classify(method, path, headers, body)
+    def count(self, program: str, method: str, path: str, headers, body: bytes, answer: bytes | None = None) -> None:
+        key = classify(method, path, headers, body, answer)
         with self._lock:
             cell = self._counts[program][key]
             cell[0] += 1

@@ -22,6 +22,9 @@ def test_a_known_sequence_of_requests_gives_the_known_counts(work_dir):
             for i in range(3):
                 sqs.send_message(QueueUrl=url, MessageBody=f"m{i}")
             sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": "a", "MessageBody": "x"}])
+            poller = _client("sqs", meter.endpoint("poller"))
+            assert len(poller.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]) == 4
+            assert "Messages" not in poller.receive_message(QueueUrl=url, MaxNumberOfMessages=10)
             ddb = _client("dynamodb", meter.endpoint("receiver"))
             ddb.create_table(TableName="t", BillingMode="PAY_PER_REQUEST",
                              AttributeDefinitions=[{"AttributeName": "k", "AttributeType": "S"}],
@@ -49,6 +52,8 @@ def test_a_known_sequence_of_requests_gives_the_known_counts(work_dir):
     requests = {p: {k: v["requests"] for k, v in c.items()} for p, c in counts.items()}
     assert requests == {
         "producer": {"sqs CreateQueue": 1, "sqs SendMessage": 3, "sqs SendMessageBatch": 1},
+        # A receive that returned nothing is polling, apart from those that carry messages.
+        "poller": {"sqs ReceiveMessage": 1, "sqs ReceiveMessage empty": 1},
         "receiver": {"dynamodb CreateTable": 1, "dynamodb PutItem": 2},
         "archiver": {"s3 CreateBucket": 1, "s3 PutObject trail/": 1, "s3 PutObject state/": 1,
                      "s3 GetObject trail/": 1, "s3 HeadObject state/": 1, "s3 ListObjectsV2 state/": 1,
