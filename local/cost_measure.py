@@ -240,10 +240,6 @@ def measure(work: Path, out: Path) -> dict:
             counts = meter.counts(reset=True)
             recorder.take()
             activity = _since(_activity(system), mark)
-            idle = result["idle"]
-            activity["per_event"] = {
-                what: {p: round(max(v - idle[what][p] * seconds / idle_s, 0) / n, 4) for p, v in activity[what].items()}
-                for what in ("invocations", "log_bytes")}
             objects = len(system.archive_objects()) - objects_before
             result[name] = {"events": n, "seconds": round(seconds, 1), "archive_objects": objects,
                             "events_per_object": round(n / max(objects, 1), 1), "counts": counts, **activity,
