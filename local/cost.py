@@ -287,6 +287,16 @@ def report(counts: dict, prices: dict, template: dict) -> str:
             columns.append(column)
             for line, usd in {**variable, **{f"fixed: {k}": v for k, v in fixed.items()}}.items():
                 table.setdefault(line, {})[column] = usd
+    if "auditctl" in counts:
+        run = counts["auditctl"]
+        requests = sum(c["requests"] for c in run["counts"].values())
+        usd = sum(c["requests"] * model.p[k] for api, c in run["counts"].items() if (k := price_key(api)))
+        by_service: dict[str, int] = {}
+        for api, c in run["counts"].items():
+            by_service[api.split(" ")[0]] = by_service.get(api.split(" ")[0], 0) + c["requests"]
+        out += ["", f"auditctl: {run['command']} over {run['events']:,} events (exit {run['exit']}): "
+                f"{requests:,} requests (" + ", ".join(f"{k} {v:,}" for k, v in sorted(by_service.items()))
+                + f"), ${usd:,.4f}"]
     out += ["", "Dollars a year by line:", "",
             "| line | " + " | ".join(columns) + " |", "| --- |" + " ---: |" * len(columns)]
     for line in sorted(table, key=lambda s: (s.startswith("fixed"), s)):

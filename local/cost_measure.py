@@ -32,6 +32,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from local import procs
+from local import witness as local_witness
 from local.harness import LocalSystem, Producer, _client
 from local.meter import Meter
 
@@ -186,6 +188,22 @@ def logs_summary(work: Path) -> dict:
             "emf_metrics": {"all": len(every), "sealer": len(metrics.get("sealer", ()))}}
 
 
+def _verify(system: LocalSystem, meter: Meter, began: str, events: int) -> dict:
+    """One `auditctl verify` of the whole run (the archive, then the table), counted as the
+    program "auditctl"."""
+    stack = system.stack_env()
+    env = procs.function_env({}, meter.endpoint("auditctl", system.endpoint), {
+        "TABLE_NAME": system.stack.table_name, "ACCESS_QUEUE_URL": system.access_queue_url,
+        **{k: stack[k] for k in ("ARCHIVE_BUCKET", "DIGEST_KEY_ID", "DIGEST_PERIOD_SECONDS", "WITNESS_KEY")
+           if stack.get(k)}})
+    args = ["verify", "--from", began, "--to", datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), "--table"]
+    print("auditctl " + " ".join(args), flush=True)
+    done = subprocess.run([str(local_witness.build_auditctl()), *args], env=env, capture_output=True, text=True,
+                          timeout=600)
+    return {"command": "auditctl verify --from <the run's start> --to <its end> --table", "events": events,
+            "exit": done.returncode, "counts": meter.counts(reset=True).get("auditctl", {})}
+
+
 def measure(work: Path, out: Path) -> dict:
     meter = Meter()
     producer_sqs = None
@@ -198,6 +216,7 @@ def measure(work: Path, out: Path) -> dict:
         def bodies(n: int) -> list[str]:
             return [body for body, _ in made.make(n)]
 
+        began = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         # Warm-up: the functions' first requests (credentials, the key's public part) dropped.
         _send_batches(producer_sqs, system.queue_url, bodies(5))
         _settle(system)
@@ -246,6 +265,7 @@ def measure(work: Path, out: Path) -> dict:
                             "per_event": _per_event(counts, idle_counts, idle_s, seconds, n)}
             meter.counts(reset=True)
             recorder.take()
+        result["auditctl"] = _verify(system, meter, began, 5 + TRICKLE_EVENTS + BATCH_EVENTS)
 
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                             cwd=ROOT_DIR).stdout.strip()
