@@ -198,8 +198,8 @@ class Model:
             if key is None:
                 continue
             if key == "dynamodb_write_request_unit":
-                size = self._per_event(program, api, "bytes", k, ks, e_period) / max(n / events, 1e-9)
-                n *= math.ceil(max(size, 1) / 1024) * (1 + config["indexes"])
+                # A write unit per KB of item, in the table and in each index it is written to.
+                n *= self.a["dynamodb_item_kb"] * (1 + config["indexes"])
                 if api.endswith("PutItem"):
                     put_bytes += self._per_event(program, api, "bytes", k, ks, e_period)
             if api.startswith("s3 PutObject"):

@@ -201,7 +201,8 @@ def _verify(system: LocalSystem, meter: Meter, began: str, events: int) -> dict:
     done = subprocess.run([str(local_witness.build_auditctl()), *args], env=env, capture_output=True, text=True,
                           timeout=600)
     return {"command": "auditctl verify --from <the run's start> --to <its end> --table", "events": events,
-            "exit": done.returncode, "counts": meter.counts(reset=True).get("auditctl", {})}
+            "exit": done.returncode, "stdout_tail": done.stdout.strip()[-600:],
+            "stderr_tail": done.stderr.strip()[-600:], "counts": meter.counts(reset=True).get("auditctl", {})}
 
 
 def measure(work: Path, out: Path) -> dict:
