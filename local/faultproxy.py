@@ -178,7 +178,9 @@ class FaultProxy:
         for k, v in headers:
             if k.lower() not in _HOP and k.lower() not in ("content-length", "server", "date"):
                 h.send_header(k, v)
-        h.send_header("Content-Length", str(len(data)))
+        # A HEAD's answer has no body and the length of the one a GET would have (S3's HeadObject).
+        length = dict((k.lower(), v) for k, v in headers).get("content-length") if h.command == "HEAD" else None
+        h.send_header("Content-Length", length or str(len(data)))
         h.end_headers()
         h.wfile.write(data)
 
