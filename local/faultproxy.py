@@ -75,6 +75,9 @@ class FaultProxy:
         self.stats = ProxyStats()
         self.enabled = True
         self.on_request = None  # hook(target) called for each targeted request, before faults
+        # hook(method, path, headers, body, status, answer) for every request answered by the
+        # upstream (local/meter.py)
+        self.on_any = None
         self._rng = random.Random(self.config.seed)
         self._lock = threading.Lock()
         self._local = threading.local()
@@ -167,13 +170,17 @@ class FaultProxy:
             with self._lock:
                 self.stats.upstream_errors += 1
             return self._reset(h)
+        if self.on_any:
+            self.on_any(h.command, h.path, h.headers, body, status, data)
         if kind == "drop_after":
             return self._reset(h)
         h.send_response_only(status)
         for k, v in headers:
             if k.lower() not in _HOP and k.lower() not in ("content-length", "server", "date"):
                 h.send_header(k, v)
-        h.send_header("Content-Length", str(len(data)))
+        # A HEAD's answer has no body and the length of the one a GET would have (S3's HeadObject).
+        length = dict((k.lower(), v) for k, v in headers).get("content-length") if h.command == "HEAD" else None
+        h.send_header("Content-Length", length or str(len(data)))
         h.end_headers()
         h.wfile.write(data)
 

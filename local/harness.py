@@ -24,6 +24,7 @@ from local import procs
 from local import schedule as local_schedule
 from local import witness as local_witness
 from local.faultproxy import FaultConfig, FaultProxy
+from local.meter import Meter
 from local.stack import DEFAULT_TEMPLATE, Stack, create_stack, read_stack
 from local.streams import StreamTrigger, from_stack
 from local.trigger import Trigger, queue_depth, wait_drained
@@ -58,7 +59,7 @@ class LocalSystem:
                  archive_batching_window: float | None = None,
                  digest_period: int | None = LOCAL_DIGEST_PERIOD_SECONDS,
                  seal_interval: float | None = LOCAL_SEAL_INTERVAL_SECONDS,
-                 witness_dir: Path | None = None, witness: bool = True):
+                 witness_dir: Path | None = None, witness: bool = True, meter: Meter | None = None):
         self.work_dir = Path(work_dir)
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.stack: Stack = read_stack(template, parameters, visibility_timeout, batching_window,
@@ -85,6 +86,12 @@ class LocalSystem:
         self.witness_dir = Path(witness_dir) if witness_dir else self.work_dir / "witness"
         self.witness: local_witness.LocalWitness | None = None
         self.witness_key = ""
+        # With a meter (local/meter.py, `make cost-measure`), each program reaches AWS through an
+        # endpoint of its own that counts its requests, and the sealing runs have an archiver
+        # instance of their own (as in Lambda, where a scheduled run and a stream batch are
+        # separate invocations), so that the sealer's requests are told from the archiver's.
+        self.meter = meter
+        self.sealer: procs.Function | None = None
         self.redriven_ids: set[str] = set()  # SQS ids of the messages redrive() sent
         self.redriven_keys: set[str] = set()  # item keys redriven by other means (auditctl)
 
@@ -99,7 +106,7 @@ class LocalSystem:
             self.proxy = FaultProxy(self.endpoint, self.faults or FaultConfig()).start()
             self.proxy.enabled = False  # no faults while the function starts
             # The function runs as its role (its credentials from the stack), as in Lambda.
-            env = procs.function_env(self.stack.function.environment, self.proxy.url,
+            env = procs.function_env(self.stack.function.environment, self._endpoint("receiver", self.proxy.url),
                                      {**self.stack.function.credentials, **self.function_env_extra})
             # The other SQS events (AuditAccessQueue's) get one poller each: access events are few.
             extra = len(self.stack.function.events) - 1
@@ -110,7 +117,7 @@ class LocalSystem:
             self.proxy.enabled = self.faults is not None
             for i, esm in enumerate(self.stack.function.events):
                 q = self.stack.queues[esm.queue_logical_id]
-                trigger = Trigger(self.endpoint, q.url, q.arn, self.function.url,
+                trigger = Trigger(self._endpoint("receiver-poller"), q.url, q.arn, self.function.url,
                                   batch_size=esm.batch_size, batching_window_s=esm.batching_window_s,
                                   pollers=self.pollers if i == 0 else 1,
                                   report_batch_item_failures=esm.report_batch_item_failures,
@@ -132,7 +139,7 @@ class LocalSystem:
         spec = self.stack.archiver
         if spec is None:
             raise RuntimeError("the template has no function on the table's stream")
-        env = procs.function_env(spec.environment, self.endpoint, spec.credentials)
+        env = procs.function_env(spec.environment, self._endpoint("archiver"), spec.credentials)
         # Two instances: a scheduled run and a stream batch at once, as Lambda would run them.
         self.archiver = procs.Function(env, self.work_dir / "archiver.log", timeout_s=spec.timeout_s,
                                        binary=spec.binary, mode="watch", concurrency=2)
@@ -142,10 +149,17 @@ class LocalSystem:
             self.stack.scaled["ArchiveBatchingWindow"] = {"template": self.stack.stream_esm.batching_window_s,
                                                           "local": self.archive_batching_window}
             overrides["batching_window_s"] = self.archive_batching_window
-        self.streams = from_stack(self.stack, self.endpoint, self.archiver.url,
+        self.streams = from_stack(self.stack, self._endpoint("stream-poller"), self.archiver.url,
                                   log_path=str(self.work_dir / "streams.log"), **overrides).start()
         # The template's Schedule event: seals the digests (scaled down, recorded in stack.scaled).
-        self.scheduler = local_schedule.from_stack(self.stack, self.archiver.url,
+        seal_url = self.archiver.url
+        if self.meter is not None:
+            env = procs.function_env(spec.environment, self._endpoint("sealer"), spec.credentials)
+            self.sealer = procs.Function(env, self.work_dir / "sealer.log", timeout_s=spec.timeout_s,
+                                         binary=spec.binary, mode="watch", concurrency=1)
+            self.sealer.start(ready_timeout)
+            seal_url = self.sealer.url
+        self.scheduler = local_schedule.from_stack(self.stack, seal_url,
                                                    log_path=str(self.work_dir / "schedule.log"))
         if self.scheduler and self.with_witness:
             self._start_witness()
@@ -156,7 +170,8 @@ class LocalSystem:
         """The witness: its key made once (auditctl witness --init), a new log's state, and a run
         after each seal run, with the stack's settings; its runs logged to witness.log."""
         stack = self.stack_env()
-        env = procs.function_env({}, self.endpoint, {k: stack[k] for k in ("ARCHIVE_BUCKET", "DIGEST_KEY_ID")})
+        env = procs.function_env({}, self._endpoint("witness"),
+                                 {k: stack[k] for k in ("ARCHIVE_BUCKET", "DIGEST_KEY_ID")})
         self.witness = local_witness.LocalWitness(self.witness_dir, local_witness.build_auditctl(), env,
                                                   self.work_dir / "witness.log")
         self.witness_key = self.witness.init()
@@ -168,13 +183,22 @@ class LocalSystem:
                      lambda: self.scheduler and self.scheduler.stop(),
                      lambda: self.witness and self.witness.close(),
                      lambda: self.function and self.function.stop(), lambda: self.archiver and self.archiver.stop(),
+                     lambda: self.sealer and self.sealer.stop(), lambda: self.meter and self.meter.stop(),
                      lambda: self.proxy and self.proxy.stop(), lambda: self.moto and self.moto.stop()):
             try:
                 step()
             except Exception:  # noqa: BLE001 - stop the rest regardless
                 pass
         self.trigger = self.streams = self.scheduler = self.function = self.archiver = self.proxy = self.moto = None
+        self.sealer = None
         self.triggers = []
+
+    def _endpoint(self, program: str, upstream: str | None = None) -> str:
+        """The AWS endpoint of one program: through the meter when there is one."""
+        upstream = upstream or self.endpoint
+        if self.meter is None:
+            return upstream
+        return self.meter.endpoint(program, upstream)
 
     def stack_env(self) -> dict[str, str]:
         """What a client needs to reach the local stack (`.local/stack.env`)."""

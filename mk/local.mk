@@ -19,7 +19,7 @@ ACTOR         ?=
 FROM          ?=
 TO            ?=
 
-.PHONY: demo e2e soak local-up sql ui-browser
+.PHONY: demo e2e soak local-up sql ui-browser cost cost-measure
 
 # `make test` runs these after the cargo tests.
 TEST_EXTRA += e2e
@@ -42,3 +42,9 @@ ui-browser: venv chromium ## the viewer (auditctl ui) in headless Chromium; scre
 soak: venv ## the long end-to-end run: 100,000 messages, 3x the faults (SOAK_MESSAGES, SOAK_FAULTS)
 	E2E_MESSAGES=$(SOAK_MESSAGES) E2E_FAULT_SCALE=$(SOAK_FAULTS) E2E_DRAIN_TIMEOUT=7200 E2E_VISIBILITY_TIMEOUT=10 E2E_POLLERS=8 \
 	  $(PYTEST_E2E) --timeout 10800 -s tests/e2e/test_nothing_lost.py
+
+cost: venv ## the cost of keeping events a year, from the measured counts (bench/cost/counts.json) and dated prices
+	@$(PYTHON) -m local.cost
+
+cost-measure: venv ## re-measure bench/cost/counts.json: every AWS request of the local stack, idle, at a trickle, in batches (~10 min)
+	$(PYTHON) -m local.cost_measure
