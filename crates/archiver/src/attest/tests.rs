@@ -78,7 +78,7 @@ fn only_foreign_inserts_are_marked_with_their_reason_and_verdicts_are_remembered
     records.push(insert(201, image(&bare)));
     // Another KMS key's run key.
     let other = MemoryKey::new("arn:aws:kms:us-east-1:000000000000:key/other");
-    let mut impostor = vec![item("m-impostor")];
+    let mut impostor = [item("m-impostor")];
     attester(&other).attest(impostor.iter_mut());
     records.push(insert(202, image(&impostor[0])));
     let mut reads = read_records(StreamEvent { records });
@@ -127,4 +127,55 @@ fn records_after_one_that_cannot_be_read_are_left_as_they_are() {
     assert_eq!(check.mark(&mut reads).len(), 1);
     assert!(marker(&reads[0]).is_some());
     assert_eq!(marker(&reads[2]), None);
+}
+
+/// What the check costs per record, printed (no bound asserted: timings are the machine's). Run
+/// in release: `cargo test --release -p audit-archiver --lib attest::tests::cost -- --ignored
+/// --nocapture` (docs/archive.md "Benchmark").
+#[test]
+#[ignore = "a measurement, run in release"]
+fn cost_per_record_of_the_check_next_to_the_encoding() {
+    use std::time::Instant;
+    let kms = MemoryKey::new("arn:aws:kms:us-east-1:000000000000:key/attest");
+    let attester = attester(&kms);
+    let mut items: Vec<AuditItem> = (0..1_000).map(|i| item(&format!("m-{i:04}"))).collect();
+    attester.attest(items.iter_mut());
+    let records: Vec<Value> = items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| insert(1_000 + i as u64, image(item)))
+        .collect();
+    let fresh = || {
+        read_records(StreamEvent {
+            records: records.clone(),
+        })
+    };
+    let per_record =
+        |started: Instant| started.elapsed().as_secs_f64() * 1e6 / records.len() as f64;
+    let check = AttestationCheck::new(ReceiverKey::from_der(&kms.public_key().der));
+    let mut reads = fresh();
+    let started = Instant::now();
+    assert!(check.mark(&mut reads).is_empty());
+    let cold = per_record(started);
+    let rounds = 20;
+    let mut warm = 0.0;
+    let mut encoding = 0.0;
+    for _ in 0..rounds {
+        let mut reads = fresh();
+        let started = Instant::now();
+        assert!(check.mark(&mut reads).is_empty());
+        warm += per_record(started) / rounds as f64;
+        let of: Vec<&crate::event::StreamRecord> = reads
+            .iter()
+            .filter_map(|r| r.record.as_ref().ok())
+            .collect();
+        let started = Instant::now();
+        assert_eq!(crate::objects::encode(&of).unwrap().len(), 1);
+        encoding += per_record(started) / rounds as f64;
+    }
+    println!(
+        "1,000 INSERTs (63 batches of 16): check {cold:.1} µs/record the first time (certificate \
+         and signatures checked), {warm:.1} µs/record remembered; encoding the trail object \
+         (lines, gzip, SHA-256) {encoding:.1} µs/record"
+    );
 }
