@@ -15,7 +15,7 @@ use audit_model::tlog::{Hash, root_of_inclusion};
 use aws_lc_rs::signature::{ED25519, UnparsedPublicKey};
 use serde_json::{Value, json};
 
-use crate::event::{Change, Read};
+use crate::event::{Change, Read, StreamRecord};
 
 /// The field a foreign item's archived line carries at its top level: why it is not attested
 /// (`NotAttested`'s text, e.g. "it has no attestation"). Lines of attested items have no such
@@ -71,20 +71,23 @@ impl AttestationCheck {
             let Ok(record) = &mut read.record else {
                 break;
             };
-            let Change::Insert { new_image } = &mut record.change else {
-                continue;
-            };
-            let Err(reason) = self.check(&Value::Object(plain_map(new_image))) else {
-                continue;
-            };
-            new_image.insert(NOT_ATTESTED.into(), json!({"S": reason.to_string()}));
-            foreign.push(Foreign {
-                sequence_number: record.sequence_number.clone(),
-                keys: Value::Object(plain_map(&record.keys)).to_string(),
-                reason,
-            });
+            foreign.extend(self.mark_record(record));
         }
         foreign
+    }
+
+    /// Checks `record` when it is an INSERT, and marks its new image when it is foreign.
+    pub fn mark_record(&self, record: &mut StreamRecord) -> Option<Foreign> {
+        let Change::Insert { new_image } = &mut record.change else {
+            return None;
+        };
+        let reason = self.check(&Value::Object(plain_map(new_image))).err()?;
+        new_image.insert(NOT_ATTESTED.into(), json!({"S": reason.to_string()}));
+        Some(Foreign {
+            sequence_number: record.sequence_number.clone(),
+            keys: Value::Object(plain_map(&record.keys)).to_string(),
+            reason,
+        })
     }
 
     /// `audit_model::attest::check` of one plain line, with the certificate's and the batch

@@ -176,6 +176,11 @@ impl<B: Bucket, C: Clock, S: DigestSigner> Handler<B, C, S> {
         })
     }
 
+    /// The attestation key's check, when configured (a repair marks as the stream does).
+    pub fn attestation(&self) -> Option<&AttestationCheck> {
+        self.attestation.as_ref()
+    }
+
     pub fn bucket(&self) -> &B {
         &self.bucket
     }

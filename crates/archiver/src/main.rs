@@ -79,6 +79,7 @@ async fn start() -> Result<(), Error> {
                 clock: &SystemClock,
                 table: table.as_ref().map(|(t, name)| (t, name.as_str())),
                 settings,
+                attestation: handler.attestation(),
             };
             let budget = Budget {
                 deadline: deadline_instant(event.context.deadline),
