@@ -18,9 +18,8 @@ use serde_json::{Value, json};
 use crate::event::{Change, Read, StreamRecord};
 
 /// The field a foreign item's archived line carries at its top level: why it is not attested
-/// (`NotAttested`'s text, e.g. "it has no attestation"). Lines of attested items have no such
-/// field, and the receiver never writes an attribute of that name.
-pub const NOT_ATTESTED: &str = "notAttested";
+/// (`NotAttested`'s text, e.g. "it has no attestation").
+pub use audit_model::line::NOT_ATTESTED;
 
 /// Certificates remembered (one per start of a receiver's execution environment).
 const CERTIFICATES: usize = 1_024;
