@@ -371,7 +371,7 @@ fn same_item(archived: &str, table: &str) -> bool {
         Ok(mut line) => {
             line.remove(NOT_ATTESTED)
                 .is_some_and(|mark| mark.is_string())
-                && Value::Object(line).to_string() == table
+                && serde_json::to_string(&line).is_ok_and(|text| text == table)
         }
         Err(_) => false,
     }
