@@ -18,6 +18,10 @@ pub struct Config {
     /// `TABLE_NAME`: the audit table, which a repair reads its items from; unset, a repair event
     /// fails saying so.
     pub table_name: Option<String>,
+    /// `ATTESTATION_KEY_ID`: the receiver's attestation key's ARN, whose public half (KMS
+    /// `GetPublicKey`, once at start-up) every INSERT is checked with; unset, nothing is checked
+    /// (a warning at start).
+    pub attestation_key_id: Option<String>,
     /// `AWS_ENDPOINT_URL` as set (the SDK reads it itself; checked here so that a bad one stops
     /// start-up by name).
     pub endpoint_url: Option<String>,
@@ -64,6 +68,11 @@ impl Config {
             is_table_name,
             "expected a DynamoDB table name: 3-255 characters of a-z, A-Z, 0-9, '_', '-', '.'",
         )?;
+        let attestation_key_id = env.checked(
+            "ATTESTATION_KEY_ID",
+            is_key_arn,
+            "expected the attestation key's ARN (arn:aws:kms:<region>:<account>:key/<id>, the stack's AuditAttestationKeyArn output)",
+        )?;
         let endpoint_url = env.checked(
             "AWS_ENDPOINT_URL",
             is_endpoint_url,
@@ -75,6 +84,7 @@ impl Config {
             digest_key_arn,
             deadline_margin,
             table_name,
+            attestation_key_id,
             endpoint_url,
         })
     }
@@ -109,6 +119,7 @@ mod tests {
         assert_eq!(config.deadline_margin, Duration::from_millis(1000));
         assert_eq!(config.endpoint_url, None);
         assert_eq!(config.table_name, None);
+        assert_eq!(config.attestation_key_id, None);
     }
 
     #[test]
@@ -123,8 +134,16 @@ mod tests {
             ("DEADLINE_MARGIN_MS", "250"),
             ("AWS_ENDPOINT_URL", "http://127.0.0.1:5000"),
             ("TABLE_NAME", "AuditMessages"),
+            (
+                "ATTESTATION_KEY_ID",
+                "arn:aws:kms:us-east-1:123456789012:key/attest",
+            ),
         ])
         .unwrap();
+        assert_eq!(
+            config.attestation_key_id.as_deref(),
+            Some("arn:aws:kms:us-east-1:123456789012:key/attest")
+        );
         assert_eq!(config.table_name.as_deref(), Some("AuditMessages"));
         assert_eq!(config.period.seconds(), 60);
         assert!(
@@ -195,6 +214,13 @@ mod tests {
             (
                 &[("ARCHIVE_BUCKET", "b-1"), ("TABLE_NAME", "a b")],
                 "TABLE_NAME",
+            ),
+            (
+                &[
+                    ("ARCHIVE_BUCKET", "b-1"),
+                    ("ATTESTATION_KEY_ID", "alias/attest"),
+                ],
+                "ATTESTATION_KEY_ID",
             ),
         ];
         for (vars, name) in cases {

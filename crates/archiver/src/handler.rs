@@ -11,6 +11,7 @@ use lambda_runtime::{Diagnostic, LambdaEvent};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
+use crate::attest::AttestationCheck;
 use crate::batch::{Ports, Settings, archive_batch};
 use crate::budget::Budget;
 use crate::clock::{Clock, SystemClock};
@@ -29,6 +30,8 @@ pub struct Handler<B, C = SystemClock, S = NoDigestKey> {
     settings: Settings,
     bucket_name: String,
     function_name: Option<String>,
+    /// The receiver's attestation key (`ATTESTATION_KEY_ID`): unset, no INSERT is checked.
+    attestation: Option<AttestationCheck>,
 }
 
 /// The digest key when `DIGEST_KEY_ID` is not set: the stream is archived, and a scheduled run
@@ -87,6 +90,7 @@ impl<B: Bucket> Handler<B> {
             settings,
             bucket_name: String::new(),
             function_name: std::env::var("AWS_LAMBDA_FUNCTION_NAME").ok(),
+            attestation: None,
         }
     }
 }
@@ -101,7 +105,15 @@ impl<B: Bucket, C: Clock, S: DigestSigner> Handler<B, C, S> {
             settings: self.settings,
             bucket_name: self.bucket_name,
             function_name: self.function_name,
+            attestation: self.attestation,
         }
+    }
+
+    /// The same handler checking each INSERT's attestation with `check` (docs/archive.md "Items
+    /// attested at birth"): a foreign item is archived with its line marked, and counted.
+    pub fn with_attestation(mut self, check: AttestationCheck) -> Self {
+        self.attestation = Some(check);
+        self
     }
 
     /// The same handler sealing digests of `bucket_name` with `signer`.
@@ -113,6 +125,7 @@ impl<B: Bucket, C: Clock, S: DigestSigner> Handler<B, C, S> {
             settings: self.settings,
             bucket_name: bucket_name.to_owned(),
             function_name: self.function_name,
+            attestation: self.attestation,
         }
     }
 
@@ -163,6 +176,11 @@ impl<B: Bucket, C: Clock, S: DigestSigner> Handler<B, C, S> {
         })
     }
 
+    /// The attestation key's check, when configured (a repair marks as the stream does).
+    pub fn attestation(&self) -> Option<&AttestationCheck> {
+        self.attestation.as_ref()
+    }
+
     pub fn bucket(&self) -> &B {
         &self.bucket
     }
@@ -173,12 +191,20 @@ impl<B: Bucket, C: Clock, S: DigestSigner> Handler<B, C, S> {
         &self,
         event: LambdaEvent<StreamEvent>,
     ) -> Result<DynamoDbEventResponse, HandlerError> {
+        Ok(response(&self.archive(event).await?))
+    }
+
+    /// Archives one stream batch, publishes its telemetry, and gives its report.
+    pub async fn archive(
+        &self,
+        event: LambdaEvent<StreamEvent>,
+    ) -> Result<BatchReport, HandlerError> {
         let started = Instant::now();
         let budget = Budget {
             deadline: deadline_instant(event.context.deadline),
             margin: self.settings.deadline_margin,
         };
-        let reads = read_records(event.payload);
+        let mut reads = read_records(event.payload);
         if let Some(index) = reads.iter().position(|r| r.sequence_number.is_none()) {
             let error = HandlerError::MissingSequenceNumber { index };
             tracing::error!(%error, "batch rejected");
@@ -188,14 +214,20 @@ impl<B: Bucket, C: Clock, S: DigestSigner> Handler<B, C, S> {
             bucket: &self.bucket,
             clock: &self.clock,
         };
-        let report = archive_batch(ports, &self.settings, &reads, budget).await;
+        // Before anything is encoded: a foreign item's line is marked wherever it is written.
+        let foreign = match &self.attestation {
+            Some(check) => check.mark(&mut reads),
+            None => Vec::new(),
+        };
+        let mut report = archive_batch(ports, &self.settings, &reads, budget).await;
+        report.foreign = foreign;
         telemetry::publish(
             &report,
             started.elapsed(),
             self.clock.now(),
             self.function_name.as_deref(),
         );
-        Ok(response(&report))
+        Ok(report)
     }
 }
 

@@ -3,6 +3,7 @@
 //! `tamper/`, TTL deletions counted. The flow: handler -> event -> batch (markers, objects,
 //! encode) -> bucket -> telemetry; docs/archive.md tells the layout and the argument.
 
+pub mod attest;
 pub mod batch;
 pub mod bucket;
 pub mod budget;

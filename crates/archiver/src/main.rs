@@ -5,6 +5,7 @@
 // The handler's future nests the S3 and KMS clients' futures deeper than the default limit.
 #![recursion_limit = "256"]
 
+use audit_archiver::attest::AttestationCheck;
 use audit_archiver::budget::Budget;
 use audit_archiver::clock::SystemClock;
 use audit_archiver::repair::{self, Repairer};
@@ -12,9 +13,11 @@ use audit_archiver::signer::kms::KmsSigner;
 use audit_archiver::table::dynamodb::DynamoTable;
 use audit_archiver::{Config, Handler};
 use audit_aws::config::ClientOptions;
+use audit_aws::kms::KmsKey;
 use audit_aws::s3::S3Bucket;
 use audit_aws::telemetry::deadline_instant;
 use audit_model::archive::OBJECT_WRITE_TIMEOUT;
+use audit_model::attest::ReceiverKey;
 use lambda_runtime::{Diagnostic, Error, LambdaEvent, service_fn};
 use serde_json::Value;
 
@@ -51,7 +54,23 @@ async fn start() -> Result<(), Error> {
         (DynamoTable::new(client, name), name.clone())
     });
     let settings = config.settings();
-    let handler = &Handler::new(bucket, settings).with_digests(&config.bucket, signer);
+    let mut handler = Handler::new(bucket, settings);
+    match &config.attestation_key_id {
+        // One GetPublicKey for the process, or it does not start (an init error, named in the
+        // log) rather than archive foreign items unmarked.
+        Some(key_id) => {
+            let kms = KmsKey::new(audit_aws::config::kms(&sdk, options), key_id);
+            let key = kms.public_key().await.inspect_err(|error| {
+                tracing::error!(%error, key_id, "the attestation key's public key (kms:GetPublicKey) could not be read")
+            })?;
+            handler =
+                handler.with_attestation(AttestationCheck::new(ReceiverKey::from_der(&key.der)));
+        }
+        None => tracing::warn!(
+            "ATTESTATION_KEY_ID is not set: items are archived without checking that the receiver wrote them"
+        ),
+    }
+    let handler = &handler.with_digests(&config.bucket, signer);
     let (repair_bucket, table, settings) = (&repair_bucket, &table, &settings);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
         if let Some(body) = repair::request_body(&event.payload) {
@@ -60,6 +79,7 @@ async fn start() -> Result<(), Error> {
                 clock: &SystemClock,
                 table: table.as_ref().map(|(t, name)| (t, name.as_str())),
                 settings,
+                attestation: handler.attestation(),
             };
             let budget = Budget {
                 deadline: deadline_instant(event.context.deadline),

@@ -20,6 +20,7 @@ use chrono::Utc;
 use futures::StreamExt;
 use serde_json::{Value, json};
 
+use crate::attest::AttestationCheck;
 use crate::batch::{Ports, Settings, archive_repair};
 use crate::budget::Budget;
 use crate::clock::Clock;
@@ -114,6 +115,9 @@ pub struct Repairer<'a, B, C, T> {
     /// The audit table (`TABLE_NAME`) and its name; `None` when not configured.
     pub table: Option<(&'a T, &'a str)>,
     pub settings: &'a Settings,
+    /// The receiver's attestation key (`ATTESTATION_KEY_ID`): an item it did not attest is
+    /// archived with its line marked, as from the stream (`attest`); `None`: nothing checked.
+    pub attestation: Option<&'a AttestationCheck>,
 }
 
 impl<B: Bucket, C: Clock, T: ItemTable> Repairer<'_, B, C, T> {
@@ -137,7 +141,14 @@ impl<B: Bucket, C: Clock, T: ItemTable> Repairer<'_, B, C, T> {
         let mut records = Vec::new();
         for key in request.keys {
             match found.remove(&key) {
-                Some(item) => records.push((key.clone(), record(&key, item))),
+                Some(item) => {
+                    let mut record = record(&key, item);
+                    if let Some(foreign) = self.attestation.and_then(|c| c.mark_record(&mut record))
+                    {
+                        tracing::error!(keys = %foreign.keys, reason = %foreign.reason, "item not attested: an item the receiver did not write is in the audit table (repaired, marked notAttested)");
+                    }
+                    records.push((key.clone(), record))
+                }
                 None => answer.not_found.push(key),
             }
         }
@@ -224,6 +235,7 @@ mod tests {
         table: MemoryTable,
         clock: ManualClock,
         settings: Settings,
+        attestation: Option<AttestationCheck>,
     }
 
     impl World {
@@ -240,6 +252,7 @@ mod tests {
                     period: PeriodLength::new(60).unwrap(),
                     ..Settings::default()
                 },
+                attestation: None,
             }
         }
 
@@ -249,6 +262,7 @@ mod tests {
                 clock: &self.clock,
                 table: Some((&self.table, "AuditMessages")),
                 settings: &self.settings,
+                attestation: self.attestation.as_ref(),
             };
             repairer.repair(body(ids), Budget::unlimited()).await
         }
@@ -261,6 +275,26 @@ mod tests {
                 .unwrap();
             text.lines().map(str::to_owned).collect()
         }
+    }
+
+    #[tokio::test]
+    async fn an_item_the_receiver_did_not_attest_is_repaired_with_its_line_marked() {
+        let kms = audit_aws::kms::MemoryKey::new("arn:aws:kms:us-east-1:000000000000:key/a");
+        let mut world = World::new(&["m-1"]);
+        world.attestation = Some(AttestationCheck::new(
+            audit_model::attest::ReceiverKey::from_der(&kms.public_key().der),
+        ));
+        let answer = world.repair(&["m-1"]).await.unwrap();
+        let mut expected: serde_json::Map<String, Value> =
+            serde_json::from_str(&item_line(&item("m-1"))).unwrap();
+        expected.insert(
+            crate::attest::NOT_ATTESTED.into(),
+            json!("it has no attestation"),
+        );
+        assert_eq!(
+            world.lines(&answer.repaired[0].object),
+            vec![Value::Object(expected).to_string()]
+        );
     }
 
     #[tokio::test]
@@ -340,6 +374,7 @@ mod tests {
             clock: &world.clock,
             table: Some((&world.table, "AuditMessages")),
             settings: &world.settings,
+            attestation: None,
         };
         let answer = repairer.repair(forged, Budget::unlimited()).await.unwrap();
         let lines = world.lines(&answer.repaired[0].object);
@@ -376,6 +411,7 @@ mod tests {
             clock: &world.clock,
             table: None,
             settings: &world.settings,
+            attestation: None,
         };
         let error = unconfigured
             .repair(body(&["m-1"]), Budget::unlimited())

@@ -6,6 +6,7 @@ use chrono::{DateTime, Utc};
 
 use audit_aws::error::AwsError;
 
+use crate::attest::Foreign;
 use crate::budget::StepError;
 use crate::event::RecordError;
 use crate::words;
@@ -149,6 +150,9 @@ pub struct BatchReport {
     pub voided: Vec<String>,
     /// The oldest `ApproximateCreationDateTime` of the batch.
     pub oldest_created: Option<DateTime<Utc>>,
+    /// INSERTs of items the receiver did not write (their lines marked `notAttested`), among
+    /// the records read; counted again when Lambda delivers them again.
+    pub foreign: Vec<Foreign>,
 }
 
 impl BatchReport {

@@ -29,6 +29,14 @@ pub fn publish(
             "trail modified: an item of the audit table was changed or deleted"
         );
     }
+    for item in &report.foreign {
+        tracing::error!(
+            sequence_number = %item.sequence_number,
+            keys = %item.keys,
+            reason = %item.reason,
+            "item not attested: an item the receiver did not write was put in the audit table (archived, marked notAttested)"
+        );
+    }
     if let (Some(failure), Some(first)) = (&report.failure, report.failed().first()) {
         let failed = report.failed().len();
         let reason = failure.code();
@@ -52,6 +60,7 @@ pub fn publish(
         already_archived = report.already_archived,
         expired = report.expired,
         trail_modified = report.tampered.len(),
+        foreign_items = report.foreign.len(),
         archive_conflicts = report.conflicts.len(),
         voided = ?report.voided,
         failed = report.failed().len(),
@@ -69,7 +78,9 @@ pub fn publish(
 /// be delivered again), ArchiveConflict (keys found not to be what they claim: a name taken by
 /// other bytes, a foreign marker, a listed object that is not what its marker lists; each also an
 /// ERROR line naming the key when found), ArchivedBytes, ArchiveLagMs (now − the oldest record's
-/// ApproximateCreationDateTime) and DurationMs.
+/// ApproximateCreationDateTime), ForeignItem (INSERTs of items the receiver did not write: no
+/// attestation that checks with its key; each also an ERROR line "item not attested") and
+/// DurationMs.
 pub fn metrics_document(
     report: &BatchReport,
     duration: Duration,
@@ -84,6 +95,7 @@ pub fn metrics_document(
     metrics.count("TrailModified", report.tampered.len());
     metrics.count("Failed", report.failed().len());
     metrics.count("ArchiveConflict", report.conflicts.len());
+    metrics.count("ForeignItem", report.foreign.len());
     metrics.add("ArchivedBytes", "Bytes", report.bytes_written());
     if let Some(lag) = lag_ms(report, now) {
         metrics.millis("ArchiveLagMs", lag);
@@ -188,6 +200,11 @@ mod tests {
             }],
             voided: Vec::new(),
             oldest_created: DateTime::from_timestamp_millis(1_795_341_600_000),
+            foreign: vec![crate::attest::Foreign {
+                sequence_number: "3".into(),
+                keys: "{}".into(),
+                reason: audit_model::attest::NotAttested::Missing,
+            }],
         };
         let now = DateTime::from_timestamp_millis(1_795_341_602_500).unwrap();
         let doc = metrics_document(
@@ -205,6 +222,7 @@ mod tests {
         assert_eq!(doc["TrailModified"], 1);
         assert_eq!(doc["Failed"], 1);
         assert_eq!(doc["ArchiveConflict"], 1);
+        assert_eq!(doc["ForeignItem"], 1);
         assert_eq!(doc["ArchivedBytes"], 120);
         assert_eq!(doc["ArchiveLagMs"], 2500);
         assert_eq!(doc["DurationMs"], 7);

@@ -86,6 +86,11 @@ fn read_map(map: &Map<String, Value>, mode: Read) -> Option<Map<String, Value>> 
         .collect()
 }
 
+/// The field the archiver adds at the top level of the archived line of an item the receiver did
+/// not attest, saying why (docs/archive.md "Items attested at birth"); the receiver never writes
+/// an attribute of that name. Everything else of such a line is `item_line` of the item.
+pub const NOT_ATTESTED: &str = "notAttested";
+
 /// The item's JSON line, without the newline.
 pub fn item_line(item: &Map<String, Value>) -> String {
     Value::Object(plain_map(item)).to_string()

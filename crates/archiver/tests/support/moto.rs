@@ -11,6 +11,7 @@ use std::time::Duration;
 use audit_aws::dynamodb::{DynamoDbStore, Wire};
 use audit_aws::s3::S3Bucket;
 use audit_model::keys::{PARTITION_KEY, SORT_KEY};
+use audit_receiver::attest::Attester;
 use audit_receiver::{BatchSettings, Handler as Receiver, RetryPolicy};
 use audit_testkit::endpoint::{
     create_locked_bucket, credentials_provider, key, sdk_config, string_attribute,
@@ -118,9 +119,14 @@ impl Moto {
     /// Writes one audit message per body through the receiver, as its SQS trigger would, each
     /// sent by `SENDER`.
     pub async fn write_messages(&self, bodies: &[Value]) {
+        self.write_messages_attested(bodies, None).await
+    }
+
+    /// `write_messages` by a receiver that attests each item with `attester` when given.
+    pub async fn write_messages_attested(&self, bodies: &[Value], attester: Option<Attester>) {
         let wire = Wire::new(&self.endpoint, "us-east-1", credentials_provider())
             .expect("a local endpoint");
-        let receiver = Receiver::new(
+        let mut receiver = Receiver::new(
             DynamoDbStore::new(wire, TABLE),
             BatchSettings {
                 max_concurrency: 8,
@@ -132,6 +138,9 @@ impl Moto {
                 redrivers: Default::default(),
             },
         );
+        if let Some(attester) = attester {
+            receiver = receiver.with_attester(attester);
+        }
         for (chunk_index, chunk) in bodies.chunks(10).enumerate() {
             let mut event = SqsEvent::default();
             event.records = chunk

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use audit_model::archive::{Period, PeriodLength};
 use audit_model::digest::{ProblemKind, digest_key, sha256};
 use audit_model::keys::{PARTITION_KEY, SORT_KEY};
+use audit_model::line::NOT_ATTESTED;
 use audit_model::repair::is_repair_object;
 use chrono::DateTime;
 use futures::TryStreamExt;
@@ -249,7 +250,7 @@ impl<'a, T: Table> TableCheck<'a, T> {
         for event in batch {
             self.summary.archived_compared += 1;
             match found.get(&(event.message_id.clone(), event.audit_time.clone())) {
-                Some(item) if item.line == event.line => {}
+                Some(item) if same_item(&event.line, &item.line) => {}
                 Some(item) => problems.push(Problem::new(
                     ProblemKind::ItemChanged,
                     &event.message_id,
@@ -356,6 +357,26 @@ impl<'a, T: Table> TableCheck<'a, T> {
     }
 }
 
+/// Whether an archived line is the table's item line: the same text, or the same but for the
+/// archiver's `notAttested` mark (docs/archive.md "Items attested at birth"), which says that the
+/// receiver did not write the item, not that it changed.
+fn same_item(archived: &str, table: &str) -> bool {
+    if archived == table {
+        return true;
+    }
+    if !archived.contains(NOT_ATTESTED) {
+        return false;
+    }
+    match serde_json::from_str::<Map<String, Value>>(archived) {
+        Ok(mut line) => {
+            line.remove(NOT_ATTESTED)
+                .is_some_and(|mark| mark.is_string())
+                && serde_json::to_string(&line).is_ok_and(|text| text == table)
+        }
+        Err(_) => false,
+    }
+}
+
 /// The attributes in which two item lines differ, in words.
 fn differences(archived: &str, table: &str) -> String {
     let parse = |line: &str| serde_json::from_str::<Map<String, Value>>(line).ok();
@@ -410,6 +431,20 @@ mod tests {
         assert_ne!(event.key(), key_hash("m-2", "2026-11-22T10:00:00.000Z"));
         assert!(ArchivedEvent::parse("not json".into(), &object).is_none());
         assert!(ArchivedEvent::parse(r#"{"messageId":"m"}"#.into(), &object).is_none());
+    }
+
+    #[test]
+    fn an_item_archived_with_the_not_attested_mark_is_the_same_item_and_nothing_else_is() {
+        let table = r#"{"amount":12.50,"auditTime":"t","messageId":"m-1"}"#;
+        let marked = r#"{"amount":12.50,"auditTime":"t","messageId":"m-1","notAttested":"it has no attestation"}"#;
+        assert!(same_item(table, table));
+        assert!(same_item(marked, table));
+        let changed = r#"{"amount":12.5,"auditTime":"t","messageId":"m-1","notAttested":"it has no attestation"}"#;
+        assert!(!same_item(changed, table));
+        assert!(
+            !same_item(table, marked),
+            "the table's item does not carry the mark"
+        );
     }
 
     #[test]

@@ -153,11 +153,17 @@ fn archiver_environment_names_the_archive_bucket_and_an_hourly_digest_period() {
     );
     // The table a repair reads the items it archives from (auditctl archive repair).
     assert_eq!(at(vars, &["TABLE_NAME"]), &reference("AuditMessagesTable"));
+    // The receiver's attestation key: each INSERT is checked with its public half.
+    assert_eq!(
+        at(vars, &["ATTESTATION_KEY_ID"]),
+        &get_att("AuditAttestationKey", "Arn")
+    );
     let names: BTreeSet<String> = vars.as_mapping().unwrap().keys().map(scalar).collect();
     assert_eq!(
         names,
         BTreeSet::from([
             "ARCHIVE_BUCKET".into(),
+            "ATTESTATION_KEY_ID".into(),
             "DIGEST_KEY_ID".into(),
             "DIGEST_PERIOD_SECONDS".into(),
             "TABLE_NAME".into()

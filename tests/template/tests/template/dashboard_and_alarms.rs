@@ -369,6 +369,23 @@ fn an_alarm_fires_on_the_first_archive_conflict_within_a_minute() {
 }
 
 #[test]
+fn an_alarm_fires_on_the_first_foreign_item_within_a_minute() {
+    // crates/archiver emits ForeignItem for each INSERT of an item the receiver did not attest
+    // (docs/archive.md "Items attested at birth"): someone else writes to the table.
+    let t = template();
+    let watching: Vec<(String, &Value)> = alarms(&t)
+        .into_iter()
+        .filter(|(_, p)| {
+            p.get("Namespace").map(scalar).as_deref() == Some(ARCHIVER_NAMESPACE)
+                && p.get("MetricName").map(scalar).as_deref() == Some("ForeignItem")
+        })
+        .collect();
+    assert_eq!(watching.len(), 1, "one alarm on ForeignItem");
+    assert_eq!(watching[0].0, "ForeignItemAlarm");
+    assert!(fires_within_a_minute_on_the_first(watching[0].1));
+}
+
+#[test]
 fn alarms_on_the_archivers_metrics_use_its_namespace_and_dimension() {
     let t = template();
     for p in alarm_metrics(&t, ARCHIVER_NAMESPACE) {

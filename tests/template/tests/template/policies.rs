@@ -559,7 +559,10 @@ fn archiver_may_only_read_the_stream_write_and_read_its_prefixes_seal_send_give_
             // A repair (auditctl archive repair) reads the items to archive from the table
             // itself, by key (BatchGetItem, ConsistentRead): a read only.
             ("dynamodb:BatchGetItem", one(TABLE)),
-            ("kms:GetPublicKey", one(DIGEST_KEY)),
+            (
+                "kms:GetPublicKey",
+                vec![DIGEST_KEY.to_string(), ATTESTATION_KEY.to_string()]
+            ),
             // The on-failure destination is sent with the function's role.
             ("sqs:SendMessage", one("${AuditArchiveFailureQueue.Arn}")),
             ("logs:CreateLogStream", one("${AuditArchiverLogGroup.Arn}")),
@@ -584,6 +587,12 @@ fn archiver_may_only_read_the_stream_write_and_read_its_prefixes_seal_send_give_
         all_role_grants(&t, "AuditReceiverRole").get("kms:Sign"),
         Some(&BTreeSet::from([ATTESTATION_KEY.to_string()])),
         "the receiver signs with its attestation key only, never a digest"
+    );
+    // The archiver checks each INSERT's attestation with the key's public half, read from the
+    // role's own policy (docs/archive.md "Items attested at birth"), and never signs with it.
+    assert_eq!(
+        role_grants(&t, "AuditArchiverRole").get("kms:GetPublicKey"),
+        Some(&BTreeSet::from([ATTESTATION_KEY.to_string()]))
     );
 }
 
@@ -676,6 +685,10 @@ fn only_the_archiver_may_sign_and_the_readers_fetch_the_public_key() {
                     "AuditReaderPolicy".into(),
                     "AuditWitnessPolicy".into()
                 ])
+            ),
+            (
+                format!("kms:GetPublicKey on {ATTESTATION_KEY}"),
+                BTreeSet::from(["AuditArchiverRole".into()])
             ),
             (
                 format!("kms:Sign on {DIGEST_KEY}"),

@@ -338,6 +338,7 @@ pub const ARCHIVER_EMITTED: &[&str] = &[
     "TrailModified",
     "Failed",
     "ArchiveConflict",
+    "ForeignItem",
     "ArchivedBytes",
     "ArchiveLagMs",
     "DurationMs",
