@@ -27,8 +27,7 @@ use audit_aws::config::CliOptions;
 use audit_model::keys::DEFAULT_TABLE_NAME;
 use audit_trail::Reader;
 use audit_trail::access::{AccessError, Recorder, SdkAccessLog};
-use audit_trail::item::TrailItem;
-use audit_trail::output::Printer;
+use audit_trail::output::{Printer, Record};
 use clap::Args;
 use futures::{Stream, StreamExt};
 
@@ -155,8 +154,8 @@ impl From<std::io::Error> for Failure {
 
 /// Prints rows as they arrive: flushed at least every 100 ms, with a progress line on stderr
 /// when stderr is a terminal. Returns the rows printed.
-pub async fn print_items(
-    rows: impl Stream<Item = Result<TrailItem, audit_trail::Error>>,
+pub async fn print_items<R: Record>(
+    rows: impl Stream<Item = Result<R, audit_trail::Error>>,
     format: Format,
     reader: &Reader,
 ) -> Result<u64, Failure> {
