@@ -23,18 +23,14 @@ pub struct AttestationKeyFlag {
     /// The receiver's attestation key, whose public key tells the items the receiver wrote from
     /// items put in the table behind it: its ARN, id or alias (stack output
     /// AuditAttestationKeyArn). Without it, attestations are not checked.
-    #[arg(
-        long = "attestation-key-id",
-        env = "ATTESTATION_KEY_ID",
-        value_name = "KEY"
-    )]
-    key_id: Option<String>,
+    #[arg(long, env = "ATTESTATION_KEY_ID", value_name = "KEY")]
+    attestation_key_id: Option<String>,
 }
 
 impl AttestationKeyFlag {
     /// The key, given and not blank.
     pub fn given(&self) -> Option<String> {
-        given(&self.key_id)
+        given(&self.attestation_key_id)
     }
 
     /// The key's public key, fetched once from KMS (GetPublicKey), when the key is given.
@@ -172,6 +168,18 @@ mod tests {
                 .contains("'7' is not a digest period: seconds from 10 to 86400 that divide a day"),
             "{wrong}"
         );
+    }
+
+    #[test]
+    fn the_attestation_key_is_one_flag_of_the_set_and_blank_is_not_given() {
+        let parsed =
+            Command::try_parse_from(["x", "--attestation-key-id", "alias/attest"]).unwrap();
+        assert_eq!(
+            parsed.archive.attestation.given().as_deref(),
+            Some("alias/attest")
+        );
+        let blank = Command::try_parse_from(["x", "--attestation-key-id", " "]).unwrap();
+        assert_eq!(blank.archive.attestation.given(), None);
     }
 
     #[test]
