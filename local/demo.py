@@ -11,7 +11,8 @@ the throttled ones in the table once, and the access events auditctl recorded of
 same queue (`auditctl query --action auditctl.query`); then the archive: every item archived once
 and locked, every period sealed into a signed, chained digest and `auditctl verify --table`
 passing; an item changed behind the function's back, caught as a tamper record and by `auditctl
-verify` as `item changed` (exit 1); last, one event proven (`auditctl prove`), its proof checked
+verify` as `item changed`, and one foreign item put in the table (a real item's fields under a new
+messageId) reported as `item not attested` (exit 1); last, one event proven (`auditctl prove`), its proof checked
 offline with the local witness's cosignature (`auditctl check-proof --public-key --witness-key`),
 and refused once one byte of its line is changed. Stops everything it started, also on Ctrl-C.
 
@@ -417,6 +418,17 @@ def archive_demo(system: LocalSystem, auditctl: Path | None = None) -> bool:
         TableName=system.stack.table_name,
         Key={"messageId": {"S": victim["messageId"]}, "auditTime": {"S": victim["auditTime"]}},
         UpdateExpression="SET auditText = :t", ExpressionAttributeValues={":t": {"S": "nothing happened"}})
+    # A foreign item: a real item's fields (its attestation among them) copied under a new
+    # messageId and put straight into the table, as anyone with PutItem could.
+    ddb = _client("dynamodb", system.endpoint)
+    model = items[1]
+    foreign_id = f"foreign-{model['messageId']}"
+    real = ddb.get_item(TableName=system.stack.table_name, Key={
+        "messageId": {"S": model["messageId"]}, "auditTime": {"S": model["auditTime"]}})["Item"]
+    ddb.put_item(TableName=system.stack.table_name, Item={**real, "messageId": {"S": foreign_id}})
+    out(f"Someone with PutItem adds an item behind the function's back: {foreign_id} @ {model['auditTime']}, "
+        f"every field (its attestation too) copied from {model['messageId']}. The archiver archives it as any "
+        f"INSERT; only the receiver's attestation (AuditAttestationKey) tells it apart.")
     tamper: list[dict] = []
     end = time.monotonic() + 60
     while time.monotonic() < end and not tamper:
@@ -437,8 +449,10 @@ def archive_demo(system: LocalSystem, auditctl: Path | None = None) -> bool:
                      if (ln.get("messageId"), ln.get("auditTime")) == (victim["messageId"], victim["auditTime"])), {})
     out(f"  the archived original still reads: {clip(str(original.get('auditText', '-')), 60)!r}")
     if auditctl is not None:
-        out("  and auditctl verify --table, over the same range, finds it:")
-        caught = prove(system, auditctl, verify_args, expect_exit=1, expect=("item changed", victim["messageId"]))
+        out("  and auditctl verify --table, over the same range, finds both: the changed item, and the foreign "
+            "one, whose attestation does not cover it:")
+        caught = prove(system, auditctl, verify_args, expect_exit=1,
+                       expect=[("item changed", victim["messageId"]), ("item not attested", foreign_id)])
         proved = proved and caught
 
     # SQL over the archive: the template's named queries, here in DuckDB.
@@ -454,7 +468,8 @@ def archive_demo(system: LocalSystem, auditctl: Path | None = None) -> bool:
     ok = archive.ok and bool(tamper) and modified >= 1 and proved
     out(f"{'OK' if ok else 'PROBLEM'}: every item archived once and locked; every period sealed, signed and "
         f"chained, and auditctl verify passed; the change behind the function's back is in the archive's "
-        f"tamper/, counted in TrailModified, and reported by auditctl verify as `item changed`.")
+        f"tamper/, counted in TrailModified, and reported by auditctl verify as `item changed`; the item put "
+        f"behind the function is reported as `item not attested`.")
     if auditctl is not None:
         ok = proof_demo(system, auditctl, items[len(items) // 2]) and ok
     return ok
@@ -540,10 +555,10 @@ def proof_demo(system: LocalSystem, auditctl: Path, item: dict) -> bool:
 
 
 def prove(system: LocalSystem, auditctl: Path, args: list[str], expect_exit: int,
-          expect: tuple[str, str] | None = None) -> bool:
+          expect: list[tuple[str, str]] | None = None) -> bool:
     """Waits until every period written so far is sealed (the local schedule seals a period 30 s
     after it ends), then runs `auditctl verify`; True when it exits as expected and, if given,
-    prints the problem `expect` (kind, messageId)."""
+    prints each problem of `expect` (kind, messageId)."""
     out("")
     out(f"Proving the trail: every {system.digest_period} s period gets a digest listing its archive objects "
         f"(version, SHA-256, events), chained to the previous one and signed with the stack's KMS key "
@@ -554,9 +569,10 @@ def prove(system: LocalSystem, auditctl: Path, args: list[str], expect_exit: int
         return False
     code, text = run_auditctl(auditctl, system, args, check=False)
     problems = [line.split("  ")[:2] for line in text.splitlines() if "  " in line and not line.startswith(" ")]
-    found = expect is None or any(p == list(expect) for p in problems)
+    found = expect is None or all(list(e) in problems for e in expect)
     good = code == expect_exit and found
-    what = "passes (exit 0)" if expect_exit == 0 else f"reports {expect[0]} for {expect[1]} (exit 1)" if expect else "fails"
+    reports = " and ".join(f"{kind} for {subject}" for kind, subject in expect or [])
+    what = "passes (exit 0)" if expect_exit == 0 else f"reports {reports} (exit 1)" if expect else "fails"
     out(f"  {'OK' if good else 'PROBLEM'}: auditctl verify {what if good else f'exited {code}'}")
     return good
 
@@ -599,7 +615,7 @@ def run_auditctl(binary: Path, system: LocalSystem, args: list[str], check: bool
         "AUDIT_QUEUE_URL": system.queue_url,
         "ACCESS_QUEUE_URL": system.access_queue_url,
         "DEAD_LETTER_QUEUE_URL": system.dlq_url,
-        **{k: stack[k] for k in ("ARCHIVE_BUCKET", "DIGEST_KEY_ID", "DIGEST_PERIOD_SECONDS")},
+        **{k: stack[k] for k in ("ARCHIVE_BUCKET", "DIGEST_KEY_ID", "ATTESTATION_KEY_ID", "DIGEST_PERIOD_SECONDS")},
     })
     if args[:2] == ["dlq", "redrive"]:
         # As the operator role: the function takes a redriven failureContext only from it.

@@ -205,6 +205,7 @@ class LocalSystem:
         bucket = self.stack.archive_bucket
         failures = self.stack.archive_failure_queue
         archiver_env = self.stack.archiver.environment if self.stack.archiver else {}
+        function_env = self.stack.function.environment if self.stack.function else {}
         return {
             "AWS_ENDPOINT_URL": self.endpoint,
             "AWS_REGION": "us-east-1",
@@ -223,6 +224,9 @@ class LocalSystem:
             # The local AuditDigestKey's ARN, as the archiver has it (the stack's AuditDigestKeyArn).
             "DIGEST_KEY_ID": archiver_env.get("DIGEST_KEY_ID", ""),
             "DIGEST_PERIOD_SECONDS": archiver_env.get("DIGEST_PERIOD_SECONDS", ""),
+            # The local AuditAttestationKey, as the receiver has it (the stack's
+            # AuditAttestationKeyArn): auditctl verify, get and ui check the items' attestations.
+            "ATTESTATION_KEY_ID": function_env.get("ATTESTATION_KEY_ID", ""),
             # `auditctl archive repair` invokes the archiver (the stack's AuditArchiverFunctionArn):
             # locally by its binary's name, at its own `cargo lambda watch`, which serves Lambda's
             # Invoke API (AWS_ENDPOINT_URL_LAMBDA, the SDKs' variable for Lambda's endpoint).

@@ -7,7 +7,7 @@ behind the local stream trigger and the local seal schedule (every 5 s: the temp
 SealDigests, rate(5 minutes), scaled down), which seals a digest of every 15-second period.
 Writes `.local/stack.env` (shell KEY=value lines: AWS_ENDPOINT_URL, AWS_REGION, TABLE_NAME,
 AUDIT_QUEUE_URL, ACCESS_QUEUE_URL, DEAD_LETTER_QUEUE_URL, ARCHIVE_BUCKET, DIGEST_KEY_ID,
-DIGEST_PERIOD_SECONDS, WITNESS_KEY, and test credentials) so that `auditctl`, `make sql` and any AWS
+ATTESTATION_KEY_ID, DIGEST_PERIOD_SECONDS, WITNESS_KEY, and test credentials) so that `auditctl`, `make sql` and any AWS
 client can reach it, and removes it when it stops. After each seal run the local witness (its key
 made once in .local/witness/) checks and cosigns the new checkpoints: `auditctl witness --state
 .local/witness/state.json --key .local/witness/key`, logged to the work dir's witness.log.

@@ -114,16 +114,78 @@ fn item(i: u64, at: DateTime<Utc>, rng: &mut fastrand::Rng) -> Map<String, Value
     value.as_object().cloned().unwrap_or_default()
 }
 
+/// The receiver's run as it attests what it writes (docs/archive.md "Items attested at birth"):
+/// its run key and the certificate KMS (moto's attestation key) signed of it; a batch of at most
+/// `ATTESTED_BATCH` items under one signature, as the receiver's SQS batches.
+pub(crate) struct Attesting {
+    run: aws_lc_rs::signature::Ed25519KeyPair,
+    certificate: String,
+}
+
+/// The receiver's batch: SQS gives it at most 10 records.
+const ATTESTED_BATCH: usize = 10;
+
+impl Attesting {
+    /// A run key certified by the KMS key `key_arn` on moto.
+    pub(crate) async fn new(moto: &Moto, key_arn: &str) -> Self {
+        use audit_model::attest::Certificate;
+        use aws_lc_rs::signature::KeyPair as _;
+        let run = aws_lc_rs::signature::Ed25519KeyPair::generate().expect("a run key");
+        let public_key: [u8; 32] = run.public_key().as_ref().try_into().expect("32 bytes");
+        let issued_at_ms = u64::try_from(Utc::now().timestamp_millis()).unwrap_or(0);
+        let signature = audit_aws::kms::KmsKey::new(moto.kms(), key_arn)
+            .sign(&Certificate::statement(&public_key, issued_at_ms))
+            .await
+            .expect("KMS signs the certificate");
+        let certificate = Certificate {
+            public_key,
+            issued_at_ms,
+            signature,
+        }
+        .encode();
+        Self { run, certificate }
+    }
+
+    /// The items, each with its `attestation`, batch by batch.
+    fn attest(&self, items: &mut [Map<String, Value>]) {
+        use audit_model::attest::{
+            ATTESTATION, attestation_text, batch_message, batch_tree, item_leaf, signature_text,
+        };
+        for batch in items.chunks_mut(ATTESTED_BATCH) {
+            let lines: Vec<Map<String, Value>> = batch
+                .iter()
+                .map(|item| serde_json::from_str(&trail_line(item)).expect("a line"))
+                .collect();
+            let leaves: Vec<_> = lines.iter().map(item_leaf).collect();
+            let (root, paths) = batch_tree(&leaves).expect("a batch's tree");
+            let size = batch.len() as u64;
+            let signature = signature_text(self.run.sign(&batch_message(&root, size)).as_ref());
+            for (index, (item, path)) in batch.iter_mut().zip(paths).enumerate() {
+                let text =
+                    attestation_text(&self.certificate, &signature, index as u64, size, &path);
+                item.insert(ATTESTATION.into(), json!({ "S": text }));
+            }
+        }
+    }
+}
+
 /// One object's bytes, its key and request, as the archiver makes them, the run marker that
-/// attests it (written first, as the archiver does); and its raw line bytes.
+/// attests it (written first, as the archiver does); and its raw line bytes. With `attesting`,
+/// each item carries the receiver's attestation.
 fn encode(
     planned: &Planned,
     period: PeriodLength,
+    attesting: Option<&Attesting>,
 ) -> (audit_aws::s3::NewObject, audit_aws::s3::NewObject, u64) {
     let mut rng = fastrand::Rng::with_seed(planned.index);
-    let lines: Vec<String> = (planned.first_event..planned.first_event + planned.events)
-        .map(|i| trail_line(&item(i, planned.written_at, &mut rng)))
+    let mut items: Vec<Map<String, Value>> = (planned.first_event
+        ..planned.first_event + planned.events)
+        .map(|i| item(i, planned.written_at, &mut rng))
         .collect();
+    if let Some(attesting) = attesting {
+        attesting.attest(&mut items);
+    }
+    let lines: Vec<String> = items.iter().map(trail_line).collect();
     let raw: u64 = lines.iter().map(|l| l.len() as u64 + 1).sum();
     let body = gzip_lines(lines.iter().map(String::as_str)).expect("gzip in memory");
     let mut sha256 = [0u8; 32];
@@ -176,8 +238,13 @@ pub(crate) struct Written {
     pub(crate) seconds: f64,
 }
 
-pub(crate) async fn write_archive(moto: &Moto, plan: &Plan, period: PeriodLength) -> Written {
-    write_into(&moto.archive(BUCKET), plan, period).await
+pub(crate) async fn write_archive(
+    moto: &Moto,
+    plan: &Plan,
+    period: PeriodLength,
+    attesting: Option<std::sync::Arc<Attesting>>,
+) -> Written {
+    write_into(&moto.archive(BUCKET), plan, period, attesting).await
 }
 
 /// Writes the plan's objects (and their markers) into `bucket` as the archiver does.
@@ -185,17 +252,20 @@ pub(crate) async fn write_into<B: Bucket>(
     bucket: &B,
     plan: &Plan,
     period: PeriodLength,
+    attesting: Option<std::sync::Arc<Attesting>>,
 ) -> Written {
     let started = Instant::now();
     let written = AtomicU64::new(0);
     let sizes: Vec<(u64, u64)> = futures::stream::iter(plan.objects.iter().cloned())
         .map(|planned| {
             let (bucket, written) = (&bucket, &written);
+            let attesting = attesting.clone();
             async move {
-                let (marker, object, raw) =
-                    tokio::task::spawn_blocking(move || encode(&planned, period))
-                        .await
-                        .expect("encoding");
+                let (marker, object, raw) = tokio::task::spawn_blocking(move || {
+                    encode(&planned, period, attesting.as_deref())
+                })
+                .await
+                .expect("encoding");
                 let bytes = object.body.len() as u64;
                 let key = object.key.clone();
                 let result = match bucket.put_if_absent(marker).await {

@@ -15,6 +15,7 @@ pub(crate) fn run_verify(
     auditctl: &Path,
     moto: &Moto,
     key_arn: &str,
+    attestation_key: Option<&str>,
     plan: &Plan,
     period: PeriodLength,
     events: u64,
@@ -45,6 +46,7 @@ pub(crate) fn run_verify(
         .env_remove("AWS_SESSION_TOKEN")
         .env("ARCHIVE_BUCKET", BUCKET)
         .env("DIGEST_KEY_ID", key_arn)
+        .env("ATTESTATION_KEY_ID", attestation_key.unwrap_or(""))
         .env("DIGEST_PERIOD_SECONDS", period.seconds().to_string())
         .env_remove("AUDIT_QUEUE_URL")
         .stdin(Stdio::null())
@@ -264,7 +266,7 @@ pub(crate) async fn prove_standin(
 ) {
     let period = options.period;
     let memory = MemoryBucket::new();
-    let written = write_into(&memory, plan, period).await;
+    let written = write_into(&memory, plan, period, None).await;
     eprintln!(
         "  written in memory in {:.1} s: {:.1} MB gzip",
         written.seconds,

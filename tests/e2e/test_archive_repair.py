@@ -33,7 +33,8 @@ from local.harness import LocalSystem, _client
 ROOT = Path(__file__).resolve().parents[2]
 
 KINDS = ("digest missing", "chain broken", "signature invalid", "object changed", "object missing",
-         "object not in digest", "item changed", "item missing", "item not archived", "object not attested",
+         "object not in digest", "item changed", "item missing", "item not archived", "item not attested",
+         "object not attested",
          "event duplicated", "trail not sealed", "item modified")
 
 

@@ -108,6 +108,9 @@ def _auditctl(account: Account, creds, *args: str) -> subprocess.CompletedProces
     env.update({"TABLE_NAME": account.table_name, "AUDIT_QUEUE_URL": account.queue.url,
                 "ACCESS_QUEUE_URL": account.access_queue.url, "DEAD_LETTER_QUEUE_URL": account.dlq.url, "ARCHIVE_BUCKET": account.stack.archive_bucket.name,
                 "DIGEST_KEY_ID": account.stack.digest_key.arn,
+                # The receiver's attestation key (AuditAttestationKeyArn): verify and get fetch its
+                # public key (kms:GetPublicKey, which the operator policies allow on it).
+                "ATTESTATION_KEY_ID": account.stack.keys["AuditAttestationKey"].arn,
                 "DIGEST_PERIOD_SECONDS": account.stack.archiver.environment["DIGEST_PERIOD_SECONDS"],
                 "ARCHIVER_FUNCTION": account.template.arn("AuditArchiverFunction")})
     done = subprocess.run([str(binary("auditctl", account.work_dir)), *args], env=env, capture_output=True,
@@ -153,9 +156,18 @@ def _reads_the_trail(account: Account, creds) -> None:
     get = _auditctl(account, creds, "get", ITEM_ID, "--format", "jsonl")
     assert get.returncode == 0, get.stderr
     assert [json.loads(line)["auditTime"] for line in get.stdout.splitlines()] == [AUDIT_TIME]
+    # The seeded item was put in the table by hand, not by the receiver: the attestation key's
+    # public key was read under the policy, and the item is said not attested.
+    assert [json.loads(line)["attested"] for line in get.stdout.splitlines()] == \
+        ["NOT ATTESTED: it has no attestation"], get.stdout
     verify = _auditctl(account, creds, *VERIFY)
-    assert verify.returncode == 0, (verify.stdout, verify.stderr)
-    assert "problems  none" in verify.stdout, verify.stdout
+    # The seeded archive line too was written by hand: with the attestation key (read under the
+    # policy, its ARN in the summary) it is the one problem, `item not attested`.
+    assert verify.returncode == 1, (verify.stdout, verify.stderr)
+    assert "problems  1 (1 item not attested)" in verify.stdout, verify.stdout
+    assert "item not attested  iam-earlier-1  " in verify.stdout, verify.stdout
+    assert f"against the receiver's attestation key {account.stack.keys['AuditAttestationKey'].arn}" \
+        in verify.stdout, verify.stdout
     by_hand = _hand_check(account, creds)
     assert by_hand.returncode == 0 and "Verified OK" in by_hand.stdout, by_hand.stdout + by_hand.stderr
     for done in (query, lookup, get, verify):

@@ -349,24 +349,98 @@ pub fn item_leaf(line: &Map<String, Value>) -> Hash {
 /// Checks the attestation an archived line carries, offline: the certificate under `key`, the
 /// batch signature under the certified run key, and the line's place in that batch.
 pub fn check(line: &Map<String, Value>, key: &ReceiverKey) -> Result<Attestation, NotAttested> {
+    check_with(line, key, &mut CheckCache::new(0))
+}
+
+/// What a reader of many lines remembers between checks: each certificate's verdict, and each
+/// batch signature's (run key, root, size, signature): the lines of one batch share both, so
+/// each is checked once. Bounded: a map that reaches `capacity` entries is emptied.
+#[derive(Debug, Default)]
+pub struct CheckCache {
+    capacity: usize,
+    certificates: HashMap<([u8; 32], u64, Vec<u8>), bool>,
+    batches: HashMap<([u8; 32], Hash, u64, Vec<u8>), bool>,
+}
+
+impl CheckCache {
+    /// Remembers at most `capacity` certificates and as many batch signatures (0: none).
+    pub fn new(capacity: usize) -> Self {
+        Self {
+            capacity,
+            ..Self::default()
+        }
+    }
+
+    fn remember<K: std::hash::Hash + Eq>(
+        capacity: usize,
+        map: &mut HashMap<K, bool>,
+        key: K,
+        verdict: impl FnOnce() -> bool,
+    ) -> bool {
+        if let Some(known) = map.get(&key) {
+            return *known;
+        }
+        let verdict = verdict();
+        if capacity > 0 {
+            if map.len() >= capacity {
+                map.clear();
+            }
+            map.insert(key, verdict);
+        }
+        verdict
+    }
+}
+
+/// [`check`], remembering certificates and batch signatures in `cache`.
+pub fn check_with(
+    line: &Map<String, Value>,
+    key: &ReceiverKey,
+    cache: &mut CheckCache,
+) -> Result<Attestation, NotAttested> {
     let text = match line.get(ATTESTATION) {
         None => return Err(NotAttested::Missing),
         Some(Value::String(text)) => text,
         Some(_) => return Err(NotAttested::Malformed("not a string".into())),
     };
     let attestation = Attestation::parse(text)?;
-    if !key.certifies(&attestation.certificate) {
+    let certificate = &attestation.certificate;
+    let certified = CheckCache::remember(
+        cache.capacity,
+        &mut cache.certificates,
+        (
+            certificate.public_key,
+            certificate.issued_at_ms,
+            certificate.signature.clone(),
+        ),
+        || key.certifies(certificate),
+    );
+    if !certified {
         return Err(NotAttested::Certificate);
     }
     let leaf = item_leaf(line);
     // The root the path leads to is the one the signature must cover.
     let root = root_from_path(&attestation, &leaf)?;
-    UnparsedPublicKey::new(&ED25519, attestation.certificate.public_key)
-        .verify(
-            &batch_message(&root, attestation.size),
-            &attestation.signature,
-        )
-        .map_err(|_| NotAttested::Signature)?;
+    let signed = CheckCache::remember(
+        cache.capacity,
+        &mut cache.batches,
+        (
+            certificate.public_key,
+            root,
+            attestation.size,
+            attestation.signature.clone(),
+        ),
+        || {
+            UnparsedPublicKey::new(&ED25519, certificate.public_key)
+                .verify(
+                    &batch_message(&root, attestation.size),
+                    &attestation.signature,
+                )
+                .is_ok()
+        },
+    );
+    if !signed {
+        return Err(NotAttested::Signature);
+    }
     Ok(attestation)
 }
 

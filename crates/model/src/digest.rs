@@ -387,13 +387,14 @@ pub enum ProblemKind {
     ItemModified,
     ItemMissing,
     ItemNotArchived,
+    ItemNotAttested,
     CheckpointInconsistent,
     LeafMissing,
     CosignatureMissing,
 }
 
 impl ProblemKind {
-    pub const ALL: [Self; 16] = [
+    pub const ALL: [Self; 17] = [
         Self::DigestMissing,
         Self::ChainBroken,
         Self::SignatureInvalid,
@@ -407,6 +408,7 @@ impl ProblemKind {
         Self::ItemModified,
         Self::ItemMissing,
         Self::ItemNotArchived,
+        Self::ItemNotAttested,
         Self::CheckpointInconsistent,
         Self::LeafMissing,
         Self::CosignatureMissing,
@@ -427,6 +429,7 @@ impl ProblemKind {
             Self::ItemModified => "item modified",
             Self::ItemMissing => "item missing",
             Self::ItemNotArchived => "item not archived",
+            Self::ItemNotAttested => "item not attested",
             Self::CheckpointInconsistent => "checkpoint inconsistent",
             Self::LeafMissing => "leaf missing",
             Self::CosignatureMissing => "cosignature missing",
@@ -662,6 +665,7 @@ mod tests {
                 "item modified",
                 "item missing",
                 "item not archived",
+                "item not attested",
                 "checkpoint inconsistent",
                 "leaf missing",
                 "cosignature missing"

@@ -47,6 +47,14 @@ pub enum Error {
     /// Reading the digest key's public key failed otherwise.
     #[error("reading the public key of the digest key {key}: {error}")]
     Key { key: String, error: AwsError },
+    /// The receiver's attestation key could not be read (`denied`: not allowed to), or is not an
+    /// ECDSA P-256 signing key.
+    #[error("the receiver's attestation key {key}: {detail}")]
+    AttestationKey {
+        key: String,
+        denied: bool,
+        detail: String,
+    },
     /// The digest key is not one that signs the digests.
     #[error("digest key {key} cannot check the digests: {detail}")]
     KeyUnsuitable { key: String, detail: String },

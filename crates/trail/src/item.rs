@@ -100,25 +100,7 @@ impl Record for TrailItem {
         "action",
         "actor",
     ];
-    const COLUMNS: &'static [Column] = &[
-        column("auditTime", Some(24)),
-        column("messageId", Some(36)),
-        column("actor", Some(20)),
-        // A role's sender id is its 21-character id, `:`, and the session name.
-        column("senderId", Some(32)),
-        column("originalSenderId", Some(24)),
-        column("action", Some(20)),
-        column("resource", Some(24)),
-        column("outcome", Some(7)),
-        column("sourceIp", Some(15)),
-        column("auditText", Some(32)),
-        column("sqsMessageId", None),
-        column("sentAt", None),
-        column("receivedAt", None),
-        column("receiveCount", None),
-        column("eventSource", None),
-        column("extra", Some(24)),
-    ];
+    const COLUMNS: &'static [Column] = &ITEM_COLUMNS;
 
     fn json(&self) -> Value {
         Value::Object(plain_map(&self.dynamo_json()))
@@ -132,6 +114,27 @@ impl Record for TrailItem {
         Self::COLUMNS.iter().map(|c| self.text(c.name)).collect()
     }
 }
+
+/// An item's columns, in order (a caller that prints more of each item adds its own after them).
+pub const ITEM_COLUMNS: [Column; 16] = [
+    column("auditTime", Some(24)),
+    column("messageId", Some(36)),
+    column("actor", Some(20)),
+    // A role's sender id is its 21-character id, `:`, and the session name.
+    column("senderId", Some(32)),
+    column("originalSenderId", Some(24)),
+    column("action", Some(20)),
+    column("resource", Some(24)),
+    column("outcome", Some(7)),
+    column("sourceIp", Some(15)),
+    column("auditText", Some(32)),
+    column("sqsMessageId", None),
+    column("sentAt", None),
+    column("receivedAt", None),
+    column("receiveCount", None),
+    column("eventSource", None),
+    column("extra", Some(24)),
+];
 
 const fn column(name: &'static str, table_width: Option<usize>) -> Column {
     Column { name, table_width }

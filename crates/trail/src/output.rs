@@ -22,6 +22,7 @@ pub enum Format {
 }
 
 /// A column: its name, and its width in the table format (`None`: not in the table).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Column {
     pub name: &'static str,
     pub table_width: Option<usize>,

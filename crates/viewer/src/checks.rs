@@ -143,6 +143,7 @@ impl<B: Bucket> Archive<B> {
             grace_seconds: Settings::default_grace(self.length),
             lag_seconds: ARCHIVE_LAG_SECONDS,
             concurrency: CONCURRENCY,
+            attestations: None,
         };
         let mut kept = Kept(Vec::new());
         let summary =

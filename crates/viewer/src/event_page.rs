@@ -68,11 +68,22 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
     /// when the page has the digest key, with the archived line it covers; and its period's
     /// digest status unless a proof holds.
     async fn proof(&self, item: &TrailItem) -> page::Shown {
+        let shown = self.proven(item).await;
+        page::Shown {
+            not_attested: self.attestations.as_ref().and_then(|a| {
+                a.check_line(item.line().as_bytes())
+                    .map(|unattested| unattested.why.to_string())
+            }),
+            ..shown
+        }
+    }
+
+    /// The proof's part of what the page says of an item.
+    async fn proven(&self, item: &TrailItem) -> page::Shown {
         let status = self.digest_status(item).await;
         let unproven = |verdict: String| page::Shown {
             verdict,
-            archived: None,
-            differs: Vec::new(),
+            ..page::Shown::default()
         };
         let (Some(archive), Ok(audit_time)) = (
             &self.archive,
@@ -106,6 +117,7 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
                 verdict: verdict.to_string(),
                 archived: Some(held.line.clone()),
                 differs: held.fields.clone(),
+                not_attested: None,
             },
             Some(other) => unproven(format!("{other} {status}")),
             None => unproven(status),

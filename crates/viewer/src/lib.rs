@@ -90,6 +90,9 @@ pub struct Viewer<L, B = audit_aws::s3::S3Bucket> {
     /// How the pages word an error (the command line's words).
     words: Words,
     archive: Option<Arc<archive::Archive<B>>>,
+    /// The receiver's attestation key (`ATTESTATION_KEY_ID`), when given: an event's page says
+    /// of each item whether the receiver attested it.
+    attestations: Option<Arc<audit_proof::verify::attest::Attestations>>,
 }
 
 /// The dead-letter queue the viewer works, and where a redrive sends messages.
@@ -124,6 +127,7 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
             session,
             dead_letters: None,
             archive: None,
+            attestations: None,
             words: own_words,
         }
     }
@@ -137,6 +141,16 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
     /// With the archive's health and each event's period seal, from `archive`'s digests.
     pub fn with_archive(mut self, archive: archive::Archive<B>) -> Self {
         self.archive = Some(Arc::new(archive));
+        self
+    }
+
+    /// With the receiver's attestation key: each item of an event's page checked against it
+    /// (docs/archive.md "Items attested at birth").
+    pub fn with_attestations(
+        mut self,
+        attestations: Arc<audit_proof::verify::attest::Attestations>,
+    ) -> Self {
+        self.attestations = Some(attestations);
         self
     }
 

@@ -304,13 +304,16 @@ fn row_lines(search: &Search, rows: &[TrailItem]) -> Markup {
 }
 
 /// What an event's page says of one item's proof: the verdict in words, the archived line's
-/// fields when a proof holds for it (what the page shows then), and the fields in which the
-/// table's item differs from that line.
+/// fields when a proof holds for it (what the page shows then), the fields in which the
+/// table's item differs from that line, and, when the viewer has the attestation key and the
+/// item does not carry the receiver's attestation, why (docs/archive.md "Items attested at
+/// birth").
 #[derive(Debug, Clone, Default)]
 pub struct Shown {
     pub verdict: String,
     pub archived: Option<serde_json::Map<String, Value>>,
     pub differs: Vec<String>,
+    pub not_attested: Option<String>,
 }
 
 /// An event's page: every item of one `messageId` (one, unless the producer reused it), each
@@ -338,6 +341,14 @@ pub fn event(message_id: &str, items: &[TrailItem], proofs: &[Shown]) -> Markup 
                 @let differs = !shown.differs.is_empty();
                 section class="proof" aria-label="Proof" {
                     h2 { "Proof" }
+                    // Beside the verdict, whatever it is: an item the receiver did not attest is
+                    // never shown as proven without it.
+                    @if let Some(why) = &shown.not_attested {
+                        p class="problem verdict" role="alert" {
+                            strong { "NOT ATTESTED: " (why) }
+                            " The receiver did not write this item as it is: it was put in the table behind the function, or changed since."
+                        }
+                    }
                     @if differs {
                         p class="problem verdict" role="alert" { strong { (shown.verdict) } }
                     } @else {
@@ -741,6 +752,7 @@ mod tests {
                 .into(),
             archived: serde_json::from_str(r#"{"messageId":"m","actor":"alice"}"#).ok(),
             differs: vec!["actor".into()],
+            ..Shown::default()
         };
         let html = event("m", &[item], &[shown]).into_string();
         let apart = html.find("class=\"not-proven\"").expect("the item apart");

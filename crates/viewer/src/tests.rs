@@ -458,6 +458,7 @@ mod health_checks {
             session: plain.session,
             dead_letters: None,
             archive: None,
+            attestations: None,
             words: own_words,
         }
         .with_archive(archive::Archive {

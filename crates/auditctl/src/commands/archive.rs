@@ -132,6 +132,7 @@ async fn repair_range(args: RepairArgs, context: &Context) -> Result<(), Failure
         grace_seconds: Settings::default_grace(length),
         lag_seconds: i64::from(args.archive_lag),
         concurrency: 8,
+        attestations: None,
     };
     let missing = repair::missing(&archive, &key, &table, &settings).await?;
     let mut out = std::io::stdout().lock();

@@ -1,10 +1,47 @@
 //! Owns the archive's flags, once, for every command that reads the archive: the bucket, the
-//! digest key and the digest period (a parsed `PeriodLength`). Must not know what a command does.
+//! digest key, the receiver's attestation key and the digest period (a parsed `PeriodLength`).
+//! Must not know what a command does.
+
+use std::sync::Arc;
 
 use audit_model::archive::{DEFAULT_DIGEST_PERIOD_SECONDS, PeriodLength};
+use audit_proof::verify::attest::Attestations;
+use audit_proof::verify::kms::KmsKey;
 use clap::Args;
 
+use crate::commands::Context;
 use crate::commands::words::TrailError;
+
+/// What is said where the attestation key is not given: the items' attestations were not
+/// checked, and how to have them checked (docs/auditctl.md "The attestation key").
+pub const ATTESTATIONS_NOT_CHECKED: &str = "attestations not checked: set ATTESTATION_KEY_ID or --attestation-key-id (stack output AuditAttestationKeyArn) to tell the receiver's items from items put in the table behind it";
+
+/// The receiver's attestation key (docs/archive.md "Items attested at birth"), for the commands
+/// that show or check whether an item is the receiver's.
+#[derive(Debug, Clone, Args)]
+pub struct AttestationKeyFlag {
+    /// The receiver's attestation key, whose public key tells the items the receiver wrote from
+    /// items put in the table behind it: its ARN, id or alias (stack output
+    /// AuditAttestationKeyArn). Without it, attestations are not checked.
+    #[arg(long, env = "ATTESTATION_KEY_ID", value_name = "KEY")]
+    attestation_key_id: Option<String>,
+}
+
+impl AttestationKeyFlag {
+    /// The key, given and not blank.
+    pub fn given(&self) -> Option<String> {
+        given(&self.attestation_key_id)
+    }
+
+    /// The key's public key, fetched once from KMS (GetPublicKey), when the key is given.
+    pub async fn fetch(&self, context: &Context) -> Result<Option<Arc<Attestations>>, TrailError> {
+        let Some(key_id) = self.given() else {
+            return Ok(None);
+        };
+        let kms = KmsKey::new(&context.config, key_id.clone(), context.location.clone());
+        Ok(Some(Arc::new(Attestations::fetch(&kms, &key_id).await?)))
+    }
+}
 
 /// The archive bucket alone (the witness reads checkpoints, it takes its key another way).
 #[derive(Debug, Clone, Args)]
@@ -67,11 +104,13 @@ impl LogFlags {
     }
 }
 
-/// The archive's whole set: the log's flags and the digest period.
+/// The archive's whole set: the log's flags, the attestation key and the digest period.
 #[derive(Debug, Clone, Args)]
 pub struct ArchiveFlags {
     #[command(flatten)]
     pub log: LogFlags,
+    #[command(flatten)]
+    pub attestation: AttestationKeyFlag,
     /// The digest period in seconds, the archiver's DIGEST_PERIOD_SECONDS (3600 in AWS, short on
     /// the local stack).
     #[arg(long = "period-seconds", env = "DIGEST_PERIOD_SECONDS", value_name = "SECONDS", default_value = DEFAULT_PERIOD, value_parser = parse_period)]
@@ -129,6 +168,18 @@ mod tests {
                 .contains("'7' is not a digest period: seconds from 10 to 86400 that divide a day"),
             "{wrong}"
         );
+    }
+
+    #[test]
+    fn the_attestation_key_is_one_flag_of_the_set_and_blank_is_not_given() {
+        let parsed =
+            Command::try_parse_from(["x", "--attestation-key-id", "alias/attest"]).unwrap();
+        assert_eq!(
+            parsed.archive.attestation.given().as_deref(),
+            Some("alias/attest")
+        );
+        let blank = Command::try_parse_from(["x", "--attestation-key-id", " "]).unwrap();
+        assert_eq!(blank.archive.attestation.given(), None);
     }
 
     #[test]

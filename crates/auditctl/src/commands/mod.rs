@@ -28,8 +28,7 @@ use audit_aws::config::CliOptions;
 use audit_model::keys::DEFAULT_TABLE_NAME;
 use audit_trail::Reader;
 use audit_trail::access::{AccessError, Recorder, SdkAccessLog};
-use audit_trail::item::TrailItem;
-use audit_trail::output::Printer;
+use audit_trail::output::{Printer, Record};
 use clap::Args;
 use futures::{Stream, StreamExt};
 
@@ -186,8 +185,8 @@ impl From<std::io::Error> for Failure {
 /// every 100 ms, with a progress line on stderr when stderr is a terminal, every 200 ms whether
 /// rows arrive or not (a long stretch without events is read with no row to show). Returns the
 /// rows printed.
-pub async fn print_items(
-    rows: impl Stream<Item = Result<TrailItem, audit_trail::Error>>,
+pub async fn print_items<R: Record>(
+    rows: impl Stream<Item = Result<R, audit_trail::Error>>,
     table: &TableArgs,
     reader: &Reader,
 ) -> Result<u64, Failure> {

@@ -410,6 +410,7 @@ mod tests {
                 grace_seconds: Settings::default_grace(length()),
                 lag_seconds: 300,
                 concurrency: 2,
+                attestations: None,
             }
         }
 

@@ -89,6 +89,8 @@ pub async fn run(args: UiArgs, context: Context) -> Result<(), Failure> {
             witnesses.push(witness);
         }
     }
+    // The receiver's attestation key, when given: fetched once; each event's items checked.
+    let attestations = args.archive.attestation.fetch(&context).await?;
     let (listener, bound) = listen(args.port).await.map_err(TrailError::from)?;
     let session =
         Session::new(bound).map_err(|e| TrailError::from(audit_viewer::Error::from(e)))?;
@@ -102,6 +104,9 @@ pub async fn run(args: UiArgs, context: Context) -> Result<(), Failure> {
         session,
     )
     .with_words(viewer_words);
+    if let Some(attestations) = attestations {
+        viewer = viewer.with_attestations(attestations);
+    }
     if let Some(url) = args.dlq_url {
         let client = audit_aws::config::sqs(&context.config, ClientOptions::AS_CONFIGURED);
         viewer = viewer.with_dead_letters(DeadLetters {

@@ -1,7 +1,7 @@
 //! Owns `auditctl verify`: its flags and help, wiring archive, trusted key and table to the walk,
 //! and the exit it makes of the summary. Must not know how the trail is checked (audit_proof::verify).
 
-use super::archive_flags::ArchiveFlags;
+use super::archive_flags::{ATTESTATIONS_NOT_CHECKED, ArchiveFlags};
 use std::io::{BufWriter, IsTerminal};
 
 use crate::commands::table::DynamoTable;
@@ -49,12 +49,17 @@ With --table it also compares the table with the archive: every archived event o
 periods is still in the table unchanged (unless expired by TTL), and every item with auditTime in
 the range is among the archived events (looked for in the periods after its receivedAt, up to
 --archive-lag later, then up to 24 hours and 15 minutes later: archived late, counted).
+With the receiver's attestation key (ATTESTATION_KEY_ID or --attestation-key-id; its ARN is
+printed with the verdict) every archived trail line of the range, and with --table every item of
+the table in the range, must carry the receiver's attestation: one that does not (put in the
+table behind the function, or changed) is `item not attested`, once per messageId, with why.
+Without the key, attestations are not checked, and the summary says so.
 
 Each problem is printed as it is found, one line each: KIND  KEY-OR-MESSAGE-ID  DETAIL, with KIND
 one of: digest missing, chain broken, signature invalid, object changed, object missing, object
 not in digest, object not attested, event duplicated, trail not sealed, item changed, item
-modified, item missing, item not archived, checkpoint inconsistent, leaf missing, cosignature
-missing. A summary follows: the digest the chain is trusted
+modified, item missing, item not archived, item not attested, checkpoint inconsistent, leaf
+missing, cosignature missing. A summary follows: the digest the chain is trusted
 from and why, then what was checked. A period whose digest is absent less than --grace after it
 could be sealed is \"not sealed yet\" (counted, not a problem); periods before the chain's first
 digest are \"before the trail\": a problem (trail not sealed) when they hold objects or items, so
@@ -74,7 +79,8 @@ Exit status: 0 when everything holds, 1 when anything does not (or cannot be rea
 Its access is recorded first (see auditctl --help): the access queue is checked against the tag of
 the table --table-name (TABLE_NAME), with or without --table.
 
-Environment: ARCHIVE_BUCKET, DIGEST_KEY_ID, DIGEST_PERIOD_SECONDS, TABLE_NAME (--table-name),
+Environment: ARCHIVE_BUCKET, DIGEST_KEY_ID, ATTESTATION_KEY_ID, DIGEST_PERIOD_SECONDS, TABLE_NAME
+(--table-name),
 ACCESS_QUEUE_URL, AWS_ENDPOINT_URL, AWS_PROFILE, AWS_REGION.";
 
 /// Proves the trail unchanged: the chain of signed digests over the range, every object they
@@ -143,6 +149,8 @@ pub async fn run(args: VerifyArgs, context: &Context) -> Result<(), Failure> {
             .public_key()
             .await?,
     )?;
+    // The receiver's attestation key, when given: fetched once as the digest key is.
+    let attestations = args.archive.attestation.fetch(context).await?;
     let archive = S3Archive::new(config, &bucket, location.clone());
     let table = if args.table {
         let reader = context.reader(&args.table_name);
@@ -162,6 +170,7 @@ pub async fn run(args: VerifyArgs, context: &Context) -> Result<(), Failure> {
             .unwrap_or_else(|| Settings::default_grace(length)),
         lag_seconds: i64::from(args.archive_lag),
         concurrency: usize::from(args.concurrency),
+        attestations,
     };
     let mut console = Console::new(
         BufWriter::new(std::io::stdout().lock()),
@@ -177,7 +186,7 @@ pub async fn run(args: VerifyArgs, context: &Context) -> Result<(), Failure> {
     )
     .await;
     console.clear();
-    let summary = match walked {
+    let mut summary = match walked {
         Ok(summary) => summary,
         // `auditctl verify | head`: what was printed stands, and so do its problems.
         Err(audit_proof::Error::Output(e))
@@ -187,6 +196,9 @@ pub async fn run(args: VerifyArgs, context: &Context) -> Result<(), Failure> {
         }
         Err(error) => return Err(error.into()),
     };
+    if summary.attestations.is_none() {
+        summary.attestations_unchecked = ATTESTATIONS_NOT_CHECKED.to_owned();
+    }
     console.finish(&summary)?;
     if summary.holds() {
         Ok(())

@@ -188,6 +188,16 @@ impl From<audit_proof::Error> for TrailError {
                 "not allowed to read the public key of the digest key {key}: {error}; attach AuditReaderPolicy (kms:GetPublicKey on it)"
             )),
             Error::KeyUnsuitable { key, detail } => Self::KeyUnsuitable { key, detail },
+            Error::AttestationKey {
+                key,
+                denied: true,
+                detail,
+            } => Self::Worded(format!(
+                "the receiver's attestation key {key}: {detail}; attach AuditReaderPolicy (kms:GetPublicKey on AuditAttestationKey)"
+            )),
+            Error::AttestationKey { key, detail, .. } => Self::Worded(format!(
+                "the receiver's attestation key {key}: {detail}; ATTESTATION_KEY_ID or --attestation-key-id must name the stack's AuditAttestationKey (stack output AuditAttestationKeyArn), or leave it unset not to check attestations"
+            )),
             Error::PeriodMismatch { key, found, given } => {
                 Self::PeriodMismatch { key, found, given }
             }

@@ -444,6 +444,30 @@ async fn an_events_page_shows_every_field_in_full_and_is_recorded() {
 }
 
 #[tokio::test]
+async fn with_the_attestation_key_an_item_put_behind_the_function_says_not_attested() {
+    let moto = Moto::start();
+    // The events are written straight into the table, as anyone with PutItem could.
+    let (_, q) = stack(&moto).await;
+    let key = create_key(&kms(&moto)).await;
+    let mut env = q.env().to_vec();
+    env.push(("ATTESTATION_KEY_ID", key.as_str()));
+    let ui = Ui::start(&moto, &env);
+    let cookie = ui.open().await;
+    let page = ui.get("/event?id=e-23-05", Some(&cookie)).await;
+    assert_eq!(page.status, 200, "{}", page.text());
+    let html = page.text();
+    assert!(
+        html.contains("role=\"alert\"><strong>NOT ATTESTED: it has no attestation</strong>"),
+        "{html}"
+    );
+    // Without the key the page makes no such claim either way.
+    let plain = Ui::start(&moto, &q.env());
+    let cookie = plain.open().await;
+    let html = plain.get("/event?id=e-23-05", Some(&cookie)).await.text();
+    assert!(!html.contains("ATTESTED"), "{html}");
+}
+
+#[tokio::test]
 async fn bad_input_is_a_4xx_with_the_reason_on_the_page_and_reads_nothing() {
     let moto = Moto::start();
     let (_, q) = stack(&moto).await;

@@ -215,3 +215,34 @@ fn the_attribute_reads_back_and_malformed_text_is_named() {
         Err(NotAttested::Malformed(_))
     ));
 }
+
+#[test]
+fn a_cache_gives_the_same_verdicts_as_a_fresh_check_and_stays_bounded() {
+    let (pair, key) = kms();
+    let receiver = Receiver::new(&pair);
+    let attested = receiver.attest(&(0..6).map(line).collect::<Vec<_>>());
+    let (other, _) = kms();
+    let impostor = Receiver::new(&other).attest(&[line(7)]);
+    let mut changed = attested[1].clone();
+    changed.insert("actor".into(), json!("mallory"));
+    let mut cache = CheckCache::new(2);
+    // Twice over, so that the second pass is answered from the cache (and the cache emptied
+    // when full): every verdict as without one.
+    for _ in 0..2 {
+        for line in attested.iter().chain(&impostor).chain([&changed]) {
+            assert_eq!(
+                check_with(line, &key, &mut cache).map(|a| a.index),
+                check(line, &key).map(|a| a.index)
+            );
+        }
+        assert!(cache.certificates.len() <= 2 && cache.batches.len() <= 2);
+    }
+    // A remembered certificate does not vouch for a batch its run key did not sign.
+    let mut borrowed = Receiver::new(&other);
+    borrowed.certificate = receiver.certificate.clone();
+    let forged = borrowed.attest(&[line(8)]);
+    assert_eq!(
+        check_with(&forged[0], &key, &mut cache).unwrap_err(),
+        NotAttested::Signature
+    );
+}

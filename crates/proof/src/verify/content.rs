@@ -6,6 +6,7 @@
 
 use std::borrow::Cow;
 use std::io::Write;
+use std::sync::Arc;
 
 use audit_model::archive::ObjectKind;
 use audit_model::tlog::{Hash, leaf_hash};
@@ -15,6 +16,7 @@ use aws_lc_rs::digest::{Context, SHA256};
 use flate2::write::MultiGzDecoder;
 use futures::StreamExt;
 
+use super::attest::{Attestations, Unattested};
 use super::ports::Fetched;
 use super::table::key_hash;
 use crate::Error;
@@ -88,6 +90,9 @@ pub struct Content {
     pub keys: Vec<LineKey>,
     /// Each line's leaf hash in order, when asked for (`ContentReader::with_leaves`).
     pub leaves: Vec<Hash>,
+    /// The lines whose attestation does not hold, when asked for
+    /// (`ContentReader::with_attestations`).
+    pub unattested: Vec<Unattested>,
     /// Why the bytes are not gzip-compressed lines, when they are not (`lines` then counts those
     /// read before).
     pub unreadable: Option<String>,
@@ -113,6 +118,9 @@ struct Lines {
     keys: Vec<LineKey>,
     /// Each line's leaf hash, when taken.
     leaves: Option<Vec<Hash>>,
+    /// The key each line's attestation is checked with, when it is.
+    attestations: Option<Arc<Attestations>>,
+    unattested: Vec<Unattested>,
 }
 
 impl Lines {
@@ -125,6 +133,8 @@ impl Lines {
             keyed,
             keys: Vec::new(),
             leaves: None,
+            attestations: None,
+            unattested: Vec::new(),
         }
     }
 
@@ -138,6 +148,9 @@ impl Lines {
         }
         if let Some(leaves) = self.leaves.as_mut() {
             leaves.push(leaf_hash(line));
+        }
+        if let Some(unattested) = self.attestations.as_ref().and_then(|a| a.check_line(line)) {
+            self.unattested.push(unattested);
         }
     }
 
@@ -197,6 +210,14 @@ impl ContentReader {
         self
     }
 
+    /// Also checks each line's attestation, as an item's (`Content::unattested`).
+    pub fn with_attestations(mut self, attestations: Option<Arc<Attestations>>) -> Self {
+        if let Some(decoder) = self.decoder.as_mut() {
+            decoder.get_mut().attestations = attestations;
+        }
+        self
+    }
+
     pub fn update(&mut self, chunk: &[u8]) {
         self.hash.update(chunk);
         self.size += chunk.len() as u64;
@@ -242,20 +263,22 @@ impl ContentReader {
             kept: lines.kept,
             keys: lines.keys,
             leaves: lines.leaves.unwrap_or_default(),
+            unattested: lines.unattested,
             unreadable: unreadable.map(|why| format!("not gzip-compressed JSON lines: {why}")),
         }
     }
 }
 
 /// Reads a fetched version to its end (`keep`, `keyed`: as [`ContentReader::new`]; `leaves`:
-/// [`ContentReader::with_leaves`]).
+/// [`ContentReader::with_leaves`]; `attestations`: [`ContentReader::with_attestations`]).
 pub async fn read(
     fetched: Fetched,
     keep: bool,
     keyed: Option<ObjectKind>,
     leaves: bool,
+    attestations: Option<Arc<Attestations>>,
 ) -> Result<Content, Error> {
-    let mut reader = ContentReader::new(keep, keyed);
+    let mut reader = ContentReader::new(keep, keyed).with_attestations(attestations);
     if leaves {
         reader = reader.with_leaves();
     }

@@ -14,6 +14,7 @@
 //! its first object) to find one archived twice. Every finding is a `report::Problem`, printed
 //! as it is found.
 
+pub mod attest;
 pub mod content;
 pub mod digests;
 pub mod key;
@@ -27,6 +28,8 @@ pub mod walk;
 
 #[cfg(test)]
 mod tests;
+
+use std::sync::Arc;
 
 use audit_model::archive::PeriodLength;
 use chrono::{DateTime, Utc};
@@ -73,6 +76,9 @@ pub struct Settings {
     pub lag_seconds: i64,
     /// Object reads in flight at most.
     pub concurrency: usize,
+    /// The receiver's attestation key, when given: every archived trail line (and, with the
+    /// table, every item of the range) is checked against it (`item not attested`).
+    pub attestations: Option<Arc<attest::Attestations>>,
 }
 
 impl Settings {

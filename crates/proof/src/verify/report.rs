@@ -173,6 +173,10 @@ pub struct Summary {
     pub duplicated: u64,
     /// With `--table`.
     pub table: Option<TableSummary>,
+    /// With the attestation key: its ARN and the lines and items checked with it.
+    pub attestations: Option<(String, u64)>,
+    /// Without it: what the caller says instead (how to give it), when anything.
+    pub attestations_unchecked: String,
     /// The transparency log.
     pub log: LogSummary,
     pub problems: BTreeMap<ProblemKind, u64>,
@@ -350,6 +354,15 @@ impl Summary {
                     table.items_repaired
                 ));
             }
+        }
+        match &self.attestations {
+            Some((arn, checked)) => lines.push(format!(
+                "attested  {checked} item line(s) checked (archived trail lines, and with --table the table's items of the range) against the receiver's attestation key {arn}"
+            )),
+            None if !self.attestations_unchecked.is_empty() => {
+                lines.push(format!("attested  {}", self.attestations_unchecked));
+            }
+            None => {}
         }
         lines.extend(self.log.line());
         let problems = if self.problems.is_empty() {

@@ -22,6 +22,7 @@ use futures::TryStreamExt;
 use serde_json::{Map, Value};
 
 use super::CLOCK_SKEW_SECONDS;
+use super::attest::Attestations;
 use super::ports::{Table, TableItem};
 use super::report::{Problem, TableSummary};
 use crate::Error;
@@ -176,6 +177,10 @@ pub struct TableCheck<'a, T> {
     repaired: HashSet<u128>,
     batch: Vec<ArchivedEvent>,
     pub summary: TableSummary,
+    /// The key the items' attestations are checked with, when given.
+    attestations: Option<Arc<Attestations>>,
+    /// The `item not attested` of the table's items (not reported from the archive already).
+    pub unattested: Vec<Problem>,
 }
 
 impl<'a, T: Table> TableCheck<'a, T> {
@@ -188,7 +193,15 @@ impl<'a, T: Table> TableCheck<'a, T> {
             repaired: HashSet::new(),
             batch: Vec::with_capacity(BATCH),
             summary: TableSummary::default(),
+            attestations: None,
+            unattested: Vec::new(),
         }
+    }
+
+    /// Also checks each item of the range's attestation (`unattested`).
+    pub fn with_attestations(mut self, attestations: Option<Arc<Attestations>>) -> Self {
+        self.attestations = attestations;
+        self
     }
 
     /// Archived trail events of the range's periods: remembered, and looked up in the table a
@@ -299,6 +312,12 @@ impl<'a, T: Table> TableCheck<'a, T> {
         let start_of = |t: i64| t.div_euclid(length) * length;
         while let Some(item) = items.try_next().await? {
             self.summary.items += 1;
+            if let Some(attestations) = &self.attestations
+                && let Some(unattested) = attestations.check_line(item.line.as_bytes())
+                && let Some(problem) = attestations.problem(&unattested, "in the table")
+            {
+                self.unattested.push(problem);
+            }
             let key = key_hash(&item.message_id, &item.audit_time);
             if self.archived.contains(&key) {
                 self.count_found(key);

@@ -24,6 +24,7 @@ use chrono::{DateTime, Datelike, Timelike, Utc};
 use futures::{StreamExt, TryStreamExt};
 use serde_json::Value;
 
+use super::attest::Attestations;
 use super::content::{self, Content};
 use super::digests::{self, Before, Loaded};
 use super::key::TrustedKey;
@@ -70,7 +71,10 @@ pub async fn verify_with_witnesses<A: Archive, T: Table, O: Observer>(
             key: key.arn().to_owned(),
             ..Summary::default()
         },
-        table: table.map(|t| TableCheck::new(t, settings.now.timestamp())),
+        table: table.map(|t| {
+            TableCheck::new(t, settings.now.timestamp())
+                .with_attestations(settings.attestations.clone())
+        }),
         genesis: None,
         retention: None,
         reported_at_start: HashSet::new(),
@@ -91,6 +95,10 @@ pub async fn verify_with_witnesses<A: Archive, T: Table, O: Observer>(
     };
     walk.run().await?;
     let mut summary = walk.summary;
+    summary.attestations = settings
+        .attestations
+        .as_ref()
+        .map(|a| (a.arn().to_owned(), a.checked()));
     summary.table = walk.table.map(|t| t.summary);
     summary.log = walk.log.summary;
     Ok(summary)
@@ -417,7 +425,8 @@ impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
     }
 }
 
-/// One version read to its end (`leaves`: each line hashed as a leaf); `None` when it is gone.
+/// One version read to its end (`leaves`: each line hashed as a leaf; `attestations`: each line's
+/// attestation checked); `None` when it is gone.
 async fn read_version<A: Archive>(
     archive: &A,
     key: &str,
@@ -425,9 +434,12 @@ async fn read_version<A: Archive>(
     keep: bool,
     keyed: Option<ObjectKind>,
     leaves: bool,
+    attestations: Option<Arc<Attestations>>,
 ) -> Result<Option<Content>, Error> {
     match archive.get(key, version_id).await? {
-        Some(fetched) => content::read(fetched, keep, keyed, leaves).await.map(Some),
+        Some(fetched) => content::read(fetched, keep, keyed, leaves, attestations)
+            .await
+            .map(Some),
         None => Ok(None),
     }
 }

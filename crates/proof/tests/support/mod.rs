@@ -14,6 +14,7 @@ use audit_archiver::seal::Sealer;
 use audit_aws::kms::MemoryKey;
 use audit_aws::s3::MemoryBucket;
 use audit_model::archive::{MARKER_METADATA, ObjectKey, ObjectKind, Period, PeriodLength};
+use audit_model::attest::{self, Certificate};
 use audit_model::digest::{
     Digest, ProblemKind, SIGNATURE_METADATA, SealedDigest, digest_key, hex, parse_digest_key,
     sha256, signing_string_of,
@@ -24,6 +25,7 @@ use audit_model::note::WitnessKey;
 use audit_model::range::TimeRange;
 use audit_proof::archive::S3Archive;
 use audit_proof::verify::Settings;
+use audit_proof::verify::attest::Attestations;
 use audit_proof::verify::key::TrustedKey;
 use audit_proof::verify::ports::{MemoryTable, TableItem};
 use audit_proof::verify::report::{Problem, Summary};
@@ -267,6 +269,84 @@ pub struct World {
     /// not, each is sealed as an archiver from before the log did (its digest without a tree,
     /// no tiles, no checkpoint).
     pub logged: bool,
+    /// The receiver's run key and the KMS key that certified it, when the function attests the
+    /// items it writes (`World::attesting`).
+    pub receiver: Option<Receiver>,
+}
+
+/// The receiver as it attests a batch (docs/archive.md "Items attested at birth"): a run key
+/// whose certificate the attestation key (KMS's in-memory twin) signed, one Ed25519 signature
+/// over each batch's tree.
+pub struct Receiver {
+    pub kms: MemoryKey,
+    run: aws_lc_rs::signature::Ed25519KeyPair,
+    certificate: String,
+}
+
+/// The ARN of the receiver's attestation key in the tests.
+pub const ATTESTATION_ARN: &str = "arn:aws:kms:us-east-1:111122223333:key/attestation";
+
+impl Receiver {
+    pub fn new() -> Self {
+        use aws_lc_rs::signature::KeyPair as _;
+        let kms = MemoryKey::new(ATTESTATION_ARN);
+        let run = aws_lc_rs::signature::Ed25519KeyPair::generate().unwrap();
+        let public_key: [u8; 32] = run.public_key().as_ref().try_into().unwrap();
+        let issued_at_ms = 1_795_000_000_000;
+        let signature = kms
+            .sign(&Certificate::statement(&public_key, issued_at_ms))
+            .unwrap();
+        let certificate = Certificate {
+            public_key,
+            issued_at_ms,
+            signature,
+        }
+        .encode();
+        Self {
+            kms,
+            run,
+            certificate,
+        }
+    }
+
+    /// The lines of one batch, each with its `attestation`.
+    pub fn attest(&self, lines: &[String]) -> Vec<String> {
+        let maps: Vec<Map<String, Value>> = lines
+            .iter()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let leaves: Vec<_> = maps.iter().map(attest::item_leaf).collect();
+        let (root, paths) = attest::batch_tree(&leaves).unwrap();
+        let size = lines.len() as u64;
+        let signature = self.run.sign(&attest::batch_message(&root, size));
+        let signature = attest::signature_text(signature.as_ref());
+        maps.into_iter()
+            .zip(paths)
+            .enumerate()
+            .map(|(index, (mut map, path))| {
+                let text = attest::attestation_text(
+                    &self.certificate,
+                    &signature,
+                    index as u64,
+                    size,
+                    &path,
+                );
+                map.insert(attest::ATTESTATION.into(), Value::String(text));
+                Value::Object(map).to_string()
+            })
+            .collect()
+    }
+
+    /// The attestation key as verify trusts it.
+    pub fn attestations(&self) -> std::sync::Arc<Attestations> {
+        std::sync::Arc::new(Attestations::new(self.kms.public_key()).unwrap())
+    }
+}
+
+impl Default for Receiver {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl Default for World {
@@ -284,6 +364,15 @@ impl World {
             sequence: 100,
             sealed: None,
             logged: true,
+            receiver: None,
+        }
+    }
+
+    /// A world whose function attests every item it writes.
+    pub fn attesting() -> Self {
+        Self {
+            receiver: Some(Receiver::new()),
+            ..Self::new()
         }
     }
 
@@ -315,11 +404,17 @@ impl World {
         received: DateTime<Utc>,
         archived: DateTime<Utc>,
     ) -> String {
-        let items: Vec<TableItem> = ids
+        let mut items: Vec<TableItem> = ids
             .iter()
             .map(|id| self.item(id, received, received))
             .collect();
-        let lines: Vec<String> = items.iter().map(|i| i.line.clone()).collect();
+        let mut lines: Vec<String> = items.iter().map(|i| i.line.clone()).collect();
+        if let Some(receiver) = &self.receiver {
+            lines = receiver.attest(&lines);
+            for (item, line) in items.iter_mut().zip(&lines) {
+                item.line = line.clone();
+            }
+        }
         for item in items {
             self.table.put(item);
         }
@@ -455,6 +550,7 @@ impl World {
             grace_seconds: Settings::default_grace(length()),
             lag_seconds: audit_proof::verify::ARCHIVE_LAG_SECONDS,
             concurrency: 3,
+            attestations: None,
         }
     }
 

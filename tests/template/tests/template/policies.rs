@@ -247,14 +247,19 @@ fn reader_policy_reads_the_table_and_its_indexes_and_records_its_own_access_only
             ("s3:ListBucketVersions", one(ARCHIVE_BUCKET)),
             // verify: the default retention, to tell a digest expired lawfully from one removed.
             ("s3:GetBucketObjectLockConfiguration", one(ARCHIVE_BUCKET)),
-            ("kms:GetPublicKey", one(DIGEST_KEY)),
+            // The digest key's public key, and the receiver's attestation key's (verify, get
+            // and ui check the items' attestations: docs/archive.md "Items attested at birth").
+            (
+                "kms:GetPublicKey",
+                vec![DIGEST_KEY.into(), ATTESTATION_KEY.into()]
+            ),
         ]),
         "auditctl query and get: DescribeTable, Query (table and indexes), BatchGetItem (a \
          lookup's full items); the table's tags and the access event on AuditAccessQueue. No \
          GetItem: no command calls it. \
          auditctl verify and the check by hand (docs/operations.md): the archive's objects and \
-         digests, their listings, the digest key's public key; never the archiver's markers \
-         (state/), never kms:Sign"
+         digests, their listings, the digest key's public key and the attestation key's; never \
+         the archiver's markers (state/), never kms:Sign"
     );
 }
 
@@ -656,8 +661,9 @@ fn nothing_in_the_template_may_delete_unlock_or_reconfigure_the_archive() {
 #[test]
 fn only_the_archiver_may_sign_and_the_readers_fetch_the_public_key() {
     // IAM's side of the keys: no policy of the template grants anything on KMS but the
-    // archiver's kms:Sign and the operator policies' kms:GetPublicKey on the digest key, and the
-    // receiver's kms:Sign on its attestation key.
+    // archiver's kms:Sign and the operator policies' kms:GetPublicKey on the digest key, the
+    // receiver's kms:Sign on its attestation key, and the reader's and operator's
+    // kms:GetPublicKey on it (nothing more).
     let t = template();
     let mut kms: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for (owner, document) in policy_documents(&t) {
@@ -688,7 +694,11 @@ fn only_the_archiver_may_sign_and_the_readers_fetch_the_public_key() {
             ),
             (
                 format!("kms:GetPublicKey on {ATTESTATION_KEY}"),
-                BTreeSet::from(["AuditArchiverRole".into()])
+                BTreeSet::from([
+                    "AuditArchiverRole".into(),
+                    "AuditOperatorPolicy".into(),
+                    "AuditReaderPolicy".into(),
+                ])
             ),
             (
                 format!("kms:Sign on {DIGEST_KEY}"),

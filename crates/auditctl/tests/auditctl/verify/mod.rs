@@ -397,7 +397,7 @@ impl Stack {
 
 /// The (kind, subject) of each problem line of verify's output.
 fn problems(output: &str) -> Vec<(String, String)> {
-    const KINDS: [&str; 16] = [
+    const KINDS: [&str; 17] = [
         "digest missing",
         "chain broken",
         "signature invalid",
@@ -411,6 +411,7 @@ fn problems(output: &str) -> Vec<(String, String)> {
         "item modified",
         "item missing",
         "item not archived",
+        "item not attested",
         "checkpoint inconsistent",
         "leaf missing",
         "cosignature missing",

@@ -2,6 +2,7 @@
 //! periods, and the table's items of the range read by period. Must not know digests or the log.
 
 use super::*;
+use crate::verify::attest::Unattested;
 
 impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
     /// The current objects of a period no digest covers (not sealed yet, or its digest missing):
@@ -13,14 +14,27 @@ impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
                 continue;
             };
             let kind = kind_of(key);
-            if kind == ObjectKind::Trail && self.table.is_none() {
+            let attestations = self.settings.attestations.clone();
+            if kind == ObjectKind::Trail && self.table.is_none() && attestations.is_none() {
                 continue;
             }
-            let Some(content) =
-                read_version(self.archive, key, &current.version_id, true, None, false).await?
+            let attest = attestations.filter(|_| kind == ObjectKind::Trail);
+            let Some(mut content) = read_version(
+                self.archive,
+                key,
+                &current.version_id,
+                true,
+                None,
+                false,
+                attest,
+            )
+            .await?
             else {
                 continue;
             };
+            for unattested in std::mem::take(&mut content.unattested) {
+                self.unattested(&unattested, key)?;
+            }
             match kind {
                 ObjectKind::Trail => self.compare_events(key, content).await?,
                 ObjectKind::Tamper => self.tampered(key, &content, &HashSet::new())?,
@@ -45,6 +59,23 @@ impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
             .collect();
         let problems = table.archived(events).await?;
         self.report_all(problems)
+    }
+
+    /// An archived line that is not attested: `item not attested`, once per item.
+    pub(super) fn unattested(
+        &mut self,
+        unattested: &Unattested,
+        object: &str,
+    ) -> Result<(), Error> {
+        let problem = self
+            .settings
+            .attestations
+            .as_ref()
+            .and_then(|a| a.problem(unattested, &format!("archived in {object}")));
+        match problem {
+            Some(problem) => self.report(problem),
+            None => Ok(()),
+        }
     }
 
     pub(super) async fn flush_table(&mut self) -> Result<(), Error> {
@@ -80,6 +111,7 @@ impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
                     true,
                     None,
                     false,
+                    None,
                 )
                 .await?
                 else {
@@ -143,6 +175,10 @@ impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
             .await?;
         for problem in unsealed.problems(&why) {
             self.report(problem)?;
+        }
+        if let Some(table) = self.table.as_mut() {
+            let problems = std::mem::take(&mut table.unattested);
+            self.report_all(problems)?;
         }
 
         // The periods they can be in, each read once: first as far as `--archive-lag`, then as

@@ -113,10 +113,13 @@ impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
             None
         };
         let hash_leaves = leaves.is_some();
+        let attestations = &self.settings.attestations;
         let mut reads = futures::stream::iter(digest.objects.iter())
             .map(|object| async move {
                 let kind = kind_of(&object.key);
                 let keep = kind == ObjectKind::Tamper || keep_trail;
+                // Trail lines are the items' INSERTs: each checked as the receiver's.
+                let attest = attestations.clone().filter(|_| kind == ObjectKind::Trail);
                 let read = read_version(
                     archive,
                     &object.key,
@@ -124,6 +127,7 @@ impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
                     keep,
                     Some(kind),
                     hash_leaves,
+                    attest,
                 )
                 .await;
                 (object, read)
@@ -184,6 +188,9 @@ impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
                     &object.key,
                     format!("version {}: {}", object.version_id, why.join("; ")),
                 ))?;
+            }
+            for unattested in std::mem::take(&mut content.unattested) {
+                self.unattested(&unattested, &object.key)?;
             }
             let keys = std::mem::take(&mut content.keys);
             let twice = self
@@ -320,8 +327,16 @@ impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
                 return Ok(false);
             };
             let kind = kind_of(&object);
-            let read =
-                read_version(self.archive, &object, &version_id, false, Some(kind), false).await?;
+            let read = read_version(
+                self.archive,
+                &object,
+                &version_id,
+                false,
+                Some(kind),
+                false,
+                None,
+            )
+            .await?;
             let keys: Option<HashSet<u128>> =
                 read.map(|content| content.keys.iter().map(|k| k.key).collect());
             if keys.is_none() {
