@@ -31,7 +31,7 @@ use serde::Serialize;
 use crate::Error;
 use crate::archive::Archive;
 use crate::tlog::{LogKey, LogReader, check_proof};
-use crate::verify::SEAL_GRACE_SECONDS;
+use crate::verify::{SEAL_GRACE_SECONDS, sealed_by};
 
 /// Why a proof could not be made: what was found, typed; what to do about it is the caller's to
 /// say (auditctl's words, docs/architecture.md "The crates").
@@ -56,8 +56,8 @@ pub enum ProveError {
         wanted: String,
         times: String,
     },
-    /// The period is not sealed, and need not be yet: the archiver seals it from `sealable` on,
-    /// and `retry` is when its grace ends.
+    /// The period is not sealed, and need not be yet: the archiver may seal it from `sealable`
+    /// on, and its next scheduled run does by `retry` (`verify::sealed_by`).
     #[error(
         "the period {period} (where messageId {message_id} may be archived) is not sealed yet: the archiver seals it from {sealable} on"
     )]
@@ -377,19 +377,19 @@ impl<A: Archive> LogReader<'_, A> {
                 return Ok(Unindexed::NoDigest);
             }
             let sealable = period.sealable_at();
-            let retry = sealable + SEAL_GRACE_SECONDS;
-            return Err(if now > retry + i64::from(period.length.seconds()) {
+            let due = sealable + SEAL_GRACE_SECONDS;
+            return Err(if now > due + i64::from(period.length.seconds()) {
                 ProveError::Overdue {
                     message_id: message_id.to_owned(),
                     period: period_text(period),
-                    due: time(retry),
+                    due: time(due),
                 }
             } else {
                 ProveError::NotSealed {
                     message_id: message_id.to_owned(),
                     period: period_text(period),
                     sealable: time(sealable),
-                    retry: time(retry),
+                    retry: time(sealed_by(&period)),
                 }
             }
             .into());

@@ -112,7 +112,9 @@ pub fn prove_words(error: &audit_proof::prove::ProveError) -> String {
         ProveError::NoSuchTime { .. } => {
             format!("{found}: pass one of those, or leave --audit-time out")
         }
-        ProveError::NotSealed { retry, .. } => format!("{found}; try again after {retry}"),
+        ProveError::NotSealed { retry, .. } => {
+            format!("{found}, and its next scheduled run does by {retry}: try again then")
+        }
         ProveError::Overdue { .. } => format!(
             "{found}: run `auditctl verify` over it to see why (digest missing?), then try again"
         ),
@@ -501,7 +503,7 @@ mod tests {
         });
         assert_eq!(
             pending.to_string(),
-            "the period P (where messageId m may be archived) is not sealed yet: the archiver seals it from S on; try again after R"
+            "the period P (where messageId m may be archived) is not sealed yet: the archiver seals it from S on, and its next scheduled run does by R: try again then"
         );
     }
 

@@ -379,7 +379,7 @@ async fn prove_prints_a_proof_that_check_proof_accepts_for_events_of_two_periods
         text(&output)
     );
     assert!(
-        stderr(&output).contains("try again after"),
+        stderr(&output).contains("its next scheduled run does by"),
         "{}",
         text(&output)
     );

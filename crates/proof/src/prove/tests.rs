@@ -338,7 +338,11 @@ async fn a_period_not_sealed_yet_stops_the_search_and_says_when_to_try_again() {
     assert!(period.starts_with(&time(log.period(1).start)), "{error}");
     assert_eq!(
         retry,
-        &time(log.period(1).sealable_at() + SEAL_GRACE_SECONDS)
+        &time(
+            log.period(1).sealable_at()
+                + crate::verify::SEAL_SCHEDULE_SECONDS
+                    .min(i64::from(log.period(1).length.seconds()))
+        )
     );
     // Long after: not "wait", but "look why".
     let error = prove_error(

@@ -41,6 +41,18 @@ use audit_model::range::TimeRange;
 /// fail and be retried by the next. The default grace is this plus one period.
 pub const SEAL_GRACE_SECONDS: i64 = 600;
 
+/// How often the archiver's sealing runs (the template's `DigestSchedule`: every 5 minutes; the
+/// local stack's schedule runs every few seconds, within one of its short periods): a period that
+/// may be sealed from `sealable_at` on is sealed by the next run, so by `sealable_at` plus this or
+/// one period, whichever is shorter (`Period::sealed_by`).
+pub const SEAL_SCHEDULE_SECONDS: i64 = 300;
+
+/// When a period that may be sealed from `sealable_at` on is sealed by the archiver's next
+/// scheduled run (docs/archive.md "Digests").
+pub fn sealed_by(period: &audit_model::archive::Period) -> i64 {
+    period.sealable_at() + SEAL_SCHEDULE_SECONDS.min(i64::from(period.length.seconds()))
+}
+
 /// The default of `--archive-lag`: an item is archived by the archiver within this time after the
 /// function wrote it (its `receivedAt`): the stream and the archiver's batching and retries.
 pub const ARCHIVE_LAG_SECONDS: i64 = 900;
