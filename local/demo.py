@@ -320,6 +320,7 @@ def run_demo(system: LocalSystem, n_valid: int, with_faults: bool) -> int:
     drain_access(system)
     access_ok = check_access_events(system)
     ledger = producer.ledger
+    first_valid = len({e.key for e in ledger.valid})
     ledger.valid += throttled_producer.ledger.valid
     # Written by the redrive's delivery: its sqsMessageId is the redriven message's new id.
     system.redriven_keys |= {e.key for e in throttled_producer.ledger.valid}
@@ -335,8 +336,9 @@ def run_demo(system: LocalSystem, n_valid: int, with_faults: bool) -> int:
     out("")
     lost, dup = len(verdict.lost), len(verdict.duplicated)
     ok = verdict.ok and access_ok
-    out(f"{'OK' if ok else 'PROBLEM'}: {verdict.valid_expected} valid messages -> {verdict.items_in_table} items "
-        f"(lost {lost}, duplicated {dup}); {verdict.poison_expected} bad messages -> dead-letter queue "
+    out(f"{'OK' if ok else 'PROBLEM'}: {verdict.valid_expected} valid messages ({first_valid} at first, "
+        f"{verdict.valid_expected - first_valid} redriven) -> {verdict.items_in_table} items "
+        f"(lost {lost}, duplicated {dup}; the {len(access_ids)} access events apart); {verdict.poison_expected} bad messages -> dead-letter queue "
         f"({verdict.dlq_count} there, each with its reason, {len(verdict.valid_in_dlq)} valid among them). "
         f"{elapsed:.0f} s.")
     if not ok:
@@ -380,7 +382,9 @@ def archive_demo(system: LocalSystem, auditctl: Path | None = None) -> bool:
     if len(objects) > 6:
         out(f"  … and {len(objects) - 6} more")
     archive = verify_archive(system)
-    out(f"{'OK' if archive.ok else 'PROBLEM'}: {archive.items_in_table} items in the table, each archived "
+    access = sum(1 for it in system.scan_table() if is_access_event(it))
+    out(f"{'OK' if archive.ok else 'PROBLEM'}: {archive.items_in_table} items in the table "
+        f"({archive.items_in_table - access} the producers', {access} access events of auditctl), each archived "
         f"exactly once as stored (missing {len(archive.missing)}, doubled {len(archive.doubled)}, "
         f"changed {len(archive.changed)}, not in the table {len(archive.unexpected)}).")
     if not archive.ok:
