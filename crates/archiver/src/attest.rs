@@ -6,13 +6,10 @@
 //! What repeats is checked once: a certificate per run of the receiver, a batch signature per
 //! batch it wrote. So an item costs its leaf (one SHA-256 over its line) and its path's hashes.
 
-use std::collections::HashMap;
 use std::sync::Mutex;
 
-use audit_model::attest::{Attestation, NotAttested, ReceiverKey, batch_message, item_leaf};
+use audit_model::attest::{CheckCache, NotAttested, ReceiverKey, check_with};
 use audit_model::line::plain_map;
-use audit_model::tlog::{Hash, root_of_inclusion};
-use aws_lc_rs::signature::{ED25519, UnparsedPublicKey};
 use serde_json::{Value, json};
 
 use crate::event::{Change, Read, StreamRecord};
@@ -39,24 +36,16 @@ pub struct Foreign {
 #[derive(Debug)]
 pub struct AttestationCheck {
     key: ReceiverKey,
-    known: Mutex<Known>,
-}
-
-/// Verdicts already reached, each map emptied when full (a bound, not a policy: an attacker who
-/// floods it only costs the archiver the signature checks again).
-#[derive(Debug, Default)]
-struct Known {
-    /// The certificate's bytes (key, time, signature) -> whether the attestation key signed it.
-    certificates: HashMap<Vec<u8>, bool>,
-    /// (run key, signature, root, size) -> whether the signature holds.
-    signatures: HashMap<(Vec<u8>, Hash, u64), bool>,
+    /// Verdicts already reached, each map emptied when full (a bound, not a policy: an attacker
+    /// who floods it only costs the archiver the signature checks again).
+    known: Mutex<CheckCache>,
 }
 
 impl AttestationCheck {
     pub fn new(key: ReceiverKey) -> Self {
         Self {
             key,
-            known: Mutex::default(),
+            known: Mutex::new(CheckCache::with_capacities(CERTIFICATES, SIGNATURES)),
         }
     }
 
@@ -89,84 +78,14 @@ impl AttestationCheck {
         })
     }
 
-    /// `audit_model::attest::check` of one plain line, with the certificate's and the batch
+    /// `audit_model::attest::check_with` of one plain line, with the certificate's and the batch
     /// signature's verdicts remembered.
     pub fn check(&self, line: &Value) -> Result<(), NotAttested> {
         let Some(line) = line.as_object() else {
             return Err(NotAttested::Missing);
         };
-        let text = match line.get(audit_model::attest::ATTESTATION) {
-            None => return Err(NotAttested::Missing),
-            Some(Value::String(text)) => text,
-            Some(_) => return Err(NotAttested::Malformed("not a string".into())),
-        };
-        let attestation = Attestation::parse(text)?;
-        let certificate = &attestation.certificate;
-        let mut certificate_id = certificate.public_key.to_vec();
-        certificate_id.extend_from_slice(&certificate.issued_at_ms.to_be_bytes());
-        certificate_id.extend_from_slice(&certificate.signature);
-        let certified = self.remembered(
-            |known| known.certificates.get(&certificate_id).copied(),
-            || self.key.certifies(certificate),
-            |known, verdict| {
-                if known.certificates.len() >= CERTIFICATES {
-                    known.certificates.clear();
-                }
-                known.certificates.insert(certificate_id.clone(), verdict);
-            },
-        );
-        if !certified {
-            return Err(NotAttested::Certificate);
-        }
-        let leaf = item_leaf(line);
-        let root = root_of_inclusion(
-            attestation.index,
-            attestation.size,
-            &leaf,
-            &attestation.path,
-        )
-        .map_err(|e| NotAttested::NotCovered(e.to_string()))?;
-        let mut signed_by = certificate.public_key.to_vec();
-        signed_by.extend_from_slice(&attestation.signature);
-        let id = (signed_by, root, attestation.size);
-        let holds = self.remembered(
-            |known| known.signatures.get(&id).copied(),
-            || {
-                UnparsedPublicKey::new(&ED25519, certificate.public_key)
-                    .verify(
-                        &batch_message(&root, attestation.size),
-                        &attestation.signature,
-                    )
-                    .is_ok()
-            },
-            |known, verdict| {
-                if known.signatures.len() >= SIGNATURES {
-                    known.signatures.clear();
-                }
-                known.signatures.insert(id.clone(), verdict);
-            },
-        );
-        if holds {
-            Ok(())
-        } else {
-            Err(NotAttested::Signature)
-        }
-    }
-
-    /// A verdict remembered, or reached (outside the lock) and remembered.
-    fn remembered(
-        &self,
-        get: impl Fn(&Known) -> Option<bool>,
-        reach: impl FnOnce() -> bool,
-        put: impl FnOnce(&mut Known, bool),
-    ) -> bool {
-        let lock = || self.known.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(verdict) = get(&lock()) {
-            return verdict;
-        }
-        let verdict = reach();
-        put(&mut lock(), verdict);
-        verdict
+        let mut known = self.known.lock().unwrap_or_else(|p| p.into_inner());
+        check_with(line, &self.key, &mut known).map(|_| ())
     }
 }
 

@@ -357,7 +357,8 @@ pub fn check(line: &Map<String, Value>, key: &ReceiverKey) -> Result<Attestation
 /// each is checked once. Bounded: a map that reaches `capacity` entries is emptied.
 #[derive(Debug, Default)]
 pub struct CheckCache {
-    capacity: usize,
+    certificate_capacity: usize,
+    batch_capacity: usize,
     certificates: HashMap<([u8; 32], u64, Vec<u8>), bool>,
     batches: HashMap<([u8; 32], Hash, u64, Vec<u8>), bool>,
 }
@@ -365,10 +366,22 @@ pub struct CheckCache {
 impl CheckCache {
     /// Remembers at most `capacity` certificates and as many batch signatures (0: none).
     pub fn new(capacity: usize) -> Self {
+        Self::with_capacities(capacity, capacity)
+    }
+
+    /// Remembers at most `certificates` certificates (one per run of the receiver) and
+    /// `batches` batch signatures (one per batch it wrote); 0: none of that kind.
+    pub fn with_capacities(certificates: usize, batches: usize) -> Self {
         Self {
-            capacity,
+            certificate_capacity: certificates,
+            batch_capacity: batches,
             ..Self::default()
         }
+    }
+
+    /// How many certificates and batch signatures it remembers now.
+    pub fn remembered(&self) -> (usize, usize) {
+        (self.certificates.len(), self.batches.len())
     }
 
     fn remember<K: std::hash::Hash + Eq>(
@@ -405,7 +418,7 @@ pub fn check_with(
     let attestation = Attestation::parse(text)?;
     let certificate = &attestation.certificate;
     let certified = CheckCache::remember(
-        cache.capacity,
+        cache.certificate_capacity,
         &mut cache.certificates,
         (
             certificate.public_key,
@@ -421,7 +434,7 @@ pub fn check_with(
     // The root the path leads to is the one the signature must cover.
     let root = root_from_path(&attestation, &leaf)?;
     let signed = CheckCache::remember(
-        cache.capacity,
+        cache.batch_capacity,
         &mut cache.batches,
         (
             certificate.public_key,

@@ -108,8 +108,7 @@ fn only_foreign_inserts_are_marked_with_their_reason_and_verdicts_are_remembered
     );
     // The verdicts of the run's certificate and its two batches' signatures, remembered once.
     let known = check.known.lock().unwrap();
-    assert_eq!(known.certificates.len(), 2);
-    assert_eq!(known.signatures.len(), 3);
+    assert_eq!(known.remembered(), (2, 3));
 }
 
 #[test]
