@@ -261,7 +261,8 @@ struct Run<'r, 'a, B, S> {
     /// When the run started (the schedule's clock) and the instant it did.
     now: DateTime<Utc>,
     started: Instant,
-    key: OnceLock<ParsedPublicKey>,
+    /// The digest key's public key (DER, and parsed), fetched once per run.
+    key: OnceLock<(Vec<u8>, ParsedPublicKey)>,
 }
 
 /// What a digest holds besides its link: the period's objects, the rest, and late objects.
@@ -466,8 +467,8 @@ impl<B: Bucket, S: DigestSigner> Run<'_, '_, B, S> {
         Ok(recent)
     }
 
-    /// The key's public key, fetched once per run.
-    async fn public_key(&self) -> Result<&ParsedPublicKey, SealError> {
+    /// The key's public key (DER, and parsed), fetched once per run.
+    async fn cached_key(&self) -> Result<&(Vec<u8>, ParsedPublicKey), SealError> {
         if let Some(key) = self.key.get() {
             return Ok(key);
         }
@@ -479,7 +480,17 @@ impl<B: Bucket, S: DigestSigner> Run<'_, '_, B, S> {
             .map_err(SealError::Sign)?;
         let key = ParsedPublicKey::new(&ECDSA_P256_SHA256_ASN1, &der)
             .map_err(|_| SealError::KeyUnsuitable)?;
-        Ok(self.key.get_or_init(|| key))
+        Ok(self.key.get_or_init(|| (der, key)))
+    }
+
+    /// The key's public key, fetched once per run.
+    async fn public_key(&self) -> Result<&ParsedPublicKey, SealError> {
+        Ok(&self.cached_key().await?.1)
+    }
+
+    /// The key's public key (DER), fetched once per run.
+    async fn public_der(&self) -> Result<&[u8], SealError> {
+        Ok(&self.cached_key().await?.0)
     }
 
     /// The stored digest at `key` as the next one links to it, when it is `period`'s digest of

@@ -429,25 +429,46 @@ async fn a_run_that_stopped_before_its_checkpoint_is_completed_by_the_next() {
 }
 
 #[tokio::test]
-async fn a_tile_name_holding_other_bytes_stops_the_run() {
+async fn a_tile_planted_at_its_name_is_passed_over_for_its_first_alternate() {
     let bucket = MemoryBucket::new();
     let signer = MemorySigner::new(KEY_ARN);
-    plant_three(&bucket);
-    bucket.overwrite("log/tile/0/000.p/100", bytes::Bytes::from(vec![7u8; 3200]));
-    let report = seal(&bucket, &signer, "2026-11-22T10:20:00Z").await;
+    let periods = plant_three(&bucket);
+    let leaves = leaves_of(&lines_of(&periods));
+    // Planted ahead of the sealer: the partial tile of the first tree (100 leaves), and the
+    // edge tile of the second (300) with its first alternate.
+    let junk = bytes::Bytes::from(vec![7u8; 3200]);
+    for key in [
+        "log/tile/0/000.p/100",
+        "log/tile/0/001.p/44",
+        "log/tile/0/001.p/44.1",
+    ] {
+        bucket.overwrite(key, junk.clone());
+    }
+    // At 10:17:00 only 10:15 is due.
+    let first = seal(&bucket, &signer, "2026-11-22T10:17:00Z").await;
+    assert_eq!(first.failure, None, "not stopped by a planted object");
+    assert_eq!(first.tree_size, Some(100));
+    assert_eq!(tile(&bucket, "log/tile/0/000.p/100"), junk, "left as it is");
     assert_eq!(
-        report.failure,
-        Some(SealError::LogConflict {
-            key: "log/tile/0/000.p/100".into()
-        })
+        tile(&bucket, "log/tile/0/000.p/100.1"),
+        tile_bytes(&leaves[..100])
     );
-    assert_eq!(report.sealed.len(), 1, "the digest is written first");
-    assert_eq!(bucket.keys("log/checkpoints/"), Vec::<String>::new());
+    // Each next run reads the tree's edge back from the alternates, and goes on.
+    let second = seal(&bucket, &signer, "2026-11-22T10:18:00Z").await;
+    assert_eq!(second.failure, None);
+    assert_eq!(second.tree_size, Some(300));
+    assert_eq!(
+        tile(&bucket, "log/tile/0/001.p/44.2"),
+        tile_bytes(&leaves[256..300])
+    );
+    let third = seal(&bucket, &signer, "2026-11-22T10:19:30Z").await;
+    assert_eq!(third.failure, None);
+    assert_eq!(third.tree_size, Some(600));
+    assert_trees(&bucket, &signer, &leaves, &[100, 300, 600, 600]);
 }
 
 #[tokio::test]
-async fn a_checkpoint_name_holding_the_body_under_a_signature_that_does_not_hold_is_not_taken_for_the_logs()
- {
+async fn a_checkpoint_name_holding_the_body_under_a_signature_that_does_not_hold_is_passed_over() {
     let bucket = MemoryBucket::new();
     let signer = MemorySigner::new(KEY_ARN);
     let periods = plant_three(&bucket);
@@ -469,23 +490,47 @@ async fn a_checkpoint_name_holding_the_body_under_a_signature_that_does_not_hold
             signature: stranger.sign(body.as_bytes()).unwrap(),
         }],
     };
-    bucket.overwrite(
-        &checkpoint_key(100),
-        bytes::Bytes::from(forged.text().into_bytes()),
+    let planted = bytes::Bytes::from(forged.text().into_bytes());
+    bucket.overwrite(&checkpoint_key(100), planted.clone());
+    let report = seal(&bucket, &signer, "2026-11-22T10:20:00Z").await;
+    assert_eq!(
+        report.failure, None,
+        "not stopped, not counted as the log's"
     );
+    assert_eq!(
+        tile(&bucket, &checkpoint_key(100)),
+        planted,
+        "left as it is"
+    );
+    let alternate = tile(&bucket, &format!("{}.1", checkpoint_key(100)));
+    let note = SignedNote::parse(std::str::from_utf8(&alternate).unwrap()).unwrap();
+    assert_eq!(note.body, body);
+    let der = signer.public_key().der;
+    ParsedPublicKey::new(&ECDSA_P256_SHA256_ASN1, &der)
+        .unwrap()
+        .verify_sig(body.as_bytes(), &note.signatures[0].signature)
+        .expect("the log's signature");
+    assert_checkpoint(&bucket, &signer, 300, &mth(&leaves[..300]));
+    assert_checkpoint(&bucket, &signer, 600, &mth(&leaves[..600]));
+}
+
+#[tokio::test]
+async fn a_name_and_all_its_alternates_planted_stop_the_run_with_its_key() {
+    let bucket = MemoryBucket::new();
+    let signer = MemorySigner::new(KEY_ARN);
+    plant_three(&bucket);
+    for name in audit_model::tlog::log_names("log/tile/0/000.p/100") {
+        bucket.overwrite(&name, bytes::Bytes::from(vec![7u8; 3200]));
+    }
     let report = seal(&bucket, &signer, "2026-11-22T10:20:00Z").await;
     assert_eq!(
         report.failure,
         Some(SealError::LogConflict {
-            key: checkpoint_key(100)
-        }),
-        "reported, not counted as the log's"
+            key: "log/tile/0/000.p/100".into()
+        })
     );
     assert_eq!(report.sealed.len(), 1, "the digest is written first");
-    // The next runs go on sealing and write the later checkpoints.
-    let next = seal(&bucket, &signer, "2026-11-22T10:20:00Z").await;
-    assert_eq!(next.failure, None);
-    assert_checkpoint(&bucket, &signer, 300, &mth(&leaves[..300]));
+    assert_eq!(bucket.keys("log/checkpoints/"), Vec::<String>::new());
 }
 
 #[tokio::test]

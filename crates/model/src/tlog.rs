@@ -363,6 +363,42 @@ pub fn verify_consistency(
     Ok(())
 }
 
+/// Alternate names a log object (tile, index, checkpoint) may be written under after its own,
+/// when someone planted another object at its name first (docs/archive.md "Planted log
+/// objects"): `<name>.1` … `<name>.3`.
+pub const LOG_ALTERNATES: usize = 3;
+/// Choices of tiles among their alternates tried, at most, before a reader gives up.
+pub const MAX_TILE_CHOICES: usize = 64;
+
+/// The names a log object of `name` may be stored under, in the order the sealer tries them and
+/// readers read them: `name`, then `name.1` … `name.3`. A reader stops at the first name that is
+/// not there (the sealer fills them in order).
+pub fn log_names(name: &str) -> Vec<String> {
+    std::iter::once(name.to_owned())
+        .chain((1..=LOG_ALTERNATES).map(|n| format!("{name}.{n}")))
+        .collect()
+}
+
+/// Every choice of one of `counts[i]` candidates for each `i`, the first candidates first, at
+/// most `limit` of them.
+pub fn choices(counts: &[usize], limit: usize) -> Vec<Vec<usize>> {
+    let mut all = vec![Vec::new()];
+    for &count in counts {
+        all = all
+            .into_iter()
+            .flat_map(|choice: Vec<usize>| {
+                (0..count.max(1)).map(move |n| {
+                    let mut next = choice.clone();
+                    next.push(n);
+                    next
+                })
+            })
+            .take(limit)
+            .collect();
+    }
+    all
+}
+
 /// One tile: its level, its index in the level, and its width (256 when full).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TileRef {

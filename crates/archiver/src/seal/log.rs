@@ -3,7 +3,9 @@
 //! the tree's edge, and after the digest (the commit point) the tiles, the period's index and the
 //! signed checkpoint, the checkpoint last. Every write is `If-None-Match: *`; a name already taken
 //! is fine only when it holds the same bytes (for a checkpoint: the same body, signed by the
-//! digest key, its signature checked). A run starts from
+//! digest key, its signature checked); one that holds anything else was planted, and the object
+//! goes under the next of its alternate names (docs/archive.md "Planted log objects"). A run
+//! starts from
 //! the head digest's tree (its edge read back from the partial tiles of its checkpoint's size),
 //! and re-derives the head's tiles, index and checkpoint when the run that wrote it stopped before
 //! its checkpoint.
@@ -17,7 +19,10 @@ use audit_model::note::{
     Checkpoint, IndexRow, NoteSignature, SignedNote, checkpoint_key, ecdsa_key_id, index_key,
     origin,
 };
-use audit_model::tlog::{Hash, HexHash, TileRef, TreeEdge, leaf_hash, object_lines};
+use audit_model::tlog::{
+    Hash, HexHash, MAX_TILE_CHOICES, TileRef, TreeEdge, choices, leaf_hash, log_names,
+    object_lines, parse_hex_hash,
+};
 use aws_lc_rs::signature::{ECDSA_P256_SHA256_ASN1, UnparsedPublicKey};
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
@@ -183,8 +188,122 @@ impl<B: Bucket, S: DigestSigner> Run<'_, '_, B, S> {
         Ok(append_read(edge, self.read_leaves(objects).await?))
     }
 
-    /// Creates `key` with `body` unless it exists; an existing one must hold the same bytes.
-    /// The bytes written, or `None` when the same bytes were there.
+    /// Creates the log object `key` with `body` under the first of its names
+    /// ([`log_names`]) that is free, unless one before holds it already (`holds`: for a tile or
+    /// an index, the same bytes; for a checkpoint, its body signed by the digest key). A name
+    /// that holds anything else was planted: it is reported and passed over (docs/archive.md
+    /// "Planted log objects"). The bytes written, or `None` when it was there.
+    async fn put_log(
+        &self,
+        key: String,
+        body: Vec<u8>,
+        content_type: &'static str,
+        holds: impl Fn(&[u8]) -> bool,
+    ) -> Result<Option<u64>, SealError> {
+        let hash = sha256(&body);
+        let length = body.len() as u64;
+        let body = Bytes::from(body);
+        for name in log_names(&key) {
+            let object = NewObject {
+                key: name.clone(),
+                body: body.clone(),
+                content_type,
+                sha256: hash,
+                metadata: Vec::new(),
+            };
+            match self.request(self.bucket().put_if_absent(object)).await? {
+                Created::New { .. } => return Ok(Some(length)),
+                Created::AlreadyExists => {
+                    if self
+                        .original(&name)
+                        .await?
+                        .is_some_and(|stored| holds(&stored.body))
+                    {
+                        return Ok(None);
+                    }
+                    tracing::error!(
+                        key = %name,
+                        log_planted = 1,
+                        "a log object's name holds an object the sealer did not write: passed over for the next name"
+                    );
+                }
+            }
+        }
+        Err(SealError::LogConflict { key })
+    }
+
+    /// The first of `key`'s names ([`log_names`]) whose original version `holds`, read in
+    /// order up to the first name that is not there.
+    async fn find_log(
+        &self,
+        key: &str,
+        holds: impl Fn(&[u8]) -> bool,
+    ) -> Result<Option<Vec<u8>>, SealError> {
+        for name in log_names(key) {
+            match self.original(&name).await? {
+                None => return Ok(None),
+                Some(stored) if holds(&stored.body) => return Ok(Some(stored.body.to_vec())),
+                Some(_) => {}
+            }
+        }
+        Ok(None)
+    }
+
+    /// The body of the checkpoint of `size` with `root`, and the digest key (DER).
+    async fn checkpoint_body(&self, size: u64, root: Hash) -> Result<(String, Vec<u8>), SealError> {
+        let body = Checkpoint {
+            origin: origin(self.sealer.bucket_name),
+            size,
+            root,
+        }
+        .body();
+        Ok((body, self.public_der().await?.to_vec()))
+    }
+
+    /// Whether the checkpoint of `size` with `root`, signed by the digest key, is stored under
+    /// one of its names.
+    async fn checkpoint_stored(&self, size: u64, root: Hash) -> Result<bool, SealError> {
+        let (body, public) = self.checkpoint_body(size, root).await?;
+        Ok(self
+            .find_log(&checkpoint_key(size), |stored| {
+                holds_checkpoint(stored, &body, &public)
+            })
+            .await?
+            .is_some())
+    }
+
+    /// The signed checkpoint of the tree of `size` leaves with `root`, created unless it exists
+    /// ([`Self::put_log`]; an existing one must have the same body signed by the digest key,
+    /// its signature checked: ECDSA signatures differ from one signing to the next). The bytes
+    /// written, or `None` when it was there.
+    async fn put_checkpoint(&self, size: u64, root: Hash) -> Result<Option<u64>, SealError> {
+        let (body, public) = self.checkpoint_body(size, root).await?;
+        let signature = self
+            .sealer
+            .signer
+            .sign(body.as_bytes())
+            .await
+            .map_err(SealError::Sign)?;
+        let note = SignedNote {
+            body: body.clone(),
+            signatures: vec![NoteSignature {
+                name: origin(self.sealer.bucket_name),
+                key_id: ecdsa_key_id(&public),
+                signature,
+            }],
+        }
+        .text()
+        .into_bytes();
+        self.put_log(
+            checkpoint_key(size),
+            note,
+            CHECKPOINT_CONTENT_TYPE,
+            |stored| holds_checkpoint(stored, &body, &public),
+        )
+        .await
+    }
+
+    /// Creates `key` with `body` unless one of its names holds the same bytes.
     async fn put_same(
         &self,
         key: String,
@@ -192,87 +311,8 @@ impl<B: Bucket, S: DigestSigner> Run<'_, '_, B, S> {
         content_type: &'static str,
     ) -> Result<Option<u64>, SealError> {
         let hash = sha256(&body);
-        let length = body.len() as u64;
-        let object = NewObject {
-            key: key.clone(),
-            body: Bytes::from(body),
-            content_type,
-            sha256: hash,
-            metadata: Vec::new(),
-        };
-        match self.request(self.bucket().put_if_absent(object)).await? {
-            Created::New { .. } => Ok(Some(length)),
-            Created::AlreadyExists => {
-                let same = self
-                    .original(&key)
-                    .await?
-                    .is_some_and(|stored| sha256(&stored.body) == hash);
-                if same {
-                    Ok(None)
-                } else {
-                    tracing::error!(key = %key, "a log object's name holds other bytes");
-                    Err(SealError::LogConflict { key })
-                }
-            }
-        }
-    }
-
-    /// The signed checkpoint of the tree of `size` leaves with `root`, created unless it exists;
-    /// an existing one must have the same body (ECDSA signatures differ from one signing to the
-    /// next). The bytes written, or `None` when it was there.
-    async fn put_checkpoint(&self, size: u64, root: Hash) -> Result<Option<u64>, SealError> {
-        let key = checkpoint_key(size);
-        let name = origin(self.sealer.bucket_name);
-        let body = Checkpoint {
-            origin: name.clone(),
-            size,
-            root,
-        }
-        .body();
-        let signer = &self.sealer.signer;
-        let signature = signer
-            .sign(body.as_bytes())
+        self.put_log(key, body, content_type, |stored| sha256(stored) == hash)
             .await
-            .map_err(SealError::Sign)?;
-        let public = signer.public_key().await.map_err(SealError::Sign)?;
-        let note = SignedNote {
-            body: body.clone(),
-            signatures: vec![NoteSignature {
-                name,
-                key_id: ecdsa_key_id(&public),
-                signature,
-            }],
-        }
-        .text()
-        .into_bytes();
-        let length = note.len() as u64;
-        let object = NewObject {
-            key: key.clone(),
-            sha256: sha256(&note),
-            body: Bytes::from(note),
-            content_type: CHECKPOINT_CONTENT_TYPE,
-            metadata: Vec::new(),
-        };
-        match self.request(self.bucket().put_if_absent(object)).await? {
-            Created::New { .. } => Ok(Some(length)),
-            Created::AlreadyExists => {
-                // Counts only when it is this checkpoint, signed by the digest key (an object
-                // planted with the same body and any signature line would otherwise stand).
-                let same = self
-                    .original(&key)
-                    .await?
-                    .is_some_and(|stored| holds_checkpoint(&stored.body, &body, &public));
-                if same {
-                    Ok(None)
-                } else {
-                    tracing::error!(
-                        key = %key,
-                        "a checkpoint's name holds an object that is not this checkpoint signed by the digest key"
-                    );
-                    Err(SealError::LogConflict { key })
-                }
-            }
-        }
     }
 
     /// After `period`'s digest: the tiles its leaves filled and the partial tiles of the new
@@ -291,10 +331,9 @@ impl<B: Bucket, S: DigestSigner> Run<'_, '_, B, S> {
             }
         };
         if appended.leaves == 0 {
-            if self
-                .original_entry(&checkpoint_key(appended.edge.size))
+            if !self
+                .checkpoint_stored(appended.edge.size, appended.edge.root())
                 .await?
-                .is_none()
             {
                 count(
                     self.put_checkpoint(appended.edge.size, appended.edge.root())
@@ -328,36 +367,51 @@ impl<B: Bucket, S: DigestSigner> Run<'_, '_, B, S> {
         Ok(written)
     }
 
-    /// The tree's edge at `size` from its partial tiles (each tile's original version), its root
-    /// checked against `root` (hex) when given.
+    /// The tree's edge at `size` from its partial tiles (each name's original version; among a
+    /// tile's alternates, the choice that gives `root` (hex) when given, else its own name's).
     async fn load_edge(&self, size: u64, root: Option<&str>) -> Result<TreeEdge, SealError> {
-        let mut tiles = HashMap::new();
+        let mut candidates = Vec::new();
         for tile in TreeEdge::edge_tiles(size) {
-            let Some(stored) = self.original(&tile.key()).await? else {
-                return Err(SealError::LogTileMissing { key: tile.key() });
-            };
-            tiles.insert(tile, stored.body.to_vec());
-        }
-        let edge = TreeEdge::from_tiles(size, &tiles).map_err(|e| match e {
-            audit_model::tlog::TlogError::TileMissing { path } => {
-                SealError::LogTileMissing { key: path }
+            let mut found = Vec::new();
+            for name in log_names(&tile.key()) {
+                match self.original(&name).await? {
+                    Some(stored) => found.push(stored.body.to_vec()),
+                    None => break,
+                }
             }
-            _ => SealError::LogConflict {
-                key: checkpoint_key(size),
-            },
-        })?;
-        if let Some(root) = root
-            && HexHash(&edge.root()).to_string() != root
-        {
+            if found.is_empty() {
+                return Err(SealError::LogTileMissing { key: tile.key() });
+            }
+            candidates.push((tile, found));
+        }
+        let counts: Vec<usize> = candidates.iter().map(|(_, found)| found.len()).collect();
+        let conflict = || SealError::LogConflict {
+            key: checkpoint_key(size),
+        };
+        let mut mismatched = false;
+        for choice in choices(&counts, MAX_TILE_CHOICES) {
+            let tiles: HashMap<TileRef, Vec<u8>> = candidates
+                .iter()
+                .zip(&choice)
+                .map(|((tile, found), n)| (*tile, found[*n].clone()))
+                .collect();
+            let Ok(edge) = TreeEdge::from_tiles(size, &tiles) else {
+                continue;
+            };
+            match root {
+                Some(root) if HexHash(&edge.root()).to_string() != root => {
+                    mismatched = true;
+                }
+                _ => return Ok(edge),
+            }
+        }
+        if mismatched {
             tracing::error!(
                 size,
                 "the tiles of the tree's edge do not give the digest's root"
             );
-            return Err(SealError::LogConflict {
-                key: checkpoint_key(size),
-            });
         }
-        Ok(edge)
+        Err(conflict())
     }
 
     /// The tree after `digest` (of `period`), its tiles, index and checkpoint made sure of: read
@@ -375,7 +429,9 @@ impl<B: Bucket, S: DigestSigner> Run<'_, '_, B, S> {
         let Some(tree) = &digest.tree else {
             return Ok(TreeEdge::default());
         };
-        if self.original_entry(&tree.checkpoint).await?.is_some() {
+        if let Some(root) = parse_hex_hash(&tree.root)
+            && self.checkpoint_stored(tree.size, root).await?
+        {
             return self.load_edge(tree.size, Some(&tree.root)).await;
         }
         let conflict = || SealError::LogConflict {

@@ -358,3 +358,19 @@ fn a_missing_tile_is_named() {
         "{error}"
     );
 }
+
+#[test]
+fn alternates_are_numbered_after_the_name_and_choices_take_the_first_first() {
+    assert_eq!(
+        log_names("log/tile/0/000.p/5"),
+        [
+            "log/tile/0/000.p/5",
+            "log/tile/0/000.p/5.1",
+            "log/tile/0/000.p/5.2",
+            "log/tile/0/000.p/5.3"
+        ]
+    );
+    assert_eq!(TileRef::parse_key("log/tile/0/000.p/5.1"), None);
+    assert_eq!(choices(&[1, 2], 10), [vec![0, 0], vec![0, 1]]);
+    assert_eq!(choices(&[2, 2], 3), [vec![0, 0], vec![0, 1], vec![1, 0]]);
+}
