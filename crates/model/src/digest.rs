@@ -391,10 +391,11 @@ pub enum ProblemKind {
     CheckpointInconsistent,
     LeafMissing,
     CosignatureMissing,
+    LogObjectPlanted,
 }
 
 impl ProblemKind {
-    pub const ALL: [Self; 17] = [
+    pub const ALL: [Self; 18] = [
         Self::DigestMissing,
         Self::ChainBroken,
         Self::SignatureInvalid,
@@ -412,6 +413,7 @@ impl ProblemKind {
         Self::CheckpointInconsistent,
         Self::LeafMissing,
         Self::CosignatureMissing,
+        Self::LogObjectPlanted,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -433,6 +435,7 @@ impl ProblemKind {
             Self::CheckpointInconsistent => "checkpoint inconsistent",
             Self::LeafMissing => "leaf missing",
             Self::CosignatureMissing => "cosignature missing",
+            Self::LogObjectPlanted => "log object planted",
         }
     }
 }
@@ -668,7 +671,8 @@ mod tests {
                 "item not attested",
                 "checkpoint inconsistent",
                 "leaf missing",
-                "cosignature missing"
+                "cosignature missing",
+                "log object planted"
             ]
         );
     }

@@ -23,7 +23,7 @@ use audit_model::note::{
 };
 use audit_model::tlog::{
     Hash, HexHash, TlogError, consistency_proof, consistency_tiles, inclusion_proof,
-    inclusion_tiles, leaf_hash, tree_root, verify_consistency,
+    inclusion_tiles, leaf_hash, log_names, tree_root, verify_consistency, verify_inclusion,
 };
 use chrono::{DateTime, SecondsFormat};
 use serde::Serialize;
@@ -309,32 +309,61 @@ fn gunzip(bytes: &[u8]) -> std::io::Result<Vec<u8>> {
     Ok(text)
 }
 
-impl<A: Archive> LogReader<'_, A> {
-    /// The rows of `period`'s index, or `None` when it has none.
-    pub async fn index(&self, period: Period) -> Result<Option<Vec<IndexRow>>, Error> {
-        let key = index_key(period);
-        let Some(bytes) = self.get(&key).await? else {
-            return Ok(None);
-        };
-        let broken = |what: String| ProveError::Broken {
-            what,
-            period: Some(period_text(period)),
-        };
-        let text =
-            gunzip(&bytes).map_err(|e| broken(format!("the index {key} is not gzip ({e})")))?;
-        let text =
-            String::from_utf8(text).map_err(|_| broken(format!("the index {key} is not text")))?;
-        let rows = text
-            .lines()
-            .map(|line| {
-                IndexRow::parse(line).ok_or_else(|| {
-                    broken(format!(
-                        "the index {key} has a line that is not a row: {line:?}"
-                    ))
-                })
+/// The rows of the index object `key` of `period`.
+fn index_rows(period: Period, key: &str, bytes: &[u8]) -> Result<Vec<IndexRow>, Error> {
+    let broken = |what: String| ProveError::Broken {
+        what,
+        period: Some(period_text(period)),
+    };
+    let text = gunzip(bytes).map_err(|e| broken(format!("the index {key} is not gzip ({e})")))?;
+    let text =
+        String::from_utf8(text).map_err(|_| broken(format!("the index {key} is not text")))?;
+    Ok(text
+        .lines()
+        .map(|line| {
+            IndexRow::parse(line).ok_or_else(|| {
+                broken(format!(
+                    "the index {key} has a line that is not a row: {line:?}"
+                ))
             })
-            .collect::<Result<_, _>>()?;
-        Ok(Some(rows))
+        })
+        .collect::<Result<_, _>>()?)
+}
+
+impl<A: Archive> LogReader<'_, A> {
+    /// The first row of `period`'s index that `wanted` takes: `None` when the period has no
+    /// index, `Some(None)` when no row is taken. When its own name does not give one, its
+    /// alternates are read in order up to the first that is not there: someone planted an object
+    /// at the name and the sealer wrote the index under an alternate (docs/archive.md "Planted
+    /// log objects"; a wrong row makes a proof fail, never hold). An object that is not an index
+    /// is passed over while another name gives rows.
+    pub async fn index_row(
+        &self,
+        period: Period,
+        wanted: impl Fn(&IndexRow) -> bool,
+    ) -> Result<Option<Option<IndexRow>>, Error> {
+        let mut found = None;
+        let mut first_error = None;
+        for name in log_names(&index_key(period)) {
+            let Some(bytes) = self.get(&name).await? else {
+                break;
+            };
+            match index_rows(period, &name, &bytes) {
+                Ok(rows) => {
+                    if let Some(row) = rows.into_iter().find(&wanted) {
+                        return Ok(Some(Some(row)));
+                    }
+                    found = Some(None);
+                }
+                Err(error) => {
+                    first_error.get_or_insert(error);
+                }
+            }
+        }
+        match (found, first_error) {
+            (None, Some(error)) => Err(error),
+            (found, _) => Ok(found),
+        }
     }
 
     /// What a period with no index is, from its digest (at its name or an alternate): the digest
@@ -425,13 +454,13 @@ impl<A: Archive> LogReader<'_, A> {
         let mut before_log = 0u32;
         let mut no_digest = 0u32;
         while period.start <= wanted.last.start {
-            match self.index(period).await? {
-                Some(rows) => {
+            let taken = |r: &IndexRow| {
+                r.message_id == wanted.message_id && same_time(&r.audit_time, &wanted.audit_time)
+            };
+            match self.index_row(period, taken).await? {
+                Some(row) => {
                     searched += 1;
-                    if let Some(row) = rows.into_iter().find(|r| {
-                        r.message_id == wanted.message_id
-                            && same_time(&r.audit_time, &wanted.audit_time)
-                    }) {
+                    if let Some(row) = row {
                         return Ok(Found {
                             row,
                             period,
@@ -468,12 +497,22 @@ impl<A: Archive> LogReader<'_, A> {
         origin: &str,
         witnesses: &[WitnessKey],
     ) -> Result<(SignedNote, Checkpoint), Error> {
-        let Some(note) = self.cosigned_checkpoint(size, witnesses).await? else {
-            return Err(ProveError::NoCheckpointOf {
-                size,
-                key: checkpoint_key(size),
+        let (stored, _) = self.checkpoint_signed(size, key).await?;
+        let note = match stored {
+            None => {
+                return Err(ProveError::NoCheckpointOf {
+                    size,
+                    key: checkpoint_key(size),
+                }
+                .into());
             }
-            .into());
+            Some(Err(why)) => {
+                return Err(Error::NotANote {
+                    key: checkpoint_key(size),
+                    why,
+                });
+            }
+            Some(Ok(note)) => self.with_cosignatures(note, size, witnesses).await?,
         };
         let checkpoint = key.checkpoint(&note).map_err(|e| ProveError::Broken {
             what: format!("the checkpoint {}: {e}", checkpoint_key(size)),
@@ -577,11 +616,17 @@ impl<A: Archive> LogReader<'_, A> {
         let size = self
             .proof_size(row.leaf_index, tree_size, witnesses)
             .await?;
-        let (note, _) = self.signed_checkpoint(size, key, origin, witnesses).await?;
-        let mut tiles = self
-            .tiles(
+        let (note, signed) = self.signed_checkpoint(size, key, origin, witnesses).await?;
+        let leaf = leaf_hash(line.as_bytes());
+        let (mut tiles, _) = self
+            .tiles_checked(
                 size,
                 inclusion_tiles(row.leaf_index, size).map_err(tlog_broken)?,
+                |tiles| {
+                    inclusion_proof(row.leaf_index, size, tiles).is_ok_and(|path| {
+                        verify_inclusion(row.leaf_index, size, &leaf, &path, &signed.root).is_ok()
+                    })
+                },
             )
             .await?;
         let path = inclusion_proof(row.leaf_index, size, &mut tiles).map_err(tlog_broken)?;
@@ -627,8 +672,12 @@ impl<A: Archive> LogReader<'_, A> {
             return Err(ProveError::SizesOutOfOrder { old, new }.into());
         }
         let (note, checkpoint) = self.signed_checkpoint(new, key, origin, &[]).await?;
-        let mut tiles = self
-            .tiles(new, consistency_tiles(old, new).map_err(tlog_broken)?)
+        let (mut tiles, _) = self
+            .tiles_checked(
+                new,
+                consistency_tiles(old, new).map_err(tlog_broken)?,
+                |tiles| tree_root(new, tiles).is_ok_and(|root| root == checkpoint.root),
+            )
             .await?;
         let proof = consistency_proof(old, new, &mut tiles).map_err(tlog_broken)?;
         let old_root = tree_root(old, &mut tiles).map_err(tlog_broken)?;
@@ -647,9 +696,15 @@ impl<A: Archive> LogReader<'_, A> {
         let old_checkpoint = if old == new || old == 0 {
             None
         } else {
-            match self.checkpoint(old).await? {
+            match self.checkpoint_signed(old, key).await?.0 {
                 None => None,
-                Some(old_note) => {
+                Some(Err(why)) => {
+                    return Err(Error::NotANote {
+                        key: checkpoint_key(old),
+                        why,
+                    });
+                }
+                Some(Ok(old_note)) => {
                     let signed = key.checkpoint(&old_note).map_err(|e| ProveError::Broken {
                         what: format!("the checkpoint {}: {e}", checkpoint_key(old)),
                         period: None,

@@ -10,7 +10,7 @@ use audit_model::note::{
     CHECKPOINTS_PREFIX, COSIGNATURES_PREFIX, NoteSignature, SignedNote, WitnessKey, checkpoint_key,
     cosignature_key, cosignatures_of, parse_checkpoint_key,
 };
-use audit_model::tlog::{TileRef, Tiles};
+use audit_model::tlog::{MAX_TILE_CHOICES, TileRef, Tiles, choices, log_names};
 use futures::{StreamExt, TryStreamExt};
 
 pub use crate::offline::{
@@ -76,6 +76,84 @@ impl<A: Archive> LogReader<'_, A> {
                 .filter_map(|(tile, data)| Some((tile, data?)))
                 .collect(),
         })
+    }
+
+    /// The tiles of the tree of `size` named, read at once, and the names passed over: each
+    /// tile's own name first; when `holds` says they are not the log's (a proof made from them
+    /// does not hold) and some tile has alternates (docs/archive.md "Planted log objects"),
+    /// the first choice among them, at most [`MAX_TILE_CHOICES`], that `holds`.
+    pub async fn tiles_checked(
+        &self,
+        size: u64,
+        names: BTreeSet<TileRef>,
+        mut holds: impl FnMut(&mut Tiles) -> bool,
+    ) -> Result<(Tiles, Vec<String>), Error> {
+        let mut own = self.tiles(size, names.clone()).await?;
+        if holds(&mut own) {
+            return Ok((own, Vec::new()));
+        }
+        let mut candidates = Vec::new();
+        for tile in names {
+            let mut found = Vec::new();
+            for name in log_names(&tile.key()) {
+                match self.get(&name).await? {
+                    Some(bytes) => found.push((name, bytes)),
+                    None => break,
+                }
+            }
+            candidates.push((tile, found));
+        }
+        if candidates.iter().all(|(_, found)| found.len() < 2) {
+            return Ok((own, Vec::new()));
+        }
+        let counts: Vec<usize> = candidates.iter().map(|(_, f)| f.len()).collect();
+        for choice in choices(&counts, MAX_TILE_CHOICES) {
+            let mut tiles = Tiles {
+                size,
+                tiles: Default::default(),
+            };
+            let mut passed = Vec::new();
+            for ((tile, found), n) in candidates.iter().zip(&choice) {
+                for (i, (name, bytes)) in found.iter().enumerate() {
+                    if i == *n {
+                        tiles.tiles.insert(*tile, bytes.clone());
+                    } else if i < *n {
+                        passed.push(name.clone());
+                    }
+                }
+            }
+            if holds(&mut tiles) {
+                return Ok((tiles, passed));
+            }
+        }
+        Ok((own, Vec::new()))
+    }
+
+    /// The checkpoint of the tree of `size` signed by the log's `key`: the first of its names
+    /// ([`log_names`], read in order up to the first that is not there) that parses and whose
+    /// log signature holds for this size, with the names passed over (planted: docs/archive.md
+    /// "Planted log objects"); when none holds, its own name's as stored.
+    pub async fn checkpoint_signed(
+        &self,
+        size: u64,
+        key: &LogKey,
+    ) -> Result<(Option<Result<SignedNote, String>>, Vec<String>), Error> {
+        let mut passed = Vec::new();
+        for name in log_names(&checkpoint_key(size)) {
+            let Some(bytes) = self.get(&name).await? else {
+                break;
+            };
+            let note = String::from_utf8(bytes)
+                .ok()
+                .and_then(|text| SignedNote::parse(&text).ok());
+            if let Some(note) = note
+                && key.checkpoint(&note).is_ok_and(|c| c.size == size)
+            {
+                return Ok((Some(Ok(note)), passed));
+            }
+            passed.push(name);
+        }
+        Ok((self.stored_checkpoint(size).await?, Vec::new()))
     }
 
     /// The checkpoint of the tree of `size`, as stored (the log's signature only).
@@ -201,9 +279,21 @@ impl<A: Archive> LogReader<'_, A> {
         size: u64,
         witnesses: &[WitnessKey],
     ) -> Result<Option<SignedNote>, Error> {
-        let Some(mut note) = self.checkpoint(size).await? else {
+        let Some(note) = self.checkpoint(size).await? else {
             return Ok(None);
         };
+        Ok(Some(self.with_cosignatures(note, size, witnesses).await?))
+    }
+
+    /// `note`, the checkpoint of `size`, with the stored cosignatures added
+    /// ([`Self::cosignatures`]), never a line that bears the log's own name (the checkpoint's
+    /// origin) or a key id of the log's signatures on it.
+    pub async fn with_cosignatures(
+        &self,
+        mut note: SignedNote,
+        size: u64,
+        witnesses: &[WitnessKey],
+    ) -> Result<SignedNote, Error> {
         let log_name = note.body.lines().next().unwrap_or_default().to_owned();
         let log_ids: Vec<[u8; 4]> = note.signatures.iter().map(|s| s.key_id).collect();
         for line in self.cosignatures(size, witnesses).await? {
@@ -211,7 +301,7 @@ impl<A: Archive> LogReader<'_, A> {
                 note.add(line);
             }
         }
-        Ok(Some(note))
+        Ok(note)
     }
 
     /// The largest of `checkpoints` (sizes with a checkpoint, after `after`, smallest first) whose

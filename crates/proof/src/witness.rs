@@ -12,7 +12,7 @@ use audit_model::note::{
     cosigned_message,
 };
 use audit_model::tlog::{
-    Hash, HexHash, consistency_proof, consistency_tiles, parse_hex_hash, verify_consistency,
+    Hash, HexHash, Tiles, consistency_proof, consistency_tiles, parse_hex_hash, verify_consistency,
 };
 use aws_lc_rs::encoding::AsBigEndian;
 use aws_lc_rs::signature::{Ed25519KeyPair, KeyPair};
@@ -466,16 +466,20 @@ async fn signed<B: Bucket>(
     size: u64,
 ) -> Result<Accepted, WitnessError> {
     let key = audit_model::note::checkpoint_key(size);
-    let note = reader.checkpoint(size).await.map_err(|e| match e {
+    // The first of its names whose log signature holds (one planted at its name is passed
+    // over: docs/archive.md "Planted log objects").
+    let (stored, _) = reader.checkpoint_signed(size, log).await?;
+    let note = match stored {
+        None => return Err(Error::Vanished { key }.into()),
         // A note that does not parse (named by its key) is no checkpoint the log signed.
-        error @ Error::NotANote { .. } => WitnessError::Refused(Refusal::BadSignature {
-            size,
-            why: error.to_string(),
-        }),
-        other => other.into(),
-    })?;
-    let Some(note) = note else {
-        return Err(Error::Vanished { key }.into());
+        Some(Err(why)) => {
+            return Err(Refusal::BadSignature {
+                size,
+                why: Error::NotANote { key, why }.to_string(),
+            }
+            .into());
+        }
+        Some(Ok(note)) => note,
     };
     let checkpoint = log.checkpoint(&note).map_err(|why| Refusal::BadSignature {
         size,
@@ -508,7 +512,12 @@ async fn consistent<B: Bucket>(
         why,
     };
     let tiles = consistency_tiles(old, new.size).map_err(|e| refuse(e.to_string()))?;
-    let mut tiles = reader.tiles(new.size, tiles).await?;
+    let holds = |tiles: &mut Tiles| {
+        consistency_proof(old, new.size, tiles).is_ok_and(|proof| {
+            verify_consistency(old, new.size, &old_root, &new.root, &proof).is_ok()
+        })
+    };
+    let (mut tiles, _) = reader.tiles_checked(new.size, tiles, holds).await?;
     let proof = consistency_proof(old, new.size, &mut tiles).map_err(|e| refuse(e.to_string()))?;
     verify_consistency(old, new.size, &old_root, &new.root, &proof)
         .map_err(|e| refuse(e.to_string()))?;

@@ -194,10 +194,22 @@ impl<B: Bucket> Archive<B> {
         let Some(size) = newest_size else {
             return Ok(None);
         };
-        let Some(note) = reader.checkpoint(size).await? else {
+        let Some(mut note) = reader.checkpoint(size).await? else {
             return Ok(None);
         };
-        let signature = self.log_signature(&note, size, words).await;
+        let mut signature = self.log_signature(&note, size, words).await;
+        // One planted at the checkpoint's name: the sealer wrote it under an alternate
+        // (docs/archive.md "Planted log objects"), the first whose signature holds.
+        if matches!(signature, LogSignature::Fails(_))
+            && let Some(fetch) = &self.key
+            && let Ok(info) = fetch().await
+            && let Ok(key) = LogKey::from_der(&info.der)
+            && let (Some(Ok(alternate)), planted) = reader.checkpoint_signed(size, &key).await?
+            && !planted.is_empty()
+        {
+            note = alternate;
+            signature = self.log_signature(&note, size, words).await;
+        }
         let mut cosigned_size = size;
         let mut lines = reader.cosignatures(size, &self.witnesses).await?;
         // None by a witness given: the newest size one of them cosigned (never a size taken

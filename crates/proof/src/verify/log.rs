@@ -21,7 +21,7 @@ use audit_model::digest::{Digest, ProblemKind, TreeHead};
 use audit_model::note::{Checkpoint, SignedNote, WitnessKey, checkpoint_key, origin};
 use audit_model::tlog::{
     Hash, HexHash, TILE_HEIGHT, TileRef, TlogError, TreeEdge, consistency_proof, consistency_tiles,
-    parse_hex_hash, verify_consistency,
+    log_names, parse_hex_hash, verify_consistency,
 };
 
 use super::report::{LogSummary, Problem};
@@ -82,7 +82,7 @@ pub struct PeriodLeaves {
 }
 
 /// A stored tile that does not hold what the leaves give.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Finding {
     /// Entry `entry` differs (or is absent: the tile is shorter).
     Differs {
@@ -90,6 +90,9 @@ enum Finding {
         entry: u64,
     },
     Missing(TileRef),
+    /// The tile's own name (or an alternate before the one that holds the leaves' hashes)
+    /// holds another object: planted (docs/archive.md "Planted log objects").
+    Planted(TileRef, String),
 }
 
 impl Finding {
@@ -97,7 +100,7 @@ impl Finding {
     fn leaf(&self) -> u64 {
         let (tile, entry) = match self {
             Finding::Differs { tile, entry } => (tile, *entry),
-            Finding::Missing(tile) => (tile, 0),
+            Finding::Missing(tile) | Finding::Planted(tile, _) => (tile, 0),
         };
         first_leaf(tile, entry)
     }
@@ -122,6 +125,14 @@ impl Finding {
                     ),
                 )
             }
+            Finding::Planted(tile, name) => Problem::new(
+                ProblemKind::LogObjectPlanted,
+                name,
+                format!(
+                    "not the tile of the tree's hashes from leaf {} the listed objects' lines give: someone wrote it at that name; the sealer wrote the tile under the next",
+                    first_leaf(tile, 0)
+                ),
+            ),
             Finding::Missing(tile) => Problem::new(
                 ProblemKind::LeafMissing,
                 tile.key(),
@@ -132,6 +143,24 @@ impl Finding {
             ),
         }
     }
+}
+
+/// When one of `tile`'s alternates holds `want` (docs/archive.md "Planted log objects"): the
+/// names before it (read in order up to the first that is not there).
+async fn planted_before<A: Archive>(
+    reader: &LogReader<'_, A>,
+    tile: &TileRef,
+    want: &[u8],
+) -> Result<Option<Vec<String>>, Error> {
+    let names = log_names(&tile.key());
+    for (n, name) in names.iter().enumerate().skip(1) {
+        match reader.get(name).await? {
+            None => return Ok(None),
+            Some(bytes) if bytes == want => return Ok(Some(names[..n].to_vec())),
+            Some(_) => {}
+        }
+    }
+    Ok(None)
 }
 
 /// The first leaf under entry `entry` of `tile`.
@@ -184,7 +213,12 @@ impl PeriodLeaves {
                 .position(|(w, h)| h != Some(w));
             // A longer tile than the leaves make differs after their last entry.
             let entry = differs.or((have.len() != want.len()).then_some(want.len() / 32));
-            if let Some(entry) = entry {
+            if entry.is_some()
+                && let Some(planted) = planted_before(reader, &tile, &want).await?
+            {
+                self.findings
+                    .extend(planted.into_iter().map(|name| Finding::Planted(tile, name)));
+            } else if let Some(entry) = entry {
                 self.findings.push(Finding::Differs {
                     tile,
                     entry: entry as u64,
@@ -315,7 +349,10 @@ impl LogCheck {
                 edge
             }
             _ if start == 0 => TreeEdge::default(),
-            _ => match self.load_edge(reader, start).await? {
+            _ => match self
+                .load_edge(reader, start, want.as_ref().map(|(r, _)| *r))
+                .await?
+            {
                 Ok(edge) => match &want {
                     Some((root, previous)) if edge.root() != *root => {
                         problems.push(Problem::new(
@@ -367,14 +404,22 @@ impl LogCheck {
         self.now < sealed_at(digest).saturating_add(self.grace)
     }
 
-    /// The edge of the tree of `size` from its partial tiles, or the key of the one missing.
+    /// The edge of the tree of `size` from its partial tiles (those that give `root`, when
+    /// given and some have alternates), or the key of the one missing.
     async fn load_edge<A: Archive>(
         &self,
         reader: &LogReader<'_, A>,
         size: u64,
+        root: Option<Hash>,
     ) -> Result<Result<TreeEdge, String>, Error> {
         let names: BTreeSet<TileRef> = TreeEdge::edge_tiles(size).into_iter().collect();
-        let tiles = reader.tiles(size, names).await?;
+        // Among alternates (docs/archive.md "Planted log objects"), the tiles that give `root`.
+        let (tiles, _) = reader
+            .tiles_checked(size, names, |tiles| {
+                TreeEdge::from_tiles(size, &tiles.tiles)
+                    .is_ok_and(|edge| root.is_none_or(|root| edge.root() == root))
+            })
+            .await?;
         Ok(
             TreeEdge::from_tiles(size, &tiles.tiles).map_err(|e| match e {
                 TlogError::TileMissing { path } => path,
@@ -476,7 +521,16 @@ impl LogCheck {
             ));
         }
         let fresh = self.fresh(digest);
-        let stored = reader.stored_checkpoint(tree.size).await?;
+        let (stored, planted) = reader.checkpoint_signed(tree.size, log_key).await?;
+        problems.extend(planted.into_iter().map(|name| {
+            Problem::new(
+                ProblemKind::LogObjectPlanted,
+                name,
+                format!(
+                    "not the checkpoint of {digest_key}'s tree signed by the log's key: someone wrote it at that name; the sealer wrote the checkpoint under the next (docs/archive.md \"Planted log objects\")"
+                ),
+            )
+        }));
         if stored.is_none() && fresh {
             // Written after the digest, by this run or the next.
             self.summary.pending += 1;
@@ -578,7 +632,13 @@ impl LogCheck {
         }
         self.summary.consistency += 1;
         let needed = consistency_tiles(old, size).unwrap_or_default();
-        let mut tiles = reader.tiles(size, needed).await?;
+        let (mut tiles, _) = reader
+            .tiles_checked(size, needed, |tiles| {
+                consistency_proof(old, size, tiles).is_ok_and(|proof| {
+                    verify_consistency(old, size, &old_root, &root, &proof).is_ok()
+                })
+            })
+            .await?;
         let proof = match consistency_proof(old, size, &mut tiles) {
             Ok(proof) => proof,
             Err(TlogError::TileMissing { path }) => {
