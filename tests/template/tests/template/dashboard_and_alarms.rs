@@ -445,7 +445,7 @@ fn an_alarm_fires_when_the_archive_falls_behind_the_stream() {
 }
 
 #[test]
-fn dashboard_shows_the_archive_lag_and_trail_modifications() {
+fn dashboard_shows_the_archive_lag_trail_modifications_and_foreign_items() {
     let t = template();
     let metrics = dashboard_metrics(&t);
     let archiver_metrics: BTreeSet<String> = metrics
@@ -464,6 +464,7 @@ fn dashboard_shows_the_archive_lag_and_trail_modifications() {
     }
     for name in [
         "TrailModified",
+        "ForeignItem",
         "ArchiveLagMs",
         "DigestsSealed",
         "SealLagSeconds",
