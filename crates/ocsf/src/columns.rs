@@ -28,7 +28,7 @@ pub enum Kind {
 }
 
 /// The columns, in order: every top-level attribute a record of either class can have.
-pub const COLUMNS: [(&str, Kind); 25] = [
+pub const COLUMNS: [(&str, Kind); 26] = [
     ("time", Kind::Integer),
     ("class_uid", Kind::Integer),
     ("class_name", Kind::Text),
@@ -49,6 +49,7 @@ pub const COLUMNS: [(&str, Kind); 25] = [
     ("cloud", Kind::Json),
     ("actor", Kind::Json),
     ("user", Kind::Json),
+    ("service", Kind::Json),
     ("api", Kind::Json),
     ("src_endpoint", Kind::Json),
     ("http_request", Kind::Json),

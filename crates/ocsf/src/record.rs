@@ -209,6 +209,9 @@ pub fn record(line: &str, place: Place<'_>) -> Result<Record, MapError> {
             .or_else(|| sender.map(|s| json!({"uid": s})))
             .unwrap_or_else(|| json!({"name": UNKNOWN}));
         put("user", subject);
+        // What was signed into (OCSF requires `service` or `dst_endpoint`): the API's service.
+        let service = mapped.service.as_deref().unwrap_or(UNKNOWN);
+        put("service", json!({"name": service}));
     }
     let mut api = json!({"operation": mapped.operation.as_deref().unwrap_or(UNKNOWN)});
     if let Some(service) = &mapped.service {

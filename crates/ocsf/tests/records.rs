@@ -125,6 +125,7 @@ fn a_cloudtrail_api_call_maps_its_event_name_identity_address_and_error() {
         (Class::Authentication, &json!(1), &json!(300_201))
     );
     assert_eq!(at(login, "/user/name"), "bob");
+    assert_eq!(at(login, "/service/name"), "signin.amazonaws.com");
     assert_eq!(at(login, "/actor/user/name"), "bob");
     assert_eq!(
         (at(login, "/status_id"), at(login, "/status")),
@@ -393,4 +394,30 @@ fn a_parquet_object_holds_one_class_in_time_order_and_reads_back() {
         write(&mut mixed, Vec::new()),
         Err(audit_ocsf::WriteError::MixedClasses(..))
     ));
+}
+
+/// tests/e2e/data/ocsf-trail-lines.jsonl, which tests/e2e/test_ocsf.py maps with `audit-ocsf`:
+/// the sample batches' events as archived (a copy of the first marked as the archiver marks a
+/// foreign item). This test keeps it so; `OCSF_WRITE_FIXTURE=1` rewrites it.
+#[test]
+fn the_python_tests_lines_are_the_sample_events_as_archived() {
+    let mut lines: Vec<String> = [
+        "clean-batch.json",
+        "cloudevents-batch.json",
+        "cloudtrail-batch.json",
+        "eventbridge-batch.json",
+    ]
+    .iter()
+    .flat_map(|f| lines(f))
+    .collect();
+    let mut foreign: serde_json::Map<String, Value> = serde_json::from_str(&lines[0]).unwrap();
+    foreign.insert("messageId".into(), json!("copied-item"));
+    foreign.insert("notAttested".into(), json!("it has no attestation"));
+    lines.push(Value::Object(foreign).to_string());
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    let path = repo().join("tests/e2e/data/ocsf-trail-lines.jsonl");
+    if std::env::var_os("OCSF_WRITE_FIXTURE").is_some() {
+        std::fs::write(&path, &text).unwrap();
+    }
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), text);
 }
