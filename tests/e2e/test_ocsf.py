@@ -23,13 +23,23 @@ JSON_COLUMNS = {"metadata", "cloud", "actor", "user", "service", "api", "src_end
 
 
 @pytest.fixture(scope="module")
-def objects(tmp_path_factory):
+def audit_ocsf():
+    """target/debug/audit-ocsf, built (or found up to date) by cargo."""
     subprocess.run(["cargo", "build", "--quiet", "-p", "audit-ocsf", "--bin", "audit-ocsf"], cwd=ROOT,
                    check=True, env=dict(os.environ, CARGO_TERM_COLOR="never"))
+    return ROOT / "target" / "debug" / "audit-ocsf"
+
+
+def run(audit_ocsf, out, stdin):
+    return subprocess.run([str(audit_ocsf), "--object", OBJECT, "--out", str(out)], input=stdin,
+                          capture_output=True, text=True)
+
+
+@pytest.fixture(scope="module")
+def objects(audit_ocsf, tmp_path_factory):
     out = tmp_path_factory.mktemp("ocsf")
-    with LINES.open("rb") as stdin:
-        done = subprocess.run([str(ROOT / "target" / "debug" / "audit-ocsf"), "--object", OBJECT, "--out", str(out)],
-                              stdin=stdin, capture_output=True, text=True, check=True)
+    done = run(audit_ocsf, out, LINES.read_text())
+    assert (done.returncode, done.stderr) == (0, "")
     keys = [line.split("\t")[0] for line in done.stdout.splitlines()]
     assert sorted(str(p.relative_to(out)) for p in out.rglob("*.parquet")) == sorted(keys)
     return {key: rows(out / key) for key in keys}
@@ -88,3 +98,15 @@ def test_sign_ins_are_authentications_and_a_foreign_item_is_high_severity(object
     assert (foreign["severity_id"], foreign["unmapped"]["trail"]["notAttested"]) == (4, "it has no attestation")
     deleted = next(r for r in records.values() if r["api"]["operation"] == "com.example.invoice.deleted")
     assert (deleted["activity_name"], deleted["api"]["service"]["name"]) == ("Delete", "https://billing.example.com/invoices")
+
+
+def test_a_tamper_line_is_named_and_the_other_lines_still_written(audit_ocsf, tmp_path):
+    tamper = json.dumps({"eventName": "MODIFY", "keys": {"auditTime": "2026-11-22T10:00:00.000Z", "messageId": "m"},
+                         "newImage": None, "oldImage": {}})
+    first = LINES.read_text().splitlines()[0]
+    done = run(audit_ocsf, tmp_path, f"{tamper}\n{first}\n")
+    assert done.returncode == 1
+    assert done.stderr == "audit-ocsf: line 0 gives no record: the line is not an item: it has no string messageId and auditTime\n"
+    (key,) = [line.split("\t")[0] for line in done.stdout.splitlines()]
+    (row,) = rows(tmp_path / key)
+    assert row["unmapped"]["trail"]["lineNumber"] == 1

@@ -21,6 +21,18 @@ pub enum Source {
     EventBridge,
 }
 
+impl Source {
+    /// `unmapped.envelope`: which envelope the event came in.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Native => "native",
+            Self::CloudEvent => "cloudevents",
+            Self::CloudTrail => "cloudtrail",
+            Self::EventBridge => "eventbridge",
+        }
+    }
+}
+
 /// The item's structured fields (docs/events.md "The item").
 #[derive(Debug, Default)]
 pub struct Fields {

@@ -6,7 +6,7 @@
 use chrono::DateTime;
 use serde_json::{Map, Value, json};
 
-use crate::envelope::{Mapped, Source};
+use crate::envelope::Mapped;
 use crate::verb::{Activity, Class};
 
 /// OCSF's version the records follow.
@@ -288,16 +288,4 @@ fn millis(text: &str) -> Option<i64> {
     DateTime::parse_from_rfc3339(text)
         .ok()
         .map(|t| t.timestamp_millis())
-}
-
-impl Source {
-    /// `unmapped.envelope`: which envelope the event came in.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Self::Native => "native",
-            Self::CloudEvent => "cloudevents",
-            Self::CloudTrail => "cloudtrail",
-            Self::EventBridge => "eventbridge",
-        }
-    }
 }
