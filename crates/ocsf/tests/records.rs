@@ -426,3 +426,40 @@ fn the_python_tests_lines_are_the_sample_events_as_archived() {
     }
     assert_eq!(std::fs::read_to_string(&path).unwrap(), text);
 }
+
+#[test]
+fn another_eventbridge_event_maps_its_detail_type_region_and_account() {
+    let all = records("eventbridge-batch.json");
+    let deleted = all
+        .iter()
+        .find(|r| at(r, "/unmapped/envelope") == "eventbridge")
+        .unwrap();
+    assert_eq!(at(deleted, "/api/operation"), "Invoice Deleted");
+    assert_eq!(
+        (at(deleted, "/activity_id"), at(deleted, "/class_uid")),
+        (&json!(4), &json!(6003))
+    );
+    assert_eq!(
+        (deleted.region.as_str(), deleted.account.as_str()),
+        ("us-east-1", "123456789012")
+    );
+    assert_eq!(
+        at(deleted, "/resources"),
+        &json!([{"uid": "arn:aws:example:us-east-1:123456789012:invoice/4711"}])
+    );
+    assert_eq!(at(deleted, "/unmapped/extra/source"), "com.example.billing");
+    assert_eq!(
+        at(deleted, "/unmapped/extra/detail/deletedBy"),
+        "alice@example.com"
+    );
+    assert_eq!(
+        at(deleted, "/unmapped/extra/region"),
+        &Value::Null,
+        "mapped to cloud"
+    );
+    // The batch's CloudTrail event is told from it.
+    assert!(
+        all.iter()
+            .any(|r| at(r, "/unmapped/envelope") == "cloudtrail")
+    );
+}
