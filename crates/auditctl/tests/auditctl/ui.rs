@@ -414,6 +414,64 @@ async fn an_export_is_the_same_bytes_as_auditctl_query_and_is_recorded() {
 }
 
 #[tokio::test]
+async fn access_events_are_hidden_unless_asked_for_and_query_no_access_leaves_them_out() {
+    let moto = Moto::start();
+    let (events, q) = stack(&moto).await;
+    let ui = Ui::start(&moto, &q.env());
+    let cookie = ui.open().await;
+    // The viewer's own read, written by the function as the stack writes it.
+    let search = "from=2026-11-24T00:00:00Z";
+    assert_eq!(
+        ui.get(&format!("/?{search}"), Some(&cookie)).await.status,
+        200
+    );
+    let taken = q.take().await;
+    assert_eq!(taken.len(), 1, "{taken:?}");
+    crate::access::write_through_function(&moto, &q, &taken).await;
+    let access_id: Value = serde_json::from_str(taken[0].body().unwrap()).unwrap();
+    let access_id = access_id["messageId"].as_str().unwrap().to_owned();
+    let people = newest_first(expected(&events, |e| e.time.starts_with("2026-11-24")));
+
+    let page = ui.get(&format!("/?{search}"), Some(&cookie)).await;
+    let html = page.text();
+    assert_eq!(row_ids(&html), people, "people's events only");
+    assert!(
+        html.contains("<strong>1 access event(s) hidden</strong>")
+            && html.contains("Show access events</a>")
+            && html.contains("name=\"access\" value=\"1\""),
+        "{html}"
+    );
+    let chart = ui.get(&format!("/chart?{search}"), Some(&cookie)).await;
+    assert!(
+        chart
+            .text()
+            .contains("1 access event(s) (auditctl's own reads) not counted"),
+        "{}",
+        chart.text()
+    );
+    let shown = ui.get(&format!("/?{search}&access=1"), Some(&cookie)).await;
+    let shown = row_ids(&shown.text());
+    assert_eq!(shown[0], access_id, "the newest: the viewer's read");
+    assert_eq!(shown[1..], people[..]);
+
+    let query = |flag: &[&str]| {
+        let args = [
+            &["query", "--from", "2026-11-24T00:00:00Z", "--desc"][..],
+            &["--format", "jsonl", "--no-audit-event"],
+            flag,
+        ]
+        .concat();
+        let rows = jsonl(&ok(auditctl(&moto.endpoint, &args, &[])));
+        rows.iter()
+            .map(|r| r["messageId"].as_str().unwrap().to_owned())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(query(&["--no-access"]), people);
+    assert_eq!(query(&[]), shown, "its default stays: every event");
+    assert_eq!(query(&["--no-access", "--limit", "2"]), people[..2]);
+}
+
+#[tokio::test]
 async fn an_events_page_shows_every_field_in_full_and_is_recorded() {
     let moto = Moto::start();
     let (_, q) = stack(&moto).await;
