@@ -181,6 +181,11 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
         self.session.url()
     }
 
+    /// A fresh URL to open: a new one-time token in place of the last (`Session::fresh_url`).
+    pub fn fresh_url(&self) -> Result<String, session::NoRandom> {
+        self.session.fresh_url()
+    }
+
     /// The answer to one request (its body already read).
     pub async fn respond(&self, request: Request<Bytes>) -> Response<Body> {
         let query = request.uri().query().unwrap_or_default().to_owned();

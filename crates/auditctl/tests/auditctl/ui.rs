@@ -25,6 +25,8 @@ pub(crate) struct Ui {
     secret: String,
     token_path: String,
     stdout: BufReader<std::process::ChildStdout>,
+    /// Its stdin, where a line asks for a fresh link.
+    stdin: std::process::ChildStdin,
 }
 
 impl Ui {
@@ -52,6 +54,7 @@ impl Ui {
             .env("AWS_EC2_METADATA_DISABLED", "true")
             .env("AWS_ENDPOINT_URL", endpoint)
             .arg("ui")
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null());
         for (name, value) in env {
@@ -63,6 +66,7 @@ impl Ui {
         }
         let mut child = command.spawn().expect("auditctl ui starts");
         let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let stdin = child.stdin.take().unwrap();
         let mut line = String::new();
         stdout.read_line(&mut line).unwrap();
         let url = line
@@ -79,6 +83,30 @@ impl Ui {
             secret: format!("/{secret}"),
             token_path: format!("/?{token}"),
             stdout,
+            stdin,
+        }
+    }
+
+    /// Presses Enter where `auditctl ui` runs: the fresh link it prints becomes the one `open`
+    /// opens.
+    pub(crate) fn fresh_link(&mut self) {
+        use std::io::Write;
+        self.stdin.write_all(b"\n").unwrap();
+        self.stdin.flush().unwrap();
+        loop {
+            let mut line = String::new();
+            assert!(
+                self.stdout.read_line(&mut line).unwrap() > 0,
+                "a fresh link"
+            );
+            if let Some(url) = line.trim().strip_prefix("auditctl ui: open http://") {
+                let url = url.split_whitespace().next().unwrap();
+                let path = &url[url.find('/').unwrap()..];
+                let (secret, token) = path.split_once("/?").unwrap();
+                assert_eq!(secret, self.secret, "the same run's secret");
+                self.token_path = format!("/?{token}");
+                return;
+            }
         }
     }
 
@@ -303,6 +331,41 @@ async fn the_printed_token_opens_once_and_then_a_cookie_is_needed() {
         csp.contains("default-src 'none'"),
         "nothing from elsewhere: {csp}"
     );
+}
+
+#[tokio::test]
+async fn enter_prints_a_fresh_link_that_opens_once_more_and_every_link_before_it_no_longer_does() {
+    let moto = Moto::start();
+    let (_, q) = stack(&moto).await;
+    let mut ui = Ui::start(&moto, &q.env());
+    let first = ui.open().await;
+    let used = ui.token_path.clone();
+    ui.fresh_link();
+    let unused = ui.token_path.clone();
+    ui.fresh_link();
+    assert!(used != unused && unused != ui.token_path);
+    let second = ui.open().await;
+    for cookie in [&first, &second] {
+        let page = ui.get("/", Some(cookie)).await;
+        assert_eq!(
+            page.status,
+            200,
+            "each browser keeps its session: {}",
+            page.text()
+        );
+    }
+    for path in [&used, &unused, &ui.token_path] {
+        let again = ui.get(path, None).await;
+        assert_eq!(again.status, 403, "{path}");
+        assert!(
+            again.text().contains("expired")
+                && again
+                    .text()
+                    .contains("press Enter in the terminal where auditctl ui runs"),
+            "{}",
+            again.text()
+        );
+    }
 }
 
 #[tokio::test]
