@@ -14,7 +14,7 @@ use audit_trail::filter::{self, Fields, Plan};
 use audit_trail::merge::Order;
 use audit_trail::query::QueryOptions;
 use clap::Args;
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 
 use super::{Context, Failure, TableArgs, print_items};
 
@@ -95,6 +95,10 @@ pub struct QueryArgs {
     /// others filter what it reads); `time` reads byAuditTime and filters by all of them.
     #[arg(long, value_enum, value_name = "INDEX")]
     by: Option<By>,
+    /// Leave out access events (auditctl.* actions: auditctl's own reads of the trail, as the
+    /// viewer hides them by default); they are still read, and --limit counts the rows printed.
+    #[arg(long)]
+    no_access: bool,
     #[command(flatten)]
     table: TableArgs,
 }
@@ -145,10 +149,14 @@ pub async fn run(args: QueryArgs, context: &Context) -> Result<(), Failure> {
         },
         page_size: args.page_size,
         concurrency: usize::from(args.concurrency),
-        limit: args.limit,
+        // Without access events, the rows read are not the rows printed: the take below stops.
+        limit: args.limit.filter(|_| !args.no_access),
     };
     let started = Instant::now();
-    let rows = reader.read(&plan, range, options);
+    let no_access = args.no_access;
+    let rows = reader
+        .read(&plan, range, options)
+        .try_filter(move |row| futures::future::ready(!(no_access && row.is_access_event())));
     let rows = match args.limit {
         Some(limit) => rows
             .take(usize::try_from(limit).unwrap_or(usize::MAX))
