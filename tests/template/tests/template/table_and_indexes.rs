@@ -13,7 +13,7 @@ use serde_yaml::Value;
 #[test]
 fn table_key_schema_is_the_one_the_code_writes() {
     let t = template();
-    let table = props(&t, "AuditMessagesTable");
+    let table = &default_props(&t, "AuditMessagesTable");
     let attributes: BTreeMap<String, String> = one_or_many(at(table, &["AttributeDefinitions"]))
         .iter()
         .map(|a| {
@@ -78,7 +78,7 @@ fn key_schema(value: &Value) -> Vec<(String, String)> {
 #[test]
 fn time_index_is_the_one_auditctl_queries() {
     let t = template();
-    let table = props(&t, "AuditMessagesTable");
+    let table = &default_props(&t, "AuditMessagesTable");
     let indexes = one_or_many(at(table, &["GlobalSecondaryIndexes"]));
     assert_eq!(
         indexes.len(),
@@ -109,7 +109,7 @@ fn time_index_is_the_one_auditctl_queries() {
 #[test]
 fn lookup_indexes_are_the_ones_the_function_keys_and_auditctl_queries() {
     let t = template();
-    let table = props(&t, "AuditMessagesTable");
+    let table = &default_props(&t, "AuditMessagesTable");
     let indexes = one_or_many(at(table, &["GlobalSecondaryIndexes"]));
     let defined: Vec<(String, String)> = one_or_many(at(table, &["AttributeDefinitions"]))
         .iter()
@@ -184,7 +184,7 @@ fn table_is_retained_on_demand_recoverable_encrypted_and_expires_items_by_expire
 #[test]
 fn table_streams_new_and_old_images_and_takes_its_class_from_a_parameter() {
     let t = template();
-    let table = props(&t, "AuditMessagesTable");
+    let table = &default_props(&t, "AuditMessagesTable");
     assert_eq!(
         at(table, &["StreamSpecification", "StreamViewType"]).as_str(),
         Some("NEW_AND_OLD_IMAGES"),
