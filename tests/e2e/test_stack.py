@@ -256,3 +256,19 @@ def test_the_access_queue_the_table_tags_and_the_functions_role_on_moto(work_dir
         assert env["ACCESS_QUEUE_URL"] == stack.access_queue.url and env["ACCESS_QUEUE_URL"].startswith(endpoint)
     finally:
         moto.stop()
+
+
+def test_lint_variants_set_only_the_named_parameters_defaults(tmp_path):
+    from local import lint_variants
+
+    text = DEFAULT_TEMPLATE.read_text()
+    varied = tmp_path / "template.yaml"
+    varied.write_text(lint_variants.with_defaults(text, {"LookupIndexes": "none", "TableBillingMode": "PROVISIONED"}))
+    tpl = Template(load_template(DEFAULT_TEMPLATE))
+    doc = Template(load_template(varied))
+    assert doc.parameter_values["LookupIndexes"] == "none"
+    assert doc.parameter_values["TableBillingMode"] == "PROVISIONED"
+    changed = {k for k, v in doc.parameter_values.items() if tpl.parameter_values[k] != v}
+    assert changed == {"LookupIndexes", "TableBillingMode"}
+    with pytest.raises(SystemExit, match="Nope"):
+        lint_variants.with_defaults(text, {"Nope": "1"})

@@ -156,7 +156,11 @@ fn table_is_retained_on_demand_recoverable_encrypted_and_expires_items_by_expire
     assert_eq!(at(r, &["DeletionPolicy"]).as_str(), Some("Retain"));
     assert_eq!(at(r, &["UpdateReplacePolicy"]).as_str(), Some("Retain"));
     let p = props(&t, "AuditMessagesTable");
-    assert_eq!(at(p, &["BillingMode"]).as_str(), Some("PAY_PER_REQUEST"));
+    assert_eq!(
+        scalar(&eval(&t, at(p, &["BillingMode"]), &params_with(&t, &[]))),
+        "PAY_PER_REQUEST",
+        "on demand by default (TableBillingMode: capacity_options.rs)"
+    );
     assert_eq!(
         at(
             p,

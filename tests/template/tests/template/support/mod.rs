@@ -211,6 +211,13 @@ pub fn condition(t: &Value, name: &str, params: &Params) -> bool {
     truth(t, at(t, &["Conditions", name]), params)
 }
 
+/// Whether resource `name` is created under `params` (its `Condition`, if any, holds).
+pub fn created(t: &Value, name: &str, params: &Params) -> bool {
+    resource(t, name)
+        .get("Condition")
+        .is_none_or(|c| condition(t, &scalar(c), params))
+}
+
 /// `value` as CloudFormation deploys it under `params`, as far as conditions go: each `Fn::If`
 /// replaced by the branch its condition picks, `Ref: AWS::NoValue` left out of lists and
 /// mappings (None for the value itself); other functions kept as written.
