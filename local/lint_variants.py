@@ -30,7 +30,8 @@ def with_defaults(text: str, parameters: dict[str, str]) -> str:
     """template.yaml's text with each named parameter's ``Default:`` line set to the value."""
     for name, value in parameters.items():
         pattern = re.compile(rf"(\n  {re.escape(name)}:\n(?:    .*\n)*?    Default: ).*\n")
-        text, n = pattern.subn(lambda m: m.group(1) + f'"{value}"\n', text, count=1)
+        written = value if re.fullmatch(r"[0-9]+", value) else f'"{value}"'  # a Number unquoted
+        text, n = pattern.subn(lambda m: m.group(1) + written + "\n", text, count=1)
         if n != 1:
             raise SystemExit(f"lint_variants: no Default line for parameter {name}")
     return text

@@ -263,12 +263,15 @@ def test_lint_variants_set_only_the_named_parameters_defaults(tmp_path):
 
     text = DEFAULT_TEMPLATE.read_text()
     varied = tmp_path / "template.yaml"
-    varied.write_text(lint_variants.with_defaults(text, {"LookupIndexes": "none", "TableBillingMode": "PROVISIONED"}))
+    varied.write_text(lint_variants.with_defaults(text, {"LookupIndexes": "none", "TableBillingMode": "PROVISIONED",
+                                                          "BatchingWindow": "20"}))
     tpl = Template(load_template(DEFAULT_TEMPLATE))
     doc = Template(load_template(varied))
     assert doc.parameter_values["LookupIndexes"] == "none"
     assert doc.parameter_values["TableBillingMode"] == "PROVISIONED"
     changed = {k for k, v in doc.parameter_values.items() if tpl.parameter_values[k] != v}
-    assert changed == {"LookupIndexes", "TableBillingMode"}
+    assert changed == {"LookupIndexes", "TableBillingMode", "BatchingWindow"}
+    # A Number stays a number (cfn-lint compares it with the AllowedValues as written).
+    assert "    Default: 20\n" in varied.read_text()
     with pytest.raises(SystemExit, match="Nope"):
         lint_variants.with_defaults(text, {"Nope": "1"})
