@@ -540,6 +540,9 @@ def create_stack(stack: Stack, endpoint: str) -> Stack:
     for key in ("GlobalSecondaryIndexes", "LocalSecondaryIndexes", "DeletionProtectionEnabled", "TableClass", "Tags"):
         if key in props:
             args[key] = props[key]
+    for index in args.get("GlobalSecondaryIndexes", []):
+        if "ProvisionedThroughput" in index:  # TableBillingMode PROVISIONED: numbers, not strings
+            index["ProvisionedThroughput"] = {k: int(v) for k, v in index["ProvisionedThroughput"].items()}
     ddb.create_table(**args)
     ddb.get_waiter("table_exists").wait(TableName=stack.table_name,
                                         WaiterConfig={"Delay": 0.2, "MaxAttempts": 50})

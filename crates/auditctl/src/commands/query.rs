@@ -16,6 +16,7 @@ use audit_trail::query::QueryOptions;
 use clap::Args;
 use futures::{StreamExt, TryStreamExt};
 
+use super::words::{self, TrailError};
 use super::{Context, Failure, TableArgs, print_items};
 
 /// Every item with FROM <= auditTime <= TO, ordered by (auditTime, messageId), from the
@@ -35,7 +36,10 @@ others filter. --outcome and --source-ip filter too (the IP in any text form: 20
 2001:db8::1). Filters are exact matches applied by DynamoDB to what the index reads; they work on
 a time query as well. A lookup keeps only the full items whose field is exactly the value asked
 for, and warns on stderr of each item the index lists that the table no longer holds (expired
-by TTL, or deleted). Items written before the lookup indexes existed are not in them.
+by TTL, or deleted). Items written before the lookup indexes existed are not in them. A table
+deployed without a lookup index (template.yaml's LookupIndexes) answers a lookup by its field from
+the time index over --from..--to with a filter, saying so on stderr (every event of the range is
+read); without --from it stops and names the fix.
 
 Who sent it: actor is what the producer claims; senderId is the IAM principal SQS attests sent
 the message (a user id, or ROLEID:SESSION for a role), shown in every format beside it, and
@@ -140,7 +144,32 @@ pub async fn run(args: QueryArgs, context: &Context) -> Result<(), Failure> {
         .record(Action::Query, &args.table.table, &args.table.table)
         .await?;
     let reader = context.reader(&args.table.table);
-    reader.check_index(&plan).await?;
+    let plan = match reader.check_index(&plan).await {
+        // A table deployed without this lookup index (LookupIndexes): the time index over the
+        // range asked, filtered, when the range is the one asked for.
+        Err(audit_trail::Error::NoLookupIndex {
+            table,
+            index,
+            field,
+        }) => {
+            if args.from.is_none() {
+                return Err(TrailError::LookupWithoutIndexNeedsFrom {
+                    table,
+                    index,
+                    field,
+                }
+                .into());
+            }
+            let plan = plan.on_time_index();
+            reader.check_index(&plan).await?;
+            eprintln!(
+                "{}",
+                words::lookup_on_time_index(&table, &index, field, &range)
+            );
+            plan
+        }
+        checked => checked.map(|()| plan)?,
+    };
     let options = QueryOptions {
         order: if args.desc {
             Order::Descending
