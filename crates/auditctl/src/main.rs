@@ -10,8 +10,8 @@ use crate::commands::words::TrailError;
 use audit_trail::access::{Recorder, SdkAccessLog};
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use commands::{
-    AuditArgs, AwsArgs, Context, Failure, archive, check_proof, dlq, get, key, prove, query, ui,
-    verify, witness,
+    AuditArgs, AwsArgs, Context, Failure, archive, check_proof, dlq, export, get, key, prove,
+    query, ui, verify, witness,
 };
 
 const AFTER_HELP: &str = "\
@@ -83,6 +83,7 @@ enum Command {
     Verify(verify::VerifyArgs),
     Archive(archive::ArchiveArgs),
     Prove(prove::ProveArgs),
+    Export(export::ExportArgs),
     CheckProof(check_proof::CheckProofArgs),
     Key(key::KeyArgs),
     Consistency(prove::ConsistencyArgs),
@@ -150,6 +151,7 @@ async fn run(
         Command::Verify(args) => verify::run(args, &context).await,
         Command::Archive(args) => archive::run(args, &context).await,
         Command::Prove(args) => prove::run(args, &context).await,
+        Command::Export(args) => export::run(args, &context).await,
         Command::CheckProof(args) => check_proof::run(args),
         Command::Key(args) => key::run(args, &context).await,
         Command::Consistency(args) => prove::run_consistency(args, &context).await,
