@@ -3,6 +3,8 @@
 //! words. Runs with no AWS configuration. Must not know how a proof is checked
 //! (`audit_proof::check_proof`) nor how the binary that runs it exits.
 
+use std::collections::HashMap;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use audit_model::note::{Proof, WitnessKey};
@@ -27,7 +29,7 @@ Checks a proof printed by `auditctl prove`, offline (no AWS configuration, no ne
 Prints `OK: ...` (messageId, leaf index, tree size, the log's origin, the witnesses whose
 cosignatures hold) or `FAILED: <reason>`.
 
-Given a directory, checks it as an evidence bundle of `auditctl export --evidence`
+Given a directory (or a .tar.gz of one), checks it as an evidence bundle of `auditctl export --evidence`
 (docs/archive.md \"Evidence for auditors\"): checkpoint.txt's signature, origin and each
 --witness-key's cosignature; every line of events.jsonl, byte for byte, against its proof in
 proofs.jsonl (the same checks as above, in checkpoint.txt's tree), in log order, as many as the
@@ -116,14 +118,26 @@ fn keys(args: &CheckProofArgs) -> Result<(LogKey, Vec<WitnessKey>), Outcome> {
 /// An evidence bundle's directory checked: `OK: ...`, or each problem on a `FAILED: ` line.
 fn run_bundle(args: &CheckProofArgs) -> Result<(), Outcome> {
     let (key, witnesses) = keys(args)?;
-    let dir = Path::new(&args.proof);
+    let path = Path::new(&args.proof);
+    let packed_files = if packed(&args.proof) {
+        Some(unpack(path).map_err(|e| {
+            Outcome::Usage(format!("cannot read the bundle {}: {e}", path.display()))
+        })?)
+    } else {
+        None
+    };
     let mut read = |name: &str| {
-        let path = dir.join(name);
         // A name from the manifest stays inside the bundle.
         if name.split('/').any(|part| part == ".." || part.is_empty()) {
             return Err(format!("{name:?} is not a file of the bundle"));
         }
-        std::fs::read(&path).map_err(|e| e.to_string())
+        match &packed_files {
+            Some(files) => files
+                .get(name)
+                .cloned()
+                .ok_or_else(|| "not in the .tar.gz".to_owned()),
+            None => std::fs::read(path.join(name)).map_err(|e| e.to_string()),
+        }
     };
     match check_bundle(&mut read, &key, &witnesses, &args.origin) {
         Ok(verdict) => {
@@ -146,6 +160,30 @@ fn run_bundle(args: &CheckProofArgs) -> Result<(), Outcome> {
     }
 }
 
+/// Whether the argument names a bundle packed as .tar.gz.
+fn packed(arg: &str) -> bool {
+    arg.ends_with(".tar.gz") || arg.ends_with(".tgz")
+}
+
+/// The files of a .tar.gz bundle by name (a leading `./` left out).
+fn unpack(path: &Path) -> std::io::Result<HashMap<String, Vec<u8>>> {
+    let file = std::fs::File::open(path)?;
+    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(file));
+    let mut files = HashMap::new();
+    for entry in archive.entries()? {
+        let mut entry = entry?;
+        if !entry.header().entry_type().is_file() {
+            continue;
+        }
+        let name = entry.path()?.to_string_lossy().into_owned();
+        let name = name.strip_prefix("./").unwrap_or(&name).to_owned();
+        let mut bytes = Vec::new();
+        entry.read_to_end(&mut bytes)?;
+        files.insert(name, bytes);
+    }
+    Ok(files)
+}
+
 /// What a bundle that holds proves, in the words after `OK: `.
 fn bundle_words(verdict: &BundleVerdict) -> String {
     let complete = match verdict.complete {
@@ -166,7 +204,7 @@ fn bundle_words(verdict: &BundleVerdict) -> String {
 
 /// The files read (`Outcome::Usage` when they cannot be), then the verdict printed.
 pub fn run(args: CheckProofArgs) -> Result<(), Outcome> {
-    if args.proof != "-" && Path::new(&args.proof).is_dir() {
+    if args.proof != "-" && (Path::new(&args.proof).is_dir() || packed(&args.proof)) {
         return run_bundle(&args);
     }
     let text = if args.proof == "-" {

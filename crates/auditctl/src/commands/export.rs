@@ -27,8 +27,9 @@ use super::{Context, Failure};
 use crate::commands::words::TrailError;
 
 const EXPORT_HELP: &str = "\
-Writes an evidence bundle for an auditor (docs/archive.md \"Evidence for auditors\"): a directory
-that `auditctl check-proof DIR` (or `audit-check-proof DIR`) checks offline, holding
+Writes an evidence bundle for an auditor (docs/archive.md \"Evidence for auditors\"): a directory,
+or a .tar.gz when PATH ends .tar.gz or .tgz, that `auditctl check-proof PATH` (or
+`audit-check-proof PATH`) checks offline, holding
 
   events.jsonl     each event as its archived line, exact bytes, in log order
   proofs.jsonl     line for line, each event's proof as `auditctl prove` prints it
@@ -70,7 +71,8 @@ pub struct ExportArgs {
     /// The last period's time: RFC 3339 with an offset.
     #[arg(long, value_name = "TIME")]
     to: String,
-    /// The bundle's directory (made; it must not hold files already).
+    /// The bundle: a directory (made; it must not hold files already), or a .tar.gz (PATH ending
+    /// .tar.gz or .tgz) of the same files.
     #[arg(long, value_name = "PATH")]
     evidence: PathBuf,
     /// Only events of this actor (a filter: only inclusion is then proven).
@@ -141,6 +143,28 @@ fn write(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
         .map_err(|e| Failure::usage(format!("cannot write {}: {e}", path.display())))
 }
 
+/// Whether PATH names a .tar.gz rather than a directory.
+fn packed(path: &Path) -> bool {
+    let name = path.to_string_lossy();
+    name.ends_with(".tar.gz") || name.ends_with(".tgz")
+}
+
+/// The bundle's files as one gzip'd tar, each at its name (no directory above them).
+fn write_tar_gz(path: &Path, files: &[(String, Vec<u8>)]) -> std::io::Result<()> {
+    let file = std::fs::File::create(path)?;
+    let gzip = flate2::write::GzEncoder::new(file, flate2::Compression::default());
+    let mut tar = tar::Builder::new(gzip);
+    for (name, bytes) in files {
+        let mut header = tar::Header::new_gnu();
+        header.set_size(bytes.len() as u64);
+        header.set_mode(0o644);
+        header.set_mtime(Utc::now().timestamp().max(0) as u64);
+        header.set_cksum();
+        tar.append_data(&mut header, name, bytes.as_slice())?;
+    }
+    tar.into_inner()?.finish()?.sync_all()
+}
+
 fn jsonl<T: AsRef<str>>(lines: &[T]) -> String {
     lines.iter().fold(String::new(), |mut text, line| {
         text.push_str(line.as_ref());
@@ -161,12 +185,18 @@ pub async fn run(args: ExportArgs, context: &Context) -> Result<(), Failure> {
     let (from, to) = (time(&range.from)?, time(&range.to)?);
     let dir = &args.evidence;
     let name = dir.to_string_lossy();
-    if name.ends_with(".zip") || name.ends_with(".tar.gz") || name.ends_with(".tgz") {
+    let packed = packed(dir);
+    if name.ends_with(".zip") {
         return Err(Failure::usage(format!(
-            "--evidence {name}: a bundle is written as a directory; archive it afterwards (tar czf {name} DIR) and unpack it before check-proof"
+            "--evidence {name}: a bundle is written as a directory or a .tar.gz (PATH ending .tar.gz or .tgz), not a .zip"
         )));
     }
-    if std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_some()) {
+    if packed && dir.exists() {
+        return Err(Failure::usage(format!(
+            "--evidence {name}: the file is there already; give a new one"
+        )));
+    }
+    if !packed && std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_some()) {
         return Err(Failure::usage(format!(
             "--evidence {name}: the directory holds files already; give a new one"
         )));
@@ -208,25 +238,28 @@ pub async fn run(args: ExportArgs, context: &Context) -> Result<(), Failure> {
         now: Utc::now().timestamp(),
     };
     let evidence = log.evidence(&ask).await?;
-    std::fs::create_dir_all(dir.join("checkpoints"))
-        .map_err(|e| Failure::usage(format!("cannot make {name}: {e}")))?;
     let proofs = evidence
         .proofs
         .iter()
         .map(serde_json::to_string)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| TrailError::Output(std::io::Error::other(e)))?;
-    write(&dir.join(EVENTS), jsonl(&evidence.events).as_bytes())?;
-    write(&dir.join(PROOFS), jsonl(&proofs).as_bytes())?;
-    write(
-        &dir.join(UNPROVEN),
-        jsonl(&evidence.unproven_lines).as_bytes(),
-    )?;
-    write(&dir.join(CHECKPOINT), evidence.checkpoint.as_bytes())?;
+    let mut files: Vec<(String, Vec<u8>)> = vec![
+        (EVENTS.to_owned(), jsonl(&evidence.events).into_bytes()),
+        (PROOFS.to_owned(), jsonl(&proofs).into_bytes()),
+        (
+            UNPROVEN.to_owned(),
+            jsonl(&evidence.unproven_lines).into_bytes(),
+        ),
+        (
+            CHECKPOINT.to_owned(),
+            evidence.checkpoint.clone().into_bytes(),
+        ),
+        (PUBLIC_KEY.to_owned(), pem(&der).into_bytes()),
+    ];
     for (file, text) in &evidence.checkpoints {
-        write(&dir.join(file), text.as_bytes())?;
+        files.push((file.clone(), text.clone().into_bytes()));
     }
-    write(&dir.join(PUBLIC_KEY), pem(&der).as_bytes())?;
     let manifest = Manifest {
         format: EVIDENCE_FORMAT.to_owned(),
         made_at: Utc::now().to_rfc3339_opts(SecondsFormat::Secs, true),
@@ -254,7 +287,21 @@ pub async fn run(args: ExportArgs, context: &Context) -> Result<(), Failure> {
     let mut text = serde_json::to_string_pretty(&manifest)
         .map_err(|e| TrailError::Output(std::io::Error::other(e)))?;
     text.push('\n');
-    write(&dir.join(MANIFEST), text.as_bytes())?;
+    files.push((MANIFEST.to_owned(), text.into_bytes()));
+    if packed {
+        write_tar_gz(dir, &files)
+            .map_err(|e| Failure::usage(format!("cannot write {}: {e}", dir.display())))?;
+    } else {
+        for (file, bytes) in &files {
+            let path = dir.join(file);
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent).map_err(|e| {
+                    Failure::usage(format!("cannot make {}: {e}", parent.display()))
+                })?;
+            }
+            write(&path, bytes)?;
+        }
+    }
     eprintln!(
         "wrote {name}: {} event(s) proven in the tree of {}{}, {} unproven (period not sealed yet); {}; check with: auditctl check-proof {name} --public-key {name}/{PUBLIC_KEY} --origin {log_origin}",
         manifest.events,

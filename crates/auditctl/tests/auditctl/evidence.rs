@@ -75,6 +75,18 @@ fn check(bundle: &Path, witness: Option<&str>) -> (i32, String) {
     (output.status.code().unwrap(), text(&output))
 }
 
+/// check-proof on a packed bundle, with the key kept beside it.
+fn check_file(bundle: &Path, key: &Path) -> (i32, String) {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_auditctl"))
+        .env_clear()
+        .args(["check-proof", &bundle.to_string_lossy()])
+        .args(["--public-key", &key.to_string_lossy()])
+        .args(["--origin", &origin(BUCKET)])
+        .output()
+        .unwrap();
+    (output.status.code().unwrap(), text(&output))
+}
+
 fn lines(path: &Path) -> Vec<String> {
     std::fs::read_to_string(path)
         .unwrap()
@@ -361,5 +373,54 @@ async fn an_exported_bundle_checks_offline_and_every_change_to_it_is_named() {
     let claim = manifest(&whole).completeness.expect("complete");
     assert_eq!((claim.start, claim.end), (0, 30));
     assert_eq!(check(&whole, None).0, 0);
+    // The same as a .tar.gz: the same files, checked as they are.
+    let packed = dir.join("whole.tar.gz");
+    let p = packed.to_string_lossy().into_owned();
+    ok(stack.run(
+        &[
+            "export",
+            "--from",
+            &at(first.start),
+            "--to",
+            &at(second.start),
+            "--evidence",
+            &p,
+            "--no-audit-event",
+        ],
+        &[],
+    ));
+    let mut names = Vec::new();
+    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(
+        std::fs::File::open(&packed).unwrap(),
+    ));
+    for entry in archive.entries().unwrap() {
+        let mut entry = entry.unwrap();
+        let name = entry.path().unwrap().to_string_lossy().into_owned();
+        if name == "events.jsonl" {
+            let mut text = String::new();
+            std::io::Read::read_to_string(&mut entry, &mut text).unwrap();
+            assert_eq!(
+                text,
+                std::fs::read_to_string(whole.join("events.jsonl")).unwrap()
+            );
+        }
+        names.push(name);
+    }
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "checkpoint.txt",
+            "checkpoints/30.txt",
+            "digest-key.pem",
+            "events.jsonl",
+            "manifest.json",
+            "proofs.jsonl",
+            "unproven.jsonl"
+        ]
+    );
+    let (code, said) = check_file(&packed, &whole.join("digest-key.pem"));
+    assert_eq!(code, 0, "{said}");
+    assert!(said.contains("complete: every leaf from 0 to 30"), "{said}");
     let _ = std::fs::remove_dir_all(&dir);
 }
