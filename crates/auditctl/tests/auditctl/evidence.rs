@@ -16,7 +16,7 @@ use chrono::{DateTime, SecondsFormat};
 use crate::access::assert_access_event;
 use crate::dlq::queues;
 use crate::harness::*;
-use crate::prove::{BUCKET, Stack, length, text};
+use crate::prove::{BUCKET, Stack, length, objects_read, text};
 
 fn at(seconds: i64) -> String {
     DateTime::from_timestamp(seconds, 0)
@@ -357,7 +357,7 @@ async fn an_exported_bundle_checks_offline_and_every_change_to_it_is_named() {
     // The first two periods whole: complete from leaf 0 (no checkpoint before it needed).
     let whole = dir.join("whole");
     let w = whole.to_string_lossy().into_owned();
-    ok(stack.run(
+    let output = stack.run(
         &[
             "export",
             "--from",
@@ -369,7 +369,11 @@ async fn an_exported_bundle_checks_offline_and_every_change_to_it_is_named() {
             "--no-audit-event",
         ],
         &[],
-    ));
+    );
+    let err = stderr(&output);
+    ok(output);
+    // Each index, archive object, checkpoint and tile read once: fewer objects than events.
+    assert!(objects_read(&err) < 20, "{err}");
     let claim = manifest(&whole).completeness.expect("complete");
     assert_eq!((claim.start, claim.end), (0, 30));
     assert_eq!(check(&whole, None).0, 0);

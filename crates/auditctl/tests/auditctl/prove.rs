@@ -216,7 +216,7 @@ impl Stack {
 }
 
 /// "read N objects (B bytes)" from prove's stderr.
-fn objects_read(err: &str) -> u64 {
+pub(crate) fn objects_read(err: &str) -> u64 {
     let at = err.find("read ").unwrap_or_else(|| panic!("{err}")) + 5;
     err[at..]
         .split(' ')
