@@ -75,6 +75,33 @@ fn check(bundle: &Path, witness: Option<&str>) -> (i32, String) {
     (output.status.code().unwrap(), text(&output))
 }
 
+/// docs/operations.md's bundle check in Python, exactly as printed there, on `bundle`: its exit
+/// code and what it printed.
+fn documented_script(bundle: &Path, witness: Option<&str>) -> (i32, String) {
+    let doc = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/operations.md"),
+    )
+    .unwrap();
+    let marker = "<!-- evidence-bundle:python -->\n```python\n";
+    let start = doc
+        .find(marker)
+        .expect("docs/operations.md lost its bundle check (marker evidence-bundle:python)")
+        + marker.len();
+    let end = doc[start..].find("\n```").unwrap() + start;
+    let script = bundle.with_file_name("check_bundle.py");
+    std::fs::write(&script, format!("{}\n", &doc[start..end])).unwrap();
+    let output = std::process::Command::new(crate::check_proof::python())
+        .env_clear()
+        .arg(&script)
+        .arg(bundle)
+        .arg(bundle.join("digest-key.pem"))
+        .arg(origin(BUCKET))
+        .args(witness)
+        .output()
+        .unwrap();
+    (output.status.code().unwrap(), text(&output))
+}
+
 /// check-proof on a packed bundle, with the key kept beside it.
 fn check_file(bundle: &Path, key: &Path) -> (i32, String) {
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_auditctl"))
@@ -270,6 +297,35 @@ async fn an_exported_bundle_checks_offline_and_every_change_to_it_is_named() {
     let (code, said) = check(&removed, None);
     assert_eq!(code, 1, "{said}");
     assert!(said.contains("FAILED: completeness:"), "{said}");
+    // The docs' Python check accepts and refuses the same bundles.
+    let (code, said) = documented_script(&bundle, Some(&vkey));
+    assert_eq!(code, 0, "{said}");
+    assert!(
+        said.starts_with("OK: 15 events in the tree of 30"),
+        "{said}"
+    );
+    assert!(said.contains("every leaf from 15 to 30"), "{said}");
+    let (code, said) = documented_script(&removed, None);
+    assert_eq!(code, 1, "{said}");
+    assert!(said.contains("FAILED: completeness:"), "{said}");
+    let changed = dir.join("changed-byte");
+    copy(&bundle, &changed);
+    let mut content = lines(&changed.join("events.jsonl"));
+    content[3] = content[3].replacen("paid", "paiD", 1);
+    write_lines(&changed.join("events.jsonl"), &content);
+    let (code, said) = documented_script(&changed, None);
+    assert_eq!(code, 1, "{said}");
+    assert!(
+        said.contains("FAILED: events.jsonl line 4 is not the line its proof proves"),
+        "{said}"
+    );
+    let mut checkpoint = lines(&changed.join("checkpoint.txt"));
+    checkpoint.pop();
+    copy(&bundle, &changed);
+    write_lines(&changed.join("checkpoint.txt"), &checkpoint);
+    let (code, said) = documented_script(&changed, Some(&vkey));
+    assert_eq!(code, 1, "{said}");
+    assert!(said.contains("no cosignature by"), "{said}");
     // Reordered with their proofs: out of log order.
     let reordered = dir.join("reordered-both");
     copy(&bundle, &reordered);
