@@ -264,47 +264,38 @@ impl<A: Archive> LogReader<'_, A> {
         lines: &mut Vec<String>,
     ) -> Result<(), Error> {
         for prefix in object_prefixes(period) {
-            let mut after: Option<String> = None;
-            loop {
-                let keys = self.archive.keys(&prefix, after.as_deref(), 1000).await?;
-                let full = keys.len() == 1000;
-                after = keys.last().cloned();
-                for key in keys {
-                    let Some(bytes) = self.get(&key).await? else {
+            for key in self.keys(&prefix, None).await? {
+                let Some(bytes) = self.get(&key).await? else {
+                    continue;
+                };
+                let Ok(text) = gunzip(&bytes) else { continue };
+                for (number, line) in object_lines(&text).into_iter().enumerate() {
+                    let line = String::from_utf8_lossy(line).into_owned();
+                    let Ok(value) = serde_json::from_str::<serde_json::Value>(&line) else {
                         continue;
                     };
-                    let Ok(text) = gunzip(&bytes) else { continue };
-                    for (number, line) in object_lines(&text).into_iter().enumerate() {
-                        let line = String::from_utf8_lossy(line).into_owned();
-                        let Ok(value) = serde_json::from_str::<serde_json::Value>(&line) else {
-                            continue;
-                        };
-                        if !(ask.keep)(&value) {
-                            continue;
-                        }
-                        let field = |name: &str| {
-                            value
-                                .get(name)
-                                .and_then(|v| v.as_str())
-                                .unwrap_or_default()
-                                .to_owned()
-                        };
-                        unproven.push(Unproven {
-                            message_id: field("messageId"),
-                            audit_time: field("auditTime"),
-                            object: key.clone(),
-                            line_number: number as u64,
-                            why: format!(
-                                "its period {} to {} is not sealed yet",
-                                time(period.start),
-                                time(period.end())
-                            ),
-                        });
-                        lines.push(line);
+                    if !(ask.keep)(&value) {
+                        continue;
                     }
-                }
-                if !full {
-                    break;
+                    let field = |name: &str| {
+                        value
+                            .get(name)
+                            .and_then(|v| v.as_str())
+                            .unwrap_or_default()
+                            .to_owned()
+                    };
+                    unproven.push(Unproven {
+                        message_id: field("messageId"),
+                        audit_time: field("auditTime"),
+                        object: key.clone(),
+                        line_number: number as u64,
+                        why: format!(
+                            "its period {} to {} is not sealed yet",
+                            time(period.start),
+                            time(period.end())
+                        ),
+                    });
+                    lines.push(line);
                 }
             }
         }
