@@ -34,6 +34,11 @@
 mod examine;
 mod late;
 mod log;
+mod parts;
+
+pub use parts::{
+    PART_OBJECTS, PART_STEP_TIME, PARTS_PREFIX, part_key, part_signing_string, parts_prefix,
+};
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::future::Future;
@@ -564,11 +569,9 @@ impl<B: Bucket, S: DigestSigner> Run<'_, '_, B, S> {
                 continue;
             }
             if contents.is_none() {
-                let mut ready = self.contents(period, recent).await?;
-                // The digest's order, which is the leaves' order.
-                ready.objects.sort_by(|a, b| a.key.cmp(&b.key));
-                let appended = self.append(edge, &ready.objects).await?;
-                contents = Some((ready, appended));
+                // In parts, objects in key order (the leaves' order), from where a run before
+                // this one stopped.
+                contents = Some(self.sealed_in_parts(period, previous, recent, edge).await?);
             }
             let Some((ready, appended)) = contents.as_ref() else {
                 continue;
@@ -667,9 +670,13 @@ impl<B: Bucket, S: DigestSigner> Run<'_, '_, B, S> {
                 length: self.length(),
             };
             let keys: HashSet<String> = keys.into_iter().collect();
-            let found = self.examine_period(period, |k| keys.contains(k)).await?;
-            if found.iter().any(|f| f.attestation.is_ok() && !f.voided) {
-                return Ok(period);
+            let (originals, voided) = self.place(period, |k| keys.contains(k)).await?;
+            // A few at a time, up to the first attested one: bounded work in a busy period.
+            for some in originals.chunks(HEAD_CONCURRENCY) {
+                let found = self.examine_all(some.to_vec(), period, &voided).await?;
+                if found.iter().any(|f| f.attestation.is_ok() && !f.voided) {
+                    return Ok(period);
+                }
             }
             tracing::warn!(
                 period_start = start,
