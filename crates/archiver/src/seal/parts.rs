@@ -1,16 +1,15 @@
 //! Owns sealing progress that survives the run (docs/scaling.md §8, docs/archive.md "Sealing in
 //! parts"): a period's place, in key order, is sealed [`PART_OBJECTS`] keys at a time. Each part
-//! (its listed and unattested objects, the tree's edge after their leaves, their index rows, and
-//! the SHA-256 of the part before, or of the previous digest for the first) is signed with the
-//! digest key and created with `If-None-Match: *` at `state/seal/p<period start>/<n>.json` (or an
-//! alternate name `<n>.a<k>.json`): that is its commit point; the tiles its leaves filled are
-//! written after it. A run goes on from the parts there are: the chain of parts signed by the key,
+//! (its listed and unattested objects, the tree's edge after their leaves, the SHA-256 of its
+//! index rows, and the SHA-256 of the part before, or of the previous digest for the first) is
+//! signed with the digest key and created with `If-None-Match: *` at
+//! `state/seal/p<period start>/<n>.json` (or an alternate name `<n>.a<k>.json`): that is its
+//! commit point; the tiles its leaves filled and its rows (`<n>.rows.gz`, or an alternate
+//! `<n>.rows.a<k>.gz`) are written after it. A run goes on from the parts there are: the chain of parts signed by the key,
 //! of this bucket and period, each naming the one before; anything else at their names is passed
 //! over, so nothing planted stops sealing. The digest is built from the parts. Must not know how
 //! digests are chained or written (`seal.rs`).
 
-use base64::Engine as _;
-use base64::engine::general_purpose::STANDARD as BASE64;
 use serde::{Deserialize, Serialize};
 
 use std::collections::HashMap;
@@ -85,8 +84,8 @@ struct Part {
     tree_size: u64,
     /// Hex of the partial tiles of the tree after its leaves (`TreeEdge::edge_tiles` order).
     edge: Vec<String>,
-    /// Base64 of the gzip of its index rows' lines (empty: none).
-    index: String,
+    /// Hex SHA-256 of the gzip of its index rows' lines (empty: none), kept at its rows' name.
+    rows_sha256: String,
 }
 
 /// A part of the chain: its name, its bytes' SHA-256, its body and the tree's edge after it.
@@ -110,14 +109,28 @@ fn edge_of(size: u64, tiles: &[String]) -> Option<TreeEdge> {
     TreeEdge::from_tiles(size, &map).ok()
 }
 
-/// A part's index rows.
-fn rows_of(part: &Part) -> Option<Vec<IndexRow>> {
-    if part.index.is_empty() {
-        return Some(Vec::new());
+/// The name of part `number`'s index rows (its `alternate`-th alternate name when not 0).
+fn rows_key(period: Period, number: u32, alternate: u32) -> String {
+    match alternate {
+        0 => format!("{}{number:06}.rows.gz", parts_prefix(period)),
+        _ => format!("{}{number:06}.rows.a{alternate}.gz", parts_prefix(period)),
     }
-    let gzip = BASE64.decode(&part.index).ok()?;
-    let text = String::from_utf8(gunzip(&gzip)?).ok()?;
+}
+
+/// Index rows from their gzip.
+fn rows_of(gzip: &[u8]) -> Option<Vec<IndexRow>> {
+    let text = String::from_utf8(gunzip(gzip)?).ok()?;
     text.lines().map(IndexRow::parse).collect()
+}
+
+/// The gzip of `rows` (empty when there are none).
+fn rows_body(rows: &[IndexRow]) -> Result<Vec<u8>, SealError> {
+    if rows.is_empty() {
+        return Ok(Vec::new());
+    }
+    // Compressing into memory fails only without memory.
+    index_body(rows)
+        .map_err(|e| SealError::Bucket(words::unavailable(format!("a part's index rows: {e}"))))
 }
 
 /// The period's examined objects as a digest lists them: attested ones, and the rest with why.
@@ -161,7 +174,8 @@ impl<B: Bucket, S: DigestSigner> Run<'_, '_, B, S> {
         let mut parts = self.found_parts(period, &anchor).await?;
         if let Some(last) = parts.last() {
             let before = parts.len().checked_sub(2).map_or(edge, |i| &parts[i].edge);
-            self.tiles_of_part(last, before).await?;
+            let before = before.clone();
+            self.log_of_part(period, last, &before).await?;
         }
         let (mut place, voided) = self.place(period, |_| true).await?;
         place.sort_by(|a, b| a.key.cmp(&b.key));
@@ -179,14 +193,7 @@ impl<B: Bucket, S: DigestSigner> Run<'_, '_, B, S> {
             let found = self.examine_all(keys.to_vec(), period, &voided).await?;
             let (objects, unattested) = sorted_out(found);
             let appended = self.append(&before, &objects).await?;
-            // Compressing into memory fails only without memory.
-            let index = match appended.rows.is_empty() {
-                true => String::new(),
-                false => BASE64.encode(
-                    index_body(&appended.rows)
-                        .map_err(|e| words::unavailable(format!("a part's index: {e}")))?,
-                ),
-            };
+            let rows = rows_body(&appended.rows)?;
             let part = Part {
                 format: PART_FORMAT.to_owned(),
                 bucket: self.sealer.bucket_name.to_owned(),
@@ -205,7 +212,10 @@ impl<B: Bucket, S: DigestSigner> Run<'_, '_, B, S> {
                     .iter()
                     .map(|(_, b)| hex(b))
                     .collect(),
-                index,
+                rows_sha256: match rows.is_empty() {
+                    true => String::new(),
+                    false => hex(&sha256(&rows)),
+                },
             };
             let chained = self.write_part(period, part).await?;
             if chained.edge.size != appended.edge.size
@@ -213,16 +223,19 @@ impl<B: Bucket, S: DigestSigner> Run<'_, '_, B, S> {
             {
                 return Err(SealError::LogConflict { key: chained.key });
             }
-            // After the part, its commit point: the tiles its leaves filled.
+            // After the part, its commit point: the tiles its leaves filled, and its rows.
             self.put_tiles(appended.full).await?;
+            self.put_rows(period, &chained, rows).await?;
             parts.push(chained);
         }
-        self.built_from_parts(&parts, edge, recent).await
+        self.built_from_parts(period, &parts, edge, recent).await
     }
 
-    /// The digest's contents and leaves from a period's parts (the tiles they filled written).
+    /// The digest's contents and leaves from a period's parts (the tiles they filled written),
+    /// on the tree at `edge`.
     async fn built_from_parts(
         &self,
+        period: Period,
         parts: &[Chained],
         edge: &TreeEdge,
         recent: &VecDeque<(Period, Digest)>,
@@ -236,7 +249,12 @@ impl<B: Bucket, S: DigestSigner> Run<'_, '_, B, S> {
             edge: parts.last().map_or(edge, |p| &p.edge).clone(),
             ..Appended::default()
         };
-        for chained in parts {
+        let rows: Vec<Vec<IndexRow>> = futures::stream::iter(parts)
+            .map(|chained| self.rows_of_part(period, chained))
+            .buffered(HEAD_CONCURRENCY)
+            .try_collect()
+            .await?;
+        for (chained, rows) in parts.iter().zip(rows) {
             contents
                 .objects
                 .extend(chained.part.objects.iter().cloned());
@@ -244,14 +262,35 @@ impl<B: Bucket, S: DigestSigner> Run<'_, '_, B, S> {
                 .unattested
                 .extend(chained.part.unattested.iter().cloned());
             appended.leaves += chained.part.leaves;
-            appended.rows.extend(
-                rows_of(&chained.part).ok_or_else(|| SealError::LogConflict {
-                    key: chained.key.clone(),
-                })?,
-            );
+            appended.rows.extend(rows);
         }
         contents.unattested.sort_by(|a, b| a.key.cmp(&b.key));
         Ok((contents, appended))
+    }
+
+    /// A part's index rows, from the first of their names whose first version has the part's
+    /// SHA-256 of them.
+    async fn rows_of_part(
+        &self,
+        period: Period,
+        chained: &Chained,
+    ) -> Result<Vec<IndexRow>, SealError> {
+        let part = &chained.part;
+        if part.rows_sha256.is_empty() {
+            return Ok(Vec::new());
+        }
+        for alternate in 0..=MAX_DIGEST_ALTERNATES {
+            let key = rows_key(period, part.number, alternate);
+            let Some(stored) = self.original(&key).await? else {
+                break;
+            };
+            if hex(&sha256(&stored.body)) == part.rows_sha256 {
+                return rows_of(&stored.body).ok_or(SealError::LogConflict { key });
+            }
+        }
+        Err(SealError::LogTileMissing {
+            key: rows_key(period, part.number, 0),
+        })
     }
 
     /// The leaves of `digest` (of `period`) from its parts, with no object read, when its parts
@@ -272,7 +311,7 @@ impl<B: Bucket, S: DigestSigner> Run<'_, '_, B, S> {
             return Ok(None);
         }
         let (_, appended) = self
-            .built_from_parts(&parts, &TreeEdge::default(), &VecDeque::new())
+            .built_from_parts(period, &parts, &TreeEdge::default(), &VecDeque::new())
             .await?;
         Ok(digest
             .tree
@@ -290,24 +329,38 @@ impl<B: Bucket, S: DigestSigner> Run<'_, '_, B, S> {
                 names.entry(number).or_default().push((alternate, key));
             }
         }
+        // Every candidate read at once (16 in flight), then checked in order.
+        let candidates: Vec<(u32, String)> = names
+            .into_iter()
+            .flat_map(|(number, mut names)| {
+                names.sort();
+                names.into_iter().map(move |(_, key)| (number, key))
+            })
+            .collect();
+        let stored: Vec<Option<StoredObject>> = futures::stream::iter(&candidates)
+            .map(|(_, key)| self.original(key))
+            .buffered(HEAD_CONCURRENCY)
+            .try_collect()
+            .await?;
         let mut parts: Vec<Chained> = Vec::new();
         let mut previous = anchor.to_owned();
-        while let Some(candidates) = u32::try_from(parts.len())
-            .ok()
-            .and_then(|number| names.get_mut(&number))
-        {
-            candidates.sort();
-            let mut next = None;
-            for (_, key) in candidates.iter() {
-                next = self.chained_part(key, period, &previous).await?;
-                if next.is_some() {
-                    break;
-                }
-                tracing::warn!(part = %key, "not a sealing part signed by the digest key chaining on the part before: passed over");
+        for ((number, key), object) in candidates.iter().zip(stored) {
+            let next = u32::try_from(parts.len()).unwrap_or(u32::MAX);
+            if *number < next {
+                continue;
             }
-            let Some(part) = next else { break };
-            previous = hex(&part.sha256);
-            parts.push(part);
+            if *number > next {
+                break;
+            }
+            match self.checked_part(key, object, period, &previous).await? {
+                Some(part) => {
+                    previous = hex(&part.sha256);
+                    parts.push(part);
+                }
+                None => {
+                    tracing::warn!(part = %key, "not a sealing part signed by the digest key chaining on the part before: passed over")
+                }
+            }
         }
         Ok(parts)
     }
@@ -320,7 +373,19 @@ impl<B: Bucket, S: DigestSigner> Run<'_, '_, B, S> {
         period: Period,
         previous: &str,
     ) -> Result<Option<Chained>, SealError> {
-        let Some(object) = self.original(key).await? else {
+        let object = self.original(key).await?;
+        self.checked_part(key, object, period, previous).await
+    }
+
+    /// `object`, read at `key`, as a part of the chain (see [`Self::chained_part`]).
+    async fn checked_part(
+        &self,
+        key: &str,
+        object: Option<StoredObject>,
+        period: Period,
+        previous: &str,
+    ) -> Result<Option<Chained>, SealError> {
+        let Some(object) = object else {
             return Ok(None);
         };
         let Some(signature) = object.metadata(SIGNATURE_METADATA).and_then(unhex) else {
@@ -404,9 +469,14 @@ impl<B: Bucket, S: DigestSigner> Run<'_, '_, B, S> {
         })
     }
 
-    /// The tiles `last` filled, made sure of (its objects read again, on the tree at `before`):
-    /// the run that wrote it may have stopped before them.
-    async fn tiles_of_part(&self, last: &Chained, before: &TreeEdge) -> Result<(), SealError> {
+    /// The tiles `last` filled and its rows, made sure of (its objects read again, on the tree
+    /// at `before`): the run that wrote it may have stopped before them.
+    async fn log_of_part(
+        &self,
+        period: Period,
+        last: &Chained,
+        before: &TreeEdge,
+    ) -> Result<(), SealError> {
         let appended = self.append(before, &last.part.objects).await?;
         if appended.edge.size != last.edge.size || appended.edge.root() != last.edge.root() {
             tracing::error!(part = %last.key, "a part's objects do not give its tree");
@@ -415,7 +485,54 @@ impl<B: Bucket, S: DigestSigner> Run<'_, '_, B, S> {
             });
         }
         self.put_tiles(appended.full).await?;
-        Ok(())
+        self.put_rows(period, last, rows_body(&appended.rows)?)
+            .await
+    }
+
+    /// Creates `chained`'s rows (`rows`, their gzip) at the first of their names free or holding
+    /// the same bytes; nothing when it has none.
+    async fn put_rows(
+        &self,
+        period: Period,
+        chained: &Chained,
+        rows: Vec<u8>,
+    ) -> Result<(), SealError> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let hash = sha256(&rows);
+        if hex(&hash) != chained.part.rows_sha256 {
+            return Err(SealError::LogConflict {
+                key: chained.key.clone(),
+            });
+        }
+        let body = Bytes::from(rows);
+        for alternate in 0..=MAX_DIGEST_ALTERNATES {
+            let key = rows_key(period, chained.part.number, alternate);
+            let object = NewObject {
+                key: key.clone(),
+                body: body.clone(),
+                content_type: CONTENT_TYPE,
+                sha256: hash,
+                metadata: Vec::new(),
+            };
+            match self.request(self.bucket().put_if_absent(object)).await? {
+                Created::New { .. } => return Ok(()),
+                Created::AlreadyExists => {
+                    let same = self
+                        .original(&key)
+                        .await?
+                        .is_some_and(|stored| sha256(&stored.body) == hash);
+                    if same {
+                        return Ok(());
+                    }
+                    tracing::warn!(rows = %key, "a part's rows' name holds other bytes: the next alternate name is used");
+                }
+            }
+        }
+        Err(SealError::NamesTaken {
+            key: rows_key(period, chained.part.number, 0),
+        })
     }
 }
 
