@@ -19,6 +19,10 @@
 //! sealing: an object that cannot be read, a forged, unmarked or voided one is listed as
 //! unattested, with its reason.
 //!
+//! How a period longer than a run is sealed: in parts that survive the run (`parts`,
+//! docs/archive.md "Sealing in parts"); the next run goes on from the last part, and the digest
+//! is built from the parts.
+//!
 //! Where the chain starts: at the newest digest there is whose signature the key's public key
 //! checks (every digest key is read, page by page; anything else under `digest/` is passed over);
 //! with none, at the period of the oldest *attested* archive object (or the newest sealable period
