@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _sigterm)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     env_file = Path(args.env_file)
-    system = LocalSystem(Path(args.work_dir), visibility_timeout=VISIBILITY_TIMEOUT, archiver=True,
+    system = LocalSystem(Path(args.work_dir), visibility_timeout=VISIBILITY_TIMEOUT, archiver=True, ocsf_writer=True,
                          archive_batching_window=ARCHIVE_BATCHING_WINDOW, witness_dir=WITNESS_DIR)
     try:
         print("Starting moto_server, the stack, audit-receiver and audit-archiver (cargo lambda watch);"
