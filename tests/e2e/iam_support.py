@@ -634,9 +634,10 @@ def binary(name: str, log_dir: Path) -> Path:
         if not _built:
             with open(log_dir / "cargo-build.log", "ab") as log:
                 subprocess.run(["cargo", "build", "--bin", "audit-receiver", "--bin", "audit-archiver", "--bin",
-                                "auditctl"], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, check=True, timeout=1800,
+                                "auditctl", "--bin", "audit-ocsf-writer"], cwd=ROOT, stdout=log,
+                               stderr=subprocess.STDOUT, check=True, timeout=1800,
                                env={**os.environ, "CARGO_TERM_COLOR": "never"})
-            for b in ("audit-receiver", "audit-archiver", "auditctl"):
+            for b in ("audit-receiver", "audit-archiver", "auditctl", "audit-ocsf-writer"):
                 _built[b] = ROOT / "target" / "debug" / b
         return _built[name]
 
@@ -752,8 +753,9 @@ class Function:
     with ``archiver=True``), against the account's endpoint."""
 
     def __init__(self, account: Account, creds: Credentials, log_name: str = "function.log",
-                 archiver: bool = False, timeout_s: int | None = None):
-        spec = account.stack.archiver if archiver else account.stack.function
+                 archiver: bool = False, timeout_s: int | None = None, spec=None):
+        # ``spec``: another function of the stack (its FunctionSpec: the OCSF writer's).
+        spec = spec or (account.stack.archiver if archiver else account.stack.function)
         self.log_path = account.work_dir / log_name
         self.api = RuntimeApi(timeout_s=timeout_s or spec.timeout_s, function_name=spec.binary)
         env = clean_aws_env(account.work_dir, creds, account.endpoint)
