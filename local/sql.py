@@ -91,15 +91,17 @@ def stack_env(path: Path = STACK_ENV) -> dict[str, str]:
     return env
 
 
-def pull(archive_dir: Path, endpoint: str, bucket: str) -> tuple[int, int]:
-    """Makes archive_dir's trail/ a copy of the bucket's: fetches the objects it lacks, removes
-    those the bucket does not hold (an earlier local stack's); returns (fetched, total)."""
+def pull(archive_dir: Path, endpoint: str, bucket: str, prefix: str = "trail/",
+         stored: str = "dt=*/hour=*/*") -> tuple[int, int]:
+    """Makes archive_dir's ``prefix`` a copy of the bucket's: fetches the objects it lacks, removes
+    those the bucket does not hold (an earlier local stack's; ``stored``: their glob under the
+    prefix); returns (fetched, total)."""
     from local.stack import _client
 
     s3 = _client("s3", endpoint)
     fetched = total = 0
     keys = set()
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix="trail/"):
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
         for obj in page.get("Contents", []):
             total += 1
             keys.add(obj["Key"])
@@ -111,7 +113,7 @@ def pull(archive_dir: Path, endpoint: str, bucket: str) -> tuple[int, int]:
             s3.download_file(bucket, obj["Key"], str(tmp))
             tmp.replace(dest)
             fetched += 1
-    for stale in (archive_dir / "trail").glob("dt=*/hour=*/*"):
+    for stale in (archive_dir / prefix).glob(stored):
         if stale.relative_to(archive_dir).as_posix() not in keys:
             stale.unlink()
     return fetched, total
@@ -137,26 +139,8 @@ def connect(archive_dir: Path, template: Path | None = None):
 
 
 def pull_ocsf(ocsf_dir: Path, endpoint: str, bucket: str) -> tuple[int, int]:
-    """As ``pull``, for the OCSF copy's ext/ objects (immutable: never rewritten under a key)."""
-    from local.stack import _client
-
-    s3 = _client("s3", endpoint)
-    fetched = total = 0
-    keys = set()
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix="ext/"):
-        for obj in page.get("Contents", []):
-            total += 1
-            keys.add(obj["Key"])
-            dest = ocsf_dir / obj["Key"]
-            if dest.exists() and dest.stat().st_size == obj["Size"]:
-                continue
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            s3.download_file(bucket, obj["Key"], str(dest))
-            fetched += 1
-    for stale in (ocsf_dir / "ext").glob("*/region=*/accountId=*/eventDay=*/*"):
-        if stale.relative_to(ocsf_dir).as_posix() not in keys:
-            stale.unlink()
-    return fetched, total
+    """As ``pull``, for the OCSF copy's ext/ objects."""
+    return pull(ocsf_dir, endpoint, bucket, "ext/", "*/region=*/accountId=*/eventDay=*/*")
 
 
 def ocsf_files(ocsf_dir: Path) -> list[Path]:

@@ -622,6 +622,24 @@ def refused(call, *args, **kwargs) -> str:
     raise AssertionError(f"{getattr(call, '__name__', call)} was allowed")
 
 
+def stream_event(account: Account, items: list[dict]) -> dict:
+    """Items (DynamoDB JSON) put into the table by the administrator, as Lambda's event source
+    mapping hands their stream records to a function: every record the stream holds."""
+    from local.streams import lambda_record
+
+    ddb = account.client("dynamodb")
+    for item in items:
+        ddb.put_item(TableName=account.table_name, Item=item)
+    streams = account.client("dynamodbstreams")
+    arn = account.stack.stream_arn
+    records = []
+    for shard in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
+        iterator = streams.get_shard_iterator(StreamArn=arn, ShardId=shard["ShardId"],
+                                              ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+        records += streams.get_records(ShardIterator=iterator)["Records"]
+    return {"Records": [lambda_record(r, arn) for r in records]}
+
+
 # ---- binaries -------------------------------------------------------------------------------------
 
 _built: dict[str, Path] = {}

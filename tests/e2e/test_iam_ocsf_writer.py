@@ -9,8 +9,7 @@ bucket, deleting, the table's items). What moto cannot check: tests/e2e/iam_supp
 
 import pytest
 
-from iam_support import Account, Function, function_role, refusals, refused, without_action
-from local.streams import lambda_record
+from iam_support import Account, Function, function_role, refusals, refused, stream_event, without_action
 
 FUNCTION = "AuditOcsfWriterFunction"
 ITEMS = [("iam-ocsf-1", "2026-11-22T10:00:00.000Z", "user.login"),
@@ -35,22 +34,11 @@ def _bucket(account: Account) -> str:
 
 
 def _stream_event(account: Account) -> dict:
-    """Items put into the table by the administrator, as the event source mapping hands their
-    stream records to the function."""
-    ddb = account.client("dynamodb")
-    for message_id, audit_time, action in ITEMS:
-        ddb.put_item(TableName=account.table_name, Item={
-            "messageId": {"S": message_id}, "auditTime": {"S": audit_time}, "action": {"S": action},
-            "actor": {"S": "alice"}, "eventSource": {"S": account.queue.arn}})
-    streams = account.client("dynamodbstreams")
-    arn = account.stack.stream_arn
-    records = []
-    for shard in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
-        iterator = streams.get_shard_iterator(StreamArn=arn, ShardId=shard["ShardId"],
-                                              ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
-        records += streams.get_records(ShardIterator=iterator)["Records"]
-    assert len(records) == len(ITEMS), records
-    return {"Records": [lambda_record(r, arn) for r in records]}
+    event = stream_event(account, [{
+        "messageId": {"S": message_id}, "auditTime": {"S": audit_time}, "action": {"S": action},
+        "actor": {"S": "alice"}, "eventSource": {"S": account.queue.arn}} for message_id, audit_time, action in ITEMS])
+    assert len(event["Records"]) == len(ITEMS), event
+    return event
 
 
 def _run(account: Account, creds, event: dict) -> list[dict]:
