@@ -312,6 +312,9 @@ class Template:
             sep, items = arg
             items = self.resolve(items, where)
             return str(sep).join(_as_str(i) for i in items)
+        if fn == "Fn::Split":
+            sep, text = arg
+            return _as_str(self.resolve(text, where)).split(str(sep))
         if fn == "Fn::If":
             cond, yes, no = arg
             return self.resolve(yes if self.condition(cond) else no, where)

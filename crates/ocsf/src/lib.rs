@@ -10,5 +10,5 @@ pub mod verb;
 
 pub use columns::{WriteError, write};
 pub use layout::object_key;
-pub use record::{MapError, OCSF_VERSION, Place, Record, record};
+pub use record::{MapError, OCSF_VERSION, Place, Record, record, streamed};
 pub use verb::{Activity, Class};

@@ -73,6 +73,18 @@ const DELIVERY: [&str; 7] = [
 /// The OCSF record of an archived trail line (`audit_model::line::item_line`, with
 /// `notAttested` when the archiver marked it).
 pub fn record(line: &str, place: Place<'_>) -> Result<Record, MapError> {
+    map(line, Some(place))
+}
+
+/// The OCSF record of a trail line taken from the table's stream, before the archiver has
+/// written it: its archive object and line are not known yet (the archiver names the object when
+/// it writes it, docs/archive.md "Key layout"), so `unmapped.trail` holds `messageId` and
+/// `auditTime` only: what `auditctl prove` takes (docs/ocsf.md "The stream-fed writer").
+pub fn streamed(line: &str) -> Result<Record, MapError> {
+    map(line, None)
+}
+
+fn map(line: &str, place: Option<Place<'_>>) -> Result<Record, MapError> {
     let Ok(Value::Object(mut item)) = serde_json::from_str::<Value>(line) else {
         return Err(MapError::NotAnObject);
     };
@@ -248,9 +260,11 @@ pub fn record(line: &str, place: Place<'_>) -> Result<Record, MapError> {
     let mut trail = json!({
         "messageId": message_id,
         "auditTime": audit_time,
-        "object": place.object,
-        "lineNumber": place.line_number,
     });
+    if let Some(place) = place {
+        trail["object"] = json!(place.object);
+        trail["lineNumber"] = json!(place.line_number);
+    }
     if let Some(reason) = not_attested {
         trail[audit_model::line::NOT_ATTESTED] = reason;
     }

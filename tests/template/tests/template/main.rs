@@ -15,6 +15,7 @@ mod digests;
 mod docs;
 mod function_and_queues;
 mod insider;
+mod ocsf;
 mod policies;
 mod scan_and_keys;
 mod table_and_indexes;
