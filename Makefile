@@ -21,7 +21,7 @@ WATCH_PORT ?= 9000
 CHROMIUM_VERSION ?= 156.0.8078.108-1~deb12u1
 TABLE_NAME ?= AuditMessages
 
-.PHONY: bench-prove bench-ui chromium help venv venv-bench peers fmt-check lint test test-suites unit build build-zip bench bench-quick bench-seal bench-verify watch invoke clean
+.PHONY: bench-prove bench-ui chromium help venv venv-bench peers fmt-check lint test test-suites test-build test-rust unit build build-zip bench bench-quick bench-seal bench-verify watch invoke clean
 
 help: ## list the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 16
@@ -80,10 +80,22 @@ test: venv lint ## everything: fmt, clippy, unit, integration (moto), cargo lamb
 	$(VENV_BIN)/python -m local.canary -- $(MAKE) --no-print-directory test-suites
 
 # The suites themselves; `make test` runs them under local/canary.py, which proves that they
-# signalled no process outside their own and left none behind.
-test-suites:
-	@if command -v cargo-nextest >/dev/null; then cargo nextest run --workspace --lib --bins --tests --no-fail-fast; else cargo test --workspace --lib --bins --tests --no-fail-fast; fi
-	$(if $(strip $(TEST_EXTRA)),$(MAKE) $(TEST_EXTRA))
+# signalled no process outside their own and left none behind. Everything is built first (the
+# tests, and the binaries the end-to-end stacks run), then the Rust suites and the end-to-end
+# suites run side by side: the end-to-end tests mostly wait on their stacks' schedules, and no
+# build holds cargo's lock while they start their functions. Each side's output is printed whole
+# when it ends (make -O).
+RUST_TESTS := --workspace --lib --bins --tests
+
+test-suites: test-build
+	$(MAKE) --no-print-directory -j2 -Otarget test-rust $(TEST_EXTRA)
+
+test-build:
+	@if command -v cargo-nextest >/dev/null; then cargo nextest run $(RUST_TESTS) --no-run; else cargo test $(RUST_TESTS) --no-run; fi
+	cargo build --bins
+
+test-rust:
+	@if command -v cargo-nextest >/dev/null; then cargo nextest run $(RUST_TESTS) --no-fail-fast; else cargo test $(RUST_TESTS) --no-fail-fast; fi
 
 build: venv-bench ## the arm64 Lambda artefact (target/lambda/audit-receiver/bootstrap)
 	cargo lambda build --release --arm64 --bin audit-receiver

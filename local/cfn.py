@@ -8,7 +8,7 @@ intrinsic functions template.yaml uses or is about to use:
 
     Ref (parameters, pseudo parameters, resources), Fn::GetAtt (Arn, QueueName, a table's
     StreamArn, a KMS key's KeyId, an IAM role's RoleId), Fn::FindInMap, Fn::Sub, Fn::Join,
-    Fn::If, and in Conditions Fn::Equals and Fn::Not; AWS::NoValue
+    Fn::If, and in Conditions Fn::Equals, Fn::Not, Fn::Or and Fn::And; AWS::NoValue
 
 Anything else raises ``TemplateError`` naming the path, rather than guessing: a template change
 that needs another function adds it here, with a case in tests/e2e/test_stack.py. Physical names follow CloudFormation: an explicit ``TableName``/``QueueName``/
@@ -75,7 +75,7 @@ def _tag_constructor(fn_name: str):
 
 
 # Short tags of the supported functions only; any other tag is a YAML error naming it.
-for _short in ("FindInMap", "GetAtt", "Join", "Sub", "Equals", "If", "Not"):
+for _short in ("FindInMap", "GetAtt", "Join", "Sub", "Equals", "If", "Not", "Or", "And"):
     _Loader.add_constructor(f"!{_short}", _tag_constructor(f"Fn::{_short}"))
 _Loader.add_constructor("!Ref", _tag_constructor("Ref"))
 
@@ -312,6 +312,9 @@ class Template:
             sep, items = arg
             items = self.resolve(items, where)
             return str(sep).join(_as_str(i) for i in items)
+        if fn == "Fn::Split":
+            sep, text = arg
+            return _as_str(self.resolve(text, where)).split(str(sep))
         if fn == "Fn::If":
             cond, yes, no = arg
             return self.resolve(yes if self.condition(cond) else no, where)
@@ -319,8 +322,18 @@ class Template:
             a, b = (self.resolve(x, where) for x in arg)
             return _as_str(a) == _as_str(b)
         if fn == "Fn::Not":
-            return not self.resolve(arg[0], where)
+            return not self._truth(arg[0], where)
+        if fn == "Fn::Or":
+            return any(self._truth(a, where) for a in arg)
+        if fn == "Fn::And":
+            return all(self._truth(a, where) for a in arg)
         raise TemplateError(f"{here} is not supported by the local stack")
+
+    def _truth(self, node: Any, where: str) -> bool:
+        """A condition function's argument: a function, or ``{"Condition": name}``."""
+        if isinstance(node, dict) and set(node) == {"Condition"}:
+            return self.condition(node["Condition"])
+        return bool(self.resolve(node, where))
 
     def _sub(self, text: str, variables: dict, here: str) -> str:
         def repl(m: re.Match) -> str:

@@ -15,7 +15,8 @@ How the counts become a year in AWS:
 * **fixed**: an AWS hour is one sealing run and eleven idle runs of the five-minute schedule, one
   witness cosignature, with the requests of each kind of run as measured; Lambda's pollers on the
   two queues; the keys, alarms (a metric-math alarm counted per metric it reads), custom metrics
-  and the dashboard of template.yaml.
+  and the dashboard of template.yaml evaluated with the configuration's parameters (its indexes
+  set the write units an event and the storage too).
 
     python -m local.cost [--counts bench/cost/counts.json] [--prices bench/cost/prices.json]
 """
@@ -37,40 +38,78 @@ VOLUMES = (1_000_000, 100_000_000, 10_000_000_000)
 RECEIVER_SIDE = ("producer", "receiver-poller", "receiver")
 ARCHIVER_SIDE = ("archiver", "sealer", "witness")
 
-# Configurations (template.yaml's parameters) and what each gives up.
+# Configurations: template.yaml's parameters (the others at their defaults) and what each gives
+# up. What the model prices (the windows, memory, hot window, indexes, alarms, dashboard) is read
+# from the template evaluated with these parameters (``configuration``), never written twice.
+# The cheapest stays on demand: provisioned capacity (TableBillingMode) is priced by the hour at
+# the peak rate auto scaling must follow, which counts per event do not measure (docs/operations.md).
 CONFIGURATIONS = {
     "default": {
-        "parameters": "the template's defaults: BatchingWindow 0, ArchiveBatchingWindow 60, MemorySize 256, "
-                      "RetentionDays 0 (the table keeps every item)",
-        "sqs_window_s": 0, "archive_window_s": 60, "receiver_memory_mb": 256, "archiver_memory_mb": 256,
-        "table_days": None, "indexes": 4,
+        "template_parameters": {},
         "gives_up": "nothing",
     },
     "cheapest": {
-        "parameters": "BatchingWindow 20, ArchiveBatchingWindow 300, MemorySize 128, RetentionDays 30",
-        "sqs_window_s": 20, "archive_window_s": 300, "receiver_memory_mb": 128, "archiver_memory_mb": 256,
-        "table_days": 30, "indexes": 4,
+        "template_parameters": {"BatchingWindow": "20", "ArchiveBatchingWindow": "300", "MemorySize": "128",
+                                "RetentionDays": "30", "LookupIndexes": "none", "Dashboard": "false"},
         "gives_up": "an event reaches the table up to 20 s later and the archive up to 5 minutes later; "
                     "the table answers lookups for 30 days only, older ones are read from the archive "
-                    "(Athena, `make sql` locally)",
+                    "(Athena, `make sql` locally); a lookup by actor, action or resource reads every event "
+                    "of its range from the time index (no byActor, byAction, byResource); no dashboard "
+                    "(the alarms stay)",
     },
 }
+TEMPLATE = ROOT / "template.yaml"
 
 
 def load(path: Path) -> dict:
     return json.loads(Path(path).read_text())
 
 
-def template_counts(path: Path = ROOT / "template.yaml", parameters: dict | None = None) -> dict:
-    """What template.yaml creates that costs by the month: KMS keys, the metrics its alarms read
-    (one for a plain alarm, each ``MetricStat`` of a metric-math alarm) and dashboards."""
+def template_counts(path: Path = TEMPLATE, parameters: dict | None = None) -> dict:
+    """What template.yaml creates with ``parameters`` (the others at their defaults), as the model
+    prices it: KMS keys, alarms and the metrics they read (one for a plain alarm, each
+    ``MetricStat`` of a metric-math alarm), dashboards, the table's indexes (``indexes``, the time
+    index included) and billing mode, the functions' memory and batching windows, and the days
+    the table keeps an item (None: every item kept)."""
     from local.cfn import Template, load_template
 
     tpl = Template(load_template(path), parameters or {})
     alarms = [tpl.resources[lid].get("Properties", {}) for lid in tpl.resources_of_type("AWS::CloudWatch::Alarm")]
     metrics = sum(sum(1 for m in a["Metrics"] if "MetricStat" in m) if "Metrics" in a else 1 for a in alarms)
+    table = tpl.properties("AuditMessagesTable")
+    receiver, archiver = tpl.properties("AuditReceiverFunction"), tpl.properties("AuditArchiverFunction")
+
+    def window(function: dict, kind: str) -> int:
+        windows = {int(e["Properties"].get("MaximumBatchingWindowInSeconds", 0))
+                   for e in function["Events"].values() if e["Type"] == kind}
+        if len(windows) != 1:
+            raise ValueError(f"expected one batching window of the {kind} events, found {windows}")
+        return windows.pop()
+
+    days = int(tpl.parameter_values["RetentionDays"])
     return {"kms_keys": len(tpl.resources_of_type("AWS::KMS::Key")), "alarms": len(alarms),
-            "alarm_metrics": metrics, "dashboards": len(tpl.resources_of_type("AWS::CloudWatch::Dashboard"))}
+            "alarm_metrics": metrics, "dashboards": len(tpl.resources_of_type("AWS::CloudWatch::Dashboard")),
+            "indexes": len(table.get("GlobalSecondaryIndexes", [])), "billing_mode": table["BillingMode"],
+            "sqs_window_s": window(receiver, "SQS"), "archive_window_s": window(archiver, "DynamoDB"),
+            "receiver_memory_mb": int(receiver["MemorySize"]), "archiver_memory_mb": int(archiver["MemorySize"]),
+            "table_days": days or None, "parameter_values": tpl.parameter_values}
+
+
+def configuration(name: str, path: Path = TEMPLATE) -> dict:
+    """Configuration ``name`` as the model prices it: its parameters evaluated by template.yaml."""
+    config = CONFIGURATIONS[name]
+    counts = template_counts(path, config["template_parameters"])
+    if counts["billing_mode"] != "PAY_PER_REQUEST":
+        raise ValueError(f"{name}: the model prices on-demand capacity only (see CONFIGURATIONS)")
+    return {**config, **counts}
+
+
+def describe(config: dict) -> str:
+    """A configuration's values of the parameters any configuration sets, and which are defaults."""
+    names = dict.fromkeys(k for c in CONFIGURATIONS.values() for k in c["template_parameters"])
+    values = ", ".join(f"{k} {config['parameter_values'][k]}" for k in names)
+    given = config["template_parameters"]
+    return values + (" (the template's defaults)" if not given else ", the others at their defaults")
 
 
 def per_event_at(c1: float, k1: float, c2: float, k2: float, k: float) -> float:
@@ -135,8 +174,12 @@ LINE = {
 }
 
 
+# What ``fixed`` reads of the template, from the configuration (or, without it, the model's).
+TEMPLATE_KEYS = ("kms_keys", "alarm_metrics", "dashboards")
+
+
 class Model:
-    def __init__(self, counts: dict, prices: dict, template: dict):
+    def __init__(self, counts: dict, prices: dict, template: dict | None = None):
         self.counts = counts
         self.template = template
         self.p = {k: v["usd"] for k, v in prices["prices"].items()}
@@ -207,7 +250,9 @@ class Model:
             add(LINE[key], n * self.p[key])
         months = self.a["months_kept"]
         table_months = months if config["table_days"] is None else min(config["table_days"] / 30.4, months)
-        table_gb = events * put_bytes * self.a["dynamodb_storage_copies"] / 1e9
+        # The item, its copy in byAuditTime (projection ALL), and a part for each lookup index.
+        copies = 2 + self.a["dynamodb_lookup_index_copy"] * (config["indexes"] - 1)
+        table_gb = events * put_bytes * copies / 1e9
         add("DynamoDB storage", table_gb * table_months * self.p["dynamodb_storage_gb_month"])
         add("DynamoDB point-in-time recovery",
             events * put_bytes / 1e9 * table_months * self.p["dynamodb_pitr_gb_month"])
@@ -249,7 +294,7 @@ class Model:
             / 1e9 * self.p["cloudwatch_logs_ingest_gb"])
         polls = (2 * self.a["sqs_idle_pollers_per_queue"] * SECONDS_A_YEAR / self.a["sqs_idle_receive_seconds"])
         add("SQS polling (Lambda's pollers)", polls * self.p["sqs_request"])
-        t = self.template
+        t = {**(self.template or {}), **{k: config[k] for k in TEMPLATE_KEYS if k in config}}
         add("KMS keys", t["kms_keys"] * 12 * self.p["kms_key_month"])
         add("CloudWatch alarms", t["alarm_metrics"] * 12 * self.p["cloudwatch_alarm_metric_month"])
         emf = self.counts["emf_metrics"]
@@ -267,15 +312,17 @@ def per_million(variable: dict, fixed: dict, events: int) -> float:
     return (sum(variable.values()) + sum(fixed.values())) / (events / 1e6)
 
 
-def report(counts: dict, prices: dict, template: dict) -> str:
-    model = Model(counts, prices, template)
+def report(counts: dict, prices: dict, configurations: dict[str, dict] | None = None) -> str:
+    """`make cost`'s output; ``configurations``: each configuration as ``configuration`` reads it."""
+    configurations = configurations or {name: configuration(name) for name in CONFIGURATIONS}
+    model = Model(counts, prices)
     lake = model.lake_per_million()
     out = [f"Counts: {counts['command']} of {counts['date']} (commit {counts['commit']}); prices: "
            f"bench/cost/prices.json, {prices['region']}, read {prices['read']}.", ""]
     table: dict[str, dict[str, float]] = {}
     columns = []
     figures = {}
-    for name, config in CONFIGURATIONS.items():
+    for name, config in configurations.items():
         fixed = model.fixed(config)
         for events in VOLUMES:
             variable = model.variable(config, events)
@@ -302,7 +349,7 @@ def report(counts: dict, prices: dict, template: dict) -> str:
     for line in sorted(table, key=lambda s: (s.startswith("fixed"), s)):
         out.append(f"| {line} | " + " | ".join(f"{table[line].get(c, 0):,.2f}" for c in columns) + " |")
     ratio = figures[("cheapest", 100_000_000)] / lake
-    idle = sum(model.fixed(CONFIGURATIONS["cheapest"], idle=True).values())
+    idle = sum(model.fixed(configurations["cheapest"], idle=True).values())
     idle_run = sum(c["requests"] for c in counts["idle"]["sealer"]["per_idle_run"].values())
     out += ["",
             f"goal: cheapest at 100,000,000 events/year is {ratio:.1f}x CloudTrail Lake (goal 2x): "
@@ -311,13 +358,13 @@ def report(counts: dict, prices: dict, template: dict) -> str:
             f"goal: an idle sealing run makes {idle_run:.1f} requests (goal 2 at most): "
             + ("met" if idle_run <= 2 else "NOT met")]
     for events in VOLUMES:
-        config = CONFIGURATIONS["default"]
+        config = configurations["default"]
         lines = {**model.variable(config, events), **{f"fixed: {k}": v for k, v in model.fixed(config).items()}}
         top = sorted(lines.items(), key=lambda kv: -kv[1])[:3]
         out.append(f"dominant: default {events:,} events/year: "
                    + "; ".join(f"{k} ${v:,.2f}" for k, v in top))
-    for name, config in CONFIGURATIONS.items():
-        out.append(f"configuration {name}: {config['parameters']}; gives up: {config['gives_up']}")
+    for name, config in configurations.items():
+        out.append(f"configuration {name}: {describe(config)}; gives up: {config['gives_up']}")
     return "\n".join(out) + "\n"
 
 
@@ -326,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--counts", type=Path, default=COUNTS)
     ap.add_argument("--prices", type=Path, default=PRICES)
     a = ap.parse_args(argv)
-    sys.stdout.write(report(load(a.counts), load(a.prices), template_counts()))
+    sys.stdout.write(report(load(a.counts), load(a.prices)))
     return 0
 
 

@@ -59,7 +59,8 @@ class LocalSystem:
                  archive_batching_window: float | None = None,
                  digest_period: int | None = LOCAL_DIGEST_PERIOD_SECONDS,
                  seal_interval: float | None = LOCAL_SEAL_INTERVAL_SECONDS,
-                 witness_dir: Path | None = None, witness: bool = True, meter: Meter | None = None):
+                 witness_dir: Path | None = None, witness: bool = True, meter: Meter | None = None,
+                 ocsf_writer: bool = False):
         self.work_dir = Path(work_dir)
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.stack: Stack = read_stack(template, parameters, visibility_timeout, batching_window,
@@ -67,6 +68,11 @@ class LocalSystem:
         # The archiver's window scaled down (the template's is a minute), recorded as the others.
         self.archive_batching_window = archive_batching_window
         self.with_archiver = archiver
+        # audit-ocsf-writer beside the archiver (docs/ocsf.md), on a stream trigger of its own
+        # with its template window scaled as the archiver's.
+        self.with_ocsf_writer = ocsf_writer
+        self.ocsf_writer: procs.Function | None = None
+        self.ocsf_streams: StreamTrigger | None = None
         self.faults = faults
         self.pollers = pollers or min(self.stack.esm.maximum_concurrency or 2, 2)
         self.function_env_extra = function_env or {}
@@ -151,6 +157,8 @@ class LocalSystem:
             overrides["batching_window_s"] = self.archive_batching_window
         self.streams = from_stack(self.stack, self._endpoint("stream-poller"), self.archiver.url,
                                   log_path=str(self.work_dir / "streams.log"), **overrides).start()
+        if self.with_ocsf_writer:
+            self._start_ocsf_writer(ready_timeout, overrides)
         # The template's Schedule event: seals the digests (scaled down, recorded in stack.scaled).
         seal_url = self.archiver.url
         if self.meter is not None:
@@ -166,6 +174,42 @@ class LocalSystem:
         if self.scheduler:
             self.scheduler.start()
 
+    def _start_ocsf_writer(self, ready_timeout: float, overrides: dict) -> None:
+        """audit-ocsf-writer under its own cargo lambda watch, fed by a second local stream
+        trigger (its own iterators over the same stream, as a second event source mapping)."""
+        spec = self.stack.ocsf_writer
+        if spec is None:
+            raise RuntimeError("the template has no OCSF writer on the table's stream")
+        env = procs.function_env(spec.environment, self._endpoint("ocsf-writer"), spec.credentials)
+        self.ocsf_writer = procs.Function(env, self.work_dir / "ocsf-writer.log", timeout_s=spec.timeout_s,
+                                          binary=spec.binary, mode="watch", concurrency=1)
+        self.ocsf_writer.start(ready_timeout)
+        self.ocsf_streams = from_stack(self.stack, self._endpoint("ocsf-stream-poller"), self.ocsf_writer.url,
+                                       function=spec, log_path=str(self.work_dir / "ocsf-streams.log"),
+                                       **overrides).start()
+
+    def wait_ocsf_written(self, timeout: float) -> bool:
+        """Until the OCSF writer's stream trigger has handed it every record and has nothing left
+        to retry."""
+        return self.ocsf_streams is not None and self.ocsf_streams.wait_caught_up(timeout)
+
+    def ocsf_objects(self, into: Path) -> list[str]:
+        """Every OCSF object's current version (under ext/), copied under ``into`` by its key
+        (the layout DuckDB's hive partitioning reads); their keys, each listed once."""
+        s3 = _client("s3", self.endpoint)
+        bucket = self.stack.ocsf_bucket.name
+        keys, kwargs = [], {"Bucket": bucket, "Prefix": "ext/"}
+        while True:
+            page = s3.list_objects_v2(**kwargs)
+            for obj in page.get("Contents", []):
+                keys.append(obj["Key"])
+                dest = Path(into) / obj["Key"]
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                s3.download_file(bucket, obj["Key"], str(dest))
+            if not page.get("IsTruncated"):
+                return keys
+            kwargs["ContinuationToken"] = page["NextContinuationToken"]
+
     def _start_witness(self) -> None:
         """The witness: its key made once (auditctl witness --init), a new log's state, and a run
         after each seal run, with the stack's settings; its runs logged to witness.log."""
@@ -180,6 +224,8 @@ class LocalSystem:
 
     def stop(self) -> None:
         for step in (*(t.stop for t in self.triggers), lambda: self.streams and self.streams.stop(),
+                     lambda: self.ocsf_streams and self.ocsf_streams.stop(),
+                     lambda: self.ocsf_writer and self.ocsf_writer.stop(),
                      lambda: self.scheduler and self.scheduler.stop(),
                      lambda: self.witness and self.witness.close(),
                      lambda: self.function and self.function.stop(), lambda: self.archiver and self.archiver.stop(),
@@ -190,7 +236,7 @@ class LocalSystem:
             except Exception:  # noqa: BLE001 - stop the rest regardless
                 pass
         self.trigger = self.streams = self.scheduler = self.function = self.archiver = self.proxy = self.moto = None
-        self.sealer = None
+        self.sealer = self.ocsf_writer = self.ocsf_streams = None
         self.triggers = []
 
     def _endpoint(self, program: str, upstream: str | None = None) -> str:
@@ -221,6 +267,8 @@ class LocalSystem:
             "DEAD_LETTER_QUEUE_URL": self.dlq_url,
             "ARCHIVE_BUCKET": bucket.name if bucket else "",
             "ARCHIVE_FAILURE_QUEUE_URL": failures.url if failures else "",
+            # The OCSF copy's bucket (the stack's AuditOcsfBucketName): `make sql SOURCE=ocsf`.
+            "OCSF_BUCKET": self.stack.ocsf_bucket.name if self.stack.ocsf_bucket else "",
             # The local AuditDigestKey's ARN, as the archiver has it (the stack's AuditDigestKeyArn).
             "DIGEST_KEY_ID": archiver_env.get("DIGEST_KEY_ID", ""),
             "DIGEST_PERIOD_SECONDS": archiver_env.get("DIGEST_PERIOD_SECONDS", ""),

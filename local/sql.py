@@ -4,6 +4,14 @@ and the table the same columns as the template's Glue table.
 
     python -m local.sql {actor,actions,failures} [--actor A] [--from T1] [--to T2]
                         [--first-day YYYY-MM-DD] [--archive-dir DIR] [--no-pull] [--format table|csv]
+                        [--source trail|ocsf] [--bytes]
+
+With ``--source ocsf`` the same questions run over the OCSF Parquet copy instead (docs/ocsf.md
+"Queries"): sql/ocsf/*.sql, the Glue table ``ocsf``'s columns, the objects of the stack's
+OCSF_BUCKET under ext/ pulled into `.local/ocsf/`, read with DuckDB's read_parquet (Athena's
+json_extract_scalar is DuckDB's json_extract_string). ``--bytes`` prints on stderr what Athena
+would scan for the answer: every byte of the gzip JSON-lines objects read, or, for Parquet, the
+compressed column chunks of the columns the query names (DuckDB's parquet_metadata).
 
 1. Pulls the archive's trail/ objects from the running local stack (`make local-up`; the endpoint
    and bucket from `.local/stack.env`, or AWS_ENDPOINT_URL and ARCHIVE_BUCKET) into
@@ -33,6 +41,8 @@ SQL_DIR = ROOT / "sql"
 STACK_ENV = ROOT / ".local" / "stack.env"
 ARCHIVE_DIR = ROOT / ".local" / "archive"
 GLUE_TABLE = "AuditTrailTable"
+OCSF_DIR = ROOT / ".local" / "ocsf"
+OCSF_GLUE_TABLE = "AuditOcsfTable"
 QUERIES = {  # make sql QUERY=... -> sql/<file>.sql
     "actor": "trail_by_actor",
     "actions": "actions_per_day",
@@ -43,17 +53,18 @@ HIVE_TO_DUCKDB = {"string": "VARCHAR", "bigint": "BIGINT", "int": "INTEGER", "do
 EARLIEST, LATEST = "0001-01-01T00:00:00.000Z", "9999-12-31T23:59:59.999Z"
 
 
-def query_text(name: str) -> str:
-    return (SQL_DIR / f"{QUERIES[name]}.sql").read_text(encoding="utf-8")
+def query_text(name: str, source: str = "trail") -> str:
+    where = SQL_DIR / "ocsf" if source == "ocsf" else SQL_DIR
+    return (where / f"{QUERIES[name]}.sql").read_text(encoding="utf-8")
 
 
-def glue_columns(template: Path | None = None) -> list[tuple[str, str]]:
-    """(name, DuckDB type) of the Glue table's columns in template.yaml."""
+def glue_columns(template: Path | None = None, table: str = GLUE_TABLE) -> list[tuple[str, str]]:
+    """(name, DuckDB type) of a Glue table's columns in template.yaml."""
     from local.cfn import Template, load_template
     from local.stack import DEFAULT_TEMPLATE
 
     tpl = Template(load_template(template or DEFAULT_TEMPLATE))
-    columns = tpl.properties(GLUE_TABLE)["TableInput"]["StorageDescriptor"]["Columns"]
+    columns = tpl.properties(table)["TableInput"]["StorageDescriptor"]["Columns"]
     return [(c["Name"], HIVE_TO_DUCKDB[c["Type"]]) for c in columns]
 
 
@@ -75,20 +86,22 @@ def stack_env(path: Path = STACK_ENV) -> dict[str, str]:
             if "=" in line and not line.lstrip().startswith("#"):
                 k, v = line.split("=", 1)
                 env[k.strip()] = (shlex.split(v) or [""])[0]
-    for k in ("AWS_ENDPOINT_URL", "ARCHIVE_BUCKET"):
+    for k in ("AWS_ENDPOINT_URL", "ARCHIVE_BUCKET", "OCSF_BUCKET"):
         env.setdefault(k, os.environ.get(k, ""))
     return env
 
 
-def pull(archive_dir: Path, endpoint: str, bucket: str) -> tuple[int, int]:
-    """Makes archive_dir's trail/ a copy of the bucket's: fetches the objects it lacks, removes
-    those the bucket does not hold (an earlier local stack's); returns (fetched, total)."""
+def pull(archive_dir: Path, endpoint: str, bucket: str, prefix: str = "trail/",
+         stored: str = "dt=*/hour=*/*") -> tuple[int, int]:
+    """Makes archive_dir's ``prefix`` a copy of the bucket's: fetches the objects it lacks, removes
+    those the bucket does not hold (an earlier local stack's; ``stored``: their glob under the
+    prefix); returns (fetched, total)."""
     from local.stack import _client
 
     s3 = _client("s3", endpoint)
     fetched = total = 0
     keys = set()
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix="trail/"):
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
         for obj in page.get("Contents", []):
             total += 1
             keys.add(obj["Key"])
@@ -100,7 +113,7 @@ def pull(archive_dir: Path, endpoint: str, bucket: str) -> tuple[int, int]:
             s3.download_file(bucket, obj["Key"], str(tmp))
             tmp.replace(dest)
             fetched += 1
-    for stale in (archive_dir / "trail").glob("dt=*/hour=*/*"):
+    for stale in (archive_dir / prefix).glob(stored):
         if stale.relative_to(archive_dir).as_posix() not in keys:
             stale.unlink()
     return fetched, total
@@ -125,6 +138,54 @@ def connect(archive_dir: Path, template: Path | None = None):
     return con
 
 
+def pull_ocsf(ocsf_dir: Path, endpoint: str, bucket: str) -> tuple[int, int]:
+    """As ``pull``, for the OCSF copy's ext/ objects."""
+    return pull(ocsf_dir, endpoint, bucket, "ext/", "*/region=*/accountId=*/eventDay=*/*")
+
+
+def ocsf_files(ocsf_dir: Path) -> list[Path]:
+    return sorted((ocsf_dir / "ext").glob("*/region=*/accountId=*/eventDay=*/*.parquet"))
+
+
+def connect_ocsf(ocsf_dir: Path, template: Path | None = None):
+    """DuckDB with the view `ocsf` over ocsf_dir's ext/ objects, and Athena's json_extract_scalar."""
+    import duckdb
+
+    con = duckdb.connect()
+    con.execute("CREATE MACRO json_extract_scalar(j, p) AS json_extract_string(j, p)")
+    if not ocsf_files(ocsf_dir):
+        cols = ", ".join(f'"{n}" {t}' for n, t in glue_columns(template, OCSF_GLUE_TABLE))
+        con.execute(f'CREATE TABLE ocsf ({cols}, region VARCHAR, "accountId" VARCHAR, "eventDay" VARCHAR)')
+        return con
+    pattern = str(ocsf_dir / "ext" / "*" / "region=*" / "accountId=*" / "eventDay=*" / "*.parquet").replace("'", "''")
+    con.execute(f"""CREATE VIEW ocsf AS SELECT * FROM read_parquet('{pattern}', hive_partitioning = true,
+                    hive_types_autocast = false)""")
+    return con
+
+
+def bytes_scanned(name: str, source: str, directory: Path, template: Path | None = None) -> tuple[int, int]:
+    """(bytes, objects) Athena would scan for the query over every object of ``directory``: the
+    whole gzip JSON-lines objects, or the compressed chunks of the Parquet columns it names."""
+    import re
+
+    import duckdb
+
+    if source == "trail":
+        files = sorted((directory / "trail").glob("dt=*/hour=*/*.gz"))
+        return sum(f.stat().st_size for f in files), len(files)
+    files = ocsf_files(directory)
+    if not files:
+        return 0, 0
+    words = set(re.findall(r"[A-Za-z_]+", query_text(name, source)))
+    named = [n for n, _ in glue_columns(template, OCSF_GLUE_TABLE) if n in words]
+    listed = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
+    marks = ", ".join("?" for _ in named)
+    total = duckdb.connect().execute(
+        f"SELECT sum(total_compressed_size) FROM parquet_metadata([{listed}]) WHERE path_in_schema IN ({marks})",
+        named).fetchone()[0]
+    return int(total or 0), len(files)
+
+
 def parameters(name: str, actor: str | None, start: str, end: str, first_day: str | None) -> list:
     if first_day is None:
         day = datetime.fromisoformat(start[:10]) if start != EARLIEST else None
@@ -137,8 +198,8 @@ def parameters(name: str, actor: str | None, start: str, end: str, first_day: st
     return params + [start, end]
 
 
-def run(name: str, con, params: list) -> tuple[list[str], list[tuple]]:
-    cur = con.execute(query_text(name), params)
+def run(name: str, con, params: list, source: str = "trail") -> tuple[list[str], list[tuple]]:
+    cur = con.execute(query_text(name, source), params)
     return [d[0] for d in cur.description], cur.fetchall()
 
 
@@ -165,8 +226,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--archive-dir", default=str(ARCHIVE_DIR))
     ap.add_argument("--no-pull", action="store_true", help="query what the archive directory holds")
     ap.add_argument("--format", choices=["table", "csv"], default="table")
+    ap.add_argument("--source", choices=["trail", "ocsf"], default="trail",
+                    help="trail: the gzip JSON-lines archive; ocsf: the OCSF Parquet copy (docs/ocsf.md)")
+    ap.add_argument("--ocsf-dir", default=str(OCSF_DIR))
+    ap.add_argument("--bytes", action="store_true", help="print on stderr the bytes Athena would scan")
     args = ap.parse_args(argv)
-    archive_dir = Path(args.archive_dir)
+    archive_dir = Path(args.archive_dir if args.source == "trail" else args.ocsf_dir)
     try:
         start = canonical(args.start) if args.start != EARLIEST else EARLIEST
         end = canonical(args.end) if args.end != LATEST else LATEST
@@ -176,10 +241,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if not args.no_pull:
         env = stack_env()
-        if env.get("AWS_ENDPOINT_URL") and env.get("ARCHIVE_BUCKET"):
+        variable, prefix = ("ARCHIVE_BUCKET", "trail/") if args.source == "trail" else ("OCSF_BUCKET", "ext/")
+        if env.get("AWS_ENDPOINT_URL") and env.get(variable):
             try:
-                fetched, total = pull(archive_dir, env["AWS_ENDPOINT_URL"], env["ARCHIVE_BUCKET"])
-                print(f"-- pulled {fetched} new of {total} trail/ objects from s3://{env['ARCHIVE_BUCKET']} "
+                fetched, total = (pull if args.source == "trail" else pull_ocsf)(
+                    archive_dir, env["AWS_ENDPOINT_URL"], env[variable])
+                print(f"-- pulled {fetched} new of {total} {prefix} objects from s3://{env[variable]} "
                       f"into {os.path.relpath(archive_dir, Path.cwd())}/", file=sys.stderr)
             except Exception as e:  # noqa: BLE001 - the stack may have stopped
                 print(f"-- no local stack answers at {env['AWS_ENDPOINT_URL']} ({type(e).__name__}): querying "
@@ -187,8 +254,13 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(f"-- no local stack (.local/stack.env; start one with `make local-up`): querying what "
                   f"{os.path.relpath(archive_dir, Path.cwd())}/ holds", file=sys.stderr)
-    print(f"-- sql/{QUERIES[args.query]}.sql with parameters {params}", file=sys.stderr)
-    header, rows = run(args.query, connect(archive_dir), params)
+    folder = "sql/ocsf" if args.source == "ocsf" else "sql"
+    print(f"-- {folder}/{QUERIES[args.query]}.sql with parameters {params}", file=sys.stderr)
+    con = connect(archive_dir) if args.source == "trail" else connect_ocsf(archive_dir)
+    header, rows = run(args.query, con, params, args.source)
+    if args.bytes:
+        scanned, objects = bytes_scanned(args.query, args.source, archive_dir)
+        print(f"-- scanned {scanned} bytes of {objects} objects", file=sys.stderr)
     if args.format == "csv":
         w = csv.writer(sys.stdout)
         w.writerow(header)

@@ -182,11 +182,29 @@ class Stack:
     queues: dict[str, QueueSpec]
     function: FunctionSpec              # the receiver: the function with the SQS event
     scaled: dict[str, Any]  # timings changed by flags (empty when none)
-    archiver: FunctionSpec | None = None  # the function with the table's stream event
+    archiver: FunctionSpec | None = None  # the function with the table's stream event (ARCHIVE_BUCKET)
     buckets: dict[str, BucketSpec] = field(default_factory=dict)
     stream_arn: str = ""                # the table's latest stream, once created
     keys: dict[str, KmsKeySpec] = field(default_factory=dict)
     roles: dict[str, RoleSpec] = field(default_factory=dict)
+    # The second function on the table's stream, the one with OCSF_BUCKET (docs/ocsf.md).
+    ocsf_writer: FunctionSpec | None = None
+
+    @property
+    def functions(self) -> tuple[FunctionSpec, ...]:
+        """Every function of the stack: the receiver, then the stream's consumers."""
+        return tuple(fn for fn in (self.function, self.archiver, self.ocsf_writer) if fn)
+
+    @property
+    def ocsf_bucket(self) -> BucketSpec | None:
+        """The bucket the OCSF writer writes to (its OCSF_BUCKET)."""
+        name = self.ocsf_writer.environment.get("OCSF_BUCKET") if self.ocsf_writer else None
+        return next((b for b in self.buckets.values() if b.name == name), None)
+
+    def failure_queue(self, fn: FunctionSpec) -> QueueSpec | None:
+        """The on-failure destination of a function's stream event."""
+        esm = fn.stream_events[0] if fn.stream_events else None
+        return self.queues[esm.on_failure_queue_logical_id] if esm and esm.on_failure_queue_logical_id else None
 
     @property
     def source_queue(self) -> QueueSpec:
@@ -408,10 +426,17 @@ def read_stack(template_path: str | Path = DEFAULT_TEMPLATE, parameters: dict[st
     kinds = {fid: {ev.get("Type") for ev in ((tpl.resources[fid].get("Properties") or {}).get("Events") or {}).values()}
              for fid in funcs}
     receivers = [fid for fid in funcs if "SQS" in kinds[fid]]
-    archivers = [fid for fid in funcs if "DynamoDB" in kinds[fid]]
-    if len(receivers) != 1 or len(archivers) > 1:
+    consumers = [fid for fid in funcs if "DynamoDB" in kinds[fid]]
+    # The stream's consumers told apart by what they write: the archiver ARCHIVE_BUCKET, the
+    # OCSF writer OCSF_BUCKET (a template with one consumer: that one is the archiver).
+    def writes(fid: str, variable: str) -> bool:
+        env = ((tpl.properties(fid).get("Environment") or {}).get("Variables") or {})
+        return variable in env
+    writers = [fid for fid in consumers if len(consumers) > 1 and writes(fid, "OCSF_BUCKET")]
+    archivers = [fid for fid in consumers if fid not in writers]
+    if len(receivers) != 1 or len(archivers) > 1 or len(writers) > 1:
         raise TemplateError(f"expected one AWS::Serverless::Function with an SQS event and at most one with a "
-                            f"DynamoDB stream event, found {kinds}")
+                            f"DynamoDB stream event beside the OCSF writer, found {kinds}")
     fid = receivers[0]
     fprops = tpl.properties(fid)
     fn = _function_spec(tpl, fid)
@@ -440,8 +465,13 @@ def read_stack(template_path: str | Path = DEFAULT_TEMPLATE, parameters: dict[st
         archiver = _function_spec(tpl, archivers[0])
         archiver.stream_events = _stream_events(tpl, archivers[0], table_id, queues)
         archiver.schedule_events = _schedule_events(tpl, archivers[0])
+    ocsf_writer = None
+    if writers:
+        ocsf_writer = _function_spec(tpl, writers[0])
+        ocsf_writer.stream_events = _stream_events(tpl, writers[0], table_id, queues)
     stack = Stack(str(template_path), tpl.parameter_values, table_id, tpl.physical_name(table_id),
-                  ttl_attr, queues, fn, {}, archiver, _buckets(tpl), keys=_keys(tpl), roles=_roles(tpl))
+                  ttl_attr, queues, fn, {}, archiver, _buckets(tpl), keys=_keys(tpl), roles=_roles(tpl),
+                  ocsf_writer=ocsf_writer)
     src = stack.source_queue
     if visibility_timeout is not None:
         stack.scaled["VisibilityTimeout"] = {"template": src.visibility_timeout, "local": visibility_timeout}
@@ -503,10 +533,10 @@ def create_roles(stack: Stack, endpoint: str) -> None:
         tpl.created[role.logical_id] = role.role_id
         placeholder = role_id_placeholder(role.logical_id)
         stack._table_props = _replace(stack._table_props, placeholder, role.role_id)  # type: ignore[attr-defined]
-        for fn in (stack.function, stack.archiver):
+        for fn in stack.functions:
             if fn:
                 fn.environment = _replace(fn.environment, placeholder, role.role_id)
-    for fn in (stack.function, stack.archiver):
+    for fn in stack.functions:
         if fn and fn.role_logical_id:
             c = sts.assume_role(RoleArn=stack.roles[fn.role_logical_id].arn, RoleSessionName=fn.name)["Credentials"]
             fn.credentials = {"AWS_ACCESS_KEY_ID": c["AccessKeyId"], "AWS_SECRET_ACCESS_KEY": c["SecretAccessKey"],
@@ -540,6 +570,9 @@ def create_stack(stack: Stack, endpoint: str) -> Stack:
     for key in ("GlobalSecondaryIndexes", "LocalSecondaryIndexes", "DeletionProtectionEnabled", "TableClass", "Tags"):
         if key in props:
             args[key] = props[key]
+    for index in args.get("GlobalSecondaryIndexes", []):
+        if "ProvisionedThroughput" in index:  # TableBillingMode PROVISIONED: numbers, not strings
+            index["ProvisionedThroughput"] = {k: int(v) for k, v in index["ProvisionedThroughput"].items()}
     ddb.create_table(**args)
     ddb.get_waiter("table_exists").wait(TableName=stack.table_name,
                                         WaiterConfig={"Delay": 0.2, "MaxAttempts": 50})
@@ -561,7 +594,7 @@ def create_stack(stack: Stack, endpoint: str) -> Stack:
     # locally the same queue has the endpoint's URL.
     tpl = stack._tpl  # type: ignore[attr-defined]
     aws_urls = {tpl.queue_url(q.name): q.url for q in stack.queues.values()}
-    for fn in (stack.function, stack.archiver):
+    for fn in stack.functions:
         for name, value in list((fn.environment if fn else {}).items()):
             if value in aws_urls:
                 fn.environment[name] = aws_urls[value]
@@ -576,7 +609,7 @@ def create_stack(stack: Stack, endpoint: str) -> Stack:
     for key in stack.keys.values():
         create_key(kms, key)
         tpl.created[key.logical_id] = key.key_id
-        for fn in (stack.function, stack.archiver):
+        for fn in stack.functions:
             for name, value in list((fn.environment if fn else {}).items()):
                 fn.environment[name] = value.replace(key_id_placeholder(key.logical_id), key.key_id)
     return stack

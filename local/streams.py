@@ -458,16 +458,18 @@ class StreamTrigger:
                     self._log.flush()
 
 
-def from_stack(stack, endpoint: str, function_url: str, **overrides) -> StreamTrigger:
-    """The trigger of the template's stream event (local/stack.py's Stack, created)."""
-    esm = stack.stream_esm
-    failures = stack.archive_failure_queue
-    kwargs = dict(function_arn=f"arn:aws:lambda:us-east-1:123456789012:function:{stack.archiver.name}",
+def from_stack(stack, endpoint: str, function_url: str, function=None, **overrides) -> StreamTrigger:
+    """The trigger of a function's stream event (local/stack.py's Stack, created): the
+    archiver's, or ``function``'s (the OCSF writer's)."""
+    function = function or stack.archiver
+    esm = function.stream_events[0]
+    failures = stack.failure_queue(function)
+    kwargs = dict(function_arn=f"arn:aws:lambda:us-east-1:123456789012:function:{function.name}",
                   failure_queue_url=failures.url if failures else None, batch_size=esm.batch_size,
                   batching_window_s=esm.batching_window_s, report_batch_item_failures=esm.report_batch_item_failures,
                   bisect=esm.bisect_batch_on_function_error, max_retries=esm.maximum_retry_attempts,
                   max_record_age_s=esm.maximum_record_age_s, starting_position=esm.starting_position,
-                  invoke_timeout_s=stack.archiver.timeout_s + 5)
+                  invoke_timeout_s=function.timeout_s + 5)
     kwargs.update(overrides)
     return StreamTrigger(endpoint, stack.stream_arn, function_url, **kwargs)
 

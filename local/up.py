@@ -50,11 +50,11 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _sigterm)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     env_file = Path(args.env_file)
-    system = LocalSystem(Path(args.work_dir), visibility_timeout=VISIBILITY_TIMEOUT, archiver=True,
+    system = LocalSystem(Path(args.work_dir), visibility_timeout=VISIBILITY_TIMEOUT, archiver=True, ocsf_writer=True,
                          archive_batching_window=ARCHIVE_BATCHING_WINDOW, witness_dir=WITNESS_DIR)
     try:
-        print("Starting moto_server, the stack, audit-receiver and audit-archiver (cargo lambda watch);"
-              " the first run compiles both.", flush=True)
+        print("Starting moto_server, the stack, audit-receiver, audit-archiver and audit-ocsf-writer"
+              " (cargo lambda watch); the first run compiles them.", flush=True)
         system.start()
         system.write_stack_env(env_file)
         print(f"Up: AWS endpoint {system.endpoint}. {os.path.relpath(env_file, Path.cwd())}:", flush=True)

@@ -68,8 +68,9 @@ scan: $(SCAN_STAMP) ## security scan of template.yaml: checkov, pinned; fails on
 	    || { echo "scan: checkov checked nothing in $$f" >&2; exit 1; }; \
 	done
 
-validate: $(DEPLOY_STAMP) scan ## lint template.yaml: cfn-lint, sam validate --lint and the security scan (no AWS account)
+validate: $(DEPLOY_STAMP) scan ## lint template.yaml: cfn-lint (the defaults and local/lint_variants.py's variants), sam validate --lint and the security scan (no AWS account)
 	$(DEPLOY_ENV) cfn-lint template.yaml
+	$(DEPLOY_ENV) python -m local.lint_variants
 	$(DEPLOY_ENV) sam validate --lint --template-file template.yaml --region $(VALIDATE_REGION)
 
 package: $(DEPLOY_STAMP) ## sam build: each function's arm64 bootstrap in .aws-sam/build (no AWS account)

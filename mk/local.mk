@@ -14,7 +14,10 @@ E2E_WORKERS   ?= 3
 PYTEST_E2E    := $(PYTHON) -m pytest -p no:cacheprovider -ra
 DEMO_ARGS     ?=
 # make sql QUERY=actor|actions|failures [ACTOR=...] [FROM=...] [TO=...] (RFC 3339 times)
+# [SOURCE=ocsf] (the OCSF Parquet copy, docs/ocsf.md) [BYTES=1] (the bytes Athena would scan)
 QUERY         ?= actions
+SOURCE        ?= trail
+BYTES         ?=
 ACTOR         ?=
 FROM          ?=
 TO            ?=
@@ -30,8 +33,8 @@ demo: venv ## the whole system on this machine: send a mix through the queue, re
 local-up: venv ## start the local stack and both functions, write .local/stack.env, leave them running (Ctrl-C stops)
 	$(PYTHON) -m local.up
 
-sql: venv ## the Athena named queries on the local archive with DuckDB: make sql QUERY=actor ACTOR=alice [FROM=.. TO=..]
-	$(PYTHON) -m local.sql $(QUERY) $(if $(ACTOR),--actor '$(ACTOR)') $(if $(FROM),--from '$(FROM)') $(if $(TO),--to '$(TO)')
+sql: venv ## the Athena named queries on the local archive with DuckDB: make sql QUERY=actor ACTOR=alice [FROM=.. TO=..] [SOURCE=ocsf] [BYTES=1]
+	$(PYTHON) -m local.sql $(QUERY) --source $(SOURCE) $(if $(BYTES),--bytes) $(if $(ACTOR),--actor '$(ACTOR)') $(if $(FROM),--from '$(FROM)') $(if $(TO),--to '$(TO)')
 
 e2e: venv chromium ## end-to-end: >=1,000 messages through trigger and function with injected faults, and a crash
 	E2E_MESSAGES=$(E2E_MESSAGES) $(PYTEST_E2E) --timeout 900 -n $(E2E_WORKERS) --dist loadfile --durations=15 tests/e2e

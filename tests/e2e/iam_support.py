@@ -622,6 +622,24 @@ def refused(call, *args, **kwargs) -> str:
     raise AssertionError(f"{getattr(call, '__name__', call)} was allowed")
 
 
+def stream_event(account: Account, items: list[dict]) -> dict:
+    """Items (DynamoDB JSON) put into the table by the administrator, as Lambda's event source
+    mapping hands their stream records to a function: every record the stream holds."""
+    from local.streams import lambda_record
+
+    ddb = account.client("dynamodb")
+    for item in items:
+        ddb.put_item(TableName=account.table_name, Item=item)
+    streams = account.client("dynamodbstreams")
+    arn = account.stack.stream_arn
+    records = []
+    for shard in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
+        iterator = streams.get_shard_iterator(StreamArn=arn, ShardId=shard["ShardId"],
+                                              ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+        records += streams.get_records(ShardIterator=iterator)["Records"]
+    return {"Records": [lambda_record(r, arn) for r in records]}
+
+
 # ---- binaries -------------------------------------------------------------------------------------
 
 _built: dict[str, Path] = {}
@@ -634,9 +652,10 @@ def binary(name: str, log_dir: Path) -> Path:
         if not _built:
             with open(log_dir / "cargo-build.log", "ab") as log:
                 subprocess.run(["cargo", "build", "--bin", "audit-receiver", "--bin", "audit-archiver", "--bin",
-                                "auditctl"], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, check=True, timeout=1800,
+                                "auditctl", "--bin", "audit-ocsf-writer"], cwd=ROOT, stdout=log,
+                               stderr=subprocess.STDOUT, check=True, timeout=1800,
                                env={**os.environ, "CARGO_TERM_COLOR": "never"})
-            for b in ("audit-receiver", "audit-archiver", "auditctl"):
+            for b in ("audit-receiver", "audit-archiver", "auditctl", "audit-ocsf-writer"):
                 _built[b] = ROOT / "target" / "debug" / b
         return _built[name]
 
@@ -752,8 +771,9 @@ class Function:
     with ``archiver=True``), against the account's endpoint."""
 
     def __init__(self, account: Account, creds: Credentials, log_name: str = "function.log",
-                 archiver: bool = False, timeout_s: int | None = None):
-        spec = account.stack.archiver if archiver else account.stack.function
+                 archiver: bool = False, timeout_s: int | None = None, spec=None):
+        # ``spec``: another function of the stack (its FunctionSpec: the OCSF writer's).
+        spec = spec or (account.stack.archiver if archiver else account.stack.function)
         self.log_path = account.work_dir / log_name
         self.api = RuntimeApi(timeout_s=timeout_s or spec.timeout_s, function_name=spec.binary)
         env = clean_aws_env(account.work_dir, creds, account.endpoint)

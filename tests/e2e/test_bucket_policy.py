@@ -19,7 +19,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from iam_support import Account, Function, error_code, function_role, refusals
+from iam_support import Account, Function, error_code, function_role, refusals, stream_event
 from local import bucketpolicy, motoserver
 from local.bucketpolicy import Decision, Request
 from local.stack import DEFAULT_TEMPLATE, read_stack
@@ -230,23 +230,13 @@ def test_a_writer_allowed_by_iam_is_refused_and_the_archivers_role_writes(accoun
 def test_the_archiver_binary_archives_a_batch_through_the_bucket_policy(account):
     """The real audit-archiver, with the role's credentials, through the policy: every object and
     marker it writes lands, and the bucket policy refuses none of its requests."""
-    from local.streams import lambda_record
-
-    ddb = account.client("dynamodb")
-    ddb.put_item(TableName=account.table_name, Item={
+    event = stream_event(account, [{
         "messageId": {"S": "policy-1"}, "auditTime": {"S": "2026-11-24T19:00:00.000Z"},
-        "auditText": {"S": "alice signed in"}, "eventSource": {"S": account.queue.arn}})
-    streams = account.client("dynamodbstreams")
-    arn = account.stack.stream_arn
-    records = []
-    for shard in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
-        iterator = streams.get_shard_iterator(StreamArn=arn, ShardId=shard["ShardId"],
-                                              ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
-        records += streams.get_records(ShardIterator=iterator)["Records"]
+        "auditText": {"S": "alice signed in"}, "eventSource": {"S": account.queue.arn}}])
     archiver = _archiver(account)
     account.enforce()
     with Function(account, archiver, log_name="archiver.log", archiver=True) as fn:
-        answer = fn.invoke({"Records": [lambda_record(r, arn) for r in records]}, 60)
+        answer = fn.invoke(event, 60)
     assert answer == {"batchItemFailures": []}, answer
     bucket = account.stack.archive_bucket.name
     admin = account.client("s3")

@@ -71,7 +71,7 @@ def test_requests_writes_and_storage_become_dollars():
     prices = _prices(sqs_request=0.4e-6, dynamodb_write_request_unit=1e-6, s3_put_class_request=5e-6,
                      s3_storage_gb_month=0.02, dynamodb_storage_gb_month=0.25)
     model = cost.Model(counts, prices, NO_TEMPLATE)
-    config = {**cost.CONFIGURATIONS["default"], "indexes": 4, "table_days": None}
+    config = {**cost.configuration("default"), "indexes": 4, "table_days": None}
     lines = model.variable(config, 1_000_000)
     assert lines["SQS requests"] == pytest.approx(0.40)
     # An item of 500 bytes: 1 write unit, and one more for each of the 4 indexes.
@@ -91,8 +91,9 @@ def test_the_fixed_cost_is_an_aws_hour_of_runs_and_the_templates_monthly_items()
                      idle_run={"s3 GetObject state/": {"requests": 1, "bytes": 0}})
     prices = _prices(s3_put_class_request=5e-6, s3_get_class_request=0.4e-6, sqs_request=0.4e-6,
                      kms_key_month=1.0, cloudwatch_alarm_metric_month=0.1, cloudwatch_dashboard_month=3.0)
-    model = cost.Model(counts, prices, {"kms_keys": 2, "alarm_metrics": 10, "dashboards": 1})
-    fixed = model.fixed(cost.CONFIGURATIONS["default"])
+    template = {"kms_keys": 2, "alarm_metrics": 10, "dashboards": 1}
+    model = cost.Model(counts, prices)
+    fixed = model.fixed({**cost.configuration("default"), **template})
     # One sealing run an hour (2 PUTs) and eleven idle runs (1 GET each), 8,760 hours.
     assert fixed["S3 PUT/LIST requests (sealing, witness)"] == pytest.approx(2 * 8760 * 5e-6)
     assert fixed["S3 GET/HEAD requests (sealing, witness)"] == pytest.approx(11 * 8760 * 0.4e-6)
@@ -112,7 +113,7 @@ def test_the_docs_cost_section_is_what_make_cost_prints():
     docs = (ROOT / "docs" / "operations.md").read_text()
     m = re.search(r"<!-- make cost: begin -->\n```\n(.*?)```\n<!-- make cost: end -->", docs, re.S)
     assert m, "docs/operations.md has no `make cost` block"
-    printed = cost.report(cost.load(cost.COUNTS), cost.load(cost.PRICES), cost.template_counts())
+    printed = cost.report(cost.load(cost.COUNTS), cost.load(cost.PRICES))
     assert m.group(1) == printed, "docs/operations.md differs from `make cost`: paste its output"
 
 
@@ -127,3 +128,39 @@ def test_sealing_requests_are_split_into_a_part_per_object_and_a_part_per_period
     # Only a part per object: no part per period is made up.
     got = cost.per_event_by_object_and_period(1.0, 1, 6, 0.01, 100, 300, 10, 1000)
     assert got == pytest.approx(0.1)
+
+
+def test_each_configuration_is_read_from_the_template_with_its_parameters():
+    default, cheapest = cost.configuration("default"), cost.configuration("cheapest")
+    # The template's defaults: every index, the dashboard, no window on the receiver.
+    assert (default["indexes"], default["dashboards"], default["billing_mode"]) == (4, 1, "PAY_PER_REQUEST")
+    assert (default["sqs_window_s"], default["archive_window_s"], default["table_days"]) == (0, 60, None)
+    assert (default["receiver_memory_mb"], default["archiver_memory_mb"]) == (256, 256)
+    # LookupIndexes none and Dashboard false: the time index alone, no dashboard; the alarms
+    # and keys stay.
+    assert (cheapest["indexes"], cheapest["dashboards"]) == (1, 0)
+    assert (cheapest["sqs_window_s"], cheapest["archive_window_s"], cheapest["table_days"]) == (20, 300, 30)
+    assert (cheapest["receiver_memory_mb"], cheapest["archiver_memory_mb"]) == (128, 256)
+    assert (cheapest["kms_keys"], cheapest["alarm_metrics"]) == (default["kms_keys"], default["alarm_metrics"])
+    assert cost.template_counts(parameters={"LookupIndexes": "actor,resource"})["indexes"] == 3
+
+
+def test_writes_storage_and_the_dashboard_follow_the_configurations_indexes_and_dashboard(monkeypatch):
+    per_event = {"receiver": {"dynamodb PutItem": {"requests": 1.0, "bytes": 500.0}}}
+    counts = _counts(_phase(10, per_event), _phase(10, per_event))
+    prices = _prices(dynamodb_write_request_unit=1e-6, dynamodb_storage_gb_month=0.25,
+                     cloudwatch_dashboard_month=3.0)
+    model = cost.Model(counts, prices)
+    lines = {name: model.variable(cost.configuration(name), 1_000_000) for name in ("default", "cheapest")}
+    # A write unit in the table and one in each index: 5 with every index, 2 with byAuditTime alone.
+    assert lines["default"]["DynamoDB writes"] == pytest.approx(5.00)
+    assert lines["cheapest"]["DynamoDB writes"] == pytest.approx(2.00)
+    # 0.5 GB of items: the item and byAuditTime's copy, 0.2 for each lookup index; 30 days kept.
+    assert lines["default"]["DynamoDB storage"] == pytest.approx(0.5 * 2.6 * 12 * 0.25)
+    assert lines["cheapest"]["DynamoDB storage"] == pytest.approx(0.5 * 2.0 * 30 / 30.4 * 0.25)
+    assert model.fixed(cost.configuration("default"))["CloudWatch dashboard"] == 36.0
+    assert model.fixed(cost.configuration("cheapest"))["CloudWatch dashboard"] == 0.0
+    # Provisioned capacity is not priced: the model says so rather than price it as on demand.
+    monkeypatch.setitem(cost.CONFIGURATIONS, "provisioned", {"template_parameters": {"TableBillingMode": "PROVISIONED"}})
+    with pytest.raises(ValueError, match="on-demand"):
+        cost.configuration("provisioned")

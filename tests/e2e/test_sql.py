@@ -1,13 +1,20 @@
 """`make sql` runs the template's named queries (sql/*.sql) with DuckDB over an archive laid out
 as the archiver writes it (trail/dt=YYYY-MM-DD/hour=HH/*.jsonl.gz, one item's JSON line a line),
-with the Glue table's columns and string partitions, as Athena would."""
+with the Glue table's columns and string partitions, as Athena would; with `SOURCE=ocsf` the
+same questions (sql/ocsf/*.sql) over the OCSF Parquet copy of those lines (audit-ocsf's objects)
+give the same answers, from fewer bytes."""
 
 import gzip
 import json
+import os
+import subprocess
+from pathlib import Path
 
 import pytest
 
-from local.sql import canonical, connect, glue_columns, main, parameters, run
+from local.sql import bytes_scanned, canonical, connect, connect_ocsf, glue_columns, main, parameters, run
+
+ROOT = Path(__file__).resolve().parents[2]
 
 LINES = {
     "trail/dt=2026-11-22/hour=10/p1795341600-0001-a1.jsonl.gz": [
@@ -94,3 +101,37 @@ def test_make_sql_offline_prints_the_table(archive, capsys):
     out = capsys.readouterr().out
     assert "invoice.delete" in out and "(2 rows)" in out
     assert main(["actor", "--archive-dir", str(archive), "--no-pull"]) == 2  # no --actor
+
+
+@pytest.fixture
+def lake(archive, tmp_path_factory):
+    """The OCSF Parquet copy of the archive's lines: target/debug/audit-ocsf over each object."""
+    subprocess.run(["cargo", "build", "--quiet", "-p", "audit-ocsf", "--bin", "audit-ocsf"], cwd=ROOT,
+                   check=True, env=dict(os.environ, CARGO_TERM_COLOR="never"))
+    out = tmp_path_factory.mktemp("lake")
+    for key in LINES:
+        lines = gzip.decompress((archive / key).read_bytes()).decode()
+        done = subprocess.run([str(ROOT / "target" / "debug" / "audit-ocsf"), "--object", key, "--out", str(out)],
+                              input=lines, capture_output=True, text=True)
+        assert (done.returncode, done.stderr) == (0, ""), done.stderr
+    return out
+
+
+@pytest.mark.parametrize("name, actor", [("actor", "alice"), ("actor", "bob"), ("actions", None),
+                                         ("failures", None)])
+def test_the_ocsf_copy_gives_the_same_answers(archive, lake, name, actor):
+    params = parameters(name, actor, canonical("2026-11-22T00:00:00Z"), canonical("2026-11-23T23:59:59Z"), None)
+    over_trail = run(name, connect(archive), params)
+    over_ocsf = run(name, connect_ocsf(lake), params, "ocsf")
+    assert over_ocsf == over_trail
+    assert over_trail[1], "an answer with rows"
+    scanned, objects = bytes_scanned(name, "ocsf", lake)
+    assert objects == 4 and 0 < scanned < sum(p.stat().st_size for p in lake.rglob("*.parquet"))
+    assert bytes_scanned(name, "trail", archive) == (sum((archive / k).stat().st_size for k in LINES), 2)
+
+
+def test_make_sql_over_the_ocsf_copy_prints_the_table_and_the_bytes(lake, capsys):
+    assert main(["actions", "--source", "ocsf", "--ocsf-dir", str(lake), "--no-pull", "--bytes"]) == 0
+    captured = capsys.readouterr()
+    assert "user.login" in captured.out and "(3 rows)" in captured.out
+    assert "sql/ocsf/actions_per_day.sql" in captured.err and "-- scanned " in captured.err

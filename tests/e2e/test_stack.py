@@ -50,11 +50,32 @@ def test_bad_parameters_and_unknown_references_are_errors():
     with pytest.raises(TemplateError):
         tpl.resolve({"Ref": "Missing"}, "x")
     # Only the functions template.yaml uses are evaluated; anything else is an error, not a guess.
+    # Fn::Split makes the OCSF table's first eventDay from ArchiveStartDate (Fn::Join over it).
+    assert tpl.resolve({"Fn::Join": ["", {"Fn::Split": ["-", "2026-01-01"]}]}, "x") == "20260101"
     for unsupported in ({"Fn::ImportValue": "x"}, {"Fn::Select": [0, ["a"]]},
-                        {"Fn::Split": [",", "a,b"]}, {"Fn::And": [True, True]},
+                        {"Fn::Base64": "x"},
                         {"Fn::GetAtt": ["AuditMessagesTable", "StreamLabel"]}):
         with pytest.raises(TemplateError):
             tpl.resolve(unsupported, "x")
+
+
+def test_or_and_and_conditions_choose_the_lookup_indexes_the_table_is_created_with():
+    # LookupIndexes: each lookup index and its key attribute only when named (Fn::Or of the values
+    # that name it); byAuditTime always.
+    def indexes(value):
+        props = read_stack(DEFAULT_TEMPLATE, {"LookupIndexes": value})._table_props
+        return ([i["IndexName"] for i in props["GlobalSecondaryIndexes"]],
+                [a["AttributeName"] for a in props["AttributeDefinitions"]][3:])
+
+    assert indexes("actor,action,resource") == (["byAuditTime", "byActor", "byAction", "byResource"],
+                                                ["actorKey", "actionKey", "resourceKey"])
+    assert indexes("action,resource") == (["byAuditTime", "byAction", "byResource"], ["actionKey", "resourceKey"])
+    assert indexes("none") == (["byAuditTime"], [])
+    tpl = Template({"Resources": {}, "Conditions": {"Yes": {"Fn::Equals": ["a", "a"]},
+                                                    "No": {"Fn::Equals": ["a", "b"]}}})
+    assert tpl.resolve({"Fn::Or": [{"Condition": "No"}, {"Condition": "Yes"}]}) is True
+    assert tpl.resolve({"Fn::And": [{"Condition": "Yes"}, {"Fn::Equals": ["a", "b"]}]}) is False
+    assert tpl.resolve({"Fn::And": [{"Condition": "Yes"}, {"Fn::Not": [{"Condition": "No"}]}]}) is True
 
 
 def test_scaling_flags_change_only_what_they_name_and_are_recorded():
@@ -237,3 +258,22 @@ def test_the_access_queue_the_table_tags_and_the_functions_role_on_moto(work_dir
         assert env["ACCESS_QUEUE_URL"] == stack.access_queue.url and env["ACCESS_QUEUE_URL"].startswith(endpoint)
     finally:
         moto.stop()
+
+
+def test_lint_variants_set_only_the_named_parameters_defaults(tmp_path):
+    from local import lint_variants
+
+    text = DEFAULT_TEMPLATE.read_text()
+    varied = tmp_path / "template.yaml"
+    varied.write_text(lint_variants.with_defaults(text, {"LookupIndexes": "none", "TableBillingMode": "PROVISIONED",
+                                                          "BatchingWindow": "20"}))
+    tpl = Template(load_template(DEFAULT_TEMPLATE))
+    doc = Template(load_template(varied))
+    assert doc.parameter_values["LookupIndexes"] == "none"
+    assert doc.parameter_values["TableBillingMode"] == "PROVISIONED"
+    changed = {k for k, v in doc.parameter_values.items() if tpl.parameter_values[k] != v}
+    assert changed == {"LookupIndexes", "TableBillingMode", "BatchingWindow"}
+    # A Number stays a number (cfn-lint compares it with the AllowedValues as written).
+    assert "    Default: 20\n" in varied.read_text()
+    with pytest.raises(SystemExit, match="Nope"):
+        lint_variants.with_defaults(text, {"Nope": "1"})

@@ -20,7 +20,9 @@
 //! sealed in one run with no deadline, and the hour's time is the run's fixed part (an empty
 //! period's run) plus the sample's time per object times the hour's objects (sealing reads each
 //! object on its own, so its time is linear in them). A sample that is the whole hour is the
-//! hour itself.
+//! hour itself. The same sample is sealed again over runs cut short (a few parts each), which
+//! gives what resuming costs a run; an hour longer than one run takes as many runs as its time
+//! needs, each run giving its time less that cost and the time kept in hand for a part.
 //!
 //! `cargo bench -p audit-archiver --bench seal [-- --quick]`
 
@@ -32,7 +34,7 @@ use audit_archiver::batch::{Ports, Settings, archive_batch};
 use audit_archiver::budget::Budget;
 use audit_archiver::clock::ManualClock;
 use audit_archiver::event::{StreamEvent, read_records};
-use audit_archiver::seal::{SealReport, Sealer};
+use audit_archiver::seal::{PART_OBJECTS, PART_STEP_TIME, SealReport, Sealer};
 use audit_archiver::signer::DigestSigner;
 use audit_archiver::signer::memory::MemorySigner;
 use audit_aws::error::AwsError;
@@ -60,7 +62,7 @@ const BATCH_SIZE: u64 = 1000;
 const BATCHING_WINDOW: u64 = 60;
 /// The sample of an hour: about this many events, and between these many objects.
 const SAMPLE_EVENTS: u64 = 60_000;
-const SAMPLE_OBJECTS: (u64, u64) = (20, 600);
+const SAMPLE_OBJECTS: (u64, u64) = (3 * PART_OBJECTS as u64, 600);
 const HOUR: i64 = 3600;
 /// The first simulated hour's start (2026-11-22T10:00:00Z).
 const FIRST_HOUR: i64 = 1_795_341_600;
@@ -388,6 +390,10 @@ struct Outcome {
     fixed_seconds: f64,
     requests_per_object: f64,
     cpu_us_per_event: f64,
+    /// What a run that goes on from another's parts spends before its first new part.
+    resume_seconds: f64,
+    /// Runs the sample took when cut short.
+    cut_runs: u64,
 }
 
 async fn measure(load: Load) -> Outcome {
@@ -399,9 +405,11 @@ async fn measure(load: Load) -> Outcome {
         .clamp(SAMPLE_OBJECTS.0, SAMPLE_OBJECTS.1)
         .min(load.objects());
     let mut seq = 0;
-    // The chain's start (one object), the sampled hour, and an empty hour after it.
+    // The chain's start (one object), the sampled hour, the same sample again (sealed over runs
+    // cut short), and an empty hour after them.
     write_hour(&bucket, FIRST_HOUR, 1, per_object, &mut seq).await;
     write_hour(&bucket, FIRST_HOUR + HOUR, sample, per_object, &mut seq).await;
+    write_hour(&bucket, FIRST_HOUR + 2 * HOUR, sample, per_object, &mut seq).await;
     let unlimited = Budget::unlimited();
     let first = seal_once(&bucket, &signer, latency, FIRST_HOUR, unlimited).await;
     assert_eq!(first.report.failure, None);
@@ -412,7 +420,25 @@ async fn measure(load: Load) -> Outcome {
         Some(sample),
         "every object of the sample sealed"
     );
-    let empty = seal_once(&bucket, &signer, latency, FIRST_HOUR + 2 * HOUR, unlimited).await;
+    // Runs of 11 s: past the 10 s kept in hand for a period, and 5 s for a part, each seals
+    // about 6 s of parts.
+    let (mut cut_seconds, mut cut_runs) = (0.0, 0);
+    loop {
+        cut_runs += 1;
+        assert!(cut_runs < 100, "the sample sealed over runs");
+        let run = Duration::from_secs(11);
+        let budget = Budget {
+            deadline: Some(tokio::time::Instant::now() + run),
+            margin: Duration::ZERO,
+        };
+        let cut = seal_once(&bucket, &signer, latency, FIRST_HOUR + 2 * HOUR, budget).await;
+        cut_seconds += cut.seconds;
+        if cut.report.failure.is_none() {
+            break;
+        }
+    }
+    let resume_seconds = (cut_seconds - sampled.seconds).max(0.0) / (cut_runs.max(2) - 1) as f64;
+    let empty = seal_once(&bucket, &signer, latency, FIRST_HOUR + 3 * HOUR, unlimited).await;
     assert_eq!(empty.report.sealed.len(), 1, "the empty hour sealed");
     let per_object_seconds = (sampled.seconds - empty.seconds).max(0.0) / sample as f64;
     Outcome {
@@ -423,26 +449,31 @@ async fn measure(load: Load) -> Outcome {
             / sample as f64,
         cpu_us_per_event: (sampled.cpu_seconds - empty.cpu_seconds).max(0.0) * 1e6
             / (sample * per_object) as f64,
+        resume_seconds,
+        cut_runs,
     }
 }
 
-/// What the sealer of today gives an hour: it must be sealed whole inside one run (what a run
-/// did not finish is started again from zero by the next), so an hour longer than one run's
-/// time is never sealed. Its ceiling at this object size: the load whose hour fills one run.
-fn verdict(load: Load, outcome: &Outcome) -> (String, String, u64) {
+/// What the sealer gives an hour: sealed in parts over as many runs as its time needs (the
+/// first run has the whole run, each next one its time less what resuming costs; every run keeps
+/// a part's time in hand). It keeps up when an hour takes at most the runs an hour has; its
+/// ceiling at this object size is the load whose hour fills them.
+fn verdict(load: Load, outcome: &Outcome) -> (String, u64, u64) {
     let margin = Settings::default().deadline_margin;
     let run = (TIMEOUT - margin).as_secs_f64();
-    let variable = (outcome.hour_seconds - outcome.fixed_seconds).max(f64::EPSILON);
-    let ceiling = load.rate as f64 * (run - outcome.fixed_seconds).max(0.0) / variable;
-    if outcome.hour_seconds <= run {
-        (
-            format!("{:.1}", outcome.hour_seconds),
-            "1".into(),
-            ceiling as u64,
-        )
+    let first = run - PART_STEP_TIME.as_secs_f64();
+    let next = (first - outcome.resume_seconds).max(f64::EPSILON);
+    let work = outcome.hour_seconds;
+    let runs = if work <= run {
+        1
     } else {
-        ("never".into(), "unbounded".into(), ceiling as u64)
-    }
+        1 + ((work - first) / next).ceil() as u64
+    };
+    let time = work + (runs - 1) as f64 * outcome.resume_seconds;
+    let variable = (outcome.hour_seconds - outcome.fixed_seconds).max(f64::EPSILON);
+    let available = first + (RUNS_PER_HOUR - 1) as f64 * next;
+    let ceiling = load.rate as f64 * (available - outcome.fixed_seconds).max(0.0) / variable;
+    (format!("{time:.1}"), runs, ceiling as u64)
 }
 
 fn main() {
@@ -476,14 +507,16 @@ fn main() {
                 load.latency_ms
             );
             eprintln!(
-                "#   {} objects of {} events an hour (sample {}); one run would need {:.1} s ({:.1} s fixed); {:.2} requests an object; {:.2} µs CPU an event",
+                "#   {} objects of {} events an hour (sample {}); its work {:.1} s ({:.1} s fixed); {:.2} requests an object; {:.2} µs CPU an event; a resumed run spends {:.1} s before its first new part (sample over {} cut runs)",
                 load.objects(),
                 load.per_object(),
                 outcome.sample,
                 outcome.hour_seconds,
                 outcome.fixed_seconds,
                 outcome.requests_per_object,
-                outcome.cpu_us_per_event
+                outcome.cpu_us_per_event,
+                outcome.resume_seconds,
+                outcome.cut_runs
             );
         }
     }

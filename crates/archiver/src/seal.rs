@@ -19,6 +19,10 @@
 //! sealing: an object that cannot be read, a forged, unmarked or voided one is listed as
 //! unattested, with its reason.
 //!
+//! How a period longer than a run is sealed: in parts that survive the run (`parts`,
+//! docs/archive.md "Sealing in parts"); the next run goes on from the last part, and the digest
+//! is built from the parts.
+//!
 //! Where the chain starts: at the newest digest there is whose signature the key's public key
 //! checks (every digest key is read, page by page; anything else under `digest/` is passed over);
 //! with none, at the period of the oldest *attested* archive object (or the newest sealable period
@@ -34,6 +38,11 @@
 mod examine;
 mod late;
 mod log;
+mod parts;
+
+pub use parts::{
+    PART_OBJECTS, PART_STEP_TIME, PARTS_PREFIX, part_key, part_signing_string, parts_prefix,
+};
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::future::Future;
@@ -575,11 +584,9 @@ impl<B: Bucket, S: DigestSigner> Run<'_, '_, B, S> {
                 continue;
             }
             if contents.is_none() {
-                let mut ready = self.contents(period, recent).await?;
-                // The digest's order, which is the leaves' order.
-                ready.objects.sort_by(|a, b| a.key.cmp(&b.key));
-                let appended = self.append(edge, &ready.objects).await?;
-                contents = Some((ready, appended));
+                // In parts, objects in key order (the leaves' order), from where a run before
+                // this one stopped.
+                contents = Some(self.sealed_in_parts(period, previous, recent, edge).await?);
             }
             let Some((ready, appended)) = contents.as_ref() else {
                 continue;
@@ -678,9 +685,13 @@ impl<B: Bucket, S: DigestSigner> Run<'_, '_, B, S> {
                 length: self.length(),
             };
             let keys: HashSet<String> = keys.into_iter().collect();
-            let found = self.examine_period(period, |k| keys.contains(k)).await?;
-            if found.iter().any(|f| f.attestation.is_ok() && !f.voided) {
-                return Ok(period);
+            let (originals, voided) = self.place(period, |k| keys.contains(k)).await?;
+            // A few at a time, up to the first attested one: bounded work in a busy period.
+            for some in originals.chunks(HEAD_CONCURRENCY) {
+                let found = self.examine_all(some.to_vec(), period, &voided).await?;
+                if found.iter().any(|f| f.attestation.is_ok() && !f.voided) {
+                    return Ok(period);
+                }
             }
             tracing::warn!(
                 period_start = start,

@@ -10,8 +10,8 @@ use crate::commands::words::TrailError;
 use audit_trail::access::{Recorder, SdkAccessLog};
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use commands::{
-    AuditArgs, AwsArgs, Context, Failure, archive, check_proof, dlq, get, key, prove, query, ui,
-    verify, witness,
+    AuditArgs, AwsArgs, Context, Failure, archive, check_proof, dlq, export, get, key, prove,
+    query, ui, verify, witness,
 };
 
 const AFTER_HELP: &str = "\
@@ -43,16 +43,17 @@ Examples:
   auditctl verify --from 2026-11-22T00:00:00Z --to 2026-11-22T23:59:59.999Z --table
   auditctl archive repair --from 2026-11-22T10:00:00Z --to 2026-11-22T10:59:59.999Z
   auditctl prove order-42 --out order-42.proof.json
+  auditctl export --from 2026-07-01T00:00:00Z --to 2026-09-30T23:59:59Z --evidence q3
   auditctl key --pem > digest-key.pem   (the log's public key, for check-proof)
   auditctl check-proof order-42.proof.json --public-key digest-key.pem   (offline: no AWS)
   auditctl ui
   auditctl witness --state witness.json --key witness.key
 
-Access to the trail is itself recorded: query, get, dlq list, dlq redrive, verify, archive repair
-and prove first send an audit event of their own (actor = the caller's ARN and callerUserId = its
-user id, from sts:GetCallerIdentity; action auditctl.query, auditctl.get, auditctl.dlq.list,
-auditctl.dlq.redrive, auditctl.verify, auditctl.archive.repair or auditctl.prove; the arguments
-given) to the
+Access to the trail is itself recorded: query, get, dlq list, dlq redrive, verify, archive repair,
+prove and export first send an audit event of their own (actor = the caller's ARN and
+callerUserId = its user id, from sts:GetCallerIdentity; action auditctl.query, auditctl.get,
+auditctl.dlq.list, auditctl.dlq.redrive, auditctl.verify, auditctl.archive.repair,
+auditctl.prove or auditctl.export; the arguments given) to the
 access queue. The access queue must be the stack's: the one the table (TABLE_NAME) names in its tag
 audit:access-queue-arn. If it is not, or the event cannot be sent, the command reads nothing and exits 1. Without an
 access queue it reads nothing and exits 2, unless --no-audit-event says the read goes unrecorded on
@@ -83,6 +84,7 @@ enum Command {
     Verify(verify::VerifyArgs),
     Archive(archive::ArchiveArgs),
     Prove(prove::ProveArgs),
+    Export(export::ExportArgs),
     CheckProof(check_proof::CheckProofArgs),
     Key(key::KeyArgs),
     Consistency(prove::ConsistencyArgs),
@@ -150,6 +152,7 @@ async fn run(
         Command::Verify(args) => verify::run(args, &context).await,
         Command::Archive(args) => archive::run(args, &context).await,
         Command::Prove(args) => prove::run(args, &context).await,
+        Command::Export(args) => export::run(args, &context).await,
         Command::CheckProof(args) => check_proof::run(args),
         Command::Key(args) => key::run(args, &context).await,
         Command::Consistency(args) => prove::run_consistency(args, &context).await,

@@ -3,10 +3,14 @@
 //! words. Runs with no AWS configuration. Must not know how a proof is checked
 //! (`audit_proof::check_proof`) nor how the binary that runs it exits.
 
+use std::collections::HashMap;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use audit_model::note::Proof;
-use audit_proof::{CheckError, LogKey, Verdict, check_proof, witness_key_arg};
+use audit_model::note::{Proof, WitnessKey};
+use audit_proof::{
+    BundleVerdict, CheckError, LogKey, Verdict, check_bundle, check_proof, witness_key_arg,
+};
 use chrono::DateTime;
 use clap::Args;
 
@@ -25,11 +29,20 @@ Checks a proof printed by `auditctl prove`, offline (no AWS configuration, no ne
 Prints `OK: ...` (messageId, leaf index, tree size, the log's origin, the witnesses whose
 cosignatures hold) or `FAILED: <reason>`.
 
+Given a directory (or a .tar.gz of one), checks it as an evidence bundle of `auditctl export --evidence`
+(docs/archive.md \"Evidence for auditors\"): checkpoint.txt's signature, origin and each
+--witness-key's cosignature; every line of events.jsonl, byte for byte, against its proof in
+proofs.jsonl (the same checks as above, in checkpoint.txt's tree), in log order, as many as the
+manifest says; and, where the manifest claims completeness, that the events are every leaf of
+their run and recompute, with its range proof, the roots of the checkpoints at both ends. Each
+failure is printed on its own `FAILED: ` line.
+
 Examples:
   auditctl check-proof order-42.proof.json --public-key digest-key.pem \\
     --origin audit-receiver/$ARCHIVE_BUCKET
   auditctl check-proof - --public-key digest-key.pem --origin audit-receiver/$ARCHIVE_BUCKET \\
     --witness-key \"$WITNESS_KEY\" < proof.json
+  auditctl check-proof q3-bundle --public-key digest-key.pem --origin audit-receiver/$ARCHIVE_BUCKET
 
 Exit status: 0 the proof holds, 1 it does not (the reason is printed), 2 bad usage (a file that
 cannot be read, a PEM that is not a public key, a witness key that is not one).";
@@ -38,7 +51,8 @@ cannot be read, a PEM that is not a public key, a witness key that is not one)."
 #[derive(Debug, Args)]
 #[command(after_help = CHECK_PROOF_HELP)]
 pub struct CheckProofArgs {
-    /// The proof (JSON, from `auditctl prove`), or - for stdin.
+    /// The proof (JSON, from `auditctl prove`), - for stdin, or an evidence bundle's directory
+    /// (`auditctl export --evidence`).
     #[arg(value_name = "FILE")]
     proof: String,
     /// The log's public key: a PEM file (-----BEGIN PUBLIC KEY-----), the digest key's
@@ -76,20 +90,14 @@ fn read(path: &Path, what: &str) -> Result<String, Outcome> {
         .map_err(|e| Outcome::Usage(format!("cannot read {what} {}: {e}", path.display())))
 }
 
-/// The files read (`Outcome::Usage` when they cannot be), then the verdict printed.
-pub fn run(args: CheckProofArgs) -> Result<(), Outcome> {
-    let text = if args.proof == "-" {
-        std::io::read_to_string(std::io::stdin())
-            .map_err(|e| Outcome::Usage(format!("cannot read the proof from stdin: {e}")))?
-    } else {
-        read(Path::new(&args.proof), "the proof")?
-    };
-    let public_key = args.public_key.ok_or_else(|| {
+/// The log's key and the witnesses' keys, read (`Outcome::Usage` when they cannot be).
+fn keys(args: &CheckProofArgs) -> Result<(LogKey, Vec<WitnessKey>), Outcome> {
+    let public_key = args.public_key.as_ref().ok_or_else(|| {
         Outcome::Usage(format!(
             "--public-key <PEM> not provided: the log's public key, the digest key's; {GET_KEY}"
         ))
     })?;
-    let pem = read(&public_key, "the public key").map_err(|outcome| match outcome {
+    let pem = read(public_key, "the public key").map_err(|outcome| match outcome {
         Outcome::Usage(e) => Outcome::Usage(format!("{e}; {GET_KEY}")),
         outcome => outcome,
     })?;
@@ -104,6 +112,108 @@ pub fn run(args: CheckProofArgs) -> Result<(), Outcome> {
         .iter()
         .map(|k| witness_key_arg(k).map_err(|e| Outcome::Usage(e.to_string())))
         .collect::<Result<Vec<_>, _>>()?;
+    Ok((key, witnesses))
+}
+
+/// An evidence bundle's directory checked: `OK: ...`, or each problem on a `FAILED: ` line.
+fn run_bundle(args: &CheckProofArgs) -> Result<(), Outcome> {
+    let (key, witnesses) = keys(args)?;
+    let path = Path::new(&args.proof);
+    let packed_files = if packed(&args.proof) {
+        Some(unpack(path).map_err(|e| {
+            Outcome::Usage(format!("cannot read the bundle {}: {e}", path.display()))
+        })?)
+    } else {
+        None
+    };
+    let mut read = |name: &str| {
+        // A name from the manifest stays inside the bundle.
+        if name.split('/').any(|part| part == ".." || part.is_empty()) {
+            return Err(format!("{name:?} is not a file of the bundle"));
+        }
+        match &packed_files {
+            Some(files) => files
+                .get(name)
+                .cloned()
+                .ok_or_else(|| "not in the .tar.gz".to_owned()),
+            None => std::fs::read(path.join(name)).map_err(|e| e.to_string()),
+        }
+    };
+    match check_bundle(&mut read, &key, &witnesses, &args.origin) {
+        Ok(verdict) => {
+            println!("OK: {}", bundle_words(&verdict));
+            Ok(())
+        }
+        Err(problems) => {
+            for problem in problems {
+                let reason = match problem {
+                    audit_proof::BundleProblem::Checkpoint {
+                        file,
+                        source: e @ CheckError::NotSignedByKey { .. },
+                    } => format!("{file}: {e}; {WRONG_KEY}"),
+                    problem => problem.to_string(),
+                };
+                println!("FAILED: {reason}");
+            }
+            Err(Outcome::Failed)
+        }
+    }
+}
+
+/// Whether the argument names a bundle packed as .tar.gz.
+fn packed(arg: &str) -> bool {
+    arg.ends_with(".tar.gz") || arg.ends_with(".tgz")
+}
+
+/// The files of a .tar.gz bundle by name (a leading `./` left out).
+fn unpack(path: &Path) -> std::io::Result<HashMap<String, Vec<u8>>> {
+    let file = std::fs::File::open(path)?;
+    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(file));
+    let mut files = HashMap::new();
+    for entry in archive.entries()? {
+        let mut entry = entry?;
+        if !entry.header().entry_type().is_file() {
+            continue;
+        }
+        let name = entry.path()?.to_string_lossy().into_owned();
+        let name = name.strip_prefix("./").unwrap_or(&name).to_owned();
+        let mut bytes = Vec::new();
+        entry.read_to_end(&mut bytes)?;
+        files.insert(name, bytes);
+    }
+    Ok(files)
+}
+
+/// What a bundle that holds proves, in the words after `OK: `.
+fn bundle_words(verdict: &BundleVerdict) -> String {
+    let complete = match verdict.complete {
+        Some((start, end)) => format!(
+            "complete: every leaf from {start} to {end}, the periods' events, is in the bundle"
+        ),
+        None => "inclusion only (no completeness claimed: see the manifest's notProven)".to_owned(),
+    };
+    format!(
+        "{} event(s) each proven in the tree of size {} of {}; {complete}; {} event(s) listed as unproven; cosigned by: {}",
+        verdict.events,
+        verdict.tree_size,
+        verdict.origin,
+        verdict.unproven,
+        cosigned(&verdict.cosigned)
+    )
+}
+
+/// The files read (`Outcome::Usage` when they cannot be), then the verdict printed.
+pub fn run(args: CheckProofArgs) -> Result<(), Outcome> {
+    if args.proof != "-" && (Path::new(&args.proof).is_dir() || packed(&args.proof)) {
+        return run_bundle(&args);
+    }
+    let text = if args.proof == "-" {
+        std::io::read_to_string(std::io::stdin())
+            .map_err(|e| Outcome::Usage(format!("cannot read the proof from stdin: {e}")))?
+    } else {
+        read(Path::new(&args.proof), "the proof")?
+    };
+    let (key, witnesses) = keys(&args)?;
     let verdict = serde_json::from_str::<Proof>(&text)
         .map_err(|e| format!("not a proof from `auditctl prove`: {e}"))
         .and_then(|proof| {
@@ -136,11 +246,19 @@ pub fn run(args: CheckProofArgs) -> Result<(), Outcome> {
 
 /// What a proof that holds proves, in the words after `OK: `.
 fn words(verdict: &Verdict) -> String {
-    let cosigned = if verdict.cosigned.is_empty() {
+    let cosigned = cosigned(&verdict.cosigned);
+    format!(
+        "messageId {} is leaf {} of the tree of size {} of {}; cosigned by: {cosigned}",
+        verdict.message_id, verdict.leaf_index, verdict.tree_size, verdict.origin
+    )
+}
+
+/// The witnesses whose cosignatures hold, with when they cosigned.
+fn cosigned(cosigned: &[(String, u64)]) -> String {
+    if cosigned.is_empty() {
         "no witness asked for".to_owned()
     } else {
-        verdict
-            .cosigned
+        cosigned
             .iter()
             .map(|(name, at)| {
                 let when = i64::try_from(*at)
@@ -152,9 +270,5 @@ fn words(verdict: &Verdict) -> String {
             })
             .collect::<Vec<_>>()
             .join(", ")
-    };
-    format!(
-        "messageId {} is leaf {} of the tree of size {} of {}; cosigned by: {cosigned}",
-        verdict.message_id, verdict.leaf_index, verdict.tree_size, verdict.origin
-    )
+    }
 }

@@ -8,6 +8,7 @@ pub mod archive;
 pub mod attest;
 pub mod context;
 pub mod digest;
+pub mod evidence;
 pub mod keys;
 pub mod line;
 pub mod message;

@@ -169,6 +169,53 @@ impl Reason {
         matches!(self.disposition(), Disposition::Transient)
     }
 
+    /// What it means, in a sentence (docs/operations.md "Reason codes" says more, and what to do).
+    pub const fn meaning(self) -> &'static str {
+        match self {
+            Self::MissingBody => "the record has no body",
+            Self::InvalidJson => "the body is not JSON",
+            Self::NotAnObject => "the body is JSON but not an object",
+            Self::MissingAuditText => "neither auditText nor action",
+            Self::EmptyAuditText => "auditText is empty",
+            Self::InvalidFieldType => "a field has the wrong JSON type",
+            Self::InvalidFieldValue => {
+                "a field's value breaks its rule (length, outcome word, IP address)"
+            }
+            Self::InvalidEnvelope => "a CloudEvent or EventBridge envelope that is not valid",
+            Self::AuditTimeWithoutOffset => "auditTime is a local time with no Z or offset",
+            Self::InvalidAuditTime => "auditTime is not an RFC 3339 time",
+            Self::MissingAuditTime => "no auditTime and no valid SentTimestamp",
+            Self::InvalidMessageId => "messageId is empty or longer than 256 characters",
+            Self::MessageIdWithoutAuditTime => {
+                "a producer messageId without auditTime: every re-send would be a new item"
+            }
+            Self::InvalidNumber => "a number DynamoDB cannot store",
+            Self::NestingTooDeep => "extra is nested deeper than DynamoDB's 32 levels",
+            Self::ItemTooLarge => "the item would exceed DynamoDB's 400 KB",
+            Self::Conflict => "the same key holds another payload: the stored item is kept",
+            Self::DuplicateUnverified => {
+                "the key exists and the store returned no old item to compare"
+            }
+            Self::StoreRejected => "DynamoDB refused the item's own content",
+            Self::Throttled => "still throttled after the invocation's retries",
+            Self::StoreUnavailable => {
+                "DynamoDB did not answer (5xx, timeout, connection) or refused the deployment"
+            }
+            Self::AccessDenied => "DynamoDB refused the function's role (a policy)",
+            Self::TableNotFound => "the table does not exist (yet)",
+            Self::Deadline => "not finished before the invocation's deadline",
+            Self::Panic => "a bug in the function while processing the record",
+            Self::GroupStopped => "an earlier record of its FIFO group failed",
+            Self::MaxReceives => "SQS moved it after maxReceiveCount receives",
+            Self::ReservedAction => {
+                "an auditctl.* action sent to a queue other than the access queue"
+            }
+            Self::AccessEventInvalid => {
+                "on the access queue, but not an access event of its attested sender"
+            }
+        }
+    }
+
     /// The reason with this code, if any.
     pub fn from_code(code: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|r| r.code() == code)

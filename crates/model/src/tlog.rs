@@ -93,7 +93,11 @@ pub trait SubtreeHashes {
 
 /// MTH(D[lo:hi]) for a range a proof uses (lo aligned to a power of two at least `hi - lo`):
 /// its complete subtrees left to right, folded from the right.
-fn range_hash(lo: u64, hi: u64, source: &mut impl SubtreeHashes) -> Result<Hash, TlogError> {
+pub(crate) fn range_hash(
+    lo: u64,
+    hi: u64,
+    source: &mut impl SubtreeHashes,
+) -> Result<Hash, TlogError> {
     let mut parts = Vec::new();
     let mut at = lo;
     while at < hi {
@@ -119,7 +123,7 @@ fn range_hash(lo: u64, hi: u64, source: &mut impl SubtreeHashes) -> Result<Hash,
 }
 
 /// The largest power of two smaller than `n` (n ≥ 2).
-fn split(n: u64) -> u64 {
+pub(crate) fn split(n: u64) -> u64 {
     1u64 << (63 - (n - 1).leading_zeros())
 }
 
@@ -690,6 +694,8 @@ impl fmt::Display for HexHash<'_> {
 pub fn parse_hex_hash(text: &str) -> Option<Hash> {
     crate::digest::unhex(text)?.try_into().ok()
 }
+
+pub mod range;
 
 #[cfg(test)]
 mod tests;

@@ -12,6 +12,8 @@ pub mod archive;
 #[cfg(feature = "aws")]
 mod error;
 #[cfg(feature = "aws")]
+pub mod evidence;
+#[cfg(feature = "aws")]
 pub mod prove;
 #[cfg(feature = "aws")]
 pub mod tlog;
@@ -22,4 +24,7 @@ pub mod witness;
 
 #[cfg(feature = "aws")]
 pub use error::Error;
-pub use offline::{CheckError, LogKey, Verdict, check_cosignature, check_proof, witness_key_arg};
+pub use offline::{
+    BundleProblem, BundleVerdict, CheckError, LogKey, Verdict, check_bundle, check_cosignature,
+    check_proof, witness_key_arg,
+};

@@ -270,7 +270,7 @@ pub struct Found {
 }
 
 /// What a period without an index is.
-enum Unindexed {
+pub(crate) enum Unindexed {
     /// Sealed with the log: no trail event in it.
     Empty,
     /// Sealed before the log began: its events are not leaves.
@@ -280,7 +280,7 @@ enum Unindexed {
     NoDigest,
 }
 
-fn time(seconds: i64) -> String {
+pub(crate) fn time(seconds: i64) -> String {
     DateTime::from_timestamp(seconds, 0)
         .unwrap_or_default()
         .to_rfc3339_opts(SecondsFormat::Secs, true)
@@ -303,7 +303,7 @@ fn same_time(a: &str, b: &str) -> bool {
 
 pub use audit_model::tlog::object_lines;
 
-fn gunzip(bytes: &[u8]) -> std::io::Result<Vec<u8>> {
+pub(crate) fn gunzip(bytes: &[u8]) -> std::io::Result<Vec<u8>> {
     let mut text = Vec::new();
     flate2::read::MultiGzDecoder::new(bytes).read_to_end(&mut text)?;
     Ok(text)
@@ -368,7 +368,7 @@ impl<A: Archive> LogReader<'_, A> {
 
     /// What a period with no index is, from its digest (at its name or an alternate): the digest
     /// is only read to tell "nothing to index" from "not sealed yet"; a proof never trusts it.
-    async fn unindexed(
+    pub(crate) async fn unindexed(
         &self,
         period: Period,
         message_id: &str,
@@ -734,7 +734,7 @@ impl<A: Archive> LogReader<'_, A> {
 }
 
 /// A proof that could not be made from the tiles: the log is damaged.
-fn tlog_broken(error: TlogError) -> ProveError {
+pub(crate) fn tlog_broken(error: TlogError) -> ProveError {
     ProveError::Broken {
         what: format!("the log's tiles cannot make the proof: {error}"),
         period: None,

@@ -44,7 +44,11 @@ impl<A: Archive> LogReader<'_, A> {
         self.archive.current(key).await
     }
 
-    async fn keys(&self, prefix: &str, after: Option<String>) -> Result<Vec<String>, Error> {
+    pub(crate) async fn keys(
+        &self,
+        prefix: &str,
+        after: Option<String>,
+    ) -> Result<Vec<String>, Error> {
         let mut all = Vec::new();
         let mut after = after;
         loop {

@@ -168,4 +168,24 @@ mod tests {
             NotAttested::Signature
         );
     }
+
+    /// What the attestation adds to an item (docs/archive.md "Items attested at birth"): its
+    /// attribute, name and text, for a full batch of 10, as DynamoDB counts an item's size.
+    #[test]
+    fn an_attestation_adds_at_most_430_bytes_to_an_item_of_a_batch_of_10() {
+        let kms = MemoryKey::new("arn:aws:kms:us-east-1:000000000000:key/attest");
+        let attester = attester(&kms);
+        let mut items: Vec<AuditItem> = (0..10).map(|i| item(&format!("m-{i}"), "")).collect();
+        attester.attest(items.iter_mut());
+        let sizes: Vec<usize> = items
+            .iter()
+            .map(|item| {
+                let text = item.attestation.as_deref().expect("attested");
+                "attestation".len() + text.len()
+            })
+            .collect();
+        let mean = sizes.iter().sum::<usize>() as f64 / sizes.len() as f64;
+        println!("attestation bytes per item, batch of 10: {sizes:?}, mean {mean:.1}");
+        assert!(sizes.iter().all(|&n| (300..=430).contains(&n)), "{sizes:?}");
+    }
 }

@@ -26,6 +26,8 @@ pub enum Action {
     ArchiveRepair,
     /// `auditctl prove`: one event's line and its inclusion proof.
     Prove,
+    /// `auditctl export --evidence`: a bundle of events and their proofs.
+    Export,
     /// `auditctl ui`: a search (and each further page of it).
     UiSearch,
     /// `auditctl ui`: an event's page.
@@ -48,6 +50,7 @@ impl Action {
             Self::Verify => "auditctl.verify",
             Self::ArchiveRepair => "auditctl.archive.repair",
             Self::Prove => "auditctl.prove",
+            Self::Export => "auditctl.export",
             Self::UiSearch => "auditctl.ui.search",
             Self::UiView => "auditctl.ui.view",
             Self::UiExport => "auditctl.ui.export",
@@ -255,6 +258,14 @@ impl<L: AccessLog> Recorder<L> {
         match self {
             Self::NotConfigured => Err(AccessError::NotConfigured),
             Self::Send { .. } | Self::Skipped => Ok(()),
+        }
+    }
+
+    /// Who the access was recorded as, once recorded (`None` when skipped or not yet sent).
+    pub fn caller(&self) -> Option<&Caller> {
+        match self {
+            Self::Send { checked, .. } => checked.get().map(|(_, caller)| caller),
+            Self::Skipped | Self::NotConfigured => None,
         }
     }
 

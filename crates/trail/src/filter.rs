@@ -198,6 +198,23 @@ impl Plan {
         self.checks.iter().all(|check| self.filters.contains(check))
     }
 
+    /// The same query read from the time index (for a table without the lookup index): every
+    /// event of the range is read, and DynamoDB keeps those that pass every filter and check (the
+    /// time index projects every attribute, `senderId` too). A time query is returned unchanged.
+    pub fn on_time_index(&self) -> Self {
+        let mut filters = self.filters.clone();
+        for check in &self.checks {
+            if !filters.contains(check) {
+                filters.push(check.clone());
+            }
+        }
+        Self {
+            source: Source::Time,
+            filters,
+            checks: Vec::new(),
+        }
+    }
+
     /// The index it reads.
     pub fn index(&self) -> &'static str {
         match &self.source {
@@ -275,6 +292,26 @@ fn join(items: &[String], last: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lookup_on_the_time_index_filters_by_its_value_and_its_checks() {
+        let mut given = fields(Some("alice"), Some("invoice.delete"), None);
+        given.sender = Some("AROA:billing".to_owned());
+        let lookup = Plan::new(Some(By::Actor), given.clone()).unwrap();
+        let time = lookup.on_time_index();
+        assert_eq!(time.source, Source::Time);
+        assert_eq!(time.index(), TIME_INDEX);
+        assert!(time.checks.is_empty());
+        assert_eq!(
+            time.filters,
+            vec![
+                ("actor", "alice".to_owned()),
+                ("action", "invoice.delete".to_owned()),
+                (SENDER_ID, "AROA:billing".to_owned()),
+            ]
+        );
+        assert_eq!(time, Plan::new(Some(By::Time), given).unwrap());
+    }
 
     fn fields(actor: Option<&str>, action: Option<&str>, resource: Option<&str>) -> Fields {
         Fields {

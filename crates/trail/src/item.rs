@@ -65,6 +65,15 @@ impl TrailItem {
         })
     }
 
+    /// Whether the item is an access event: auditctl's own record of a read of the trail (an
+    /// `auditctl.*` action; docs/auditctl.md "Access to the trail is itself recorded").
+    pub fn is_access_event(&self) -> bool {
+        matches!(
+            self.attributes.get("action"),
+            Some(AttributeValue::S(action)) if action.starts_with(audit_model::access::ACCESS_ACTION_PREFIX)
+        )
+    }
+
     /// An attribute as text for a cell: strings as they are, numbers with their digits, anything
     /// else as plain JSON; "" if absent.
     pub fn text(&self, name: &str) -> String {

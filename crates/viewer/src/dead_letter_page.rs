@@ -6,11 +6,58 @@ use std::collections::BTreeMap;
 use maud::{Markup, html};
 
 use super::page::{problem, recorded_note, time};
+use audit_model::Reason;
 use audit_trail::access::Recorded;
 use audit_trail::dlq::{DlqMessage, OriginalSender, RedriveReport};
 
 /// Why a redrive is not offered when no audit queue is set.
 pub const NO_TARGET: &str = "redrive is unavailable: no audit queue to send the messages back to; start auditctl ui with AUDIT_QUEUE_URL or --queue-url (stack output AuditQueueUrl)";
+
+/// Where the reason codes are explained in full, with what to do.
+const REASONS_DOC: &str = "docs/operations.md \"Reason codes\"";
+
+/// Whether a redrive of a reason's messages can succeed: they go back with the same body, so a
+/// permanent reason (the model's one decision, `Reason::disposition`) fails the same way again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outlook {
+    /// Transient: another receive may pass.
+    MayPass,
+    /// Permanent: it fails again, unless its cause was fixed since (a bug in the function).
+    FailsAgain,
+    /// A code this viewer does not know (a newer function's).
+    Unknown,
+}
+
+impl Outlook {
+    pub fn of(code: &str) -> Self {
+        match Reason::from_code(code) {
+            Some(reason) if reason.is_transient() => Self::MayPass,
+            Some(_) => Self::FailsAgain,
+            None => Self::Unknown,
+        }
+    }
+}
+
+/// The warning beside a redrive that will fail again.
+pub const FAILS_AGAIN: &str = "permanent: the messages go back with the same body and fail the same way, so a redrive brings them back here; redrive only once the cause is fixed (a bug in the function, for panic)";
+
+/// A reason code explained in place: what it means, and whether a redrive can pass.
+fn explained(code: &str) -> Markup {
+    let meaning = Reason::from_code(code).map(Reason::meaning);
+    html! {
+        @match meaning {
+            Some(meaning) => { (meaning) "." },
+            None => { "a code this viewer does not know." },
+        }
+        " "
+        @match Outlook::of(code) {
+            Outlook::MayPass => { span class="class" { "Transient: a redrive may pass." } },
+            Outlook::FailsAgain => { span class="class" { strong { "Permanent" } ": a redrive fails again." } },
+            Outlook::Unknown => { span class="class" { "Whether a redrive passes is not known." } },
+        }
+        " (" (REASONS_DOC) ")"
+    }
+}
 
 /// What the queue's page shows: the queue's URL, whether a redrive is offered, the reason whose
 /// messages are listed (with their bodies or not), the receiver's role id (whose claims of an
@@ -43,6 +90,11 @@ pub fn confirm(
             p { "No message of reason " code { (reason) } " is in the dead-letter queue now." }
             p { a href="dlq" { "Back to the dead-letter queue" } }
         } @else {
+            @let fails = Outlook::of(reason) == Outlook::FailsAgain;
+            p { code { (reason) } ": " (explained(reason)) }
+            @if fails {
+                p class="problem" role="alert" { strong { "This redrive will fail again" } " — " (FAILS_AGAIN) "." }
+            }
             form method="post" action="dlq-redrive" class="confirm" {
                 p {
                     strong { (count) " message(s)" } " of reason " code { (reason) }
@@ -53,7 +105,9 @@ pub fn confirm(
                 input type="hidden" name="reason" value=(reason);
                 input type="hidden" name="count" value=(count);
                 p {
-                    button type="submit" { "Redrive " (count) " message(s)" } " "
+                    button type="submit" {
+                        "Redrive " (count) " message(s)" @if fails { " anyway" }
+                    } " "
                     a href="dlq" { "Cancel" }
                 }
             }
@@ -125,6 +179,7 @@ pub fn queue(queue: &Queue, recorded: &Recorded, messages: &[DlqMessage]) -> Mar
                         tr {
                             th scope="col" { "Reason" }
                             th scope="col" { "Messages" }
+                            th scope="col" { "What it means" }
                             th scope="col" { "Look" }
                             th scope="col" { "Redrive" }
                         }
@@ -137,6 +192,7 @@ pub fn queue(queue: &Queue, recorded: &Recorded, messages: &[DlqMessage]) -> Mar
                             tr {
                                 td { code { (reason) } }
                                 td { (n) }
+                                td class="meaning" { (explained(reason)) }
                                 td {
                                     a href={ "dlq?" (q) } { "Messages" } " · "
                                     form method="post" action="dlq" class="inline" {
@@ -146,7 +202,10 @@ pub fn queue(queue: &Queue, recorded: &Recorded, messages: &[DlqMessage]) -> Mar
                                     }
                                 }
                                 td {
-                                    @if redrive {
+                                    @if redrive && Outlook::of(reason) == Outlook::FailsAgain {
+                                        span class="warn" { "Will fail again" } " "
+                                        a href={ "dlq-confirm?" (q) } title=(FAILS_AGAIN) { "Redrive anyway…" }
+                                    } @else if redrive {
                                         a class="button" href={ "dlq-confirm?" (q) } { "Redrive " (n) "…" }
                                     } @else {
                                         button type="button" disabled aria-describedby="why-no-redrive" {

@@ -55,9 +55,12 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
             concurrency: CONCURRENCY,
             limit: None,
         };
+        // As `auditctl query --no-access` when the search hides access events.
+        let hide = !search.shows_access();
         let rows = self
             .reader
             .read(&search.plan, search.range.clone(), options)
+            .try_filter(move |row| futures::future::ready(!(hide && row.is_access_event())))
             .map_err(Error::from);
         let body = export_body(rows, format);
         let content_type = match format {

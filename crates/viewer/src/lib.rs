@@ -12,7 +12,9 @@ mod export;
 pub mod health;
 mod health_page;
 pub mod page;
+pub mod proof_column;
 pub mod response;
+pub mod results;
 pub mod search;
 pub mod session;
 
@@ -103,11 +105,25 @@ pub struct DeadLetters {
     pub target: Option<String>,
 }
 
-/// One page of newest-first rows and where the next begins.
+/// One page of newest-first rows, their proof marks, where the next begins, and how many access
+/// events reading them left out.
 struct Rows {
     rows: Vec<TrailItem>,
+    marks: Vec<proof_column::Mark>,
     next: Option<Cursor>,
+    hidden: usize,
     recorded: Recorded,
+}
+
+impl Rows {
+    fn shown(&self) -> results::Shown<'_> {
+        results::Shown {
+            rows: &self.rows,
+            marks: &self.marks,
+            next: self.next.as_ref(),
+            hidden: self.hidden,
+        }
+    }
 }
 
 impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
@@ -163,6 +179,11 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
     /// The URL to open (with the one-time token).
     pub fn url(&self) -> String {
         self.session.url()
+    }
+
+    /// A fresh URL to open: a new one-time token in place of the last (`Session::fresh_url`).
+    pub fn fresh_url(&self) -> Result<String, session::NoRandom> {
+        self.session.fresh_url()
     }
 
     /// The answer to one request (its body already read).
@@ -260,7 +281,7 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
                     html! {
                         (form)
                         (page::recorded_note(&rows.recorded))
-                        (page::results(&search, &rows.rows, rows.next.as_ref()))
+                        (results::results(&search, &rows.shown()))
                     },
                 ),
             ),
@@ -287,7 +308,7 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
             Ok(search) => self
                 .rows(&search)
                 .await
-                .map(|rows| page::fragment(&search, &rows.rows, rows.next.as_ref())),
+                .map(|rows| results::fragment(&search, &rows.shown())),
             Err(error) => Err(error.into()),
         };
         match result {
@@ -316,6 +337,8 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
             limit: None,
         };
         let cursor = search.cursor.clone();
+        let hide = !search.shows_access();
+        let hidden = std::sync::atomic::AtomicUsize::new(0);
         // A person reads a page at a time: each shard reads on only when its rows are needed
         // (exports and charts read whole ranges, each shard a page ahead).
         let mut rows: Vec<TrailItem> = self
@@ -323,12 +346,15 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
             .clone()
             .on_demand()
             .read(&search.plan, search.page_range(), options)
-            .try_filter(move |row| {
-                futures::future::ready(
-                    cursor
-                        .as_ref()
-                        .is_none_or(|c| c.is_before(&row.audit_time, &row.message_id)),
-                )
+            .try_filter(|row| {
+                let after = cursor
+                    .as_ref()
+                    .is_none_or(|c| c.is_before(&row.audit_time, &row.message_id));
+                let access = after && hide && row.is_access_event();
+                if access {
+                    hidden.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                futures::future::ready(after && !access)
             })
             .take(PAGE_ROWS + 1)
             .try_collect()
@@ -342,9 +368,12 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
         } else {
             None
         };
+        let marks = self.marks(&rows, Utc::now()).await;
         Ok(Rows {
             rows,
+            marks,
             next,
+            hidden: hidden.into_inner(),
             recorded,
         })
     }
@@ -367,6 +396,8 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
                 limit: Some(CHART_MAX as u64),
             };
             let mut counts = chart::Hours::default();
+            let hide = !search.shows_access();
+            let mut hidden = 0u64;
             let mut rows = std::pin::pin!(
                 self.reader
                     .read(&search.plan, search.range.clone(), options)
@@ -374,13 +405,23 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
             );
             while let Some(row) = rows.next().await {
                 let row = row?;
+                if hide && row.is_access_event() {
+                    hidden += 1;
+                    continue;
+                }
                 counts.add(&row.audit_time, &row.text("outcome"));
             }
-            let note = if counts.total >= CHART_MAX as u64 {
+            let mut note = if counts.total + hidden >= CHART_MAX as u64 {
                 format!("The chart counts the newest {CHART_MAX} events of the range only.")
             } else {
                 String::new()
             };
+            if hidden > 0 {
+                note = format!(
+                    "{note}{}{hidden} access event(s) (auditctl's own reads) not counted: show access events to count them.",
+                    if note.is_empty() { "" } else { " " }
+                );
+            }
             let (from, to) = search.range.bounds().unwrap_or((Utc::now(), Utc::now()));
             Ok::<_, Failed>(chart::render(&counts, from, to, &note))
         };

@@ -4,7 +4,7 @@
 use maud::{DOCTYPE, Markup, html};
 use serde_json::Value;
 
-use super::search::{Cursor, PARAMETERS, Preset, Search};
+use super::search::{PARAMETERS, Preset, Search};
 use audit_trail::access::Recorded;
 use audit_trail::item::TrailItem;
 
@@ -138,6 +138,10 @@ pub fn search_form(values: &[(String, String)]) -> Markup {
                 }
                 (input("source_ip", "Source IP"))
                 (input("sender", "Sender (senderId)"))
+                label {
+                    input type="checkbox" name="access" value="1" checked[!value("access").is_empty()];
+                    " Show access events (auditctl's own reads; hidden by default)"
+                }
             }
             p { button type="submit" { "Search" } " " a href="./" { "Clear" } }
         }
@@ -183,123 +187,6 @@ pub fn outcome(text: &str) -> Markup {
     };
     html! {
         span class={ "outcome outcome-" (class) } { span aria-hidden="true" { (mark) } " " (text) }
-    }
-}
-
-/// The results of a search: what it read, the export links, the rows, and the link to more.
-pub fn results(search: &Search, rows: &[TrailItem], next: Option<&Cursor>) -> Markup {
-    let fixed = search.fixed_query();
-    let index = match search.plan.index() {
-        "byAuditTime" => None,
-        index => Some(index),
-    };
-    let periods = form_urlencoded::Serializer::new(String::new())
-        .append_pair("from", &search.range.from)
-        .append_pair("to", &search.range.to)
-        .finish();
-    html! {
-        section class="results" aria-label="Results" {
-            p class="summary" {
-                "Events from " (time(&search.range.from)) " to " (time(&search.range.to))
-                ", newest first"
-                @if let Some(index) = index { " (index " (index) ")" }
-                "."
-            }
-            p class="export" {
-                "Export this search: "
-                a href={ "export.csv?" (fixed) } download { "CSV" }
-                " · "
-                a href={ "export.jsonl?" (fixed) } download { "JSON lines" }
-                "\n"
-                span class="command" { "the same bytes as " code { (search.command("csv")) } }
-            }
-            p class="export" {
-                a href={ "health?" (periods) } { "Health and verify of these periods" }
-            }
-            div id="chart" data-src={ "chart?" (fixed) } {
-                p { a href={ "chart?" (fixed) } { "Events per hour (chart)" } }
-            }
-            @if rows.is_empty() {
-                p class="empty" { "No events in this range match." }
-            }
-            div class="table-wrap" {
-                table class="rows" {
-                    thead {
-                        tr {
-                            @for name in ["Time (UTC)", "Actor", "Action", "Resource", "Outcome", "Source IP", "Sender", "Text"] {
-                                th scope="col" { (name) }
-                            }
-                        }
-                    }
-                    tbody id="rows" { (row_lines(search, rows)) }
-                }
-            }
-            (more(search, next))
-        }
-    }
-}
-
-/// The fragment a further page adds: its rows, then the link to the next (or the end).
-pub fn fragment(search: &Search, rows: &[TrailItem], next: Option<&Cursor>) -> Markup {
-    html! {
-        template id="page" {
-            table { tbody { (row_lines(search, rows)) } }
-            (more(search, next))
-        }
-    }
-}
-
-fn more(search: &Search, next: Option<&Cursor>) -> Markup {
-    match next {
-        Some(cursor) => {
-            let query = search.next_query(cursor);
-            html! {
-                p class="more" {
-                    a id="more" href={ "./?" (query) } data-rows={ "rows?" (query) } {
-                        "Load more (older)"
-                    }
-                }
-            }
-        }
-        None => html! { p class="more" id="end" { "End of the results." } },
-    }
-}
-
-/// A row's `field` as a link to the search by it (nothing when the row has none).
-fn search_link(search: &Search, row: &TrailItem, field: &str) -> Markup {
-    let value = row.text(field);
-    if value.is_empty() {
-        return html! {};
-    }
-    html! {
-        a href={ "./?" (search.by_field(field, &value)) } title={ "Search by this " (field) } {
-            (value)
-        }
-    }
-}
-
-fn row_lines(search: &Search, rows: &[TrailItem]) -> Markup {
-    html! {
-        @for row in rows {
-            @let event = form_urlencoded::Serializer::new(String::new())
-                .append_pair("id", &row.message_id)
-                .finish();
-            tr {
-                td {
-                    a href={ "event?" (event) } class="open" title={ "Open the event " (row.message_id) } {
-                        (time(&row.audit_time))
-                    }
-                }
-                td { (search_link(search, row, "actor")) }
-                td { (search_link(search, row, "action")) }
-                td { (search_link(search, row, "resource")) }
-                td { (outcome(&row.text("outcome"))) }
-                td { (row.text("sourceIp")) }
-                td class="mono" { (row.text("senderId")) }
-                td class="text" { (row.text("auditText")) }
-            }
-            "\n"
-        }
     }
 }
 

@@ -9,7 +9,7 @@ use audit_trail::access::argument_name;
 use audit_trail::filter::{self, By, Fields, Plan, PlanError};
 
 /// The parameters a search's URL may carry, in the order its links write them.
-pub const PARAMETERS: [&str; 10] = [
+pub const PARAMETERS: [&str; 11] = [
     "range",
     "from",
     "to",
@@ -20,7 +20,10 @@ pub const PARAMETERS: [&str; 10] = [
     "outcome",
     "source_ip",
     "sender",
+    ACCESS,
 ];
+/// The parameter that shows access events (`1`); without it they are left out (docs/ui.md).
+pub const ACCESS: &str = "access";
 /// The parameter of a further page: where the page before it ended.
 pub const CURSOR: &str = "cursor";
 
@@ -107,7 +110,7 @@ impl Cursor {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SearchError {
     #[error(
-        "unknown filter '{0}': a search takes range, from, to, actor, action, resource, by, outcome, source_ip and sender"
+        "unknown filter '{0}': a search takes range, from, to, actor, action, resource, by, outcome, source_ip, sender and access"
     )]
     Unknown(String),
     #[error("'{0}' is given twice: give each filter once")]
@@ -124,6 +127,8 @@ pub enum SearchError {
     SourceIp { text: String, why: String },
     #[error("by '{0}': one of time, actor, action, resource")]
     By(String),
+    #[error("access '{0}': 1 shows access events; leave it out to hide them")]
+    Access(String),
     #[error("{0}")]
     Plan(#[from] PlanError),
     #[error("cursor '{0}' is not where a page ended (auditTime|messageId): search again")]
@@ -230,6 +235,9 @@ impl Search {
                 named.first().copied().filter(|_| named.len() > 1)
             }
         };
+        if let Some(access) = value(ACCESS).filter(|a| a != "1") {
+            return Err(SearchError::Access(access));
+        }
         let plan = Plan::new(by, fields)?;
         Ok(Self {
             given,
@@ -238,6 +246,15 @@ impl Search {
             plan,
             cursor,
         })
+    }
+
+    /// Whether access events (auditctl's own reads, `auditctl.*` actions) are shown: asked for
+    /// with `access=1`, or searched for by an `auditctl.*` action.
+    pub fn shows_access(&self) -> bool {
+        self.value(ACCESS).is_some()
+            || self
+                .value("action")
+                .is_some_and(|a| a.starts_with(audit_model::access::ACCESS_ACTION_PREFIX))
     }
 
     /// A given parameter's value.
@@ -296,6 +313,9 @@ impl Search {
             }
         }
         out.append_pair(field, value);
+        if let Some(v) = self.value(ACCESS) {
+            out.append_pair(ACCESS, v);
+        }
         out.finish()
     }
 
@@ -336,7 +356,7 @@ impl Search {
             self.range.to.clone(),
         ];
         for (name, value) in &self.given {
-            if matches!(*name, "range" | "from" | "to") {
+            if matches!(*name, "range" | "from" | "to" | ACCESS) {
                 continue;
             }
             words.push(format!("--{}", name.replace('_', "-")));
@@ -345,6 +365,9 @@ impl Search {
         if let (Some(by), None) = (self.implied_by(), self.value("by")) {
             words.push("--by".to_owned());
             words.push(by.to_owned());
+        }
+        if !self.shows_access() {
+            words.push("--no-access".to_owned());
         }
         words.extend(["--desc", "--format", format].map(str::to_owned));
         words.join(" ")
@@ -436,7 +459,7 @@ mod tests {
         let cases = [
             (
                 "colour=red",
-                "unknown filter 'colour': a search takes range, from, to, actor, action, resource, by, outcome, source_ip and sender",
+                "unknown filter 'colour': a search takes range, from, to, actor, action, resource, by, outcome, source_ip, sender and access",
             ),
             (
                 "actor=a&actor=b",
@@ -533,8 +556,18 @@ mod tests {
         assert!(cursor.is_before("2026-11-24T09:59:59.999Z", "z"));
         assert_eq!(
             s.command("csv"),
-            "auditctl query --from 2026-11-23T12:00:00.000Z --to 2026-11-24T12:00:00.000Z --actor 'alice b' --desc --format csv"
+            "auditctl query --from 2026-11-23T12:00:00.000Z --to 2026-11-24T12:00:00.000Z --actor 'alice b' --no-access --desc --format csv"
         );
+        // Access events shown: asked for, or searched for by an auditctl.* action.
+        let shown = search("actor=alice+b&range=24h&access=1").unwrap();
+        assert!(shown.shows_access());
+        assert!(!shown.command("csv").contains("--no-access"));
+        assert_eq!(
+            shown.by_field("resource", "r"),
+            "range=24h&resource=r&access=1"
+        );
+        assert!(search("action=auditctl.query").unwrap().shows_access());
+        assert_eq!(search("access=yes"), Err(SearchError::Access("yes".into())));
         let arguments = search("source_ip=192.0.2.1").unwrap().arguments();
         assert_eq!(arguments["sourceIp"], "192.0.2.1");
         assert_eq!(arguments["from"], "2026-11-24T11:00:00.000Z");

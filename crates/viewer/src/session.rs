@@ -2,7 +2,7 @@
 //! a request names (loopback only). Must not know the pages or the routes.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
 
 use http::header::{COOKIE, HOST};
 use http::{HeaderMap, StatusCode};
@@ -13,15 +13,24 @@ pub const TOKEN: &str = "token";
 /// Bytes of randomness in the token and the cookie (hex: twice as many characters).
 const SECRET_BYTES: usize = 32;
 
+/// Tokens replaced by a fresh link and remembered, so that their links say "expired".
+const RETIRED: usize = 16;
+
+/// The link's one-time token: the newest printed, whether it was used, and those it replaced.
+struct Tokens {
+    current: String,
+    used: bool,
+    retired: Vec<String>,
+}
+
 /// The secrets of one run.
 pub struct Session {
-    token: String,
+    tokens: Mutex<Tokens>,
     cookie: String,
     /// The first segment of every path: a server at another port of 127.0.0.1, which the
     /// browser sends the cookie to (cookies ignore ports), never learns it (docs/ui.md).
     secret: String,
     cookie_name: String,
-    used: AtomicBool,
     hosts: [String; 2],
 }
 
@@ -51,21 +60,47 @@ impl Session {
     pub fn new(address: SocketAddr) -> Result<Self, NoRandom> {
         let port = address.port();
         Ok(Self {
-            token: secret()?,
+            tokens: Mutex::new(Tokens {
+                current: secret()?,
+                used: false,
+                retired: Vec::new(),
+            }),
             cookie: secret()?,
             secret: secret()?,
             cookie_name: format!("auditctl_ui_{port}"),
-            used: AtomicBool::new(false),
             hosts: [format!("127.0.0.1:{port}"), format!("localhost:{port}")],
         })
     }
 
     /// The URL to open: the run's secret, then the token; the first load sets the cookie.
     pub fn url(&self) -> String {
-        format!(
-            "http://{}/{}/?{TOKEN}={}",
-            self.hosts[0], self.secret, self.token
-        )
+        let token = self.tokens().current.clone();
+        self.url_with(&token)
+    }
+
+    /// A fresh link, asked for by the person at the terminal (`auditctl ui` reads a line on
+    /// stdin): a new one-time token in place of the last, which stops working whether it was
+    /// used or not; browsers that entered keep their session (docs/ui.md "Who can open it").
+    pub fn fresh_url(&self) -> Result<String, NoRandom> {
+        let token = secret()?;
+        {
+            let mut tokens = self.tokens();
+            let old = std::mem::replace(&mut tokens.current, token.clone());
+            if tokens.retired.len() >= RETIRED {
+                tokens.retired.remove(0);
+            }
+            tokens.retired.push(old);
+            tokens.used = false;
+        }
+        Ok(self.url_with(&token))
+    }
+
+    fn url_with(&self, token: &str) -> String {
+        format!("http://{}/{}/?{TOKEN}={token}", self.hosts[0], self.secret)
+    }
+
+    fn tokens(&self) -> std::sync::MutexGuard<'_, Tokens> {
+        self.tokens.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The path after the run's secret (`/<secret>/rest` gives `/rest`); `None` when `path`
@@ -105,21 +140,26 @@ impl Session {
             }
         }
         if let Some(token) = token {
-            if aws_lc_rs::constant_time::verify_slices_are_equal(
-                token.as_bytes(),
-                self.token.as_bytes(),
-            )
-            .is_err()
-            {
+            let same = |ours: &str| {
+                aws_lc_rs::constant_time::verify_slices_are_equal(token.as_bytes(), ours.as_bytes())
+                    .is_ok()
+            };
+            let mut tokens = self.tokens();
+            let expired = if same(&tokens.current) {
+                std::mem::replace(&mut tokens.used, true)
+            } else if tokens.retired.iter().any(|old| same(old)) {
+                true
+            } else {
                 return Admission::Refused(
                     StatusCode::FORBIDDEN,
                     "this link's token is not this viewer's: open the URL that auditctl ui printed",
                 );
-            }
-            if self.used.swap(true, Ordering::SeqCst) {
+            };
+            drop(tokens);
+            if expired {
                 return Admission::Refused(
                     StatusCode::FORBIDDEN,
-                    "this link's token has expired: it works once, and the browser that opened it holds the session now; run auditctl ui again for a new link",
+                    "this link's token has expired: it works once, and the browser that opened it holds the session now; press Enter in the terminal where auditctl ui runs for a new link",
                 );
             }
             let rest = rest.finish();
@@ -252,6 +292,41 @@ mod tests {
             matches!(again, Admission::Refused(StatusCode::FORBIDDEN, why) if why.contains("expired")),
             "{again:?}"
         );
+    }
+
+    #[test]
+    fn a_fresh_link_opens_once_more_and_every_link_before_it_is_expired() {
+        let s = session();
+        let first = s.url().split_once('?').unwrap().1.to_owned();
+        let enter = |query: &str| s.admit(&at(&s, "/"), query, &headers("127.0.0.1:4321", None));
+        let Admission::Enter { set_cookie, .. } = enter(&first) else {
+            panic!("the first link lets in");
+        };
+        let unused = s.fresh_url().unwrap();
+        let fresh = s.fresh_url().unwrap();
+        assert_ne!(unused, fresh);
+        assert_eq!(s.url(), fresh, "the newest link is the URL");
+        let unused = unused.split_once('?').unwrap().1.to_owned();
+        let fresh = fresh.split_once('?').unwrap().1.to_owned();
+        // The fresh link: one more browser in, with the run's session.
+        let Admission::Enter {
+            set_cookie: second, ..
+        } = enter(&fresh)
+        else {
+            panic!("the fresh link lets in");
+        };
+        assert_eq!(second, set_cookie);
+        // Every link once used or replaced says so, and how to get a new one.
+        for query in [&first, &unused, &fresh] {
+            assert!(
+                matches!(
+                    enter(query),
+                    Admission::Refused(StatusCode::FORBIDDEN, why)
+                        if why.contains("expired") && why.contains("press Enter")
+                ),
+                "{query}"
+            );
+        }
     }
 
     #[test]

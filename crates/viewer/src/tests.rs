@@ -1091,4 +1091,71 @@ mod health_checks {
             None
         );
     }
+
+    /// A row at `seconds` with `action`, as the table holds it.
+    fn row(id: &str, seconds: i64, action: &str) -> TrailItem {
+        use aws_sdk_dynamodb::types::AttributeValue::S;
+        TrailItem::from(std::collections::HashMap::from([
+            ("messageId".to_owned(), S(id.into())),
+            ("auditTime".to_owned(), S(stamp(seconds))),
+            ("action".to_owned(), S(action.into())),
+        ]))
+    }
+
+    #[tokio::test]
+    async fn the_results_mark_each_rows_proof_and_say_how_many_access_events_they_left_out() {
+        use crate::proof_column::Mark;
+        let (viewer, _, _) = viewer(false, false);
+        let sealed = sealed_hour();
+        // The hour after it is sealable too, and has no digest.
+        let unsealed = sealed.next();
+        archive(&viewer).overwrite_with(&digest_key(sealed), Bytes::from_static(b"{}"), Vec::new());
+        let now = Utc::now();
+        let rows = [
+            row("now", now.timestamp(), "invoice.view"),
+            row("unsealed", unsealed.start + 60, "invoice.delete"),
+            row("sealed", sealed.start + 60, "invoice.view"),
+        ];
+        let marks = viewer.marks(&rows, now).await;
+        assert!(
+            matches!(
+                &marks[..],
+                [Mark::Pending, Mark::NotProven(why), Mark::Sealed] if why.contains("no digest")
+            ),
+            "{marks:?}"
+        );
+        let search = Search::parse("range=24h", now, false).unwrap();
+        let shown = results::Shown {
+            rows: &rows,
+            marks: &marks,
+            next: None,
+            hidden: 2,
+        };
+        let html = results::results(&search, &shown).into_string();
+        for seen in [
+            "<th scope=\"col\">Proof</th>",
+            "<span aria-hidden=\"true\">…</span> pending",
+            "<span aria-hidden=\"true\">✗</span> not proven",
+            "<span aria-hidden=\"true\">✓</span> sealed",
+            "<strong>2 access event(s) hidden</strong>",
+            "<a href=\"./?range=24h&amp;access=1\">Show access events</a>",
+            "--no-access --desc --format csv",
+        ] {
+            assert!(html.contains(seen), "{seen}: {html}");
+        }
+        // Shown on request: the page says so and links back.
+        let search = Search::parse("range=24h&access=1", now, false).unwrap();
+        let html = results::results(&search, &shown).into_string();
+        assert!(html.contains(">Hide access events</a>"), "{html}");
+        assert!(!html.contains("--no-access"), "{html}");
+        // Without the archive bucket: not known, and why.
+        let (plain, _) = super::viewer(false);
+        let marks = plain.marks(&rows, now).await;
+        assert!(
+            marks
+                .iter()
+                .all(|m| matches!(m, Mark::NotKnown(why) if why.contains("ARCHIVE_BUCKET"))),
+            "{marks:?}"
+        );
+    }
 }

@@ -7,41 +7,6 @@ use audit_aws::s3::VersionInfo;
 use super::*;
 
 impl<B: Bucket, S: DigestSigner> Run<'_, '_, B, S> {
-    /// What `period`'s digest lists: its attested objects, the rest of its place, and the objects
-    /// that landed late in the `recent` periods before it.
-    pub(super) async fn contents(
-        &self,
-        period: Period,
-        recent: &VecDeque<(Period, Digest)>,
-    ) -> Result<Contents, SealError> {
-        let mut objects = Vec::new();
-        let mut unattested = Vec::new();
-        for found in self.examine_period(period, |_| true).await? {
-            match (&found.attestation, found.voided) {
-                (Err(reason), _) => unattested.push(found.unattested(reason.clone())),
-                (Ok(_), true) => unattested.push(found.unattested(format!(
-                    "voided: {} says its events were archived anew",
-                    void_key(&found.key)
-                ))),
-                (Ok((marker, _)), false) => objects.push(ListedObject {
-                    key: found.key.clone(),
-                    version_id: found.version_id.clone(),
-                    sha256: found.sha256.clone(),
-                    events: found.events,
-                    size: found.size,
-                    marker: marker.clone(),
-                }),
-            }
-        }
-        unattested.sort_by(|a, b| a.key.cmp(&b.key));
-        let late = self.late_objects(recent).await?;
-        Ok(Contents {
-            objects,
-            unattested,
-            late,
-        })
-    }
-
     /// Every object version in `period`'s place (the original of each key that `wanted` keeps),
     /// read and checked against its marker and the void markers.
     pub(super) async fn examine_period(
@@ -49,6 +14,17 @@ impl<B: Bucket, S: DigestSigner> Run<'_, '_, B, S> {
         period: Period,
         wanted: impl Fn(&str) -> bool,
     ) -> Result<Vec<Examined>, SealError> {
+        let (originals, voided) = self.place(period, wanted).await?;
+        self.examine_all(originals, period, &voided).await
+    }
+
+    /// `period`'s place: the original of each key that `wanted` keeps, and the keys a void marker
+    /// names.
+    pub(super) async fn place(
+        &self,
+        period: Period,
+        wanted: impl Fn(&str) -> bool,
+    ) -> Result<(Vec<VersionEntry>, HashSet<String>), SealError> {
         let mut originals: Vec<VersionEntry> = Vec::new();
         let mut voided: HashSet<String> = HashSet::new();
         for prefix in object_prefixes(period) {
@@ -79,7 +55,16 @@ impl<B: Bucket, S: DigestSigner> Run<'_, '_, B, S> {
                     .map(str::to_owned),
             );
         }
-        let voided = &voided;
+        Ok((originals, voided))
+    }
+
+    /// `originals` (of `period`'s place) read and checked, concurrently, in this order.
+    pub(super) async fn examine_all(
+        &self,
+        originals: Vec<VersionEntry>,
+        period: Period,
+        voided: &HashSet<String>,
+    ) -> Result<Vec<Examined>, SealError> {
         futures::stream::iter(originals)
             .map(|entry| self.examine(entry, period, voided))
             .buffered(HEAD_CONCURRENCY)

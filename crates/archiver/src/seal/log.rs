@@ -79,7 +79,7 @@ fn ids_of(line: &[u8]) -> Option<(String, String)> {
 }
 
 /// The gzip of the index rows' lines (deterministic: no name, no time in the header).
-fn index_body(rows: &[IndexRow]) -> std::io::Result<Vec<u8>> {
+pub(super) fn index_body(rows: &[IndexRow]) -> std::io::Result<Vec<u8>> {
     let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
     for row in rows {
         encoder.write_all(row.line().as_bytes())?;
@@ -348,12 +348,10 @@ impl<B: Bucket, S: DigestSigner> Run<'_, '_, B, S> {
             .cloned()
             .chain(appended.edge.partial_tiles())
             .collect();
-        let results: Vec<Option<u64>> = futures::stream::iter(tiles)
-            .map(|(tile, bytes)| self.put_same(tile.key(), bytes, TILE_CONTENT_TYPE))
-            .buffer_unordered(HEAD_CONCURRENCY)
-            .try_collect()
-            .await?;
-        results.into_iter().for_each(&mut count);
+        self.put_tiles(tiles)
+            .await?
+            .into_iter()
+            .for_each(&mut count);
         if !appended.rows.is_empty() {
             // Compressing into memory fails only without memory.
             let body = index_body(&appended.rows)
@@ -365,6 +363,19 @@ impl<B: Bucket, S: DigestSigner> Run<'_, '_, B, S> {
                 .await?,
         );
         Ok(written)
+    }
+
+    /// Creates `tiles` unless they exist with the same bytes, concurrently: the bytes of each
+    /// written, `None` for each that was there.
+    pub(super) async fn put_tiles(
+        &self,
+        tiles: Vec<(TileRef, Vec<u8>)>,
+    ) -> Result<Vec<Option<u64>>, SealError> {
+        futures::stream::iter(tiles)
+            .map(|(tile, bytes)| self.put_same(tile.key(), bytes, TILE_CONTENT_TYPE))
+            .buffer_unordered(HEAD_CONCURRENCY)
+            .try_collect()
+            .await
     }
 
     /// The tree's edge at `size` from its partial tiles (each name's original version; among a
@@ -437,6 +448,16 @@ impl<B: Bucket, S: DigestSigner> Run<'_, '_, B, S> {
         let conflict = || SealError::LogConflict {
             key: tree.checkpoint.clone(),
         };
+        // A period sealed in parts: its log from them, no object read again.
+        if let Some(appended) = self.appended_from_parts(period, digest).await? {
+            let written = self.write_log(period, &appended).await?;
+            tracing::warn!(
+                checkpoint = %tree.checkpoint,
+                log_puts = written.puts,
+                "a digest's log is written again from its parts"
+            );
+            return Ok(appended.edge);
+        }
         let read = self.read_leaves(&digest.objects).await?;
         let leaves: u64 = read.iter().map(|o| o.leaves.len() as u64).sum();
         let start = tree.size.checked_sub(leaves).ok_or_else(conflict)?;

@@ -8,6 +8,7 @@ pub mod arguments;
 pub mod check_proof;
 pub mod choices;
 pub mod dlq;
+pub mod export;
 pub mod get;
 pub mod key;
 pub mod prove;

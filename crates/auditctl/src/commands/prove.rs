@@ -53,8 +53,11 @@ Environment: TABLE_NAME, ARCHIVE_BUCKET, DIGEST_KEY_ID, DIGEST_PERIOD_SECONDS, A
 AWS_ENDPOINT_URL, AWS_PROFILE, AWS_REGION.";
 
 /// The log's key: the digest key's public key from KMS (never from the bucket), checked, and its
-/// ARN (`key_id` resolved once: an alias is printed as the key it named).
-async fn log_key(context: &Context, key_id: String) -> Result<(LogKey, String), Failure> {
+/// ARN (`key_id` resolved once: an alias is printed as the key it named) and DER.
+pub(crate) async fn log_key(
+    context: &Context,
+    key_id: String,
+) -> Result<(LogKey, String, Vec<u8>), Failure> {
     let info = KmsKey::new(&context.config, key_id, context.location.clone())
         .public_key()
         .await?;
@@ -67,11 +70,14 @@ async fn log_key(context: &Context, key_id: String) -> Result<(LogKey, String), 
             detail: detail.to_string(),
         })
     })?;
-    Ok((key, arn))
+    Ok((key, arn, der))
 }
 
 /// The archive bucket, its reads counted.
-fn archive(context: &Context, bucket: &str) -> S3Archive<Counted<audit_aws::s3::S3Bucket>> {
+pub(crate) fn archive(
+    context: &Context,
+    bucket: &str,
+) -> S3Archive<Counted<audit_aws::s3::S3Bucket>> {
     let client = audit_aws::config::s3(
         &context.config,
         audit_aws::config::ClientOptions::AS_CONFIGURED,
@@ -210,7 +216,7 @@ pub async fn run(args: ProveArgs, context: &Context) -> Result<(), Failure> {
         first: length.period_of(anchor - Duration::seconds(CLOCK_SKEW_SECONDS)),
         last: length.period_of(anchor + Duration::seconds(LATE_ARCHIVE_SECONDS)),
     };
-    let (key, arn) = log_key(context, key_id).await?;
+    let (key, arn, _) = log_key(context, key_id).await?;
     let archive = archive(context, &bucket);
     let log = LogReader { archive: &archive };
     let found = log.locate(&wanted, Utc::now().timestamp()).await?;
@@ -289,7 +295,7 @@ pub async fn run_consistency(args: ConsistencyArgs, context: &Context) -> Result
         )));
     }
     let bucket = args.log.bucket()?;
-    let (key, arn) = log_key(context, args.log.key_id()?).await?;
+    let (key, arn, _) = log_key(context, args.log.key_id()?).await?;
     let archive = archive(context, &bucket);
     let log = LogReader { archive: &archive };
     let proof = log

@@ -14,8 +14,9 @@ use audit_trail::filter::{self, Fields, Plan};
 use audit_trail::merge::Order;
 use audit_trail::query::QueryOptions;
 use clap::Args;
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 
+use super::words::{self, TrailError};
 use super::{Context, Failure, TableArgs, print_items};
 
 /// Every item with FROM <= auditTime <= TO, ordered by (auditTime, messageId), from the
@@ -35,7 +36,10 @@ others filter. --outcome and --source-ip filter too (the IP in any text form: 20
 2001:db8::1). Filters are exact matches applied by DynamoDB to what the index reads; they work on
 a time query as well. A lookup keeps only the full items whose field is exactly the value asked
 for, and warns on stderr of each item the index lists that the table no longer holds (expired
-by TTL, or deleted). Items written before the lookup indexes existed are not in them.
+by TTL, or deleted). Items written before the lookup indexes existed are not in them. A table
+deployed without a lookup index (template.yaml's LookupIndexes) answers a lookup by its field from
+the time index over --from..--to with a filter, saying so on stderr (every event of the range is
+read); without --from it stops and names the fix.
 
 Who sent it: actor is what the producer claims; senderId is the IAM principal SQS attests sent
 the message (a user id, or ROLEID:SESSION for a role), shown in every format beside it, and
@@ -95,6 +99,10 @@ pub struct QueryArgs {
     /// others filter what it reads); `time` reads byAuditTime and filters by all of them.
     #[arg(long, value_enum, value_name = "INDEX")]
     by: Option<By>,
+    /// Leave out access events (auditctl.* actions: auditctl's own reads of the trail, as the
+    /// viewer hides them by default); they are still read, and --limit counts the rows printed.
+    #[arg(long)]
+    no_access: bool,
     #[command(flatten)]
     table: TableArgs,
 }
@@ -136,7 +144,32 @@ pub async fn run(args: QueryArgs, context: &Context) -> Result<(), Failure> {
         .record(Action::Query, &args.table.table, &args.table.table)
         .await?;
     let reader = context.reader(&args.table.table);
-    reader.check_index(&plan).await?;
+    let plan = match reader.check_index(&plan).await {
+        // A table deployed without this lookup index (LookupIndexes): the time index over the
+        // range asked, filtered, when the range is the one asked for.
+        Err(audit_trail::Error::NoLookupIndex {
+            table,
+            index,
+            field,
+        }) => {
+            if args.from.is_none() {
+                return Err(TrailError::LookupWithoutIndexNeedsFrom {
+                    table,
+                    index,
+                    field,
+                }
+                .into());
+            }
+            let plan = plan.on_time_index();
+            reader.check_index(&plan).await?;
+            eprintln!(
+                "{}",
+                words::lookup_on_time_index(&table, &index, field, &range)
+            );
+            plan
+        }
+        checked => checked.map(|()| plan)?,
+    };
     let options = QueryOptions {
         order: if args.desc {
             Order::Descending
@@ -145,10 +178,14 @@ pub async fn run(args: QueryArgs, context: &Context) -> Result<(), Failure> {
         },
         page_size: args.page_size,
         concurrency: usize::from(args.concurrency),
-        limit: args.limit,
+        // Without access events, the rows read are not the rows printed: the take below stops.
+        limit: args.limit.filter(|_| !args.no_access),
     };
     let started = Instant::now();
-    let rows = reader.read(&plan, range, options);
+    let no_access = args.no_access;
+    let rows = reader
+        .read(&plan, range, options)
+        .try_filter(move |row| futures::future::ready(!(no_access && row.is_access_event())));
     let rows = match args.limit {
         Some(limit) => rows
             .take(usize::try_from(limit).unwrap_or(usize::MAX))

@@ -6,9 +6,11 @@ use std::sync::Arc;
 use crate::commands::words::TrailError;
 use crate::commands::words::viewer_words;
 use audit_aws::config::ClientOptions;
+use audit_aws::s3::Bucket;
 use audit_proof::archive::S3Archive;
 use audit_proof::tlog::witness_key_arg;
 use audit_proof::verify::kms::KmsKey;
+use audit_trail::access::AccessLog;
 use audit_trail::dlq::DeadLetterQueue;
 use audit_viewer::archive::{Archive, key_fetch};
 use audit_viewer::session::Session;
@@ -28,7 +30,9 @@ It listens on 127.0.0.1 only (a random free port unless --port) and prints a URL
 secret as its path and a one-time token: the first load moves the token to a cookie of that
 browser and drops it from the address. A request without the secret in its path (404), or without
 the token or the cookie (401/403), is refused; verify, bodies and redrive are POSTs from the
-viewer's own page (another or no Origin: 403). Ctrl-C stops it.
+viewer's own page (another or no Origin: 403). The link works once: for another browser or tab
+after a restart, press Enter (a line on stdin) and it prints a fresh link, a new one-time token in
+place of the last (which stops working); browsers already in keep their session. Ctrl-C stops it.
 
 Every search (and each further page of it), event view, dead-letter listing, export, redrive and
 verify first sends its access event (auditctl.ui.search, auditctl.ui.view, auditctl.ui.export,
@@ -137,7 +141,8 @@ pub async fn run(args: UiArgs, context: Context) -> Result<(), Failure> {
     let mut interrupt = signal(SignalKind::interrupt())?;
     let mut terminate = signal(SignalKind::terminate())?;
     println!("auditctl ui: open {}", viewer.url());
-    println!("(listening on {bound} only; Ctrl-C stops it)");
+    println!("(listening on {bound} only; Enter prints a fresh link; Ctrl-C stops it)");
+    fresh_links(viewer.clone());
     serve(listener, viewer, async move {
         tokio::select! {
             _ = interrupt.recv() => {}
@@ -147,4 +152,23 @@ pub async fn run(args: UiArgs, context: Context) -> Result<(), Failure> {
     .await;
     println!("auditctl ui: stopped");
     Ok(())
+}
+
+/// A fresh link for each line on stdin (Enter), on a thread of its own: a blocking read of stdin
+/// cannot be cancelled, and a plain thread does not hold up the exit. At the end of stdin (none,
+/// or a pipe closed) it stops, and the server runs on.
+fn fresh_links<L: AccessLog + 'static, B: Bucket + 'static>(viewer: Arc<Viewer<L, B>>) {
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lines() {
+            if line.is_err() {
+                return;
+            }
+            match viewer.fresh_url() {
+                Ok(url) => {
+                    println!("auditctl ui: open {url} (a fresh link; the last one no longer opens)")
+                }
+                Err(error) => eprintln!("auditctl ui: {error}"),
+            }
+        }
+    });
 }

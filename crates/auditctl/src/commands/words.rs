@@ -13,9 +13,19 @@ pub enum TrailError {
     )]
     NoTimeIndex { table: String, index: String },
     #[error(
-        "table {table} has no index {index} (lookups by {field} read it): deploy the current template.yaml, which adds it"
+        "table {table} has no index {index} (lookups by {field} read it): deploy template.yaml with LookupIndexes naming {field} (its default names all three)"
     )]
     NoLookupIndex {
+        table: String,
+        index: String,
+        field: &'static str,
+    },
+    /// A lookup without its index and without --from: reading the time index instead would read
+    /// every event of the range, which no one asked for.
+    #[error(
+        "table {table} has no index {index} (LookupIndexes leaves out {field}) and this lookup has no --from: give --from (and --to) to read every event of that range from the time index and keep those of that {field}, or deploy template.yaml with LookupIndexes naming {field}"
+    )]
+    LookupWithoutIndexNeedsFrom {
         table: String,
         index: String,
         field: &'static str,
@@ -245,6 +255,20 @@ impl From<audit_viewer::Error> for TrailError {
             }
         }
     }
+}
+
+/// What `auditctl query` says on stderr when it reads a lookup from the time index, the table
+/// having no index for `field`.
+pub fn lookup_on_time_index(
+    table: &str,
+    index: &str,
+    field: &str,
+    range: &audit_model::range::TimeRange,
+) -> String {
+    format!(
+        "warning: table {table} has no index {index} (LookupIndexes leaves out {field}): reading every event from {} to {} in the time index and keeping those of that {field}; deploy template.yaml with LookupIndexes naming {field} for a lookup that reads only them",
+        range.from, range.to
+    )
 }
 
 /// How the viewer's pages word its errors: as the commands do (`Viewer::with_words`).

@@ -35,7 +35,7 @@ async fn moto_user_id(moto: &Moto) -> String {
 impl Queues {
     /// Every message of the access queue, received and deleted: what the next command adds is
     /// then all the queue holds.
-    async fn take(&self) -> Vec<aws_sdk_sqs::types::Message> {
+    pub(crate) async fn take(&self) -> Vec<aws_sdk_sqs::types::Message> {
         let mut taken = Vec::new();
         loop {
             let batch = self
@@ -78,7 +78,11 @@ impl Queues {
 
 /// Delivers messages of the access queue to the function as its event source mapping does
 /// (the access queue's ARN, SentTimestamp and SenderId as SQS gave them).
-async fn write_through_function(moto: &Moto, q: &Queues, messages: &[aws_sdk_sqs::types::Message]) {
+pub(crate) async fn write_through_function(
+    moto: &Moto,
+    q: &Queues,
+    messages: &[aws_sdk_sqs::types::Message],
+) {
     // The function as the template configures it: it knows which queue is the access queue.
     let mut settings = settings();
     settings.access_queue_arn = Some(q.access_arn.clone());

@@ -396,7 +396,7 @@ fn a_proof_of_another_log_signed_by_the_same_key_fails() {
 
 /// The Python beside moto's server (the project's venv, which has `cryptography`), as the moto
 /// tests find it.
-fn python() -> PathBuf {
+pub(crate) fn python() -> PathBuf {
     let moto = std::env::var_os("MOTO_SERVER")
         .map(PathBuf::from)
         .unwrap_or_else(|| {

@@ -6,7 +6,7 @@ use std::str::FromStr;
 use serde_json::Value;
 
 use crate::harness::*;
-use crate::lookups::{Event, structured_events, write_events};
+use crate::lookups::{Event, expected, is, structured_events, write_events, write_into};
 use crate::support::http::Request;
 use crate::support::*;
 
@@ -259,75 +259,100 @@ async fn table_and_csv_show_who_did_what_to_what_and_get_shows_them_too() {
 }
 
 #[tokio::test]
-async fn a_table_without_the_lookup_index_says_to_deploy_the_template_and_a_time_query_still_works()
-{
+async fn a_table_without_a_lookup_index_answers_it_from_the_time_index_over_the_range_asked() {
+    // Deployed with LookupIndexes=action: no byActor, no byResource.
     let moto = Moto::start();
-    // An older deployment: the time index only.
-    use audit_testkit::endpoint::{key, string_attribute as attribute};
-    use aws_sdk_dynamodb::types::{
-        BillingMode, GlobalSecondaryIndex, KeyType, Projection, ProjectionType,
-    };
-    moto.client()
-        .create_table()
-        .table_name("Old")
-        .billing_mode(BillingMode::PayPerRequest)
-        .key_schema(key("messageId", KeyType::Hash))
-        .key_schema(key("auditTime", KeyType::Range))
-        .attribute_definitions(attribute("messageId"))
-        .attribute_definitions(attribute("auditTime"))
-        .attribute_definitions(attribute("auditBucket"))
-        .global_secondary_indexes(
-            GlobalSecondaryIndex::builder()
-                .index_name("byAuditTime")
-                .key_schema(key("auditBucket", KeyType::Hash))
-                .key_schema(key("auditTime", KeyType::Range))
-                .projection(
-                    Projection::builder()
-                        .projection_type(ProjectionType::All)
-                        .build(),
-                )
-                .build()
-                .unwrap(),
-        )
-        .send()
-        .await
-        .unwrap();
+    create_table_indexed(&moto.client(), TABLE, true, &["byAction"]).await;
+    let events = structured_events();
+    write_into(&moto, &events).await;
     let range = [
         "--from",
         "2026-11-22T00:00:00Z",
         "--to",
-        "2026-11-23T00:00:00Z",
+        "2026-11-24T23:59:59.999Z",
+        "--format",
+        "jsonl",
     ];
-    for (flag, index) in [
-        ("--actor", "byActor"),
-        ("--action", "byAction"),
-        ("--resource", "byResource"),
-    ] {
+    // (arguments, the index missing, its field, the rows expected)
+    type Case<'a> = (&'a [&'a str], &'a str, &'a str, Vec<(String, String)>);
+    let cases: [Case; 3] = [
+        (
+            &["--actor", "alice"],
+            "byActor",
+            "actor",
+            expected(&events, |e| is(&e.actor, "alice")),
+        ),
+        (
+            &["--resource", "invoice/1", "--outcome", "failure"],
+            "byResource",
+            "resource",
+            expected(&events, |e| {
+                is(&e.resource, "invoice/1") && e.outcome == Some("failure")
+            }),
+        ),
+        (
+            &[
+                "--actor",
+                "alice",
+                "--action",
+                "user.login",
+                "--by",
+                "actor",
+            ],
+            "byActor",
+            "actor",
+            expected(&events, |e| {
+                is(&e.actor, "alice") && is(&e.action, "user.login")
+            }),
+        ),
+    ];
+    for (args, index, field, wanted) in cases {
+        assert!(!wanted.is_empty(), "{args:?}");
         let output = auditctl(
             &moto.endpoint,
-            &[&["query", flag, "x", "--table", "Old"][..], &range].concat(),
+            &[&["query"][..], args, &range].concat(),
             &[],
         );
-        assert_eq!(output.status.code(), Some(1));
-        let field = flag.trim_start_matches("--");
+        assert!(output.status.success(), "{args:?}: {}", stderr(&output));
+        assert_eq!(keys(&jsonl(&stdout(&output))), wanted, "{args:?}");
         assert!(
             stderr(&output).contains(&format!(
-                "table Old has no index {index} (lookups by {field} read it): deploy the current template.yaml, which adds it"
+                "warning: table {TABLE} has no index {index} (LookupIndexes leaves out {field}): reading every event from 2026-11-22T00:00:00"
+            )) && stderr(&output).contains(&format!(
+                "deploy template.yaml with LookupIndexes naming {field} for a lookup that reads only them"
+            )),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+    }
+    // The index that is there is read, without a word.
+    let output = auditctl(
+        &moto.endpoint,
+        &[&["query", "--action", "invoice.delete"][..], &range].concat(),
+        &[],
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(
+        keys(&jsonl(&stdout(&output))),
+        expected(&events, |e| is(&e.action, "invoice.delete"))
+    );
+    assert!(!stderr(&output).contains("warning"), "{}", stderr(&output));
+    // No --from: the lookup's 30 days were not asked for; reading them all is not done unasked.
+    for (flag, index, field) in [
+        ("--actor", "byActor", "actor"),
+        ("--resource", "byResource", "resource"),
+    ] {
+        let output = auditctl(&moto.endpoint, &["query", flag, "x"], &[]);
+        assert_eq!(output.status.code(), Some(1));
+        assert!(
+            stderr(&output).contains(&format!(
+                "table {TABLE} has no index {index} (LookupIndexes leaves out {field}) and this lookup has no --from: give --from (and --to) to read every event of that range from the time index and keep those of that {field}, or deploy template.yaml with LookupIndexes naming {field}"
             )),
             "{}",
             stderr(&output)
         );
+        assert!(stdout(&output).is_empty());
     }
-    let output = auditctl(
-        &moto.endpoint,
-        &[
-            &["query", "--outcome", "failure", "--table", "Old"][..],
-            &range,
-        ]
-        .concat(),
-        &[],
-    );
-    assert!(output.status.success(), "{}", stderr(&output));
 }
 
 #[tokio::test]

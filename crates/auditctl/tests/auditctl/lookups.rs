@@ -72,6 +72,11 @@ impl Event {
 /// Writes the events through the function's own handler, in a shuffled order.
 pub(crate) async fn write_events(moto: &Moto, events: &[Event]) {
     create_table(&moto.client(), TABLE).await;
+    write_into(moto, events).await;
+}
+
+/// Writes the events through the function's own handler into the table that is there.
+pub(crate) async fn write_into(moto: &Moto, events: &[Event]) {
     let handler = handler(&moto.endpoint, TABLE, settings());
     let mut shuffled = events.to_vec();
     fastrand::seed(18);

@@ -15,6 +15,8 @@ mod access;
 mod check_proof;
 mod dlq;
 mod dlq_paging;
+/// `auditctl export --evidence` and check-proof of a bundle (evidence.rs).
+mod evidence;
 /// What a failure before any work says: its cause and fix (fixes.rs).
 mod fixes;
 mod lookup_output;

@@ -27,32 +27,32 @@ use crate::dlq::queues;
 use crate::harness::*;
 use crate::support::*;
 
-const BUCKET: &str = "audit-archive-prove";
-const SECONDS: u32 = 10;
+pub(crate) const BUCKET: &str = "audit-archive-prove";
+pub(crate) const SECONDS: u32 = 10;
 const EVENTS: usize = 40;
 
-fn length() -> PeriodLength {
+pub(crate) fn length() -> PeriodLength {
     PeriodLength::new(SECONDS).unwrap()
 }
 
 /// The trail, its archive and its log on moto.
-struct Stack {
-    moto: Moto,
-    s3: aws_sdk_s3::Client,
-    kms: aws_sdk_kms::Client,
-    key: String,
+pub(crate) struct Stack {
+    pub(crate) moto: Moto,
+    pub(crate) s3: aws_sdk_s3::Client,
+    pub(crate) kms: aws_sdk_kms::Client,
+    pub(crate) key: String,
     /// The key's DER SPKI, from GetPublicKey.
-    der: Vec<u8>,
-    edge: TreeEdge,
+    pub(crate) der: Vec<u8>,
+    pub(crate) edge: TreeEdge,
     /// Events: (messageId, auditTime), in leaf order.
-    events: Vec<(String, String)>,
+    pub(crate) events: Vec<(String, String)>,
     /// The tree size after each sealed period.
-    sizes: Vec<u64>,
-    witness: (Ed25519KeyPair, WitnessKey),
+    pub(crate) sizes: Vec<u64>,
+    pub(crate) witness: (Ed25519KeyPair, WitnessKey),
 }
 
 impl Stack {
-    async fn new() -> Self {
+    pub(crate) async fn new() -> Self {
         let moto = Moto::start();
         create_table(&moto.client(), TABLE).await;
         let s3 = s3(&moto);
@@ -78,12 +78,12 @@ impl Stack {
         }
     }
 
-    async fn put(&self, key: &str, body: Vec<u8>) {
+    pub(crate) async fn put(&self, key: &str, body: Vec<u8>) {
         put_checked(&self.s3, BUCKET, key, body).await;
     }
 
     /// Events written through the function; the table's items.
-    async fn write_events(&self) -> Vec<TrailItem> {
+    pub(crate) async fn write_events(&self) -> Vec<TrailItem> {
         let handler = handler(&self.moto.endpoint, TABLE, settings());
         let records = (0..EVENTS)
             .map(|i| {
@@ -111,7 +111,12 @@ impl Stack {
 
     /// Archives `items` in one object of `period` and seals the period with its log, as the
     /// sealer does: leaves, digest with its tree, tiles, index, the checkpoint signed with KMS.
-    async fn archive_and_seal(&mut self, period: Period, items: &[TrailItem], sequence: u64) {
+    pub(crate) async fn archive_and_seal(
+        &mut self,
+        period: Period,
+        items: &[TrailItem],
+        sequence: u64,
+    ) {
         let at = DateTime::from_timestamp(period.start + 1, 0).unwrap();
         let object = ObjectKey::new(ObjectKind::Trail, at, length(), &sequence.to_string(), 0)
             .unwrap()
@@ -162,7 +167,7 @@ impl Stack {
     }
 
     /// The witness cosigns the checkpoint of `size`.
-    async fn cosign(&self, size: u64) {
+    pub(crate) async fn cosign(&self, size: u64) {
         let stored = get_body(&self.s3, BUCKET, &checkpoint_key(size)).await;
         let note = SignedNote::parse(std::str::from_utf8(&stored).unwrap()).unwrap();
         let (pair, witness) = &self.witness;
@@ -182,7 +187,7 @@ impl Stack {
             .await;
     }
 
-    fn env(&self) -> Vec<(&'static str, String)> {
+    pub(crate) fn env(&self) -> Vec<(&'static str, String)> {
         vec![
             ("TABLE_NAME", TABLE.to_owned()),
             ("ARCHIVE_BUCKET", BUCKET.to_owned()),
@@ -191,14 +196,18 @@ impl Stack {
         ]
     }
 
-    fn run(&self, args: &[&str], extra: &[(&'static str, String)]) -> std::process::Output {
+    pub(crate) fn run(
+        &self,
+        args: &[&str],
+        extra: &[(&'static str, String)],
+    ) -> std::process::Output {
         let mut env = self.env();
         env.extend(extra.iter().cloned());
         let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
         auditctl(&self.moto.endpoint, args, &env)
     }
 
-    fn pem(&self) -> String {
+    pub(crate) fn pem(&self) -> String {
         format!(
             "-----BEGIN PUBLIC KEY-----\n{}\n-----END PUBLIC KEY-----\n",
             STANDARD.encode(&self.der)
@@ -207,7 +216,7 @@ impl Stack {
 }
 
 /// "read N objects (B bytes)" from prove's stderr.
-fn objects_read(err: &str) -> u64 {
+pub(crate) fn objects_read(err: &str) -> u64 {
     let at = err.find("read ").unwrap_or_else(|| panic!("{err}")) + 5;
     err[at..]
         .split(' ')
@@ -416,7 +425,7 @@ async fn prove_prints_a_proof_that_check_proof_accepts_for_events_of_two_periods
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-fn text(output: &std::process::Output) -> String {
+pub(crate) fn text(output: &std::process::Output) -> String {
     format!("{}{}", stdout(output), stderr(output))
 }
 

@@ -25,6 +25,8 @@ pub(crate) struct Ui {
     secret: String,
     token_path: String,
     stdout: BufReader<std::process::ChildStdout>,
+    /// Its stdin, where a line asks for a fresh link.
+    stdin: std::process::ChildStdin,
 }
 
 impl Ui {
@@ -52,6 +54,7 @@ impl Ui {
             .env("AWS_EC2_METADATA_DISABLED", "true")
             .env("AWS_ENDPOINT_URL", endpoint)
             .arg("ui")
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null());
         for (name, value) in env {
@@ -63,6 +66,7 @@ impl Ui {
         }
         let mut child = command.spawn().expect("auditctl ui starts");
         let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let stdin = child.stdin.take().unwrap();
         let mut line = String::new();
         stdout.read_line(&mut line).unwrap();
         let url = line
@@ -79,6 +83,30 @@ impl Ui {
             secret: format!("/{secret}"),
             token_path: format!("/?{token}"),
             stdout,
+            stdin,
+        }
+    }
+
+    /// Presses Enter where `auditctl ui` runs: the fresh link it prints becomes the one `open`
+    /// opens.
+    pub(crate) fn fresh_link(&mut self) {
+        use std::io::Write;
+        self.stdin.write_all(b"\n").unwrap();
+        self.stdin.flush().unwrap();
+        loop {
+            let mut line = String::new();
+            assert!(
+                self.stdout.read_line(&mut line).unwrap() > 0,
+                "a fresh link"
+            );
+            if let Some(url) = line.trim().strip_prefix("auditctl ui: open http://") {
+                let url = url.split_whitespace().next().unwrap();
+                let path = &url[url.find('/').unwrap()..];
+                let (secret, token) = path.split_once("/?").unwrap();
+                assert_eq!(secret, self.secret, "the same run's secret");
+                self.token_path = format!("/?{token}");
+                return;
+            }
         }
     }
 
@@ -306,6 +334,41 @@ async fn the_printed_token_opens_once_and_then_a_cookie_is_needed() {
 }
 
 #[tokio::test]
+async fn enter_prints_a_fresh_link_that_opens_once_more_and_every_link_before_it_no_longer_does() {
+    let moto = Moto::start();
+    let (_, q) = stack(&moto).await;
+    let mut ui = Ui::start(&moto, &q.env());
+    let first = ui.open().await;
+    let used = ui.token_path.clone();
+    ui.fresh_link();
+    let unused = ui.token_path.clone();
+    ui.fresh_link();
+    assert!(used != unused && unused != ui.token_path);
+    let second = ui.open().await;
+    for cookie in [&first, &second] {
+        let page = ui.get("/", Some(cookie)).await;
+        assert_eq!(
+            page.status,
+            200,
+            "each browser keeps its session: {}",
+            page.text()
+        );
+    }
+    for path in [&used, &unused, &ui.token_path] {
+        let again = ui.get(path, None).await;
+        assert_eq!(again.status, 403, "{path}");
+        assert!(
+            again.text().contains("expired")
+                && again
+                    .text()
+                    .contains("press Enter in the terminal where auditctl ui runs"),
+            "{}",
+            again.text()
+        );
+    }
+}
+
+#[tokio::test]
 async fn a_search_shows_every_event_of_the_range_newest_first_page_by_page_and_records_each_read() {
     let moto = Moto::start();
     let (events, q) = stack(&moto).await;
@@ -411,6 +474,64 @@ async fn an_export_is_the_same_bytes_as_auditctl_query_and_is_recorded() {
             assert_eq!(export.text(), printed, "{format} of {search}");
         }
     }
+}
+
+#[tokio::test]
+async fn access_events_are_hidden_unless_asked_for_and_query_no_access_leaves_them_out() {
+    let moto = Moto::start();
+    let (events, q) = stack(&moto).await;
+    let ui = Ui::start(&moto, &q.env());
+    let cookie = ui.open().await;
+    // The viewer's own read, written by the function as the stack writes it.
+    let search = "from=2026-11-24T00:00:00Z";
+    assert_eq!(
+        ui.get(&format!("/?{search}"), Some(&cookie)).await.status,
+        200
+    );
+    let taken = q.take().await;
+    assert_eq!(taken.len(), 1, "{taken:?}");
+    crate::access::write_through_function(&moto, &q, &taken).await;
+    let access_id: Value = serde_json::from_str(taken[0].body().unwrap()).unwrap();
+    let access_id = access_id["messageId"].as_str().unwrap().to_owned();
+    let people = newest_first(expected(&events, |e| e.time.starts_with("2026-11-24")));
+
+    let page = ui.get(&format!("/?{search}"), Some(&cookie)).await;
+    let html = page.text();
+    assert_eq!(row_ids(&html), people, "people's events only");
+    assert!(
+        html.contains("<strong>1 access event(s) hidden</strong>")
+            && html.contains("Show access events</a>")
+            && html.contains("name=\"access\" value=\"1\""),
+        "{html}"
+    );
+    let chart = ui.get(&format!("/chart?{search}"), Some(&cookie)).await;
+    assert!(
+        chart
+            .text()
+            .contains("1 access event(s) (auditctl's own reads) not counted"),
+        "{}",
+        chart.text()
+    );
+    let shown = ui.get(&format!("/?{search}&access=1"), Some(&cookie)).await;
+    let shown = row_ids(&shown.text());
+    assert_eq!(shown[0], access_id, "the newest: the viewer's read");
+    assert_eq!(shown[1..], people[..]);
+
+    let query = |flag: &[&str]| {
+        let args = [
+            &["query", "--from", "2026-11-24T00:00:00Z", "--desc"][..],
+            &["--format", "jsonl", "--no-audit-event"],
+            flag,
+        ]
+        .concat();
+        let rows = jsonl(&ok(auditctl(&moto.endpoint, &args, &[])));
+        rows.iter()
+            .map(|r| r["messageId"].as_str().unwrap().to_owned())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(query(&["--no-access"]), people);
+    assert_eq!(query(&[]), shown, "its default stays: every event");
+    assert_eq!(query(&["--no-access", "--limit", "2"]), people[..2]);
 }
 
 #[tokio::test]

@@ -82,8 +82,56 @@ async fn the_dead_letter_page_counts_by_reason_and_shows_bodies_only_on_request(
         );
     }
     assert!(!html.contains("secret"), "no body unless asked: {html}");
+    // Each reason explained in place; a redrive offered where it can pass, a warning elsewhere.
+    let row = |reason: &str| {
+        let start = html
+            .find(&format!("<td><code>{reason}</code></td>"))
+            .unwrap();
+        html[start..start + html[start..].find("</tr>").unwrap()].to_owned()
+    };
+    let throttled = row("throttled");
+    assert!(
+        throttled.contains("still throttled after the invocation's retries.")
+            && throttled.contains("Transient: a redrive may pass.")
+            && throttled
+                .contains("class=\"button\" href=\"dlq-confirm?reason=throttled\">Redrive 2…</a>")
+            && !throttled.contains("fail again"),
+        "{throttled}"
+    );
+    let conflict = row("conflict");
+    assert!(
+        conflict.contains("the same key holds another payload: the stored item is kept.")
+            && conflict.contains("<strong>Permanent</strong>: a redrive fails again.")
+            && conflict.contains("Will fail again")
+            && conflict.contains(">Redrive anyway…</a>")
+            && !conflict.contains("class=\"button\""),
+        "{conflict}"
+    );
+    assert!(row("max_receives").contains("Transient"), "{html}");
     let bodies = q.access_events().await;
     assert_eq!(bodies.len(), 1, "{bodies:?}");
+    let confirm = ui
+        .get("/dlq-confirm?reason=conflict", Some(&cookie))
+        .await
+        .text();
+    assert!(
+        confirm.contains("<strong>This redrive will fail again</strong>")
+            && confirm.contains("Redrive 1 message(s) anyway"),
+        "{confirm}"
+    );
+    let confirm = ui
+        .get("/dlq-confirm?reason=throttled", Some(&cookie))
+        .await
+        .text();
+    assert!(
+        !confirm.contains("fail again") && confirm.contains("Redrive 2 message(s)</button>"),
+        "{confirm}"
+    );
+    assert_eq!(
+        q.access_events().await.len(),
+        2,
+        "each confirmation lists the queue"
+    );
     let arguments = crate::access::assert_access_event(&bodies[0], "auditctl.ui.view", &q.dlq);
     assert_eq!(arguments["page"], "dlq");
     let html = ui.get("/dlq?reason=throttled", Some(&cookie)).await.text();

@@ -75,6 +75,7 @@ struct State {
     puts: usize,
     next_version: u64,
     page: usize,
+    latency: std::time::Duration,
 }
 
 impl Default for State {
@@ -86,6 +87,7 @@ impl Default for State {
             puts: 0,
             next_version: 0,
             page: PAGE,
+            latency: std::time::Duration::ZERO,
         }
     }
 }
@@ -127,6 +129,20 @@ impl MemoryBucket {
     /// Version listings answer at most `entries` a page (S3: 1,000).
     pub fn set_page_size(&self, entries: usize) {
         self.state().page = entries.max(1);
+    }
+
+    /// Every request waits `latency` on tokio's clock first (which a test may pause, so that
+    /// time moves by the requests alone), or no longer (zero).
+    pub fn set_latency(&self, latency: std::time::Duration) {
+        self.state().latency = latency;
+    }
+
+    /// Waits the latency set, if any.
+    async fn wait(&self) {
+        let latency = self.state().latency;
+        if !latency.is_zero() {
+            tokio::time::sleep(latency).await;
+        }
     }
 
     /// Every key with `prefix` (with a version or only delete markers), in key order.
@@ -211,6 +227,7 @@ impl MemoryBucket {
         key: &str,
         read: impl FnOnce(&State) -> T,
     ) -> Result<T, AwsError> {
+        self.wait().await;
         let outcome = {
             let mut state = self.state();
             match state.fault(operation, key) {
@@ -329,6 +346,7 @@ async fn hang<T>() -> T {
 
 impl Bucket for MemoryBucket {
     async fn put_if_absent(&self, object: NewObject) -> Result<Created, AwsError> {
+        self.wait().await;
         let outcome = {
             let mut state = self.state();
             state.puts += 1;

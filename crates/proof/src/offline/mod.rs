@@ -2,8 +2,10 @@
 //! signature and witnesses' cosignatures on it, the inclusion path, the typed reasons a proof
 //! does not hold. Must not know where the proof, the key or the witness keys came from.
 
+mod bundle;
 mod key;
 
+pub use bundle::{BundleProblem, BundleVerdict, check_bundle};
 pub use key::{KeyError, LogKey, WitnessKeyError, check_cosignature, witness_key_arg};
 
 use audit_model::note::{NoteError, PROOF_FORMAT, Proof, SignedNote};

@@ -80,6 +80,13 @@ pub async fn create_table(client: &Client, name: &str) {
 /// The audit table as the template defines it, with or without the indexes (`byAuditTime` and
 /// the lookup indexes; an older deployment lacks them).
 pub async fn create_table_with(client: &Client, name: &str, time_index: bool) {
+    let all: Vec<&str> = LOOKUP_INDEXES.iter().map(|l| l.name).collect();
+    create_table_indexed(client, name, time_index, &all).await;
+}
+
+/// The audit table as template.yaml's LookupIndexes makes it: the time index (if `time_index`)
+/// and only the lookup indexes named in `lookups` (`byActor`, `byAction`, `byResource`).
+pub async fn create_table_indexed(client: &Client, name: &str, time_index: bool, lookups: &[&str]) {
     let mut request = client
         .create_table()
         .table_name(name)
@@ -104,7 +111,7 @@ pub async fn create_table_with(client: &Client, name: &str, time_index: bool) {
                     .build()
                     .expect("index"),
             );
-        for lookup in LOOKUP_INDEXES {
+        for lookup in LOOKUP_INDEXES.iter().filter(|l| lookups.contains(&l.name)) {
             let mut projection = Projection::builder().projection_type(ProjectionType::Include);
             for name in LOOKUP_PROJECTION {
                 projection = projection.non_key_attributes(name);

@@ -162,8 +162,15 @@ fn emitted(metric: &str) -> bool {
         || metric.strip_prefix("DeadLettered.").is_some_and(reason)
 }
 
-/// The dashboard body with `${...}` substitutions replaced by placeholders, as JSON.
+/// The dashboard body with every parameter at its default, `${...}` substitutions of names
+/// replaced by placeholders, as JSON.
 fn dashboard_body(t: &Value) -> serde_json::Value {
+    dashboard_body_with(t, &params_with(t, &[]))
+}
+
+/// The dashboard body under `params`: a variable that is a text (a lookup index's line, or
+/// nothing, by its condition) is put in, its own `${...}` read `X`; any other reads `X`.
+fn dashboard_body_with(t: &Value, params: &Params) -> serde_json::Value {
     let sub = at(props(t, "AuditDashboard"), &["DashboardBody", "Fn::Sub"]);
     let template = at(sub, &[])
         .as_sequence()
@@ -171,8 +178,14 @@ fn dashboard_body(t: &Value) -> serde_json::Value {
     let text = scalar(&template[0]);
     let variables = template[1].as_mapping().expect("variables");
     let mut body = text.replace("${AWS::Region}", "us-east-1");
-    for name in variables.keys() {
-        body = body.replace(&format!("${{{}}}", scalar(name)), "X");
+    let names = placeholders();
+    for (name, value) in variables {
+        let value = under(t, value, params).expect("a variable's value");
+        let put = match (value.as_str(), value.get("Fn::Sub").and_then(Value::as_str)) {
+            (Some(text), _) | (None, Some(text)) => names(text),
+            _ => "X".to_owned(),
+        };
+        body = body.replace(&format!("${{{}}}", scalar(name)), &put);
     }
     assert!(
         !body.contains("${"),
@@ -265,7 +278,11 @@ fn dashboard_shows_only_metrics_the_function_emits_and_the_pipeline_around_it() 
 /// Every metric of the dashboard that is not a search, as its strings (namespace, name, then
 /// dimension names and values); `${...}` substitutions read `X`.
 fn dashboard_metrics(t: &Value) -> Vec<Vec<String>> {
-    let body = dashboard_body(t);
+    metrics_of(&dashboard_body(t))
+}
+
+/// Every metric of a dashboard body that is not a search, as its strings.
+fn metrics_of(body: &serde_json::Value) -> Vec<Vec<String>> {
     let mut metrics = Vec::new();
     for widget in body["widgets"].as_array().expect("widgets") {
         for metric in widget["properties"]["metrics"].as_array().expect("metrics") {
@@ -302,7 +319,7 @@ fn dashboard_shows_the_write_throttles_of_the_table_and_of_every_index() {
         "the table's WriteThrottleEvents"
     );
     let indexes: Vec<String> = one_or_many(at(
-        props(&t, "AuditMessagesTable"),
+        &default_props(&t, "AuditMessagesTable"),
         &["GlobalSecondaryIndexes"],
     ))
     .iter()
@@ -325,6 +342,56 @@ fn dashboard_shows_the_write_throttles_of_the_table_and_of_every_index() {
         &reference("AuditMessagesTable"),
         "${{Table}} is the audit table"
     );
+}
+
+/// `${Name}` substitutions in a text replaced by `X`.
+fn placeholders() -> impl Fn(&str) -> String {
+    |text: &str| {
+        let mut out = String::new();
+        let mut rest = text;
+        while let Some(start) = rest.find("${") {
+            out.push_str(&rest[..start]);
+            let end = rest[start..].find('}').expect("a closed ${...}") + start;
+            out.push('X');
+            rest = &rest[end + 1..];
+        }
+        out.push_str(rest);
+        out
+    }
+}
+
+#[test]
+fn dashboard_shows_the_write_throttles_of_exactly_the_lookup_indexes_the_table_has() {
+    // LookupIndexes: an index left out has no line (CloudWatch would draw an empty one), and the
+    // body stays JSON whichever are there.
+    let t = template();
+    for value in allowed_values(&t, "LookupIndexes") {
+        let params = params_with(&t, &[("LookupIndexes", value.clone())]);
+        let table = under(&t, props(&t, "AuditMessagesTable"), &params).expect("table");
+        let indexes: Vec<String> = one_or_many(at(&table, &["GlobalSecondaryIndexes"]))
+            .iter()
+            .map(|index| scalar(at(index, &["IndexName"])))
+            .collect();
+        let shown: Vec<String> = metrics_of(&dashboard_body_with(&t, &params))
+            .into_iter()
+            .filter(|m| m.len() > 5 && m[4] == "GlobalSecondaryIndexName")
+            .map(|m| m[5].clone())
+            .collect();
+        assert_eq!(shown, indexes, "LookupIndexes={value}");
+        let expected: Vec<&str> = std::iter::once("byAuditTime")
+            .chain(
+                [
+                    ("actor", "byActor"),
+                    ("action", "byAction"),
+                    ("resource", "byResource"),
+                ]
+                .into_iter()
+                .filter(|(field, _)| value.split(',').any(|v| v == *field))
+                .map(|(_, index)| index),
+            )
+            .collect();
+        assert_eq!(indexes, expected, "LookupIndexes={value}");
+    }
 }
 
 /// Whether an alarm fires on a sum of 1 or more of `metric` in a single minute.
@@ -445,7 +512,7 @@ fn an_alarm_fires_when_the_archive_falls_behind_the_stream() {
 }
 
 #[test]
-fn dashboard_shows_the_archive_lag_and_trail_modifications() {
+fn dashboard_shows_the_archive_lag_trail_modifications_and_foreign_items() {
     let t = template();
     let metrics = dashboard_metrics(&t);
     let archiver_metrics: BTreeSet<String> = metrics
@@ -464,6 +531,7 @@ fn dashboard_shows_the_archive_lag_and_trail_modifications() {
     }
     for name in [
         "TrailModified",
+        "ForeignItem",
         "ArchiveLagMs",
         "DigestsSealed",
         "SealLagSeconds",

@@ -6,6 +6,8 @@ mod support;
 
 mod archive_and_queries;
 mod archiver;
+/// LookupIndexes, TableBillingMode and its auto scaling, Dashboard (capacity_options.rs).
+mod capacity_options;
 mod configuration_and_outputs;
 mod dashboard_and_alarms;
 mod data_event_trail;
@@ -13,6 +15,7 @@ mod digests;
 mod docs;
 mod function_and_queues;
 mod insider;
+mod ocsf;
 mod policies;
 mod scan_and_keys;
 mod table_and_indexes;

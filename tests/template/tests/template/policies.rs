@@ -28,6 +28,7 @@ fn each_function_has_its_own_role_and_sam_adds_no_policies() {
     for (function, role) in [
         ("AuditReceiverFunction", "AuditReceiverRole"),
         ("AuditArchiverFunction", "AuditArchiverRole"),
+        ("AuditOcsfWriterFunction", "AuditOcsfWriterRole"),
     ] {
         let f = props(&t, function);
         assert_eq!(at(f, &["Role"]), &get_att(role, "Arn"), "{function}");
@@ -52,6 +53,7 @@ fn each_function_has_its_own_role_and_sam_adds_no_policies() {
         BTreeSet::from([
             "AuditArchiverRole".to_string(),
             "AuditArchiverSigningPolicy".to_string(),
+            "AuditOcsfWriterRole".to_string(),
             "AuditOperatorPolicy".to_string(),
             "AuditOperatorRole".to_string(),
             "AuditProducerPolicy".to_string(),

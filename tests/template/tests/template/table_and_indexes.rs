@@ -13,7 +13,7 @@ use serde_yaml::Value;
 #[test]
 fn table_key_schema_is_the_one_the_code_writes() {
     let t = template();
-    let table = props(&t, "AuditMessagesTable");
+    let table = &default_props(&t, "AuditMessagesTable");
     let attributes: BTreeMap<String, String> = one_or_many(at(table, &["AttributeDefinitions"]))
         .iter()
         .map(|a| {
@@ -78,7 +78,7 @@ fn key_schema(value: &Value) -> Vec<(String, String)> {
 #[test]
 fn time_index_is_the_one_auditctl_queries() {
     let t = template();
-    let table = props(&t, "AuditMessagesTable");
+    let table = &default_props(&t, "AuditMessagesTable");
     let indexes = one_or_many(at(table, &["GlobalSecondaryIndexes"]));
     assert_eq!(
         indexes.len(),
@@ -109,7 +109,7 @@ fn time_index_is_the_one_auditctl_queries() {
 #[test]
 fn lookup_indexes_are_the_ones_the_function_keys_and_auditctl_queries() {
     let t = template();
-    let table = props(&t, "AuditMessagesTable");
+    let table = &default_props(&t, "AuditMessagesTable");
     let indexes = one_or_many(at(table, &["GlobalSecondaryIndexes"]));
     let defined: Vec<(String, String)> = one_or_many(at(table, &["AttributeDefinitions"]))
         .iter()
@@ -156,7 +156,11 @@ fn table_is_retained_on_demand_recoverable_encrypted_and_expires_items_by_expire
     assert_eq!(at(r, &["DeletionPolicy"]).as_str(), Some("Retain"));
     assert_eq!(at(r, &["UpdateReplacePolicy"]).as_str(), Some("Retain"));
     let p = props(&t, "AuditMessagesTable");
-    assert_eq!(at(p, &["BillingMode"]).as_str(), Some("PAY_PER_REQUEST"));
+    assert_eq!(
+        scalar(&eval(&t, at(p, &["BillingMode"]), &params_with(&t, &[]))),
+        "PAY_PER_REQUEST",
+        "on demand by default (TableBillingMode: capacity_options.rs)"
+    );
     assert_eq!(
         at(
             p,
@@ -184,7 +188,7 @@ fn table_is_retained_on_demand_recoverable_encrypted_and_expires_items_by_expire
 #[test]
 fn table_streams_new_and_old_images_and_takes_its_class_from_a_parameter() {
     let t = template();
-    let table = props(&t, "AuditMessagesTable");
+    let table = &default_props(&t, "AuditMessagesTable");
     assert_eq!(
         at(table, &["StreamSpecification", "StreamViewType"]).as_str(),
         Some("NEW_AND_OLD_IMAGES"),

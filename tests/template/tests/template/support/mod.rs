@@ -192,6 +192,7 @@ pub fn eval(t: &Value, value: &Value, params: &Params) -> Value {
             let hay = a[0].as_sequence().expect("Fn::Contains takes a list");
             Value::Bool(hay.iter().any(|v| scalar(&eval(t, v, params)) == needle))
         }
+        Some("Condition") => Value::Bool(condition(t, &scalar(arg), params)),
         Some("Fn::Not") => Value::Bool(!truth(t, &args()[0], params)),
         Some("Fn::And") => Value::Bool(args().iter().all(|a| truth(t, a, params))),
         Some("Fn::Or") => Value::Bool(args().iter().any(|a| truth(t, a, params))),
@@ -203,6 +204,60 @@ pub fn truth(t: &Value, value: &Value, params: &Params) -> bool {
     eval(t, value, params)
         .as_bool()
         .unwrap_or_else(|| panic!("{value:?} is not a condition"))
+}
+
+/// Whether the template's condition `name` holds under `params`.
+pub fn condition(t: &Value, name: &str, params: &Params) -> bool {
+    truth(t, at(t, &["Conditions", name]), params)
+}
+
+/// Whether resource `name` is created under `params` (its `Condition`, if any, holds).
+pub fn created(t: &Value, name: &str, params: &Params) -> bool {
+    resource(t, name)
+        .get("Condition")
+        .is_none_or(|c| condition(t, &scalar(c), params))
+}
+
+/// `value` as CloudFormation deploys it under `params`, as far as conditions go: each `Fn::If`
+/// replaced by the branch its condition picks, `Ref: AWS::NoValue` left out of lists and
+/// mappings (None for the value itself); other functions kept as written.
+pub fn under(t: &Value, value: &Value, params: &Params) -> Option<Value> {
+    match value {
+        Value::Mapping(map) if map.len() == 1 => {
+            let (key, arg) = map.iter().next().expect("one entry");
+            match key.as_str() {
+                Some("Fn::If") => {
+                    let arg = arg.as_sequence().expect("Fn::If takes a list");
+                    let branch = if condition(t, &scalar(&arg[0]), params) {
+                        &arg[1]
+                    } else {
+                        &arg[2]
+                    };
+                    under(t, branch, params)
+                }
+                Some("Ref") if arg.as_str() == Some("AWS::NoValue") => None,
+                _ => Some(Value::Mapping(
+                    map.iter()
+                        .filter_map(|(k, v)| under(t, v, params).map(|v| (k.clone(), v)))
+                        .collect(),
+                )),
+            }
+        }
+        Value::Mapping(map) => Some(Value::Mapping(
+            map.iter()
+                .filter_map(|(k, v)| under(t, v, params).map(|v| (k.clone(), v)))
+                .collect(),
+        )),
+        Value::Sequence(items) => Some(Value::Sequence(
+            items.iter().filter_map(|v| under(t, v, params)).collect(),
+        )),
+        other => Some(other.clone()),
+    }
+}
+
+/// A resource's properties as deployed with every parameter at its default.
+pub fn default_props(t: &Value, name: &str) -> Value {
+    under(t, props(t, name), &params_with(t, &[])).expect("properties")
 }
 
 /// Every parameter at its default, then `overrides`.

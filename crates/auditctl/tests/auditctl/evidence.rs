@@ -1,0 +1,486 @@
+//! `auditctl export --evidence` and `auditctl check-proof BUNDLE` against moto (docs/archive.md
+//! "Evidence for auditors"): given events written by the function, two periods sealed with the
+//! log as prove.rs seals them and a third archived but not sealed yet, when a bundle is
+//! exported, then check-proof accepts it offline; every change to its events, their order, its
+//! checkpoint or its cosignatures makes check-proof exit 1 naming the problem; a range reaching
+//! into the unsealed period lists its events as unproven; the export is an access event.
+
+use std::path::{Path, PathBuf};
+
+use audit_model::archive::{ObjectKey, ObjectKind, Period};
+use audit_model::evidence::Manifest;
+use audit_model::note::origin;
+use audit_trail::item::TrailItem;
+use chrono::{DateTime, SecondsFormat};
+
+use crate::access::assert_access_event;
+use crate::dlq::queues;
+use crate::harness::*;
+use crate::prove::{BUCKET, Stack, length, objects_read, text};
+
+fn at(seconds: i64) -> String {
+    DateTime::from_timestamp(seconds, 0)
+        .unwrap()
+        .to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+/// Archives `items` in one object of `period` without sealing it (the sealer has not run yet).
+async fn archive_only(stack: &Stack, period: Period, items: &[TrailItem], sequence: u64) {
+    let when = DateTime::from_timestamp(period.start + 1, 0).unwrap();
+    let object = ObjectKey::new(ObjectKind::Trail, when, length(), &sequence.to_string(), 0)
+        .unwrap()
+        .to_string();
+    let lines: Vec<String> = items.iter().map(TrailItem::line).collect();
+    stack.put(&object, gzip(&lines)).await;
+}
+
+/// A copy of the bundle `from`, for one change.
+fn copy(from: &Path, to: &Path) {
+    let _ = std::fs::remove_dir_all(to);
+    std::fs::create_dir_all(to.join("checkpoints")).unwrap();
+    for entry in walk(from) {
+        let relative = entry.strip_prefix(from).unwrap();
+        std::fs::copy(&entry, to.join(relative)).unwrap();
+    }
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files.extend(walk(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
+}
+
+/// check-proof on `bundle`, offline (no AWS configuration): its exit code and stdout.
+fn check(bundle: &Path, witness: Option<&str>) -> (i32, String) {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_auditctl"));
+    command
+        .env_clear()
+        .args(["check-proof", &bundle.to_string_lossy()])
+        .args([
+            "--public-key",
+            &bundle.join("digest-key.pem").to_string_lossy(),
+        ])
+        .args(["--origin", &origin(BUCKET)]);
+    if let Some(key) = witness {
+        command.args(["--witness-key", key]);
+    }
+    let output = command.output().unwrap();
+    (output.status.code().unwrap(), text(&output))
+}
+
+/// docs/operations.md's bundle check in Python, exactly as printed there, on `bundle`: its exit
+/// code and what it printed.
+fn documented_script(bundle: &Path, witness: Option<&str>) -> (i32, String) {
+    let doc = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/operations.md"),
+    )
+    .unwrap();
+    let marker = "<!-- evidence-bundle:python -->\n```python\n";
+    let start = doc
+        .find(marker)
+        .expect("docs/operations.md lost its bundle check (marker evidence-bundle:python)")
+        + marker.len();
+    let end = doc[start..].find("\n```").unwrap() + start;
+    let script = bundle.with_file_name("check_bundle.py");
+    std::fs::write(&script, format!("{}\n", &doc[start..end])).unwrap();
+    let output = std::process::Command::new(crate::check_proof::python())
+        .env_clear()
+        .arg(&script)
+        .arg(bundle)
+        .arg(bundle.join("digest-key.pem"))
+        .arg(origin(BUCKET))
+        .args(witness)
+        .output()
+        .unwrap();
+    (output.status.code().unwrap(), text(&output))
+}
+
+/// check-proof on a packed bundle, with the key kept beside it.
+fn check_file(bundle: &Path, key: &Path) -> (i32, String) {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_auditctl"))
+        .env_clear()
+        .args(["check-proof", &bundle.to_string_lossy()])
+        .args(["--public-key", &key.to_string_lossy()])
+        .args(["--origin", &origin(BUCKET)])
+        .output()
+        .unwrap();
+    (output.status.code().unwrap(), text(&output))
+}
+
+fn lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+fn write_lines(path: &Path, lines: &[String]) {
+    std::fs::write(
+        path,
+        lines.iter().map(|l| format!("{l}\n")).collect::<String>(),
+    )
+    .unwrap();
+}
+
+fn manifest(bundle: &Path) -> Manifest {
+    serde_json::from_slice(&std::fs::read(bundle.join("manifest.json")).unwrap()).unwrap()
+}
+
+/// Changes `file` of a copy of `bundle` with `change`, then checks it: exit 1, naming `named`.
+fn refused(
+    bundle: &Path,
+    name: &str,
+    file: &str,
+    witness: Option<&str>,
+    change: impl FnOnce(&mut Vec<String>),
+    named: &str,
+) {
+    let changed = bundle.with_file_name(name);
+    copy(bundle, &changed);
+    let mut content = lines(&changed.join(file));
+    change(&mut content);
+    write_lines(&changed.join(file), &content);
+    let (code, said) = check(&changed, witness);
+    assert_eq!(code, 1, "{name}: {said}");
+    assert!(said.contains(named), "{name}: want {named:?} in {said}");
+    let _ = std::fs::remove_dir_all(&changed);
+}
+
+#[tokio::test]
+async fn an_exported_bundle_checks_offline_and_every_change_to_it_is_named() {
+    let mut stack = Stack::new().await;
+    let items = stack.write_events().await;
+    let received = items
+        .iter()
+        .map(|i| {
+            DateTime::parse_from_rfc3339(&i.text("receivedAt"))
+                .unwrap()
+                .to_utc()
+        })
+        .max()
+        .unwrap();
+    let first = length().period_of(received);
+    let (second, third) = (first.next(), first.next().next());
+    stack.archive_and_seal(first, &items[..15], 100).await;
+    stack.archive_and_seal(second, &items[15..30], 200).await;
+    archive_only(&stack, third, &items[30..], 300).await;
+    stack.cosign(stack.sizes[1]).await;
+    let q = queues(&stack.moto).await;
+    let access: Vec<(&'static str, String)> = q
+        .env()
+        .into_iter()
+        .map(|(k, v)| (k, v.to_owned()))
+        .collect();
+    let dir = std::env::temp_dir().join(format!("auditctl-evidence-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let vkey = stack.witness.1.vkey();
+
+    // The second period alone, whole: every event proven, and complete.
+    let bundle = dir.join("second");
+    let b = bundle.to_string_lossy().into_owned();
+    let from = at(second.start);
+    let output = stack.run(
+        &[
+            "export",
+            "--from",
+            &from,
+            "--to",
+            &from,
+            "--evidence",
+            &b,
+            "--witness-key",
+            &vkey,
+        ],
+        &access,
+    );
+    ok(output);
+    let (_, body) = q.one_access_event().await;
+    let arguments = assert_access_event(&body, "auditctl.export", BUCKET);
+    assert_eq!(arguments["evidence"], b.as_str(), "{arguments}");
+    let written = manifest(&bundle);
+    assert_eq!((written.events, written.unproven_events), (15, 0));
+    assert_eq!(written.tree_size, stack.sizes[1]);
+    let claim = written.completeness.clone().expect("a complete range");
+    assert_eq!((claim.start, claim.end), (15, 30));
+    assert!(written.made_by.contains("arn:aws"), "{written:?}");
+    assert_eq!(written.key_arn, stack.key);
+    let events = lines(&bundle.join("events.jsonl"));
+    let want: Vec<String> = items[15..30].iter().map(TrailItem::line).collect();
+    assert_eq!(events, want, "each event as its archived line");
+    let (code, said) = check(&bundle, Some(&vkey));
+    assert_eq!(code, 0, "{said}");
+    assert!(said.starts_with("OK: 15 event(s)"), "{said}");
+    assert!(
+        said.contains("complete: every leaf from 15 to 30"),
+        "{said}"
+    );
+    assert!(said.contains(&stack.witness.1.name), "{said}");
+
+    // Each change is refused, by name.
+    refused(
+        &bundle,
+        "byte",
+        "events.jsonl",
+        None,
+        |l| l[3] = l[3].replacen("paid", "paiD", 1),
+        "events.jsonl line 4 is not the line its proof proves",
+    );
+    refused(
+        &bundle,
+        "removed",
+        "events.jsonl",
+        None,
+        |l| {
+            l.remove(7);
+        },
+        "events.jsonl has 14 lines",
+    );
+    refused(
+        &bundle,
+        "added",
+        "events.jsonl",
+        None,
+        |l| l.push(l[0].clone()),
+        "events.jsonl has 16 lines",
+    );
+    refused(
+        &bundle,
+        "reordered",
+        "events.jsonl",
+        None,
+        |l| l.swap(2, 3),
+        "events.jsonl line 3 is not the line its proof proves",
+    );
+    refused(
+        &bundle,
+        "checkpoint",
+        "checkpoint.txt",
+        None,
+        |l| l[1] = "31".to_owned(),
+        "checkpoint.txt",
+    );
+    refused(
+        &bundle,
+        "cosignature",
+        "checkpoint.txt",
+        Some(&vkey),
+        |l| {
+            l.pop();
+        },
+        "no cosignature by the witness",
+    );
+    // An event and its proof removed together, the manifest's count made to match: the
+    // completeness claim no longer holds.
+    let removed = dir.join("removed-both");
+    copy(&bundle, &removed);
+    for file in ["events.jsonl", "proofs.jsonl"] {
+        let mut content = lines(&removed.join(file));
+        content.remove(7);
+        write_lines(&removed.join(file), &content);
+    }
+    let mut m = manifest(&removed);
+    m.events = 14;
+    std::fs::write(
+        removed.join("manifest.json"),
+        serde_json::to_vec(&m).unwrap(),
+    )
+    .unwrap();
+    let (code, said) = check(&removed, None);
+    assert_eq!(code, 1, "{said}");
+    assert!(said.contains("FAILED: completeness:"), "{said}");
+    // The docs' Python check accepts and refuses the same bundles.
+    let (code, said) = documented_script(&bundle, Some(&vkey));
+    assert_eq!(code, 0, "{said}");
+    assert!(
+        said.starts_with("OK: 15 events in the tree of 30"),
+        "{said}"
+    );
+    assert!(said.contains("every leaf from 15 to 30"), "{said}");
+    let (code, said) = documented_script(&removed, None);
+    assert_eq!(code, 1, "{said}");
+    assert!(said.contains("FAILED: completeness:"), "{said}");
+    let changed = dir.join("changed-byte");
+    copy(&bundle, &changed);
+    let mut content = lines(&changed.join("events.jsonl"));
+    content[3] = content[3].replacen("paid", "paiD", 1);
+    write_lines(&changed.join("events.jsonl"), &content);
+    let (code, said) = documented_script(&changed, None);
+    assert_eq!(code, 1, "{said}");
+    assert!(
+        said.contains("FAILED: events.jsonl line 4 is not the line its proof proves"),
+        "{said}"
+    );
+    let mut checkpoint = lines(&changed.join("checkpoint.txt"));
+    checkpoint.pop();
+    copy(&bundle, &changed);
+    write_lines(&changed.join("checkpoint.txt"), &checkpoint);
+    let (code, said) = documented_script(&changed, Some(&vkey));
+    assert_eq!(code, 1, "{said}");
+    assert!(said.contains("no cosignature by"), "{said}");
+    // Reordered with their proofs: out of log order.
+    let reordered = dir.join("reordered-both");
+    copy(&bundle, &reordered);
+    for file in ["events.jsonl", "proofs.jsonl"] {
+        let mut content = lines(&reordered.join(file));
+        content.swap(2, 3);
+        write_lines(&reordered.join(file), &content);
+    }
+    let (code, said) = check(&reordered, None);
+    assert_eq!(code, 1, "{said}");
+    assert!(said.contains("does not follow leaf"), "{said}");
+
+    // The three periods: the third is not sealed, its events listed as unproven; no
+    // completeness claimed.
+    let all = dir.join("all");
+    let a = all.to_string_lossy().into_owned();
+    let output = stack.run(
+        &[
+            "export",
+            "--from",
+            &at(first.start),
+            "--to",
+            &at(third.start),
+            "--evidence",
+            &a,
+            "--no-audit-event",
+        ],
+        &[],
+    );
+    ok(output);
+    let written = manifest(&all);
+    assert_eq!((written.events, written.unproven_events), (30, 10));
+    assert!(written.completeness.is_none());
+    assert_eq!(written.periods[2].state, "not sealed");
+    let listed: Vec<&str> = written
+        .unproven
+        .iter()
+        .map(|u| u.message_id.as_str())
+        .collect();
+    let want: Vec<&str> = items[30..].iter().map(|i| i.message_id.as_str()).collect();
+    assert_eq!(listed, want);
+    assert_eq!(lines(&all.join("unproven.jsonl")).len(), 10);
+    assert!(
+        written
+            .not_proven
+            .iter()
+            .any(|n| n.contains("not sealed yet")),
+        "{written:?}"
+    );
+    let (code, said) = check(&all, None);
+    assert_eq!(code, 0, "{said}");
+    assert!(said.contains("inclusion only"), "{said}");
+    assert!(said.contains("10 event(s) listed as unproven"), "{said}");
+
+    // With a filter, only inclusion.
+    let filtered = dir.join("filtered");
+    let f = filtered.to_string_lossy().into_owned();
+    let output = stack.run(
+        &[
+            "export",
+            "--from",
+            &at(first.start),
+            "--to",
+            &at(second.start),
+            "--action",
+            "invoice.pay",
+            "--evidence",
+            &f,
+            "--no-audit-event",
+        ],
+        &[],
+    );
+    ok(output);
+    let written = manifest(&filtered);
+    assert_eq!(written.events, 30);
+    assert!(written.completeness.is_none());
+    assert!(
+        written
+            .not_proven
+            .iter()
+            .any(|n| n.contains("filters were given")),
+        "{written:?}"
+    );
+    assert_eq!(check(&filtered, None).0, 0);
+    // The first two periods whole: complete from leaf 0 (no checkpoint before it needed).
+    let whole = dir.join("whole");
+    let w = whole.to_string_lossy().into_owned();
+    let output = stack.run(
+        &[
+            "export",
+            "--from",
+            &at(first.start),
+            "--to",
+            &at(second.start),
+            "--evidence",
+            &w,
+            "--no-audit-event",
+        ],
+        &[],
+    );
+    let err = stderr(&output);
+    ok(output);
+    // Each index, archive object, checkpoint and tile read once: fewer objects than events.
+    assert!(objects_read(&err) < 20, "{err}");
+    let claim = manifest(&whole).completeness.expect("complete");
+    assert_eq!((claim.start, claim.end), (0, 30));
+    assert_eq!(check(&whole, None).0, 0);
+    // The same as a .tar.gz: the same files, checked as they are.
+    let packed = dir.join("whole.tar.gz");
+    let p = packed.to_string_lossy().into_owned();
+    ok(stack.run(
+        &[
+            "export",
+            "--from",
+            &at(first.start),
+            "--to",
+            &at(second.start),
+            "--evidence",
+            &p,
+            "--no-audit-event",
+        ],
+        &[],
+    ));
+    let mut names = Vec::new();
+    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(
+        std::fs::File::open(&packed).unwrap(),
+    ));
+    for entry in archive.entries().unwrap() {
+        let mut entry = entry.unwrap();
+        let name = entry.path().unwrap().to_string_lossy().into_owned();
+        if name == "events.jsonl" {
+            let mut text = String::new();
+            std::io::Read::read_to_string(&mut entry, &mut text).unwrap();
+            assert_eq!(
+                text,
+                std::fs::read_to_string(whole.join("events.jsonl")).unwrap()
+            );
+        }
+        names.push(name);
+    }
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "checkpoint.txt",
+            "checkpoints/30.txt",
+            "digest-key.pem",
+            "events.jsonl",
+            "manifest.json",
+            "proofs.jsonl",
+            "unproven.jsonl"
+        ]
+    );
+    let (code, said) = check_file(&packed, &whole.join("digest-key.pem"));
+    assert_eq!(code, 0, "{said}");
+    assert!(said.contains("complete: every leaf from 0 to 30"), "{said}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
