@@ -331,6 +331,25 @@ fn index_rows(period: Period, key: &str, bytes: &[u8]) -> Result<Vec<IndexRow>, 
 }
 
 impl<A: Archive> LogReader<'_, A> {
+    /// The rows of `period`'s index, or `None` when it has none: its own name's, or, when that
+    /// does not hold an index, the first alternate's that does (an evidence bundle reads every
+    /// row; a planted index at the name makes its events' proofs fail, never hold).
+    pub async fn index(&self, period: Period) -> Result<Option<Vec<IndexRow>>, Error> {
+        let mut first_error = None;
+        for name in log_names(&index_key(period)) {
+            let Some(bytes) = self.get(&name).await? else {
+                break;
+            };
+            match index_rows(period, &name, &bytes) {
+                Ok(rows) => return Ok(Some(rows)),
+                Err(error) => {
+                    first_error.get_or_insert(error);
+                }
+            }
+        }
+        first_error.map_or(Ok(None), Err)
+    }
+
     /// The first row of `period`'s index that `wanted` takes: `None` when the period has no
     /// index, `Some(None)` when no row is taken. When its own name does not give one, its
     /// alternates are read in order up to the first that is not there: someone planted an object
