@@ -14,7 +14,7 @@ use audit_model::tlog::{MAX_TILE_CHOICES, TileRef, Tiles, choices, log_names};
 use futures::{StreamExt, TryStreamExt};
 
 pub use crate::offline::{
-    CheckError, LogKey, Verdict, check_cosignature, check_proof, witness_key_arg,
+    CheckError, LogKey, Verdict, check_cosignature, check_proof, witness_key_arg, witness_key_args,
 };
 
 use crate::Error;

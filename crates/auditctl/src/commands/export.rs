@@ -13,7 +13,7 @@ use audit_model::message::EventOutcome;
 use audit_model::note::origin;
 use audit_model::range::TimeRange;
 use audit_proof::evidence::Ask;
-use audit_proof::tlog::{LogReader, witness_key_arg};
+use audit_proof::tlog::{LogReader, witness_key_args};
 use audit_trail::access::Action;
 use audit_trail::filter;
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -201,13 +201,7 @@ pub async fn run(args: ExportArgs, context: &Context) -> Result<(), Failure> {
             "--evidence {name}: the directory holds files already; give a new one"
         )));
     }
-    let mut witnesses = Vec::new();
-    for arg in &args.witness_key {
-        let witness = witness_key_arg(arg).map_err(Failure::usage)?;
-        if !witnesses.contains(&witness) {
-            witnesses.push(witness);
-        }
-    }
+    let witnesses = witness_key_args(&args.witness_key).map_err(Failure::usage)?;
     let bucket = args.archive.bucket()?;
     let key_id = args.archive.key_id()?;
     context

@@ -9,7 +9,7 @@ use audit_model::keys::DEFAULT_TABLE_NAME;
 use audit_model::note::origin;
 use audit_proof::archive::S3Archive;
 use audit_proof::prove::{Counted, ProveError, Wanted};
-use audit_proof::tlog::{LogKey, LogReader, witness_key_arg};
+use audit_proof::tlog::{LogKey, LogReader, witness_key_args};
 use audit_proof::verify::key::TrustedKey;
 use audit_proof::verify::kms::KmsKey;
 use audit_proof::verify::ports::KeySource;
@@ -186,13 +186,7 @@ pub async fn run(args: ProveArgs, context: &Context) -> Result<(), Failure> {
         )),
         None => None,
     };
-    let mut witnesses = Vec::new();
-    for arg in &args.witness_key {
-        let witness = witness_key_arg(arg).map_err(Failure::usage)?;
-        if !witnesses.contains(&witness) {
-            witnesses.push(witness);
-        }
-    }
+    let witnesses = witness_key_args(&args.witness_key).map_err(Failure::usage)?;
     let bucket = args.archive.bucket()?;
     let key_id = args.archive.key_id()?;
     context

@@ -8,7 +8,7 @@ use crate::commands::words::viewer_words;
 use audit_aws::config::ClientOptions;
 use audit_aws::s3::Bucket;
 use audit_proof::archive::S3Archive;
-use audit_proof::tlog::witness_key_arg;
+use audit_proof::tlog::witness_key_args;
 use audit_proof::verify::kms::KmsKey;
 use audit_trail::access::AccessLog;
 use audit_trail::dlq::DeadLetterQueue;
@@ -86,13 +86,7 @@ pub struct UiArgs {
 pub async fn run(args: UiArgs, context: Context) -> Result<(), Failure> {
     // No access queue: refused before it listens, as every command that reads is.
     context.access.ready()?;
-    let mut witnesses = Vec::new();
-    for arg in &args.witness_key {
-        let witness = witness_key_arg(arg).map_err(Failure::usage)?;
-        if !witnesses.contains(&witness) {
-            witnesses.push(witness);
-        }
-    }
+    let witnesses = witness_key_args(&args.witness_key).map_err(Failure::usage)?;
     // The receiver's attestation key, when given: fetched once; each event's items checked.
     let attestations = args.archive.attestation.fetch(&context).await?;
     let (listener, bound) = listen(args.port).await.map_err(TrailError::from)?;

@@ -8,7 +8,7 @@ use crate::commands::table::DynamoTable;
 use audit_model::keys::DEFAULT_TABLE_NAME;
 use audit_model::range::TimeRange;
 use audit_proof::archive::S3Archive;
-use audit_proof::tlog::witness_key_arg;
+use audit_proof::tlog::witness_key_args;
 use audit_proof::verify::key::TrustedKey;
 use audit_proof::verify::kms::KmsKey;
 use audit_proof::verify::ports::KeySource;
@@ -126,13 +126,7 @@ pub struct VerifyArgs {
 /// the walk, printing each problem as it is found and the summary last.
 pub async fn run(args: VerifyArgs, context: &Context) -> Result<(), Failure> {
     let range = TimeRange::parse(&args.from, &args.to).map_err(Failure::usage)?;
-    let mut witnesses = Vec::new();
-    for arg in &args.witness_key {
-        let witness = witness_key_arg(arg).map_err(Failure::usage)?;
-        if !witnesses.contains(&witness) {
-            witnesses.push(witness);
-        }
-    }
+    let witnesses = witness_key_args(&args.witness_key).map_err(Failure::usage)?;
     let length = args.archive.period;
     let bucket = args.archive.bucket()?;
     let key_id = args.archive.key_id()?;

@@ -128,6 +128,19 @@ pub fn check_cosignature(note: &SignedNote, witness: &WitnessKey) -> Result<u64,
     Ok(timestamp)
 }
 
+/// Every `--witness-key` given, each read with `witness_key_arg`, a key given twice kept once, in
+/// the order given.
+pub fn witness_key_args(args: &[String]) -> Result<Vec<WitnessKey>, WitnessKeyError> {
+    let mut witnesses = Vec::new();
+    for arg in args {
+        let witness = witness_key_arg(arg)?;
+        if !witnesses.contains(&witness) {
+            witnesses.push(witness);
+        }
+    }
+    Ok(witnesses)
+}
+
 /// A witness's key as given on the command line (`--witness-key`): the vkey itself
 /// (`<name>+<key id>+<base64 key>`, as `auditctl witness --init` prints it) or the path of a file
 /// that holds one.

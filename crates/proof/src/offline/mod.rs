@@ -6,7 +6,9 @@ mod bundle;
 mod key;
 
 pub use bundle::{BundleProblem, BundleVerdict, check_bundle};
-pub use key::{KeyError, LogKey, WitnessKeyError, check_cosignature, witness_key_arg};
+pub use key::{
+    KeyError, LogKey, WitnessKeyError, check_cosignature, witness_key_arg, witness_key_args,
+};
 
 use audit_model::note::{NoteError, PROOF_FORMAT, Proof, SignedNote};
 use audit_model::tlog::{Hash, TlogError, leaf_hash, parse_hex_hash, verify_inclusion};
