@@ -2,7 +2,7 @@
 //! and the runtime loop (one invocation at a time: a stream shard is read by one at a time).
 
 use audit_aws::config::ClientOptions;
-use audit_aws::env::{Env, invalid, is_bucket_name};
+use audit_aws::env::{ConfigError, Env, is_bucket_name};
 use audit_aws::s3::S3Bucket;
 use audit_model::archive::OBJECT_WRITE_TIMEOUT;
 use audit_ocsf_writer::{DEFAULT_SOURCE, write_batch};
@@ -23,15 +23,12 @@ async fn start() -> Result<(), Error> {
     lambda_runtime::tracing::init_default_subscriber();
     let env = Env::process();
     let bucket = env
-        .required("OCSF_BUCKET")
-        .and_then(|name| match is_bucket_name(name.trim()) {
-            true => Ok(name.trim().to_owned()),
-            false => Err(invalid(
-                "OCSF_BUCKET",
-                &name,
-                "an S3 bucket name is 3-63 characters of a-z, 0-9, '.', '-'",
-            )),
-        })
+        .checked(
+            "OCSF_BUCKET",
+            is_bucket_name,
+            "an S3 bucket name is 3-63 characters of a-z, 0-9, '.', '-'",
+        )
+        .and_then(|name| name.ok_or(ConfigError::Missing("OCSF_BUCKET")))
         .inspect_err(|error| tracing::error!(%error, "invalid configuration"))?;
     let source = env.get("OCSF_SOURCE").filter(|s| !s.is_empty());
     let source = source.unwrap_or_else(|| DEFAULT_SOURCE.to_owned());
