@@ -382,16 +382,25 @@ class LocalSystem:
         """Until the period holding the instant ``until`` (epoch seconds) is sealed: its digest
         exists (the chain is sealed in period order, so every period before it is sealed too).
         Pass a time taken after ``wait_archived`` returned, so that every archive write is in
-        that period or an earlier one. Polls the bucket; False when ``timeout`` passes first."""
+        that period or an earlier one. The digest is the sealer's commit point and the log's
+        objects follow it, so this also waits for the checkpoint the digest names (its tree's
+        size). Polls the bucket; False when ``timeout`` passes first."""
         from botocore.exceptions import ClientError
 
         s3 = _client("s3", self.endpoint)
         bucket = self.stack.archive_bucket.name
-        key = digest_key(int(until) // self.digest_period * self.digest_period)
+        digest = digest_key(int(until) // self.digest_period * self.digest_period)
+        checkpoint = None
         end = time.monotonic() + timeout
         while True:
             try:
-                s3.head_object(Bucket=bucket, Key=key)
+                if checkpoint is None:
+                    body = s3.get_object(Bucket=bucket, Key=digest)["Body"].read()
+                    try:
+                        checkpoint = json.loads(body)["tree"]["checkpoint"]
+                    except (ValueError, TypeError, KeyError):
+                        return True  # no log yet, or a planted object at the digest's name
+                s3.head_object(Bucket=bucket, Key=checkpoint)
                 return True
             except ClientError as e:
                 if e.response.get("Error", {}).get("Code") not in ("404", "NoSuchKey", "NotFound"):
