@@ -76,7 +76,7 @@ unit: ## unit tests only (no local AWS endpoint needed)
 # Other make files add their suites here (TEST_EXTRA += e2e).
 TEST_EXTRA ?=
 
-test: venv lint ## everything: fmt, clippy, unit, integration (moto), cargo lambda watch, end-to-end
+test: venv fmt-check ## everything: fmt, clippy, unit, integration (moto), cargo lambda watch, end-to-end
 	$(VENV_BIN)/python -m local.canary -- $(MAKE) --no-print-directory test-suites
 
 # The suites themselves; `make test` runs them under local/canary.py, which proves that they
@@ -84,8 +84,11 @@ test: venv lint ## everything: fmt, clippy, unit, integration (moto), cargo lamb
 # tests, and the binaries the end-to-end stacks run), then the Rust suites and the end-to-end
 # suites run side by side: the end-to-end tests mostly wait on their stacks' schedules, and no
 # build holds cargo's lock while they start their functions. Each side's output is printed whole
-# when it ends (make -O).
+# when it ends (make -O). clippy runs on the Rust side after the cargo tests, in a target
+# directory of its own (CLIPPY_TARGET_DIR: its lock is not the one `cargo lambda watch` takes when
+# a stack starts a function), on the CPU the end-to-end tests leave while they wait.
 RUST_TESTS := --workspace --lib --bins --tests
+CLIPPY_TARGET_DIR ?= $(CURDIR)/target/clippy
 
 test-suites: test-build
 	$(MAKE) --no-print-directory -j2 -Otarget test-rust $(TEST_EXTRA)
@@ -94,8 +97,14 @@ test-build:
 	@if command -v cargo-nextest >/dev/null; then cargo nextest run $(RUST_TESTS) --no-run; else cargo test $(RUST_TESTS) --no-run; fi
 	cargo build --bins
 
+# Both run whatever the first gives; the target fails when either did.
 test-rust:
-	@if command -v cargo-nextest >/dev/null; then cargo nextest run $(RUST_TESTS) --no-fail-fast; else cargo test $(RUST_TESTS) --no-fail-fast; fi
+	@status=0; \
+	if command -v cargo-nextest >/dev/null; then cargo nextest run $(RUST_TESTS) --no-fail-fast || status=$$?; \
+	else cargo test $(RUST_TESTS) --no-fail-fast || status=$$?; fi; \
+	echo "clippy: cargo clippy --workspace --all-targets -- -D warnings (in $(CLIPPY_TARGET_DIR))"; \
+	CARGO_TARGET_DIR=$(CLIPPY_TARGET_DIR) cargo clippy --workspace --all-targets -- -D warnings || status=$$?; \
+	exit $$status
 
 build: venv-bench ## the arm64 Lambda artefact (target/lambda/audit-receiver/bootstrap)
 	cargo lambda build --release --arm64 --bin audit-receiver
