@@ -6,7 +6,7 @@ archive, for the same answer (docs/ocsf.md "Queries"):
 Makes an archive of EVENTS trail lines from the sample lines as the receiver stores them
 (tests/e2e/data/ocsf-trail-lines.jsonl; each with its own messageId, an auditTime 8 s after the
 one before, actors varied), 1,000 lines an object as the archiver's default batch writes them,
-gzip level 6; the Parquet copy of each object by target/debug/audit-ocsf (`cargo build -p
+gzip level 6; the Parquet copy of each object by target/debug/audit-ocsf (`cargo build --bin
 audit-ocsf` first); then runs each query over both (local/sql.py), checks the answers are equal,
 and prints the bytes Athena would scan (local/sql.py's bytes_scanned)."""
 

@@ -25,7 +25,9 @@ JSON_COLUMNS = {"metadata", "cloud", "actor", "user", "service", "api", "src_end
 @pytest.fixture(scope="module")
 def audit_ocsf():
     """target/debug/audit-ocsf, built (or found up to date) by cargo."""
-    subprocess.run(["cargo", "build", "--quiet", "-p", "audit-ocsf", "--bin", "audit-ocsf"], cwd=ROOT,
+    # --bin, not -p: the workspace's feature set, which `make test-build` built (with -p, cargo
+    # would build audit-ocsf's dependencies again with that package's features alone).
+    subprocess.run(["cargo", "build", "--quiet", "--bin", "audit-ocsf"], cwd=ROOT,
                    check=True, env=dict(os.environ, CARGO_TERM_COLOR="never"))
     return ROOT / "target" / "debug" / "audit-ocsf"
 

@@ -106,7 +106,9 @@ def test_make_sql_offline_prints_the_table(archive, capsys):
 @pytest.fixture
 def lake(archive, tmp_path_factory):
     """The OCSF Parquet copy of the archive's lines: target/debug/audit-ocsf over each object."""
-    subprocess.run(["cargo", "build", "--quiet", "-p", "audit-ocsf", "--bin", "audit-ocsf"], cwd=ROOT,
+    # --bin, not -p: the workspace's feature set, which `make test-build` built (with -p, cargo
+    # would build audit-ocsf's dependencies again with that package's features alone).
+    subprocess.run(["cargo", "build", "--quiet", "--bin", "audit-ocsf"], cwd=ROOT,
                    check=True, env=dict(os.environ, CARGO_TERM_COLOR="never"))
     out = tmp_path_factory.mktemp("lake")
     for key in LINES:
