@@ -29,7 +29,7 @@ Checks a proof printed by `auditctl prove`, offline (no AWS configuration, no ne
 Prints `OK: ...` (messageId, leaf index, tree size, the log's origin, the witnesses whose
 cosignatures hold) or `FAILED: <reason>`.
 
-Given a directory (or a .tar.gz of one), checks it as an evidence bundle of `auditctl export --evidence`
+Given a directory (or a .tar.gz or .zip of one), checks it as an evidence bundle of `auditctl export --evidence`
 (docs/archive.md \"Evidence for auditors\"): checkpoint.txt's signature, origin and each
 --witness-key's cosignature; every line of events.jsonl, byte for byte, against its proof in
 proofs.jsonl (the same checks as above, in checkpoint.txt's tree), in log order, as many as the
@@ -119,8 +119,8 @@ fn keys(args: &CheckProofArgs) -> Result<(LogKey, Vec<WitnessKey>), Outcome> {
 fn run_bundle(args: &CheckProofArgs) -> Result<(), Outcome> {
     let (key, witnesses) = keys(args)?;
     let path = Path::new(&args.proof);
-    let packed_files = if packed(&args.proof) {
-        Some(unpack(path).map_err(|e| {
+    let packed_files = if let Some(packing) = packed(&args.proof) {
+        Some(unpack(path, packing).map_err(|e| {
             Outcome::Usage(format!("cannot read the bundle {}: {e}", path.display()))
         })?)
     } else {
@@ -135,7 +135,7 @@ fn run_bundle(args: &CheckProofArgs) -> Result<(), Outcome> {
             Some(files) => files
                 .get(name)
                 .cloned()
-                .ok_or_else(|| "not in the .tar.gz".to_owned()),
+                .ok_or_else(|| "not in the packed bundle".to_owned()),
             None => std::fs::read(path.join(name)).map_err(|e| e.to_string()),
         }
     };
@@ -160,14 +160,30 @@ fn run_bundle(args: &CheckProofArgs) -> Result<(), Outcome> {
     }
 }
 
-/// Whether the argument names a bundle packed as .tar.gz.
-fn packed(arg: &str) -> bool {
-    arg.ends_with(".tar.gz") || arg.ends_with(".tgz")
+/// How a bundle is packed, by its name's ending.
+#[derive(Clone, Copy)]
+enum Packing {
+    TarGz,
+    Zip,
 }
 
-/// The files of a .tar.gz bundle by name (a leading `./` left out).
-fn unpack(path: &Path) -> std::io::Result<HashMap<String, Vec<u8>>> {
+/// Whether the argument names a bundle packed as .tar.gz or .zip.
+fn packed(arg: &str) -> Option<Packing> {
+    if arg.ends_with(".tar.gz") || arg.ends_with(".tgz") {
+        Some(Packing::TarGz)
+    } else if arg.ends_with(".zip") {
+        Some(Packing::Zip)
+    } else {
+        None
+    }
+}
+
+/// The files of a packed bundle by name (a leading `./` left out).
+fn unpack(path: &Path, packing: Packing) -> std::io::Result<HashMap<String, Vec<u8>>> {
     let file = std::fs::File::open(path)?;
+    if let Packing::Zip = packing {
+        return unzip(file);
+    }
     let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(file));
     let mut files = HashMap::new();
     for entry in archive.entries()? {
@@ -176,6 +192,24 @@ fn unpack(path: &Path) -> std::io::Result<HashMap<String, Vec<u8>>> {
             continue;
         }
         let name = entry.path()?.to_string_lossy().into_owned();
+        let name = name.strip_prefix("./").unwrap_or(&name).to_owned();
+        let mut bytes = Vec::new();
+        entry.read_to_end(&mut bytes)?;
+        files.insert(name, bytes);
+    }
+    Ok(files)
+}
+
+/// The files of a .zip bundle by name (a leading `./` left out; directories passed over).
+fn unzip(file: std::fs::File) -> std::io::Result<HashMap<String, Vec<u8>>> {
+    let mut archive = zip::ZipArchive::new(file).map_err(std::io::Error::other)?;
+    let mut files = HashMap::new();
+    for i in 0..archive.len() {
+        let mut entry = archive.by_index(i).map_err(std::io::Error::other)?;
+        if !entry.is_file() {
+            continue;
+        }
+        let name = entry.name().map_err(std::io::Error::other)?.into_owned();
         let name = name.strip_prefix("./").unwrap_or(&name).to_owned();
         let mut bytes = Vec::new();
         entry.read_to_end(&mut bytes)?;
@@ -204,7 +238,7 @@ fn bundle_words(verdict: &BundleVerdict) -> String {
 
 /// The files read (`Outcome::Usage` when they cannot be), then the verdict printed.
 pub fn run(args: CheckProofArgs) -> Result<(), Outcome> {
-    if args.proof != "-" && (Path::new(&args.proof).is_dir() || packed(&args.proof)) {
+    if args.proof != "-" && (Path::new(&args.proof).is_dir() || packed(&args.proof).is_some()) {
         return run_bundle(&args);
     }
     let text = if args.proof == "-" {

@@ -28,7 +28,7 @@ use crate::commands::words::TrailError;
 
 const EXPORT_HELP: &str = "\
 Writes an evidence bundle for an auditor (docs/archive.md \"Evidence for auditors\"): a directory,
-or a .tar.gz when PATH ends .tar.gz or .tgz, that `auditctl check-proof PATH` (or
+a .tar.gz when PATH ends .tar.gz or .tgz, or a .zip when it ends .zip, that `auditctl check-proof PATH` (or
 `audit-check-proof PATH`) checks offline, holding
 
   events.jsonl     each event as its archived line, exact bytes, in log order
@@ -72,7 +72,7 @@ pub struct ExportArgs {
     #[arg(long, value_name = "TIME")]
     to: String,
     /// The bundle: a directory (made; it must not hold files already), or a .tar.gz (PATH ending
-    /// .tar.gz or .tgz) of the same files.
+    /// .tar.gz or .tgz) or a .zip (PATH ending .zip) of the same files.
     #[arg(long, value_name = "PATH")]
     evidence: PathBuf,
     /// Only events of this actor (a filter: only inclusion is then proven).
@@ -143,10 +143,39 @@ fn write(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
         .map_err(|e| Failure::usage(format!("cannot write {}: {e}", path.display())))
 }
 
-/// Whether PATH names a .tar.gz rather than a directory.
-fn packed(path: &Path) -> bool {
+/// How the bundle is written, by PATH's ending: a .tar.gz, a .zip, or a directory.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Packing {
+    TarGz,
+    Zip,
+    Directory,
+}
+
+fn packing(path: &Path) -> Packing {
     let name = path.to_string_lossy();
-    name.ends_with(".tar.gz") || name.ends_with(".tgz")
+    if name.ends_with(".tar.gz") || name.ends_with(".tgz") {
+        Packing::TarGz
+    } else if name.ends_with(".zip") {
+        Packing::Zip
+    } else {
+        Packing::Directory
+    }
+}
+
+/// The bundle's files as one zip archive (deflate), each at its name (no directory above them).
+fn write_zip(path: &Path, files: &[(String, Vec<u8>)]) -> std::io::Result<()> {
+    use std::io::Write;
+    let file = std::fs::File::create(path)?;
+    let mut zip = zip::ZipWriter::new(file);
+    let options = zip::write::SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Deflated)
+        .unix_permissions(0o644);
+    for (name, bytes) in files {
+        zip.start_file(name.as_str(), options)
+            .map_err(std::io::Error::other)?;
+        zip.write_all(bytes)?;
+    }
+    zip.finish().map_err(std::io::Error::other)?.sync_all()
 }
 
 /// The bundle's files as one gzip'd tar, each at its name (no directory above them).
@@ -185,12 +214,8 @@ pub async fn run(args: ExportArgs, context: &Context) -> Result<(), Failure> {
     let (from, to) = (time(&range.from)?, time(&range.to)?);
     let dir = &args.evidence;
     let name = dir.to_string_lossy();
-    let packed = packed(dir);
-    if name.ends_with(".zip") {
-        return Err(Failure::usage(format!(
-            "--evidence {name}: a bundle is written as a directory or a .tar.gz (PATH ending .tar.gz or .tgz), not a .zip"
-        )));
-    }
+    let packing = packing(dir);
+    let packed = packing != Packing::Directory;
     if packed && dir.exists() {
         return Err(Failure::usage(format!(
             "--evidence {name}: the file is there already; give a new one"
@@ -283,8 +308,11 @@ pub async fn run(args: ExportArgs, context: &Context) -> Result<(), Failure> {
     text.push('\n');
     files.push((MANIFEST.to_owned(), text.into_bytes()));
     if packed {
-        write_tar_gz(dir, &files)
-            .map_err(|e| Failure::usage(format!("cannot write {}: {e}", dir.display())))?;
+        match packing {
+            Packing::Zip => write_zip(dir, &files),
+            _ => write_tar_gz(dir, &files),
+        }
+        .map_err(|e| Failure::usage(format!("cannot write {}: {e}", dir.display())))?;
     } else {
         for (file, bytes) in &files {
             let path = dir.join(file);

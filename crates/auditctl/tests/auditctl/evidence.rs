@@ -482,5 +482,79 @@ async fn an_exported_bundle_checks_offline_and_every_change_to_it_is_named() {
     let (code, said) = check_file(&packed, &whole.join("digest-key.pem"));
     assert_eq!(code, 0, "{said}");
     assert!(said.contains("complete: every leaf from 0 to 30"), "{said}");
+
+    // The same as a .zip: the same files, each byte as in the directory, checked as it is.
+    let zipped = dir.join("whole.zip");
+    let z = zipped.to_string_lossy().into_owned();
+    ok(stack.run(
+        &[
+            "export",
+            "--from",
+            &at(first.start),
+            "--to",
+            &at(second.start),
+            "--evidence",
+            &z,
+            "--no-audit-event",
+        ],
+        &[],
+    ));
+    let files = unzip(&zipped);
+    let mut zip_names: Vec<&String> = files.keys().collect();
+    zip_names.sort();
+    assert_eq!(zip_names, names.iter().collect::<Vec<_>>());
+    for name in ["events.jsonl", "proofs.jsonl", "digest-key.pem"] {
+        assert_eq!(
+            files[name],
+            std::fs::read(whole.join(name)).unwrap(),
+            "{name}"
+        );
+    }
+    let (code, said) = check_file(&zipped, &whole.join("digest-key.pem"));
+    assert_eq!(code, 0, "{said}");
+    assert!(said.contains("complete: every leaf from 0 to 30"), "{said}");
+    // One byte of an event changed inside the .zip: refused, by name.
+    let changed = dir.join("changed.zip");
+    let mut files = files;
+    let events = String::from_utf8(files["events.jsonl"].clone()).unwrap();
+    let first_line = events.lines().next().unwrap();
+    let altered = first_line.replacen("paid", "paiD", 1);
+    assert_ne!(altered, first_line);
+    files.insert(
+        "events.jsonl".to_owned(),
+        events.replacen(first_line, &altered, 1).into_bytes(),
+    );
+    write_zip(&changed, &files);
+    let (code, said) = check_file(&changed, &whole.join("digest-key.pem"));
+    assert_eq!(code, 1, "{said}");
+    assert!(
+        said.contains("events.jsonl line 1 is not the line its proof proves"),
+        "{said}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A .zip's files by name.
+fn unzip(path: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    let mut archive = zip::ZipArchive::new(std::fs::File::open(path).unwrap()).unwrap();
+    (0..archive.len())
+        .map(|i| {
+            let mut entry = archive.by_index(i).unwrap();
+            let name = entry.name().unwrap().into_owned();
+            let mut bytes = Vec::new();
+            std::io::Read::read_to_end(&mut entry, &mut bytes).unwrap();
+            (name, bytes)
+        })
+        .collect()
+}
+
+/// `files` written as a .zip at `path`.
+fn write_zip(path: &Path, files: &std::collections::BTreeMap<String, Vec<u8>>) {
+    let mut zip = zip::ZipWriter::new(std::fs::File::create(path).unwrap());
+    for (name, bytes) in files {
+        zip.start_file(name.as_str(), zip::write::SimpleFileOptions::default())
+            .unwrap();
+        std::io::Write::write_all(&mut zip, bytes).unwrap();
+    }
+    zip.finish().unwrap();
 }
