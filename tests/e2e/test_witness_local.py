@@ -177,7 +177,8 @@ def test_the_witness_follows_the_configured_origin_and_cosigns_the_body_as_read(
 
 def test_an_object_planted_at_a_checkpoint_name_is_passed_over_not_a_refusal(stack, work_dir):
     """Someone who can write under log/checkpoints/ (the bucket policy lifted) plants junk at a
-    size the log never had, and a note at the next size that the log's key did not sign: the
+    size the log never had, a copy of the log's signed checkpoint at a size no digest names, and
+    a note at the next size that the log's key did not sign: the
     witness reports both (passed over, on stderr), cosigns what the log signed, and goes on:
     nothing planted stops it."""
     st, endpoint = stack
@@ -195,11 +196,17 @@ def test_an_object_planted_at_a_checkpoint_name_is_passed_over_not_a_refusal(sta
     good = checkpoint(kms, key_arn, bucket, 4, root(leaves(4)))
     forged = good[: good.rindex(" ") + 1] + base64.b64encode(b"\x00" * 70).decode() + "\n"
     s3.put_object(Bucket=bucket, Key=f"log/checkpoints/{4:020}", Body=forged.encode(), ChecksumAlgorithm="SHA256")
+    # The log's own signed checkpoint of size 2, copied to the name of a size no digest names:
+    # its signature holds, but it is no checkpoint of size 7.
+    copied = s3.get_object(Bucket=bucket, Key=f"log/checkpoints/{2:020}")["Body"].read()
+    s3.put_object(Bucket=bucket, Key=f"log/checkpoints/{7:020}", Body=copied, ChecksumAlgorithm="SHA256")
     write_log(s3, kms, key_arn, bucket, [5])
     restore()
     done = witness.run()
     assert done.returncode == 0, done.stdout + done.stderr
-    assert f"passed over log/checkpoints/{4:020}: not a checkpoint the log's key signed" in done.stderr, done.stderr
+    assert f"passed over log/checkpoints/{4:020}: not a checkpoint the log's key signed for size 4" in done.stderr, done.stderr
+    assert f"passed over log/checkpoints/{7:020}: not a checkpoint the log's key signed for size 7" in done.stderr, done.stderr
+    assert "says size 2" in done.stderr, done.stderr
     assert f"passed over log/checkpoints/{99:020}" in done.stderr, done.stderr
     assert "cosigned checkpoint 5" in done.stdout, done.stdout
     keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="log/cosignatures/").get("Contents", [])]

@@ -392,9 +392,13 @@ pub async fn run<B: Bucket>(
 }
 
 /// The checkpoint of `size`, its log signature checked; `None` (noted in `passed_over`) when the
-/// object at its name is no checkpoint the log's key signed: it is no statement of the log, so
-/// it cannot fork it, and planting one must not stop the witness. A signed checkpoint that is
-/// wrong (another size, another origin, not extending) is still refused.
+/// object at its name is no checkpoint the log's key signed for that size: an unsigned object,
+/// or a signed checkpoint of another size copied to this name. Neither is a statement of the log
+/// about this size, so neither can fork it, and planting one must not stop the witness. The
+/// witness so follows only the sizes the log itself signed checkpoints for, which are the sizes
+/// its signed digests name (the sealer writes a period's checkpoint after its digest:
+/// docs/archive.md "Planted log objects"). A checkpoint the log signed for this size that is
+/// wrong (another origin, not extending the accepted tree) is still refused.
 async fn signed_or_passed<B: Bucket>(
     reader: &LogReader<'_, S3Archive<B>>,
     log: &LogKey,
@@ -405,6 +409,13 @@ async fn signed_or_passed<B: Bucket>(
         Ok(accepted) => Ok(Some(accepted)),
         Err(WitnessError::Refused(Refusal::BadSignature { size, why })) => {
             passed_over.push(PassedOver { size, why });
+            Ok(None)
+        }
+        Err(WitnessError::Refused(refusal @ Refusal::WrongKey { .. })) => {
+            passed_over.push(PassedOver {
+                size,
+                why: refusal.to_string(),
+            });
             Ok(None)
         }
         Err(other) => Err(other),

@@ -139,8 +139,9 @@ pub async fn run(args: WitnessArgs, context: &Context) -> Result<(), Failure> {
     };
     for passed in &done.passed_over {
         eprintln!(
-            "passed over {}: not a checkpoint the log's key signed ({}); someone wrote it under log/checkpoints/: find who (CloudTrail S3 data events)",
+            "passed over {}: not a checkpoint the log's key signed for size {} ({}); someone wrote it under log/checkpoints/: find who (CloudTrail S3 data events)",
             audit_model::note::checkpoint_key(passed.size),
+            passed.size,
             passed.why
         );
     }

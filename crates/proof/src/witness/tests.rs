@@ -359,6 +359,45 @@ async fn a_checkpoint_the_log_did_not_sign_is_passed_over_and_reported_never_cos
 }
 
 #[tokio::test]
+async fn a_signed_checkpoint_copied_to_another_sizes_name_is_passed_over_not_a_refusal() {
+    let mut log = TestLog::new("archive");
+    log.append(3);
+    let signer = WitnessSigner::generate("w").unwrap();
+    let state = log.witness(&signer, None).await.unwrap().state.unwrap();
+    // The log's own checkpoint of size 3, its signature valid, copied to the name of a size the
+    // log never signed (no digest names it): before, the witness refused on it for good.
+    let copy = log
+        .archive
+        .current(&checkpoint_key(3))
+        .unwrap()
+        .body
+        .to_vec();
+    log.put(&checkpoint_key(6), copy.clone());
+    let next = log.append(4);
+
+    let run = log.witness(&signer, Some(&state)).await.unwrap();
+    assert_eq!(run.passed_over.len(), 1, "{run:?}");
+    assert_eq!(run.passed_over[0].size, 6);
+    assert!(run.passed_over[0].why.contains("says size 3"), "{run:?}");
+    assert_eq!(
+        run.cosigned,
+        [Cosigned {
+            size: next,
+            already: false
+        }]
+    );
+    assert_eq!(run.state.as_ref().map(|s| s.size), Some(next));
+
+    // A first run passes it over too, when it is the first name listed.
+    let mut fresh = TestLog::new("archive");
+    fresh.put(&checkpoint_key(1), copy);
+    let size = fresh.append(2);
+    let run = fresh.witness(&signer, None).await.unwrap();
+    assert_eq!(run.passed_over[0].size, 1);
+    assert_eq!(run.trusted, Some(size));
+}
+
+#[tokio::test]
 async fn a_tree_that_does_not_extend_the_accepted_one_is_refused() {
     let mut log = TestLog::new("archive");
     log.append(7);
