@@ -135,7 +135,7 @@ def test_each_configuration_is_read_from_the_template_with_its_parameters():
     # The template's defaults: every index, the dashboard, no window on the receiver.
     assert (default["indexes"], default["dashboards"], default["billing_mode"]) == (4, 1, "PAY_PER_REQUEST")
     assert (default["sqs_window_s"], default["archive_window_s"], default["table_days"]) == (0, 60, None)
-    assert (default["receiver_memory_mb"], default["archiver_memory_mb"]) == (256, 256)
+    assert (default["receiver_memory_mb"], default["archiver_memory_mb"]) == (256, 1769)
     # LookupIndexes none and Dashboard false: the time index alone, no dashboard; the alarms
     # and keys stay.
     assert (cheapest["indexes"], cheapest["dashboards"]) == (1, 0)

@@ -52,9 +52,29 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// Lambda gives a function one vCPU at 1,769 MB.
 const ONE_VCPU_MB: f64 = 1769.0;
-/// The archiver's memory size and time-out (template.yaml, AuditArchiverFunction).
-const MEMORY_MB: f64 = 256.0;
+/// The archiver's time-out (template.yaml, AuditArchiverFunction).
 const TIMEOUT: Duration = Duration::from_secs(120);
+/// The archiver's memory size in MB: template.yaml's `ArchiverMemorySize` default, or `--memory MB`.
+static MEMORY_MB: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+
+fn memory_mb() -> f64 {
+    *MEMORY_MB.get().expect("the memory size, set first in main")
+}
+
+/// `ArchiverMemorySize`'s default in template.yaml (the function's memory as deployed).
+fn template_memory_mb() -> f64 {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../template.yaml");
+    let text = std::fs::read_to_string(path).expect("template.yaml");
+    let mut lines = text.lines().skip_while(|l| *l != "  ArchiverMemorySize:");
+    lines
+        .next()
+        .expect("template.yaml has the parameter ArchiverMemorySize");
+    lines
+        .take_while(|l| l.starts_with("    ") || l.trim().is_empty())
+        .find_map(|l| l.trim().strip_prefix("Default: "))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("ArchiverMemorySize has a numeric Default")
+}
 /// The seal schedule's rate (template.yaml, SealDigests): runs an hour.
 const RUNS_PER_HOUR: u64 = 12;
 /// The stream mapping (template.yaml): records per batch, and the batching window in seconds.
@@ -100,7 +120,7 @@ impl Charge {
     fn new(latency: Duration) -> Self {
         Self {
             latency,
-            share: MEMORY_MB / ONE_VCPU_MB,
+            share: memory_mb().min(ONE_VCPU_MB) / ONE_VCPU_MB,
             last_cpu: Mutex::new(thread_cpu()),
             requests: AtomicU64::new(0),
             cpu_ns: AtomicU64::new(0),
@@ -476,8 +496,26 @@ fn verdict(load: Load, outcome: &Outcome) -> (String, u64, u64) {
     (format!("{time:.1}"), runs, ceiling as u64)
 }
 
+/// The periods ended and not sealed yet `hours` hours into a steady load whose hour takes
+/// `runs` runs to seal: sealing starts when the first hour ends, a run every 1/RUNS_PER_HOUR of
+/// an hour; the hour that has just ended is always one of them.
+fn lag_after_hours(hours: u64, runs: u64) -> u64 {
+    let available = (hours - 1) * RUNS_PER_HOUR;
+    let sealed = (available / runs.max(1)).min(hours - 1);
+    hours - sealed
+}
+
 fn main() {
-    let quick = std::env::args().any(|a| a == "--quick");
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let memory = match args.iter().position(|a| a == "--memory") {
+        Some(i) => args
+            .get(i + 1)
+            .and_then(|m| m.parse().ok())
+            .expect("--memory MB: a number of MB"),
+        None => template_memory_mb(),
+    };
+    MEMORY_MB.set(memory).expect("set once");
     let rates: &[u64] = if quick {
         &[1_000, 10_000]
     } else {
@@ -489,8 +527,8 @@ fn main() {
         .build()
         .expect("a runtime");
     eprintln!(
-        "# {MEMORY_MB} MB ({:.1} % of a vCPU), {} s time-out, {RUNS_PER_HOUR} runs an hour; batches of {BATCH_SIZE}, {BATCHING_WINDOW} s window",
-        100.0 * MEMORY_MB / ONE_VCPU_MB,
+        "# {memory} MB ({:.1} % of a vCPU; one vCPU at most: the sealer's CPU work is on one thread), {} s time-out, {RUNS_PER_HOUR} runs an hour; batches of {BATCH_SIZE}, {BATCHING_WINDOW} s window",
+        100.0 * memory.min(ONE_VCPU_MB) / ONE_VCPU_MB,
         TIMEOUT.as_secs()
     );
     for &shards in &[4u64, 64] {
@@ -505,6 +543,10 @@ fn main() {
             println!(
                 "seal: {rate} events/s, {shards} shards, {} ms/request: hour sealed in {time} s over {runs} runs; ceiling {ceiling} events/s",
                 load.latency_ms
+            );
+            eprintln!(
+                "#   lag after 6 simulated hours: {} periods ended and not sealed yet",
+                lag_after_hours(6, runs)
             );
             eprintln!(
                 "#   {} objects of {} events an hour (sample {}); its work {:.1} s ({:.1} s fixed); {:.2} requests an object; {:.2} µs CPU an event; a resumed run spends {:.1} s before its first new part (sample over {} cut runs)",

@@ -42,6 +42,25 @@ fn the_archiver_has_two_events_the_tables_stream_and_the_seal_schedule() {
 }
 
 #[test]
+fn the_archivers_memory_is_a_parameter_whose_default_gives_the_sealer_one_vcpu() {
+    // docs/scaling.md: sealing is CPU-bound, and at the defaults it must keep up with 10,000
+    // events/s (`make bench-seal` runs at this default). Lambda gives one vCPU at 1,769 MB.
+    let t = template();
+    let name = parameter_ref(&t, at(archiver(&t), &["MemorySize"]))
+        .expect("the archiver's MemorySize is a parameter");
+    assert_eq!(name, "ArchiverMemorySize");
+    let (min, max, default) = numeric_range(&t, &name);
+    assert!(
+        min >= 128 && max <= 10_240,
+        "Lambda memory is 128 to 10240 MB"
+    );
+    assert!(
+        default >= 1769,
+        "ArchiverMemorySize's default {default} MB is less than one vCPU"
+    );
+}
+
+#[test]
 fn archiver_is_an_arm64_al2023_binary_built_by_cargo_lambda_from_the_workspace() {
     let t = template();
     let receiver = resource(&t, "AuditReceiverFunction");
