@@ -9,6 +9,7 @@ use audit_aws::telemetry::deadline_instant;
 use aws_lambda_events::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
 use lambda_runtime::{Diagnostic, LambdaEvent};
 use serde_json::{Value, json};
+use std::sync::Mutex;
 use tokio::time::Instant;
 
 use crate::attest::AttestationCheck;
@@ -17,7 +18,7 @@ use crate::budget::Budget;
 use crate::clock::{Clock, SystemClock};
 use crate::event::{StreamEvent, read_records};
 use crate::report::BatchReport;
-use crate::seal::Sealer;
+use crate::seal::{SealReport, Sealer, newest_sealable};
 use crate::signer::DigestSigner;
 use crate::telemetry;
 use audit_aws::s3::Bucket;
@@ -32,7 +33,14 @@ pub struct Handler<B, C = SystemClock, S = NoDigestKey> {
     function_name: Option<String>,
     /// The receiver's attestation key (`ATTESTATION_KEY_ID`): unset, no INSERT is checked.
     attestation: Option<AttestationCheck>,
+    /// The head this process's last sealing run left (its digest key, its period's end, the
+    /// tree's size), a run that sealed or found every due period: until another period is due,
+    /// a scheduled run has nothing to do and reads nothing (docs/archive.md "Digests").
+    head: Mutex<Option<Head>>,
 }
+
+/// A sealing run's head: the newest digest's key, the end of its period, the log's size.
+type Head = (String, i64, Option<u64>);
 
 /// The digest key when `DIGEST_KEY_ID` is not set: the stream is archived, and a scheduled run
 /// fails with a message that names the variable.
@@ -91,6 +99,7 @@ impl<B: Bucket> Handler<B> {
             bucket_name: String::new(),
             function_name: std::env::var("AWS_LAMBDA_FUNCTION_NAME").ok(),
             attestation: None,
+            head: Mutex::new(None),
         }
     }
 }
@@ -106,6 +115,7 @@ impl<B: Bucket, C: Clock, S: DigestSigner> Handler<B, C, S> {
             bucket_name: self.bucket_name,
             function_name: self.function_name,
             attestation: self.attestation,
+            head: self.head,
         }
     }
 
@@ -126,6 +136,7 @@ impl<B: Bucket, C: Clock, S: DigestSigner> Handler<B, C, S> {
             bucket_name: bucket_name.to_owned(),
             function_name: self.function_name,
             attestation: self.attestation,
+            head: self.head,
         }
     }
 
@@ -152,13 +163,33 @@ impl<B: Bucket, C: Clock, S: DigestSigner> Handler<B, C, S> {
             margin: self.settings.deadline_margin,
         };
         let now = self.clock.now();
-        let sealer = Sealer {
-            bucket: &self.bucket,
-            signer: &self.signer,
-            bucket_name: &self.bucket_name,
-            period: self.settings.period,
+        let due = newest_sealable(now, self.settings.period);
+        let head = self.head.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let report = match head {
+            // Nothing is due since this process's last run sealed up to its head: an idle run,
+            // with no request (11 of the 12 runs an hour of hourly periods).
+            Some((key, end, tree_size)) if end >= due.end() => SealReport {
+                due: Some(due),
+                head: Some((key, end)),
+                tree_size,
+                ..SealReport::default()
+            },
+            _ => {
+                let sealer = Sealer {
+                    bucket: &self.bucket,
+                    signer: &self.signer,
+                    bucket_name: &self.bucket_name,
+                    period: self.settings.period,
+                };
+                let report = sealer.run(now, budget).await;
+                let mut head = self.head.lock().unwrap_or_else(|p| p.into_inner());
+                *head = match (&report.failure, &report.head) {
+                    (None, Some((key, end))) => Some((key.clone(), *end, report.tree_size)),
+                    _ => None,
+                };
+                report
+            }
         };
-        let report = sealer.run(now, budget).await;
         telemetry::publish_seal(
             &report,
             started.elapsed(),

@@ -304,6 +304,47 @@ async fn the_handler_seals_on_a_scheduled_event_and_refuses_unknown_events() {
 }
 
 #[tokio::test]
+async fn a_run_with_nothing_due_since_the_processs_last_run_reads_nothing() {
+    // docs/archive.md "Digests": an idle run (nothing due since this process's last run sealed
+    // up to its head) makes no request. Shown by a bucket that refuses every request: the idle
+    // run answers as before; the next run with a period due reads and fails.
+    let bucket = MemoryBucket::new();
+    let signer = MemorySigner::new(KEY_ARN);
+    let clock = ManualClock::new(at("2026-11-22T10:16:40Z"));
+    let handler = Handler::new(&bucket, settings())
+        .with_clock(&clock)
+        .with_digests(BUCKET, &signer);
+    let run = || handler.handle_any(LambdaEvent::new(scheduled(), Context::default()));
+    let sealed = run().await.unwrap();
+    let key = digest_key(period(at("2026-11-22T10:15:00Z")));
+    assert_eq!(sealed["sealed"], json!([key]));
+
+    bucket.set_missing(true);
+    clock.set(at("2026-11-22T10:17:20Z"));
+    let idle = run().await.unwrap();
+    assert_eq!(idle["failure"], json!(null), "{idle}");
+    assert_eq!(idle["sealed"], json!([]));
+    assert_eq!(idle["head"], json!(key));
+    assert_eq!(idle["treeSize"], sealed["treeSize"]);
+    assert_eq!(idle["left"], 0);
+    assert_eq!(idle["lagSeconds"], 80);
+
+    // 10:17:40: the period of 10:16 is due; the run reads the bucket (here refused) and says so,
+    // and the run after it reads again rather than trusting a head it could not confirm.
+    clock.set(at("2026-11-22T10:17:40Z"));
+    let due = run().await.unwrap();
+    assert!(due["failure"].is_string(), "{due}");
+    clock.set(at("2026-11-22T10:17:50Z"));
+    bucket.set_missing(false);
+    let after = run().await.unwrap();
+    assert_eq!(after["failure"], json!(null), "{after}");
+    assert_eq!(
+        after["sealed"],
+        json!([digest_key(period(at("2026-11-22T10:16:00Z")))])
+    );
+}
+
+#[tokio::test]
 async fn the_chain_goes_on_from_the_digest_as_sealed_not_from_a_version_put_over_it() {
     let bucket = MemoryBucket::new();
     let signer = MemorySigner::new(KEY_ARN);
