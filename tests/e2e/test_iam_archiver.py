@@ -93,7 +93,9 @@ def _answer(fn: Function, event: dict, timeout_s: float) -> dict:
 
 def _run(account: Account, creds, stream_event: dict) -> dict:
     """The archiver's day with this role: a stream batch, a first scheduled run, the batch again
-    (a retry), a second scheduled run. Every answer, and the function's logs."""
+    (a retry), a repair, then a second scheduled run in a new process (a new container: it reads
+    the chain's head from the bucket, where a warm one's idle run reads nothing, docs/archive.md
+    "Digests"). Every answer, and the functions' logs."""
     rule = account.stack.schedule.rule_arn
     with Function(account, creds, log_name="archiver.log", archiver=True) as fn:
         # Each step answered, or failed: without kms:GetPublicKey on the attestation key the
@@ -101,9 +103,10 @@ def _run(account: Account, creds, stream_event: dict) -> dict:
         answers = {"archive": _answer(fn, stream_event, 60),
                    "seal": _answer(fn, scheduled_event(time.time(), rule), 120),
                    "archive again": _answer(fn, stream_event, 60),
-                   "repair": _answer(fn, REPAIR_EVENT, 60),
-                   "seal again": _answer(fn, scheduled_event(time.time(), rule), 120)}
-    return {"answers": answers, "logs": log_events(fn.log_path)}
+                   "repair": _answer(fn, REPAIR_EVENT, 60)}
+    with Function(account, creds, log_name="archiver-cold.log", archiver=True) as cold:
+        answers["seal again"] = _answer(cold, scheduled_event(time.time(), rule), 120)
+    return {"answers": answers, "logs": log_events(fn.log_path) + log_events(cold.log_path)}
 
 
 def _objects(account: Account, prefix: str) -> list[dict]:
