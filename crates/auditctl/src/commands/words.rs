@@ -122,9 +122,8 @@ pub fn prove_words(error: &audit_proof::prove::ProveError) -> String {
         ProveError::NoSuchTime { .. } => {
             format!("{found}: pass one of those, or leave --audit-time out")
         }
-        ProveError::NotSealed { retry, .. } => {
-            format!("{found}, and its next scheduled run does by {retry}: try again then")
-        }
+        // The event's period and when it is sealed: nothing else to do but wait for it.
+        ProveError::NotSealed { .. } => found,
         ProveError::Overdue { .. } => format!(
             "{found}: run `auditctl verify` over it to see why (digest missing?), then try again"
         ),
@@ -522,12 +521,11 @@ mod tests {
         let pending = TrailError::Prove(ProveError::NotSealed {
             message_id: "m".into(),
             period: "P".into(),
-            sealable: "S".into(),
-            retry: "R".into(),
+            sealed_by: "T".into(),
         });
         assert_eq!(
             pending.to_string(),
-            "the period P (where messageId m may be archived) is not sealed yet: the archiver seals it from S on, and its next scheduled run does by R: try again then"
+            "the period P of messageId m is not sealed yet; the archiver seals it by T"
         );
     }
 
