@@ -37,20 +37,22 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
         };
         let mut arguments = Map::new();
         arguments.insert("messageId".into(), Value::String(id.clone()));
-        let read = async {
-            let recorded = self
-                .access
-                .record_with(Action::UiView, &self.table, &self.table, Some(&arguments))
-                .await?;
-            let items: Vec<TrailItem> = self.reader.get(&id).try_collect().await?;
-            let mut proofs = Vec::with_capacity(items.len());
-            for item in &items {
-                proofs.push(self.proof(item).await);
-            }
-            Ok::<_, Failed>((recorded, items, proofs))
-        };
+        let read = self.access.read(
+            Action::UiView,
+            &self.table,
+            &self.table,
+            Some(&arguments),
+            async {
+                let items: Vec<TrailItem> = self.reader.get(&id).try_collect().await?;
+                let mut proofs = Vec::with_capacity(items.len());
+                for item in &items {
+                    proofs.push(self.proof(item).await);
+                }
+                Ok::<_, Failed>((items, proofs))
+            },
+        );
         match read.await {
-            Ok((recorded, items, proofs)) => response::page(
+            Ok((recorded, (items, proofs))) => response::page(
                 StatusCode::OK,
                 page::layout(
                     "Event",

@@ -320,60 +320,64 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
     /// One page of a search: the access recorded, the index checked, then the rows after the
     /// cursor, newest first, and one more to know whether a next page exists.
     async fn rows(&self, search: &Search) -> Result<Rows, Failed> {
-        let recorded = self
+        let read = async {
+            self.reader.check_index(&search.plan).await?;
+            let options = QueryOptions {
+                order: Order::Descending,
+                page_size: page_size(search),
+                concurrency: PAGE_CONCURRENCY,
+                limit: None,
+            };
+            let cursor = search.cursor.clone();
+            let hide = !search.shows_access();
+            let hidden = std::sync::atomic::AtomicUsize::new(0);
+            // A person reads a page at a time: each shard reads on only when its rows are needed
+            // (exports and charts read whole ranges, each shard a page ahead).
+            let mut rows: Vec<TrailItem> = self
+                .reader
+                .clone()
+                .on_demand()
+                .read(&search.plan, search.page_range(), options)
+                .try_filter(|row| {
+                    let after = cursor
+                        .as_ref()
+                        .is_none_or(|c| c.is_before(&row.audit_time, &row.message_id));
+                    let access = after && hide && row.is_access_event();
+                    if access {
+                        hidden.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    futures::future::ready(after && !access)
+                })
+                .take(PAGE_ROWS + 1)
+                .try_collect()
+                .await?;
+            let next = if rows.len() > PAGE_ROWS {
+                rows.truncate(PAGE_ROWS);
+                rows.last().map(|last| Cursor {
+                    audit_time: last.audit_time.clone(),
+                    message_id: last.message_id.clone(),
+                })
+            } else {
+                None
+            };
+            let marks = self.marks(&rows, Utc::now()).await;
+            Ok::<_, Failed>((rows, marks, next, hidden.into_inner()))
+        };
+        let (recorded, (rows, marks, next, hidden)) = self
             .access
-            .record_with(
+            .read(
                 Action::UiSearch,
                 &self.table,
                 &self.table,
                 Some(&search.arguments()),
+                read,
             )
             .await?;
-        self.reader.check_index(&search.plan).await?;
-        let options = QueryOptions {
-            order: Order::Descending,
-            page_size: page_size(search),
-            concurrency: PAGE_CONCURRENCY,
-            limit: None,
-        };
-        let cursor = search.cursor.clone();
-        let hide = !search.shows_access();
-        let hidden = std::sync::atomic::AtomicUsize::new(0);
-        // A person reads a page at a time: each shard reads on only when its rows are needed
-        // (exports and charts read whole ranges, each shard a page ahead).
-        let mut rows: Vec<TrailItem> = self
-            .reader
-            .clone()
-            .on_demand()
-            .read(&search.plan, search.page_range(), options)
-            .try_filter(|row| {
-                let after = cursor
-                    .as_ref()
-                    .is_none_or(|c| c.is_before(&row.audit_time, &row.message_id));
-                let access = after && hide && row.is_access_event();
-                if access {
-                    hidden.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                }
-                futures::future::ready(after && !access)
-            })
-            .take(PAGE_ROWS + 1)
-            .try_collect()
-            .await?;
-        let next = if rows.len() > PAGE_ROWS {
-            rows.truncate(PAGE_ROWS);
-            rows.last().map(|last| Cursor {
-                audit_time: last.audit_time.clone(),
-                message_id: last.message_id.clone(),
-            })
-        } else {
-            None
-        };
-        let marks = self.marks(&rows, Utc::now()).await;
         Ok(Rows {
             rows,
             marks,
             next,
-            hidden: hidden.into_inner(),
+            hidden,
             recorded,
         })
     }
@@ -385,43 +389,53 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
             let search = Search::parse(query, Utc::now(), false)?;
             let mut arguments = search.arguments();
             arguments.insert("chart".into(), Value::Bool(true));
-            self.access
-                .record_with(Action::UiSearch, &self.table, &self.table, Some(&arguments))
-                .await?;
-            self.reader.check_index(&search.plan).await?;
-            let options = QueryOptions {
-                order: Order::Descending,
-                page_size: EXPORT_PAGE_SIZE,
-                concurrency: CONCURRENCY,
-                limit: Some(CHART_MAX as u64),
-            };
-            let mut counts = chart::Hours::default();
-            let hide = !search.shows_access();
-            let mut hidden = 0u64;
-            let mut rows = std::pin::pin!(
-                self.reader
-                    .read(&search.plan, search.range.clone(), options)
-                    .take(CHART_MAX)
-            );
-            while let Some(row) = rows.next().await {
-                let row = row?;
-                if hide && row.is_access_event() {
-                    hidden += 1;
-                    continue;
-                }
-                counts.add(&row.audit_time, &row.text("outcome"));
-            }
-            let mut note = if counts.total + hidden >= CHART_MAX as u64 {
-                format!("The chart counts the newest {CHART_MAX} events of the range only.")
-            } else {
-                String::new()
-            };
-            if hidden > 0 {
-                note = format!(
-                    "{note}{}{hidden} access event(s) (auditctl's own reads) not counted: show access events to count them.",
-                    if note.is_empty() { "" } else { " " }
+            let counted = async {
+                self.reader.check_index(&search.plan).await?;
+                let options = QueryOptions {
+                    order: Order::Descending,
+                    page_size: EXPORT_PAGE_SIZE,
+                    concurrency: CONCURRENCY,
+                    limit: Some(CHART_MAX as u64),
+                };
+                let mut counts = chart::Hours::default();
+                let hide = !search.shows_access();
+                let mut hidden = 0u64;
+                let mut rows = std::pin::pin!(
+                    self.reader
+                        .read(&search.plan, search.range.clone(), options)
+                        .take(CHART_MAX)
                 );
-            }
+                while let Some(row) = rows.next().await {
+                    let row = row?;
+                    if hide && row.is_access_event() {
+                        hidden += 1;
+                        continue;
+                    }
+                    counts.add(&row.audit_time, &row.text("outcome"));
+                }
+                let mut note = if counts.total + hidden >= CHART_MAX as u64 {
+                    format!("The chart counts the newest {CHART_MAX} events of the range only.")
+                } else {
+                    String::new()
+                };
+                if hidden > 0 {
+                    note = format!(
+                        "{note}{}{hidden} access event(s) (auditctl's own reads) not counted: show access events to count them.",
+                        if note.is_empty() { "" } else { " " }
+                    );
+                }
+                Ok::<_, Failed>((counts, note))
+            };
+            let (_, (counts, note)) = self
+                .access
+                .read(
+                    Action::UiSearch,
+                    &self.table,
+                    &self.table,
+                    Some(&arguments),
+                    counted,
+                )
+                .await?;
             let (from, to) = search.range.bounds().unwrap_or((Utc::now(), Utc::now()));
             Ok::<_, Failed>(chart::render(&counts, from, to, &note))
         };

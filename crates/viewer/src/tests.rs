@@ -315,24 +315,47 @@ async fn each_read_records_its_access_event_first_with_what_it_asked_for() {
         .iter()
         .map(|e| serde_json::from_str(&e.body).unwrap())
         .collect();
-    let actions: Vec<&str> = bodies
+    let actions: Vec<(&str, &str)> = bodies
         .iter()
-        .map(|b| b["action"].as_str().unwrap())
+        .map(|b| {
+            (
+                b["action"].as_str().unwrap(),
+                b["outcome"].as_str().unwrap(),
+            )
+        })
         .collect();
+    // Each read failed after its access event (outcome success): a second one says so.
     assert_eq!(
         actions,
         [
-            "auditctl.ui.search",
-            "auditctl.ui.view",
-            "auditctl.ui.export"
+            ("auditctl.ui.search", "success"),
+            ("auditctl.ui.search", "failure"),
+            ("auditctl.ui.view", "success"),
+            ("auditctl.ui.view", "failure"),
+            ("auditctl.ui.export", "success"),
+            ("auditctl.ui.export", "failure"),
         ]
     );
+    for pair in bodies.chunks(2) {
+        let (first, failure) = (&pair[0], &pair[1]);
+        assert_eq!(failure["accessEventId"], first["messageId"], "{failure}");
+        assert_eq!(failure["arguments"], first["arguments"], "{failure}");
+        assert!(
+            failure["error"]["kind"]
+                .as_str()
+                .is_some_and(|k| !k.is_empty())
+                && failure["error"]["text"]
+                    .as_str()
+                    .is_some_and(|t| !t.is_empty()),
+            "{failure}"
+        );
+    }
     let search = &bodies[0]["arguments"];
     assert_eq!(search["actor"], "alice");
     assert_eq!(search["outcome"], "failure");
     assert_eq!(search["from"], "2026-11-22T10:00:00.000Z");
-    assert_eq!(bodies[1]["arguments"]["messageId"], "m 1");
-    assert_eq!(bodies[2]["arguments"]["format"], "jsonl");
+    assert_eq!(bodies[2]["arguments"]["messageId"], "m 1");
+    assert_eq!(bodies[4]["arguments"]["format"], "jsonl");
     assert!(bodies.iter().all(|b| b["resource"] == "AuditMessages"));
 }
 

@@ -28,7 +28,9 @@ use crate::commands::words::TrailError;
 use audit_aws::config::CliOptions;
 use audit_model::keys::DEFAULT_TABLE_NAME;
 use audit_trail::Reader;
-use audit_trail::access::{AccessError, Recorder, SdkAccessLog};
+use audit_trail::access::{
+    AccessError, FailedRead, FailureNotSent, ReadFailure, Recorder, SdkAccessLog,
+};
 use audit_trail::output::{Printer, Record};
 use clap::Args;
 use futures::{Stream, StreamExt};
@@ -142,6 +144,39 @@ impl Failure {
     /// Bad usage found after parsing (exit 2), in the words of `error`.
     pub fn usage(error: impl std::fmt::Display) -> Self {
         Self::Usage(error.to_string())
+    }
+}
+
+/// What a command's failure event says of it (`Recorder::outcome`): its kind and its words.
+/// `verify` finding problems read everything, and a reader closing the output (`| head`) is not
+/// a failed read: neither sends one.
+impl FailedRead for Failure {
+    fn failure(&self) -> Option<ReadFailure> {
+        match self {
+            Self::Usage(message) => Some(ReadFailure {
+                kind: "usage".into(),
+                text: message.clone(),
+            }),
+            Self::Trail(TrailError::Output(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+                None
+            }
+            Self::Trail(error) => Some(ReadFailure {
+                kind: error.kind().into(),
+                text: error.to_string(),
+            }),
+            Self::Problems => None,
+        }
+    }
+
+    fn unrecorded(self, why: FailureNotSent) -> Self {
+        match self {
+            Self::Usage(message) => Self::Usage(format!("{message}\nnote: {why}")),
+            Self::Trail(error) => Self::Trail(TrailError::Unrecorded {
+                error: Box::new(error),
+                why,
+            }),
+            Self::Problems => Self::Problems,
+        }
     }
 }
 
