@@ -148,6 +148,26 @@ pub(crate) fn assert_access_event(body: &Value, action: &str, resource: &str) ->
     body["arguments"].clone()
 }
 
+/// The trail's items of one actor, action or resource (`field` its flag), read without recording.
+fn lookup(moto: &Moto, q: &Queues, field: &str, value: &str) -> Vec<Value> {
+    jsonl(&ok(auditctl(
+        &moto.endpoint,
+        &[
+            "query",
+            field,
+            value,
+            "--from",
+            "2026-11-01T00:00:00Z",
+            "--to",
+            "2100-01-01T00:00:00Z",
+            "--format",
+            "jsonl",
+            "--no-audit-event",
+        ],
+        &q.env(),
+    )))
+}
+
 #[tokio::test]
 async fn each_command_that_reads_the_trail_or_moves_dead_letters_records_one_access_event_the_function_writes()
  {
@@ -234,24 +254,7 @@ async fn each_command_that_reads_the_trail_or_moves_dead_letters_records_one_acc
     // Through the access queue and the real function, the events are in the trail: a lookup by
     // action finds the query's own access, one by actor all four.
     write_through_function(&moto, &q, &events).await;
-    let lookup = |field: &str, value: &str| {
-        jsonl(&ok(auditctl(
-            &moto.endpoint,
-            &[
-                "query",
-                field,
-                value,
-                "--from",
-                "2026-11-01T00:00:00Z",
-                "--to",
-                "2100-01-01T00:00:00Z",
-                "--format",
-                "jsonl",
-                "--no-audit-event",
-            ],
-            &q.env(),
-        )))
-    };
+    let lookup = |field: &str, value: &str| lookup(&moto, &q, field, value);
     let found = lookup("--action", "auditctl.query");
     assert_eq!(found.len(), 1, "{found:?}");
     let item = &found[0];
@@ -331,22 +334,7 @@ async fn a_read_that_fails_after_its_access_is_recorded_sends_a_failure_event_na
 
     // Through the real function both are in the trail, in the order sent: success, then failure.
     write_through_function(&moto, &q, &taken).await;
-    let found = jsonl(&ok(auditctl(
-        &moto.endpoint,
-        &[
-            "query",
-            "--action",
-            "auditctl.dlq.list",
-            "--from",
-            "2026-11-01T00:00:00Z",
-            "--to",
-            "2100-01-01T00:00:00Z",
-            "--format",
-            "jsonl",
-            "--no-audit-event",
-        ],
-        &q.env(),
-    )));
+    let found = lookup(&moto, &q, "--action", "auditctl.dlq.list");
     let outcomes: Vec<(&str, &str)> = found
         .iter()
         .map(|r| {
