@@ -107,6 +107,14 @@ pub struct DeadLetters {
 
 /// One page of newest-first rows, their proof marks, where the next begins, and how many access
 /// events reading them left out.
+/// A page read: its rows, their proof marks, the next page's cursor, the access events left out.
+type Page = (
+    Vec<TrailItem>,
+    Vec<proof_column::Mark>,
+    Option<Cursor>,
+    usize,
+);
+
 struct Rows {
     rows: Vec<TrailItem>,
     marks: Vec<proof_column::Mark>,
@@ -317,52 +325,9 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
         }
     }
 
-    /// One page of a search: the access recorded, the index checked, then the rows after the
-    /// cursor, newest first, and one more to know whether a next page exists.
+    /// One page of a search: the access recorded, then the page read (`page`); should the read
+    /// fail, its failure recorded too (`Recorder::read`).
     async fn rows(&self, search: &Search) -> Result<Rows, Failed> {
-        let read = async {
-            self.reader.check_index(&search.plan).await?;
-            let options = QueryOptions {
-                order: Order::Descending,
-                page_size: page_size(search),
-                concurrency: PAGE_CONCURRENCY,
-                limit: None,
-            };
-            let cursor = search.cursor.clone();
-            let hide = !search.shows_access();
-            let hidden = std::sync::atomic::AtomicUsize::new(0);
-            // A person reads a page at a time: each shard reads on only when its rows are needed
-            // (exports and charts read whole ranges, each shard a page ahead).
-            let mut rows: Vec<TrailItem> = self
-                .reader
-                .clone()
-                .on_demand()
-                .read(&search.plan, search.page_range(), options)
-                .try_filter(|row| {
-                    let after = cursor
-                        .as_ref()
-                        .is_none_or(|c| c.is_before(&row.audit_time, &row.message_id));
-                    let access = after && hide && row.is_access_event();
-                    if access {
-                        hidden.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    }
-                    futures::future::ready(after && !access)
-                })
-                .take(PAGE_ROWS + 1)
-                .try_collect()
-                .await?;
-            let next = if rows.len() > PAGE_ROWS {
-                rows.truncate(PAGE_ROWS);
-                rows.last().map(|last| Cursor {
-                    audit_time: last.audit_time.clone(),
-                    message_id: last.message_id.clone(),
-                })
-            } else {
-                None
-            };
-            let marks = self.marks(&rows, Utc::now()).await;
-            Ok::<_, Failed>((rows, marks, next, hidden.into_inner()))
-        };
         let (recorded, (rows, marks, next, hidden)) = self
             .access
             .read(
@@ -370,7 +335,7 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
                 &self.table,
                 &self.table,
                 Some(&search.arguments()),
-                read,
+                self.page(search),
             )
             .await?;
         Ok(Rows {
@@ -380,6 +345,53 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
             hidden,
             recorded,
         })
+    }
+
+    /// The index checked, then the rows after the cursor, newest first, and one more to know
+    /// whether a next page exists: the rows, their proof marks, the next page's cursor, and how
+    /// many access events were left out.
+    async fn page(&self, search: &Search) -> Result<Page, Failed> {
+        self.reader.check_index(&search.plan).await?;
+        let options = QueryOptions {
+            order: Order::Descending,
+            page_size: page_size(search),
+            concurrency: PAGE_CONCURRENCY,
+            limit: None,
+        };
+        let cursor = search.cursor.clone();
+        let hide = !search.shows_access();
+        let hidden = std::sync::atomic::AtomicUsize::new(0);
+        // A person reads a page at a time: each shard reads on only when its rows are needed
+        // (exports and charts read whole ranges, each shard a page ahead).
+        let mut rows: Vec<TrailItem> = self
+            .reader
+            .clone()
+            .on_demand()
+            .read(&search.plan, search.page_range(), options)
+            .try_filter(|row| {
+                let after = cursor
+                    .as_ref()
+                    .is_none_or(|c| c.is_before(&row.audit_time, &row.message_id));
+                let access = after && hide && row.is_access_event();
+                if access {
+                    hidden.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                futures::future::ready(after && !access)
+            })
+            .take(PAGE_ROWS + 1)
+            .try_collect()
+            .await?;
+        let next = if rows.len() > PAGE_ROWS {
+            rows.truncate(PAGE_ROWS);
+            rows.last().map(|last| Cursor {
+                audit_time: last.audit_time.clone(),
+                message_id: last.message_id.clone(),
+            })
+        } else {
+            None
+        };
+        let marks = self.marks(&rows, Utc::now()).await;
+        Ok((rows, marks, next, hidden.into_inner()))
     }
 
     /// The chart of a search (a fragment the page's script shows): its rows counted by hour and
