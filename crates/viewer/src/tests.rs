@@ -18,6 +18,8 @@ const QUEUE_ARN: &str = "arn:aws:sqs:us-east-1:123456789012:AuditAccessQueue";
 struct Twin {
     sent: Arc<Mutex<Vec<AccessEvent>>>,
     refuse: bool,
+    /// Refuses once this many were sent (a queue that stops taking events).
+    takes: Option<usize>,
     /// Times the table's tags were read (the access queue checked).
     checks: Arc<std::sync::atomic::AtomicUsize>,
 }
@@ -44,7 +46,11 @@ impl AccessLog for Twin {
         })
     }
     async fn send(&self, event: &AccessEvent) -> Result<(), AccessError> {
-        if self.refuse {
+        if self.refuse
+            || self
+                .takes
+                .is_some_and(|n| self.sent.lock().unwrap().len() >= n)
+        {
             return Err(AccessError::Denied {
                 url: QUEUE_URL.into(),
                 detail: "AccessDenied: not authorized to perform sqs:SendMessage".into(),
@@ -71,10 +77,19 @@ fn reader() -> Reader {
 const HOST_PORT: &str = "127.0.0.1:4321";
 
 fn viewer(refuse: bool) -> (Viewer<Twin>, Arc<Mutex<Vec<AccessEvent>>>) {
+    viewer_taking(refuse, None)
+}
+
+/// A viewer whose access log refuses (`refuse`), or takes `takes` events and then refuses.
+fn viewer_taking(
+    refuse: bool,
+    takes: Option<usize>,
+) -> (Viewer<Twin>, Arc<Mutex<Vec<AccessEvent>>>) {
     let sent = Arc::new(Mutex::new(Vec::new()));
     let twin = Twin {
         sent: sent.clone(),
         refuse,
+        takes,
         checks: Arc::default(),
     };
     let session = Session::new(HOST_PORT.parse().unwrap()).unwrap();
@@ -357,6 +372,32 @@ async fn each_read_records_its_access_event_first_with_what_it_asked_for() {
     assert_eq!(bodies[2]["arguments"]["messageId"], "m 1");
     assert_eq!(bodies[4]["arguments"]["format"], "jsonl");
     assert!(bodies.iter().all(|b| b["resource"] == "AuditMessages"));
+}
+
+#[tokio::test]
+async fn a_failed_read_whose_failure_record_cannot_be_sent_shows_its_error_and_says_so() {
+    // The access queue takes the access event, then refuses the failure event.
+    let (viewer, sent) = viewer_taking(false, Some(1));
+    let cookie = open(&viewer).await;
+    let response = viewer
+        .respond(request(
+            Method::GET,
+            &at(&viewer, "/event?id=m-1"),
+            Some(&cookie),
+        ))
+        .await;
+    assert_eq!(response.status(), StatusCode::BAD_GATEWAY);
+    let html = body(response).await;
+    let first: Value = serde_json::from_str(&sent.lock().unwrap()[0].body).unwrap();
+    assert_eq!(first["outcome"], "success");
+    assert!(
+        html.contains(&format!(
+            "note: the failure record of this read was not sent, so the trail holds only its access event {} (outcome success): not allowed to send to the access queue {QUEUE_URL}: AccessDenied",
+            first["messageId"].as_str().unwrap()
+        )),
+        "{html}"
+    );
+    assert_eq!(sent.lock().unwrap().len(), 1);
 }
 
 // ---- the health page: verify on request, and the log's newest checkpoint --------------------
