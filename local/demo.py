@@ -597,7 +597,7 @@ def check_access_events(system: LocalSystem) -> bool:
     table, dlq = system.stack.table_name, system.dlq_url
     resources_ok = all(it.get("resource") == (table if it["action"] == "auditctl.query" else dlq) for it in events)
     actors_ok = len(readers) == 1 and len(operators) == 1 and "operator" in operators[0]
-    ok = got == want and actors_ok and resources_ok and all(it.get("outcome") == "unknown" for it in events)
+    ok = got == want and actors_ok and resources_ok and all(it.get("outcome") == "success" for it in events)
     out(f"  {'OK' if ok else 'PROBLEM'}: {len(events)} access events in the trail "
         f"({', '.join(f'{a} {n}' for a, n in sorted(got.items()))}), the reads by {', '.join(readers)}, "
         f"the redrive by {', '.join(operators)}")

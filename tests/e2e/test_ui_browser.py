@@ -188,7 +188,7 @@ def test_a_person_searches_opens_exports_and_redrives_in_a_browser_and_a_reader_
     for shown in ("senderId", "AIDAEXAMPLEPRODUCER", "sqsMessageId", "sqs-ui-1", "receivedAt",
                   '"amount": 12345678901234567890.5', "END-OF-TEXT", "Proof"):
         assert shown in text, shown
-    assert "Not sealed yet" in text or "No digest" in text, text
+    assert "is not sealed yet; the archiver seals it by" in text or "No digest" in text, text
     chrome.screenshot(shots / "event-1280.png", 1280)
     chrome.screenshot(shots / "event-390.png", 390)
 

@@ -145,6 +145,12 @@ async fn run(
         access,
     };
     let at = context.location.clone();
+    // The viewer records each request's access, and its failure, itself (`Recorder::read`).
+    if let Command::Ui(args) = cli.command {
+        return ui::run(args, context)
+            .await
+            .map_err(|failure| name_the_fix(failure, &at));
+    }
     let result = match cli.command {
         Command::Query(args) => query::run(args, &context).await,
         Command::Get(args) => get::run(args, &context).await,
@@ -156,10 +162,13 @@ async fn run(
         Command::CheckProof(args) => check_proof::run(args),
         Command::Key(args) => key::run(args, &context).await,
         Command::Consistency(args) => prove::run_consistency(args, &context).await,
-        Command::Ui(args) => ui::run(args, context).await,
         Command::Witness(args) => witness::run(args, &context).await,
+        Command::Ui(_) => unreachable!("auditctl ui returned above"),
     };
-    result.map_err(|failure| name_the_fix(failure, &at))
+    // A failure after the access was recorded sends its failure event (docs/auditctl.md "Access
+    // to the trail is itself recorded"), in the words the person reads.
+    let result = result.map_err(|failure| name_the_fix(failure, &at));
+    context.access.outcome(result).await
 }
 
 /// A failure of the credentials, the endpoint, the caller's policy or AWS's rate, said with its

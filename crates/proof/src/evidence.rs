@@ -129,7 +129,7 @@ impl<A: Archive> LogReader<'_, A> {
                         }
                     }
                 }
-                None => match self.unindexed(period, "", ask.now).await {
+                None => match self.unindexed(period, "", None, ask.now).await {
                     Ok(Unindexed::Empty) => entry.state = "empty".to_owned(),
                     Ok(Unindexed::BeforeLog) => {
                         all_sealed = false;

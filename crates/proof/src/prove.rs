@@ -14,7 +14,7 @@ use audit_aws::s3::{
     Bucket, Created, NewObject, ObjectInfo, StoredObject, StreamedObject, VersionInfo,
     VersionMarker, VersionPage,
 };
-use audit_model::archive::Period;
+use audit_model::archive::{Period, PeriodLength};
 use audit_model::digest::{
     DIGEST_PREFIX, DIGEST_SUFFIX, Digest, MAX_DIGEST_ALTERNATES, digest_key, parse_any_digest_key,
 };
@@ -25,13 +25,13 @@ use audit_model::tlog::{
     Hash, HexHash, TlogError, consistency_proof, consistency_tiles, inclusion_proof,
     inclusion_tiles, leaf_hash, log_names, tree_root, verify_consistency, verify_inclusion,
 };
-use chrono::{DateTime, SecondsFormat};
+use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
 
 use crate::Error;
 use crate::archive::Archive;
 use crate::tlog::{LogKey, LogReader, check_proof};
-use crate::verify::{SEAL_GRACE_SECONDS, sealed_by};
+use crate::verify::{CLOCK_SKEW_SECONDS, LATE_ARCHIVE_SECONDS, SEAL_GRACE_SECONDS, sealed_by};
 
 /// Why a proof could not be made: what was found, typed; what to do about it is the caller's to
 /// say (auditctl's words, docs/architecture.md "The crates").
@@ -56,16 +56,17 @@ pub enum ProveError {
         wanted: String,
         times: String,
     },
-    /// The period is not sealed, and need not be yet: the archiver may seal it from `sealable`
-    /// on, and its next scheduled run does by `retry` (`verify::sealed_by`).
+    /// The event's period is not sealed, and need not be yet: the one period it belongs to (that
+    /// of its `receivedAt`, or a later one the search reached: `Wanted::own`) and the time by
+    /// which the archiver's next scheduled run seals it (`verify::sealed_by`: its end, the seal
+    /// delay, the schedule or one period, whichever is shorter).
     #[error(
-        "the period {period} (where messageId {message_id} may be archived) is not sealed yet: the archiver seals it from {sealable} on"
+        "the period {period} of messageId {message_id} is not sealed yet; the archiver seals it by {sealed_by}"
     )]
     NotSealed {
         message_id: String,
         period: String,
-        sealable: String,
-        retry: String,
+        sealed_by: String,
     },
     /// The period should have been sealed by `due` and is not.
     #[error(
@@ -258,6 +259,30 @@ pub struct Wanted {
     /// The first and the last period searched, in order.
     pub first: Period,
     pub last: Period,
+    /// The event's own period: that of its `receivedAt` (else its auditTime), where the archiver
+    /// writes it as a rule. A period not sealed yet is said as this one when it comes before it
+    /// (the periods are sealed in order).
+    pub own: Period,
+}
+
+impl Wanted {
+    /// The event `message_id` at `audit_time`, received at `anchor` (its `receivedAt`, else its
+    /// auditTime): searched from `anchor` less the clock skew to `anchor` plus the latest an
+    /// archive write can be (docs/auditctl.md "prove").
+    pub fn around(
+        message_id: String,
+        audit_time: String,
+        anchor: DateTime<Utc>,
+        length: PeriodLength,
+    ) -> Self {
+        Self {
+            message_id,
+            audit_time,
+            first: length.period_of(anchor - chrono::Duration::seconds(CLOCK_SKEW_SECONDS)),
+            last: length.period_of(anchor + chrono::Duration::seconds(LATE_ARCHIVE_SECONDS)),
+            own: length.period_of(anchor),
+        }
+    }
 }
 
 /// Where the index said the event is.
@@ -387,10 +412,12 @@ impl<A: Archive> LogReader<'_, A> {
 
     /// What a period with no index is, from its digest (at its name or an alternate): the digest
     /// is only read to tell "nothing to index" from "not sealed yet"; a proof never trusts it.
+    /// Not sealed yet, it is said as `own` (the event's period) when `own` comes after it.
     pub(crate) async fn unindexed(
         &self,
         period: Period,
         message_id: &str,
+        own: Option<Period>,
         now: i64,
     ) -> Result<Unindexed, Error> {
         let name = digest_key(period);
@@ -433,11 +460,11 @@ impl<A: Archive> LogReader<'_, A> {
                     due: time(due),
                 }
             } else {
+                let period = own.filter(|own| own.start > period.start).unwrap_or(period);
                 ProveError::NotSealed {
                     message_id: message_id.to_owned(),
                     period: period_text(period),
-                    sealable: time(sealable),
-                    retry: time(sealed_by(&period)),
+                    sealed_by: time(sealed_by(&period)),
                 }
             }
             .into());
@@ -487,7 +514,10 @@ impl<A: Archive> LogReader<'_, A> {
                         });
                     }
                 }
-                None => match self.unindexed(period, &wanted.message_id, now).await? {
+                None => match self
+                    .unindexed(period, &wanted.message_id, Some(wanted.own), now)
+                    .await?
+                {
                     Unindexed::Empty => {}
                     Unindexed::BeforeLog => before_log += 1,
                     Unindexed::NoDigest => no_digest += 1,

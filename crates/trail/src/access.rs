@@ -1,9 +1,10 @@
 //! Owns recording auditctl's own access to the trail (docs/auditctl.md "Access to the trail is
 //! itself recorded"): the audit event a command sends to the access queue before
-//! it reads anything, the arguments it carries, the check that the access queue is the stack's (the
-//! one the table names in its tag), and the port that names the caller and sends it. Must not know
-//! how a command reads the table or the dead-letter queue, nor its flags (auditctl's
-//! commands/arguments.rs captures them).
+//! it reads anything (outcome `success`), the second one sent when the read then fails (outcome
+//! `failure`, naming the first: `failed.rs`), the arguments they carry, the check that the access
+//! queue is the stack's (the one the table names in its tag), and the port that names the caller
+//! and sends them. Must not know how a command reads the table or the dead-letter queue, nor its
+//! flags (auditctl's commands/arguments.rs captures them).
 
 use std::future::Future;
 
@@ -13,6 +14,10 @@ use chrono::{DateTime, Utc};
 use serde_json::{Map, Value, json};
 
 use crate::stack::{ACCESS_QUEUE_TAG, StackTags, TagError, queue_arn};
+
+mod failed;
+
+pub use failed::{ACCESS_EVENT_ID, FailedRead, FailureNotSent, ReadFailure};
 
 /// What a command does to the trail: the event's `action`. A new command that reads the trail is
 /// a variant here and one `record` call in its arm of main.rs.
@@ -60,9 +65,12 @@ impl Action {
     }
 }
 
-/// The event's `outcome`. It is sent before the command runs, so the command's result is not
-/// known yet: the event records the attempt to access, whatever came of it.
-pub const OUTCOME: EventOutcome = EventOutcome::Unknown;
+/// The `outcome` of the event sent before the read: the read goes ahead, recorded. Should the
+/// read then fail, a second event says so (`FAILED`, naming this one: `failed.rs`).
+pub const OUTCOME: EventOutcome = EventOutcome::Success;
+
+/// The `outcome` of the event sent when the read, recorded as `OUTCOME`, failed.
+pub const FAILED: EventOutcome = EventOutcome::Failure;
 
 /// The note on stderr with `--no-audit-event`.
 pub const SKIPPED: &str = "access not recorded: --no-audit-event";
@@ -197,19 +205,53 @@ pub fn event(
     message_id: String,
     at: DateTime<Utc>,
 ) -> Result<AccessEvent, AccessError> {
-    let body = json!({
+    checked_event(
+        Body {
+            action,
+            resource,
+            arguments,
+            caller,
+        },
+        OUTCOME,
+        Map::new(),
+        message_id,
+        at,
+    )
+}
+
+/// What an access event says, whichever its outcome.
+#[derive(Clone, Copy)]
+struct Body<'a> {
+    action: Action,
+    resource: &'a str,
+    arguments: &'a Map<String, Value>,
+    caller: &'a Caller,
+}
+
+/// The event of `body` with `outcome` and the fields `more`, checked with the model's rules.
+fn checked_event(
+    body: Body<'_>,
+    outcome: EventOutcome,
+    more: Map<String, Value>,
+    message_id: String,
+    at: DateTime<Utc>,
+) -> Result<AccessEvent, AccessError> {
+    let mut fields = json!({
         "messageId": message_id,
         "auditTime": canonical_time(at),
-        "actor": caller.arn,
-        "callerUserId": caller.user_id,
-        "action": action.name(),
-        "resource": resource,
-        "outcome": OUTCOME.as_str(),
-        "arguments": arguments,
+        "actor": body.caller.arn,
+        "callerUserId": body.caller.user_id,
+        "action": body.action.name(),
+        "resource": body.resource,
+        "outcome": outcome.as_str(),
+        "arguments": body.arguments,
         "tool": "auditctl",
         "version": env!("CARGO_PKG_VERSION"),
-    })
-    .to_string();
+    });
+    if let Value::Object(fields) = &mut fields {
+        fields.extend(more);
+    }
+    let body = fields.to_string();
     AuditMessage::parse(Some(&body), None).map_err(|e| AccessError::Invalid(e.to_string()))?;
     Ok(AccessEvent { message_id, body })
 }
@@ -230,6 +272,8 @@ pub enum Recorder<L> {
         /// The table whose tag named this access queue, and the caller, once checked: a run
         /// that records many accesses (`auditctl ui`) checks them once and then only sends.
         checked: tokio::sync::OnceCell<(String, Caller)>,
+        /// The last access recorded, for a command's failure after it (`Recorder::outcome`).
+        last: std::sync::Mutex<Option<Box<failed::Sent>>>,
     },
     /// `--no-audit-event`: skipped on purpose.
     Skipped,
@@ -246,6 +290,7 @@ impl<L: AccessLog> Recorder<L> {
                 log,
                 arguments,
                 checked: tokio::sync::OnceCell::new(),
+                last: std::sync::Mutex::new(None),
             },
             (false, None) => Self::NotConfigured,
         }
@@ -303,6 +348,7 @@ impl<L: AccessLog> Recorder<L> {
                 log,
                 arguments: given,
                 checked,
+                last,
             } => {
                 let caller = match checked.get() {
                     Some((checked_table, caller)) if checked_table == table => caller.clone(),
@@ -323,6 +369,14 @@ impl<L: AccessLog> Recorder<L> {
                     Utc::now(),
                 )?;
                 log.send(&event).await?;
+                if let Ok(mut last) = last.lock() {
+                    *last = Some(Box::new(failed::Sent {
+                        message_id: event.message_id.clone(),
+                        action,
+                        resource: resource.to_owned(),
+                        arguments: arguments.cloned(),
+                    }));
+                }
                 Ok(Recorded::Sent {
                     message_id: event.message_id,
                 })
@@ -449,316 +503,4 @@ impl AccessLog for SdkAccessLog {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::sync::Mutex;
-
-    /// An in-memory twin of the port: a fixed caller (or a failure), an access queue URL (its
-    /// ARN read as the adapter reads it, in us-east-1), the tables' tags, the events sent.
-    #[derive(Default)]
-    struct Twin {
-        caller: Option<Caller>,
-        queue_url: String,
-        tables: Vec<(&'static str, StackTags)>,
-        refuse: bool,
-        sent: Mutex<Vec<AccessEvent>>,
-    }
-
-    impl AccessLog for Twin {
-        async fn caller(&self) -> Result<Caller, AccessError> {
-            self.caller
-                .clone()
-                .ok_or_else(|| AccessError::Caller("InvalidClientTokenId: no such key".into()))
-        }
-
-        fn queue_url(&self) -> &str {
-            &self.queue_url
-        }
-
-        fn queue_arn(&self) -> Result<String, AccessError> {
-            queue_arn(&self.queue_url, Some("us-east-1")).map_err(|why| AccessError::BadQueueUrl {
-                url: self.queue_url.clone(),
-                why,
-            })
-        }
-
-        async fn stack_tags(&self, table: &str) -> Result<StackTags, AccessError> {
-            self.tables
-                .iter()
-                .find(|(name, _)| *name == table)
-                .map(|(_, tags)| tags.clone())
-                .ok_or_else(|| {
-                    TagError::TableNotFound {
-                        table: table.to_owned(),
-                        at: "memory".to_owned(),
-                    }
-                    .into()
-                })
-        }
-
-        async fn send(&self, event: &AccessEvent) -> Result<(), AccessError> {
-            if self.refuse {
-                return Err(AccessError::QueueNotFound { url: "q".into() });
-            }
-            self.sent.lock().unwrap().push(event.clone());
-            Ok(())
-        }
-    }
-
-    const ARN: &str = "arn:aws:iam::123456789012:user/alice";
-    const USER_ID: &str = "AIDAEXAMPLEALICE00001";
-    const QUEUE_URL: &str =
-        "https://sqs.us-east-1.amazonaws.com/123456789012/audit-AuditAccessQueue";
-    const QUEUE_ARN: &str = "arn:aws:sqs:us-east-1:123456789012:audit-AuditAccessQueue";
-
-    fn alice() -> Caller {
-        Caller {
-            arn: ARN.into(),
-            user_id: USER_ID.into(),
-        }
-    }
-
-    /// The stack: table `T` names the access queue.
-    fn stack() -> Twin {
-        Twin {
-            caller: Some(alice()),
-            queue_url: QUEUE_URL.into(),
-            tables: vec![(
-                "T",
-                StackTags {
-                    access_queue_arn: Some(QUEUE_ARN.into()),
-                    receiver_role_id: None,
-                },
-            )],
-            ..Twin::default()
-        }
-    }
-
-    fn arguments() -> Map<String, Value> {
-        json!({"from": "2026-11-22T00:00:00Z", "limit": "20", "desc": true})
-            .as_object()
-            .unwrap()
-            .clone()
-    }
-
-    #[test]
-    fn the_event_passes_the_models_rules_with_every_field_in_place() {
-        let at = DateTime::parse_from_rfc3339("2026-11-22T10:00:00.123456Z")
-            .unwrap()
-            .to_utc();
-        let id = new_message_id();
-        let event = event(
-            Action::DlqRedrive,
-            "https://sqs.us-east-1.amazonaws.com/123456789012/audit-AuditDeadLetterQueue",
-            &arguments(),
-            &alice(),
-            id.clone(),
-            at,
-        )
-        .unwrap();
-        let message = AuditMessage::parse(Some(&event.body), None).unwrap();
-        assert_eq!(message.producer_message_id.as_deref(), Some(id.as_str()));
-        assert_eq!(
-            canonical_time(message.audit_time),
-            "2026-11-22T10:00:00.123Z"
-        );
-        assert_eq!(message.audit_text, None);
-        assert_eq!(message.fields.actor.as_deref(), Some(ARN));
-        assert_eq!(
-            message.fields.action.as_deref(),
-            Some("auditctl.dlq.redrive")
-        );
-        assert!(
-            message
-                .fields
-                .resource
-                .unwrap()
-                .ends_with("DeadLetterQueue")
-        );
-        assert_eq!(message.fields.outcome, Some(EventOutcome::Unknown));
-        assert_eq!(message.fields.source_ip, None);
-        assert_eq!(message.extra["callerUserId"], USER_ID);
-        assert_eq!(message.extra["arguments"], Value::Object(arguments()));
-        assert_eq!(message.extra["tool"], "auditctl");
-        assert_eq!(message.extra["version"], env!("CARGO_PKG_VERSION"));
-        assert_eq!(message.extra.len(), 4);
-    }
-
-    #[test]
-    fn message_ids_are_fresh_and_hex() {
-        let a = new_message_id();
-        let b = new_message_id();
-        assert_ne!(a, b);
-        let hex = a.strip_prefix("auditctl-").unwrap();
-        assert_eq!(hex.len(), 32);
-        assert!(
-            hex.chars()
-                .all(|c| c.is_ascii_hexdigit() && !c.is_uppercase())
-        );
-    }
-
-    #[test]
-    fn an_event_the_function_would_refuse_is_not_sent() {
-        let long = "x".repeat(2000); // resource is at most 1,024 characters
-        let error = event(
-            Action::Get,
-            &long,
-            &Map::new(),
-            &alice(),
-            new_message_id(),
-            Utc::now(),
-        )
-        .unwrap_err();
-        assert!(error.to_string().contains("resource"), "{error}");
-    }
-
-    #[tokio::test]
-    async fn a_recorder_sends_one_event_naming_the_caller_to_the_stacks_access_queue() {
-        let recorder = Recorder::new(Some(stack()), false, arguments());
-        let recorded = recorder.record(Action::Query, "AuditMessages", "T").await;
-        let Recorder::Send { log, .. } = &recorder else {
-            panic!("a queue was given")
-        };
-        let sent = log.sent.lock().unwrap().clone();
-        assert_eq!(
-            recorded.unwrap(),
-            Recorded::Sent {
-                message_id: sent[0].message_id.clone()
-            }
-        );
-        assert_eq!(sent.len(), 1);
-        let body: Value = serde_json::from_str(&sent[0].body).unwrap();
-        assert_eq!(body["actor"], ARN);
-        assert_eq!(body["callerUserId"], USER_ID);
-        assert_eq!(body["action"], "auditctl.query");
-        assert_eq!(body["resource"], "AuditMessages");
-        assert_eq!(body["outcome"], "unknown");
-    }
-
-    /// The error of recording through `log` on table `T`, and that nothing was sent.
-    async fn refused(log: Twin) -> String {
-        let recorder = Recorder::new(Some(log), false, Map::new());
-        let error = recorder.record(Action::Get, "T", "T").await.unwrap_err();
-        let Recorder::Send { log, .. } = &recorder else {
-            panic!()
-        };
-        assert!(log.sent.lock().unwrap().is_empty(), "nothing sent");
-        let error = error.to_string();
-        assert!(
-            error.starts_with("access not recorded, so nothing was read: "),
-            "{error}"
-        );
-        error
-    }
-
-    #[tokio::test]
-    async fn a_caller_that_cannot_be_named_or_a_refused_send_is_an_error() {
-        let nobody = refused(Twin {
-            caller: None,
-            ..stack()
-        })
-        .await;
-        assert!(nobody.contains("sts:GetCallerIdentity"), "{nobody}");
-        let not_found = refused(Twin {
-            refuse: true,
-            ..stack()
-        })
-        .await;
-        assert!(
-            not_found.contains("ACCESS_QUEUE_URL") && not_found.contains("AuditAccessQueueUrl"),
-            "{not_found}"
-        );
-        let empty = refused(Twin {
-            queue_url: " ".into(),
-            ..stack()
-        })
-        .await;
-        assert!(empty.contains("the access queue URL is empty"), "{empty}");
-    }
-
-    #[tokio::test]
-    async fn an_access_queue_that_is_not_the_one_the_table_names_is_refused() {
-        let other = "https://sqs.us-east-1.amazonaws.com/123456789012/SomewhereElse";
-        let wrong = refused(Twin {
-            queue_url: other.into(),
-            ..stack()
-        })
-        .await;
-        assert!(
-            wrong.contains(&format!(
-                "the access queue {other} (arn:aws:sqs:us-east-1:123456789012:SomewhereElse) is not the stack's: table T names {QUEUE_ARN} (tag audit:access-queue-arn); set ACCESS_QUEUE_URL or --access-queue-url to the stack output AuditAccessQueueUrl"
-            )),
-            "{wrong}"
-        );
-        // The same name in another region or account is another queue.
-        for url in [
-            "https://sqs.eu-west-1.amazonaws.com/123456789012/audit-AuditAccessQueue",
-            "https://sqs.us-east-1.amazonaws.com/210987654321/audit-AuditAccessQueue",
-        ] {
-            let wrong = refused(Twin {
-                queue_url: url.into(),
-                ..stack()
-            })
-            .await;
-            assert!(wrong.contains("is not the stack's"), "{wrong}");
-        }
-        let not_a_queue = refused(Twin {
-            queue_url: "https://example.com/q".into(),
-            ..stack()
-        })
-        .await;
-        assert!(not_a_queue.contains("names no SQS queue"), "{not_a_queue}");
-    }
-
-    #[tokio::test]
-    async fn a_table_without_the_tag_or_not_found_is_refused() {
-        let untagged = refused(Twin {
-            tables: vec![("T", StackTags::default())],
-            ..stack()
-        })
-        .await;
-        assert!(
-            untagged.contains("table T has no tag audit:access-queue-arn")
-                && untagged.contains("update the stack")
-                && untagged.contains("--no-audit-event"),
-            "{untagged}"
-        );
-        let missing = refused(Twin {
-            tables: vec![],
-            ..stack()
-        })
-        .await;
-        assert!(
-            missing.contains("table T not found") && missing.contains("TABLE_NAME"),
-            "{missing}"
-        );
-    }
-
-    #[tokio::test]
-    async fn skipped_sends_nothing_and_not_configured_is_refused_reading_no_tags() {
-        let skipped = Recorder::new(
-            Some(Twin {
-                tables: vec![],
-                ..stack()
-            }),
-            true,
-            Map::new(),
-        );
-        assert_eq!(
-            skipped.record(Action::Query, "T", "T").await.unwrap(),
-            Recorded::Skipped
-        );
-        assert!(skipped.ready().is_ok());
-        let none: Recorder<Twin> = Recorder::new(None, false, Map::new());
-        let refused = none.record(Action::Query, "T", "T").await.unwrap_err();
-        assert!(matches!(refused, AccessError::NotConfigured), "{refused}");
-        assert!(matches!(none.ready(), Err(AccessError::NotConfigured)));
-        let message = refused.to_string();
-        assert!(
-            message.starts_with("access not recorded, so nothing was read: no access queue")
-                && message.contains("set ACCESS_QUEUE_URL or --access-queue-url")
-                && message.contains("--no-audit-event"),
-            "{message}"
-        );
-    }
-}
+mod tests;

@@ -2,7 +2,7 @@
 //! (docs/architecture.md "The crates": a library owns its errors as types, the binary words them).
 //! Must not know flags, environment variables or the words a person reads (auditctl's words.rs).
 
-use audit_aws::AwsError;
+use audit_aws::{AwsError, ErrorKind};
 
 /// A read of the table or a call on the dead-letter queue that failed. Each variant says what
 /// and where; `auditctl` adds the fix in words.
@@ -54,4 +54,29 @@ pub enum Error {
     /// Any other failed AWS call, classified once (`audit_aws::error`).
     #[error(transparent)]
     Aws(AwsError),
+}
+
+impl Error {
+    /// The error's kind, short: what failed, or for any other AWS call its class
+    /// (`audit_aws::ErrorKind`).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::TableNotFound { .. } => "table_not_found",
+            Self::NoTimeIndex { .. } | Self::NoLookupIndex { .. } => "no_index",
+            Self::IndexNotActive { .. } => "index_not_active",
+            Self::Unprocessed { .. } => "unprocessed",
+            Self::QueueNotFound { .. } => "queue_not_found",
+            Self::QueueDenied { .. } => "denied",
+            Self::NotReleased { .. } => "not_released",
+            Self::Request(_) => "request",
+            Self::Aws(error) => match error.kind {
+                ErrorKind::NotFound => "not_found",
+                ErrorKind::Denied => "denied",
+                ErrorKind::Throttled => "throttled",
+                ErrorKind::Unavailable => "unavailable",
+                ErrorKind::TimedOut => "timed_out",
+                ErrorKind::Rejected => "rejected",
+            },
+        }
+    }
 }

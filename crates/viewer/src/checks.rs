@@ -415,22 +415,17 @@ pub async fn proof_verdict<B: Bucket>(
     words: Words,
 ) -> Option<ProofVerdict> {
     use audit_proof::prove::Wanted;
-    use audit_proof::verify::{CLOCK_SKEW_SECONDS, LATE_ARCHIVE_SECONDS};
     let fetch = archive.key.as_ref()?;
-    let wanted = Wanted {
-        message_id: table
+    let wanted = Wanted::around(
+        table
             .get("messageId")
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_owned(),
-        audit_time: audit_time.to_owned(),
-        first: archive
-            .length
-            .period_of(anchor - chrono::Duration::seconds(CLOCK_SKEW_SECONDS)),
-        last: archive
-            .length
-            .period_of(anchor + chrono::Duration::seconds(LATE_ARCHIVE_SECONDS)),
-    };
+        audit_time.to_owned(),
+        anchor,
+        archive.length,
+    );
     let log = LogReader {
         archive: &archive.bucket,
     };

@@ -69,14 +69,23 @@ impl<L: AccessLog + 'static, B: audit_aws::s3::Bucket + 'static> Viewer<L, B> {
         if asked.show_body {
             arguments.insert("showBody".into(), Value::Bool(true));
         }
-        let recorded = self
+        let listed = async {
+            let tags = StackTags::read(self.reader.client(), &self.table, &self.location)
+                .await
+                .map_err(Error::from)?;
+            let listing = dead.queue.list().await?;
+            Ok::<_, Failed>((tags, listing))
+        };
+        let (recorded, (tags, listing)) = self
             .access
-            .record_with(Action::UiView, &dead.url, &self.table, Some(&arguments))
+            .read(
+                Action::UiView,
+                &dead.url,
+                &self.table,
+                Some(&arguments),
+                listed,
+            )
             .await?;
-        let tags = StackTags::read(self.reader.client(), &self.table, &self.location)
-            .await
-            .map_err(Error::from)?;
-        let listing = dead.queue.list().await?;
         let short = listing.shortfall.map(|s| s.to_string());
         Ok((recorded, listing.messages, tags.receiver_role_id, short))
     }
@@ -160,21 +169,30 @@ impl<L: AccessLog + 'static, B: audit_aws::s3::Bucket + 'static> Viewer<L, B> {
             let mut arguments = Map::new();
             arguments.insert("reason".into(), Value::String(reason.clone()));
             arguments.insert("count".into(), Value::from(count));
-            self.access
-                .record_with(Action::UiRedrive, &dead.url, &self.table, Some(&arguments))
-                .await?;
-            let tags = StackTags::read(self.reader.client(), &self.table, &self.location)
-                .await
-                .map_err(Error::from)?;
-            let options = RedriveOptions {
-                reason: Some(reason.clone()),
-                max: Some(count),
-                rate: None,
-                dry_run: false,
-                receiver_role_id: tags.receiver_role_id,
-                access_queue_arn: tags.access_queue_arn,
+            let redriven = async {
+                let tags = StackTags::read(self.reader.client(), &self.table, &self.location)
+                    .await
+                    .map_err(Error::from)?;
+                let options = RedriveOptions {
+                    reason: Some(reason.clone()),
+                    max: Some(count),
+                    rate: None,
+                    dry_run: false,
+                    receiver_role_id: tags.receiver_role_id,
+                    access_queue_arn: tags.access_queue_arn,
+                };
+                Ok::<_, Failed>(dead.queue.redrive(target, &options).await?)
             };
-            let report = dead.queue.redrive(target, &options).await?;
+            let (_, report) = self
+                .access
+                .read(
+                    Action::UiRedrive,
+                    &dead.url,
+                    &self.table,
+                    Some(&arguments),
+                    redriven,
+                )
+                .await?;
             let main = dead_letter_page::redriven(&reason, target, &report);
             let status = if report.failed.is_empty() {
                 StatusCode::OK

@@ -41,6 +41,30 @@ pub enum Error {
 }
 
 impl Error {
+    /// The error's kind, short, as a failed read's access event says it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Trail(error) => error.kind(),
+            Self::Access(_) => "access_not_recorded",
+            Self::Tags(_) => "tags",
+            Self::Proof(error) => match error {
+                audit_proof::Error::BucketNotFound { .. } => "bucket_not_found",
+                audit_proof::Error::KeyNotFound { .. } => "key_not_found",
+                audit_proof::Error::BucketDenied { .. }
+                | audit_proof::Error::LockDenied { .. }
+                | audit_proof::Error::KeyDenied { .. }
+                | audit_proof::Error::CosignatureDenied { .. } => "denied",
+                audit_proof::Error::Prove(_) => "no_proof",
+                _ => "archive",
+            },
+            Self::Listing { .. } => "archive_listing",
+            Self::VerifyStopped(_) => "verify_stopped",
+            Self::NoKey => "not_configured",
+            Self::NoRandom(_) => "no_random",
+            Self::Listen { .. } => "listen",
+        }
+    }
+
     /// Whether AWS refused the caller (no retry helps): the dead-letter queue is the operator's.
     pub fn denied(&self) -> bool {
         matches!(self, Self::Trail(audit_trail::Error::QueueDenied { .. }))

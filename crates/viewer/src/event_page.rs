@@ -37,20 +37,22 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
         };
         let mut arguments = Map::new();
         arguments.insert("messageId".into(), Value::String(id.clone()));
-        let read = async {
-            let recorded = self
-                .access
-                .record_with(Action::UiView, &self.table, &self.table, Some(&arguments))
-                .await?;
-            let items: Vec<TrailItem> = self.reader.get(&id).try_collect().await?;
-            let mut proofs = Vec::with_capacity(items.len());
-            for item in &items {
-                proofs.push(self.proof(item).await);
-            }
-            Ok::<_, Failed>((recorded, items, proofs))
-        };
+        let read = self.access.read(
+            Action::UiView,
+            &self.table,
+            &self.table,
+            Some(&arguments),
+            async {
+                let items: Vec<TrailItem> = self.reader.get(&id).try_collect().await?;
+                let mut proofs = Vec::with_capacity(items.len());
+                for item in &items {
+                    proofs.push(self.proof(item).await);
+                }
+                Ok::<_, Failed>((items, proofs))
+            },
+        );
         match read.await {
-            Ok((recorded, items, proofs)) => response::page(
+            Ok((recorded, (items, proofs))) => response::page(
                 StatusCode::OK,
                 page::layout(
                     "Event",
@@ -80,22 +82,24 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
 
     /// The proof's part of what the page says of an item.
     async fn proven(&self, item: &TrailItem) -> page::Shown {
-        let status = self.digest_status(item).await;
         let unproven = |verdict: String| page::Shown {
             verdict,
             ..page::Shown::default()
         };
-        let (Some(archive), Ok(audit_time)) = (
-            &self.archive,
-            chrono::DateTime::parse_from_rfc3339(&item.audit_time),
-        ) else {
-            return unproven(status);
-        };
-        let anchor = match item.attributes.get("receivedAt") {
-            Some(aws_sdk_dynamodb::types::AttributeValue::S(text)) => {
-                chrono::DateTime::parse_from_rfc3339(text).unwrap_or(audit_time)
+        let audit_time = chrono::DateTime::parse_from_rfc3339(&item.audit_time);
+        // The event's period is that of its receivedAt (else its auditTime), as for `prove`.
+        let anchor = match (item.attributes.get("receivedAt"), audit_time) {
+            (Some(aws_sdk_dynamodb::types::AttributeValue::S(text)), Ok(audit_time)) => {
+                Ok(chrono::DateTime::parse_from_rfc3339(text).unwrap_or(audit_time))
             }
-            _ => audit_time,
+            (_, audit_time) => audit_time,
+        };
+        let Ok(anchor) = anchor.map(|a| a.to_utc()) else {
+            return unproven("Not known: the item's auditTime is not a time.".to_owned());
+        };
+        let (status, open) = self.digest_status(anchor).await;
+        let Some(archive) = &self.archive else {
+            return unproven(status);
         };
         let Value::Object(table) = audit_trail::output::Record::json(item) else {
             return unproven(status);
@@ -104,7 +108,7 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
             archive,
             &table,
             &item.audit_time,
-            anchor.to_utc(),
+            anchor,
             Utc::now().timestamp(),
             self.words,
         )
@@ -119,18 +123,18 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
                 differs: held.fields.clone(),
                 not_attested: None,
             },
+            // Its period not sealed yet: the period and when it is sealed, said once.
+            Some(checks::ProofVerdict::NotYet(_)) if open => unproven(status),
             Some(other) => unproven(format!("{other} {status}")),
             None => unproven(status),
         }
     }
 
-    /// An event's period's digest status, and how to check it.
-    async fn digest_status(&self, item: &TrailItem) -> String {
+    /// The digest status of the period of an event received at `anchor`, and how to check it;
+    /// and whether that period is not sealed yet (then this says all there is to say).
+    async fn digest_status(&self, anchor: chrono::DateTime<Utc>) -> (String, bool) {
         let Some(archive) = &self.archive else {
-            return "Not known here: start auditctl ui with ARCHIVE_BUCKET (stack output AuditArchiveBucketName) to see the period's digest.".to_owned();
-        };
-        let Ok(at) = chrono::DateTime::parse_from_rfc3339(&item.audit_time) else {
-            return "Not known: the item's auditTime is not a time.".to_owned();
+            return ("Not known here: start auditctl ui with ARCHIVE_BUCKET (stack output AuditArchiveBucketName) to see the period's digest.".to_owned(), false);
         };
         let now = Utc::now();
         let verify = |period: audit_model::archive::Period| {
@@ -142,7 +146,19 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
                     .unwrap_or(to)
             )
         };
-        match archive.status(at.to_utc(), now).await {
+        // The one period, and when the archiver's next scheduled run seals it (its end, the seal
+        // delay, then the schedule or one period, whichever is shorter: docs/ui.md "An event").
+        let open = |period| {
+            let (start, end) = health::bounds(period);
+            let by = chrono::DateTime::from_timestamp(audit_proof::verify::sealed_by(&period), 0)
+                .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+                .unwrap_or_default();
+            format!(
+                "No proof yet: its period {start} – {end} is not sealed yet; the archiver seals it by {by}."
+            )
+        };
+        let status = match archive.status(anchor, now).await {
+            Ok(health::PeriodStatus::Open { period }) => return (open(period), true),
             Ok(health::PeriodStatus::Sealed(sealed)) => format!(
                 "Sealed: its period {} – {} has its signed digest {} in bucket {}. The page does not check it; {} does.",
                 health::bounds(sealed.period).0,
@@ -150,11 +166,6 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
                 sealed.key,
                 archive.name,
                 verify(sealed.period)
-            ),
-            Ok(health::PeriodStatus::Open { period }) => format!(
-                "Not sealed yet: its period ends at {}, and the archiver seals it about {} after.",
-                health::bounds(period).1,
-                health::age(period.sealable_at() - period.end())
             ),
             Ok(health::PeriodStatus::Missing { period }) => format!(
                 "No digest: its period {} – {} could have been sealed {} ago and was not; {} says why.",
@@ -167,6 +178,7 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
                 "Not known: the archive could not be read: {}",
                 crate::error::read_failure(&error)
             ),
-        }
+        };
+        (status, false)
     }
 }

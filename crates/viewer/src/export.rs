@@ -40,9 +40,14 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
             };
             arguments.insert("format".into(), Value::String(name.into()));
             self.access
-                .record_with(Action::UiExport, &self.table, &self.table, Some(&arguments))
+                .read(
+                    Action::UiExport,
+                    &self.table,
+                    &self.table,
+                    Some(&arguments),
+                    async { Ok::<_, Failed>(self.reader.check_index(&search.plan).await?) },
+                )
                 .await?;
-            self.reader.check_index(&search.plan).await?;
             Ok::<_, Failed>((search, name))
         };
         let (search, name) = match prepared.await {

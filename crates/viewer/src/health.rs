@@ -99,7 +99,10 @@ impl<B: Bucket> Archive<B> {
             .find(|k| parse_any_digest_key(k, self.length).is_some_and(|(p, _)| p == period));
         Ok(match found {
             Some(key) => PeriodStatus::Sealed(Sealed { period, key }),
-            None if now.timestamp() < period.sealable_at() => PeriodStatus::Open { period },
+            // Not missing before the scheduled run that seals it has had its time.
+            None if now.timestamp() < audit_proof::verify::sealed_by(&period) => {
+                PeriodStatus::Open { period }
+            }
             None => PeriodStatus::Missing { period },
         })
     }

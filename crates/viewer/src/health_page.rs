@@ -72,26 +72,29 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
             } else {
                 Action::UiView
             };
-            let recorded = self
+            let listed = async {
+                let newest = archive
+                    .newest_sealed(now)
+                    .await
+                    .map_err(|error| Error::Listing {
+                        what: "digests",
+                        bucket: archive.name.clone(),
+                        error,
+                    })?;
+                let tamper = archive
+                    .tamper_objects(now, TAMPER_SHOWN)
+                    .await
+                    .map_err(|error| Error::Listing {
+                        what: "tamper records",
+                        bucket: archive.name.clone(),
+                        error,
+                    })?;
+                Ok::<_, Failed>((newest, tamper))
+            };
+            let (recorded, (newest, tamper)) = self
                 .access
-                .record_with(action, &archive.name, &self.table, Some(&arguments))
+                .read(action, &archive.name, &self.table, Some(&arguments), listed)
                 .await?;
-            let newest = archive
-                .newest_sealed(now)
-                .await
-                .map_err(|error| Error::Listing {
-                    what: "digests",
-                    bucket: archive.name.clone(),
-                    error,
-                })?;
-            let tamper = archive
-                .tamper_objects(now, TAMPER_SHOWN)
-                .await
-                .map_err(|error| Error::Listing {
-                    what: "tamper records",
-                    bucket: archive.name.clone(),
-                    error,
-                })?;
             let log = archive
                 .log_head(newest.as_ref(), self.words)
                 .await
@@ -115,6 +118,14 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
                 )
             } else {
                 None
+            };
+            // A verify run that failed is the read failing: its failure event is sent.
+            let verified = match verified {
+                Some(Err(failed)) => Some(Err(self
+                    .access
+                    .fail(&recorded, action, &archive.name, Some(&arguments), failed)
+                    .await)),
+                verified => verified,
             };
             let status = match &verified {
                 Some(Err(failed)) => failed.status,

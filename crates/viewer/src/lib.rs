@@ -107,6 +107,14 @@ pub struct DeadLetters {
 
 /// One page of newest-first rows, their proof marks, where the next begins, and how many access
 /// events reading them left out.
+/// A page read: its rows, their proof marks, the next page's cursor, the access events left out.
+type Page = (
+    Vec<TrailItem>,
+    Vec<proof_column::Mark>,
+    Option<Cursor>,
+    usize,
+);
+
 struct Rows {
     rows: Vec<TrailItem>,
     marks: Vec<proof_column::Mark>,
@@ -317,18 +325,32 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
         }
     }
 
-    /// One page of a search: the access recorded, the index checked, then the rows after the
-    /// cursor, newest first, and one more to know whether a next page exists.
+    /// One page of a search: the access recorded, then the page read (`page`); should the read
+    /// fail, its failure recorded too (`Recorder::read`).
     async fn rows(&self, search: &Search) -> Result<Rows, Failed> {
-        let recorded = self
+        let (recorded, (rows, marks, next, hidden)) = self
             .access
-            .record_with(
+            .read(
                 Action::UiSearch,
                 &self.table,
                 &self.table,
                 Some(&search.arguments()),
+                self.page(search),
             )
             .await?;
+        Ok(Rows {
+            rows,
+            marks,
+            next,
+            hidden,
+            recorded,
+        })
+    }
+
+    /// The index checked, then the rows after the cursor, newest first, and one more to know
+    /// whether a next page exists: the rows, their proof marks, the next page's cursor, and how
+    /// many access events were left out.
+    async fn page(&self, search: &Search) -> Result<Page, Failed> {
         self.reader.check_index(&search.plan).await?;
         let options = QueryOptions {
             order: Order::Descending,
@@ -369,13 +391,7 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
             None
         };
         let marks = self.marks(&rows, Utc::now()).await;
-        Ok(Rows {
-            rows,
-            marks,
-            next,
-            hidden: hidden.into_inner(),
-            recorded,
-        })
+        Ok((rows, marks, next, hidden.into_inner()))
     }
 
     /// The chart of a search (a fragment the page's script shows): its rows counted by hour and
@@ -385,43 +401,53 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
             let search = Search::parse(query, Utc::now(), false)?;
             let mut arguments = search.arguments();
             arguments.insert("chart".into(), Value::Bool(true));
-            self.access
-                .record_with(Action::UiSearch, &self.table, &self.table, Some(&arguments))
-                .await?;
-            self.reader.check_index(&search.plan).await?;
-            let options = QueryOptions {
-                order: Order::Descending,
-                page_size: EXPORT_PAGE_SIZE,
-                concurrency: CONCURRENCY,
-                limit: Some(CHART_MAX as u64),
-            };
-            let mut counts = chart::Hours::default();
-            let hide = !search.shows_access();
-            let mut hidden = 0u64;
-            let mut rows = std::pin::pin!(
-                self.reader
-                    .read(&search.plan, search.range.clone(), options)
-                    .take(CHART_MAX)
-            );
-            while let Some(row) = rows.next().await {
-                let row = row?;
-                if hide && row.is_access_event() {
-                    hidden += 1;
-                    continue;
-                }
-                counts.add(&row.audit_time, &row.text("outcome"));
-            }
-            let mut note = if counts.total + hidden >= CHART_MAX as u64 {
-                format!("The chart counts the newest {CHART_MAX} events of the range only.")
-            } else {
-                String::new()
-            };
-            if hidden > 0 {
-                note = format!(
-                    "{note}{}{hidden} access event(s) (auditctl's own reads) not counted: show access events to count them.",
-                    if note.is_empty() { "" } else { " " }
+            let counted = async {
+                self.reader.check_index(&search.plan).await?;
+                let options = QueryOptions {
+                    order: Order::Descending,
+                    page_size: EXPORT_PAGE_SIZE,
+                    concurrency: CONCURRENCY,
+                    limit: Some(CHART_MAX as u64),
+                };
+                let mut counts = chart::Hours::default();
+                let hide = !search.shows_access();
+                let mut hidden = 0u64;
+                let mut rows = std::pin::pin!(
+                    self.reader
+                        .read(&search.plan, search.range.clone(), options)
+                        .take(CHART_MAX)
                 );
-            }
+                while let Some(row) = rows.next().await {
+                    let row = row?;
+                    if hide && row.is_access_event() {
+                        hidden += 1;
+                        continue;
+                    }
+                    counts.add(&row.audit_time, &row.text("outcome"));
+                }
+                let mut note = if counts.total + hidden >= CHART_MAX as u64 {
+                    format!("The chart counts the newest {CHART_MAX} events of the range only.")
+                } else {
+                    String::new()
+                };
+                if hidden > 0 {
+                    note = format!(
+                        "{note}{}{hidden} access event(s) (auditctl's own reads) not counted: show access events to count them.",
+                        if note.is_empty() { "" } else { " " }
+                    );
+                }
+                Ok::<_, Failed>((counts, note))
+            };
+            let (_, (counts, note)) = self
+                .access
+                .read(
+                    Action::UiSearch,
+                    &self.table,
+                    &self.table,
+                    Some(&arguments),
+                    counted,
+                )
+                .await?;
             let (from, to) = search.range.bounds().unwrap_or((Utc::now(), Utc::now()));
             Ok::<_, Failed>(chart::render(&counts, from, to, &note))
         };

@@ -13,6 +13,7 @@ use maud::Markup;
 use super::page;
 use super::search::SearchError;
 use crate::error::{Error, Words};
+use audit_trail::access::{FailedRead, FailureNotSent, ReadFailure};
 
 /// A response's body: a page at once, or an export as it is read.
 pub type Body = UnsyncBoxBody<Bytes, std::io::Error>;
@@ -98,12 +99,42 @@ pub struct Failed {
     why: Why,
     /// Worth trying again (an AWS call failed), not bad input.
     pub retry: bool,
+    /// The read failed after its access event was sent, and its failure event could not be.
+    unrecorded: Option<FailureNotSent>,
 }
 
 /// A failure said here (bad input, a missing setting), or an error worded by the command line.
 enum Why {
     Said(String),
     Error(Box<Error>),
+}
+
+/// What a request's failure event says of it (`Recorder::read`): a request refused as bad input
+/// (`bad_request`, `bad_input` for a parameter) or the kind of the error met.
+impl FailedRead for Failed {
+    fn failure(&self) -> Option<ReadFailure> {
+        Some(match &self.why {
+            Why::Said(text) => ReadFailure {
+                kind: if self.status == StatusCode::BAD_REQUEST {
+                    "bad_request".into()
+                } else {
+                    "failed".into()
+                },
+                text: text.clone(),
+            },
+            Why::Error(error) => ReadFailure {
+                kind: error.kind().into(),
+                text: error.to_string(),
+            },
+        })
+    }
+
+    fn unrecorded(self, why: FailureNotSent) -> Self {
+        Self {
+            unrecorded: Some(why),
+            ..self
+        }
+    }
 }
 
 impl From<SearchError> for Failed {
@@ -125,6 +156,7 @@ impl From<Error> for Failed {
             },
             why: Why::Error(Box::new(error)),
             retry: !denied,
+            unrecorded: None,
         }
     }
 }
@@ -148,6 +180,7 @@ impl Failed {
             status,
             why: Why::Said(message.into()),
             retry,
+            unrecorded: None,
         }
     }
 
@@ -156,11 +189,15 @@ impl Failed {
         Self::said(StatusCode::BAD_REQUEST, message, false)
     }
 
-    /// What failed, in `words`.
+    /// What failed, in `words`, and that its failure event was not sent when it was not.
     pub fn message(self, words: Words) -> String {
-        match self.why {
+        let message = match self.why {
             Why::Said(message) => message,
             Why::Error(error) => words(*error),
+        };
+        match self.unrecorded {
+            Some(why) => format!("{message}\nnote: {why}"),
+            None => message,
         }
     }
 

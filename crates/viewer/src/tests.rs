@@ -18,6 +18,8 @@ const QUEUE_ARN: &str = "arn:aws:sqs:us-east-1:123456789012:AuditAccessQueue";
 struct Twin {
     sent: Arc<Mutex<Vec<AccessEvent>>>,
     refuse: bool,
+    /// Refuses once this many were sent (a queue that stops taking events).
+    takes: Option<usize>,
     /// Times the table's tags were read (the access queue checked).
     checks: Arc<std::sync::atomic::AtomicUsize>,
 }
@@ -44,7 +46,11 @@ impl AccessLog for Twin {
         })
     }
     async fn send(&self, event: &AccessEvent) -> Result<(), AccessError> {
-        if self.refuse {
+        if self.refuse
+            || self
+                .takes
+                .is_some_and(|n| self.sent.lock().unwrap().len() >= n)
+        {
             return Err(AccessError::Denied {
                 url: QUEUE_URL.into(),
                 detail: "AccessDenied: not authorized to perform sqs:SendMessage".into(),
@@ -71,10 +77,19 @@ fn reader() -> Reader {
 const HOST_PORT: &str = "127.0.0.1:4321";
 
 fn viewer(refuse: bool) -> (Viewer<Twin>, Arc<Mutex<Vec<AccessEvent>>>) {
+    viewer_taking(refuse, None)
+}
+
+/// A viewer whose access log refuses (`refuse`), or takes `takes` events and then refuses.
+fn viewer_taking(
+    refuse: bool,
+    takes: Option<usize>,
+) -> (Viewer<Twin>, Arc<Mutex<Vec<AccessEvent>>>) {
     let sent = Arc::new(Mutex::new(Vec::new()));
     let twin = Twin {
         sent: sent.clone(),
         refuse,
+        takes,
         checks: Arc::default(),
     };
     let session = Session::new(HOST_PORT.parse().unwrap()).unwrap();
@@ -315,25 +330,74 @@ async fn each_read_records_its_access_event_first_with_what_it_asked_for() {
         .iter()
         .map(|e| serde_json::from_str(&e.body).unwrap())
         .collect();
-    let actions: Vec<&str> = bodies
+    let actions: Vec<(&str, &str)> = bodies
         .iter()
-        .map(|b| b["action"].as_str().unwrap())
+        .map(|b| {
+            (
+                b["action"].as_str().unwrap(),
+                b["outcome"].as_str().unwrap(),
+            )
+        })
         .collect();
+    // Each read failed after its access event (outcome success): a second one says so.
     assert_eq!(
         actions,
         [
-            "auditctl.ui.search",
-            "auditctl.ui.view",
-            "auditctl.ui.export"
+            ("auditctl.ui.search", "success"),
+            ("auditctl.ui.search", "failure"),
+            ("auditctl.ui.view", "success"),
+            ("auditctl.ui.view", "failure"),
+            ("auditctl.ui.export", "success"),
+            ("auditctl.ui.export", "failure"),
         ]
     );
+    for pair in bodies.chunks(2) {
+        let (first, failure) = (&pair[0], &pair[1]);
+        assert_eq!(failure["accessEventId"], first["messageId"], "{failure}");
+        assert_eq!(failure["arguments"], first["arguments"], "{failure}");
+        assert!(
+            failure["error"]["kind"]
+                .as_str()
+                .is_some_and(|k| !k.is_empty())
+                && failure["error"]["text"]
+                    .as_str()
+                    .is_some_and(|t| !t.is_empty()),
+            "{failure}"
+        );
+    }
     let search = &bodies[0]["arguments"];
     assert_eq!(search["actor"], "alice");
     assert_eq!(search["outcome"], "failure");
     assert_eq!(search["from"], "2026-11-22T10:00:00.000Z");
-    assert_eq!(bodies[1]["arguments"]["messageId"], "m 1");
-    assert_eq!(bodies[2]["arguments"]["format"], "jsonl");
+    assert_eq!(bodies[2]["arguments"]["messageId"], "m 1");
+    assert_eq!(bodies[4]["arguments"]["format"], "jsonl");
     assert!(bodies.iter().all(|b| b["resource"] == "AuditMessages"));
+}
+
+#[tokio::test]
+async fn a_failed_read_whose_failure_record_cannot_be_sent_shows_its_error_and_says_so() {
+    // The access queue takes the access event, then refuses the failure event.
+    let (viewer, sent) = viewer_taking(false, Some(1));
+    let cookie = open(&viewer).await;
+    let response = viewer
+        .respond(request(
+            Method::GET,
+            &at(&viewer, "/event?id=m-1"),
+            Some(&cookie),
+        ))
+        .await;
+    assert_eq!(response.status(), StatusCode::BAD_GATEWAY);
+    let html = body(response).await;
+    let first: Value = serde_json::from_str(&sent.lock().unwrap()[0].body).unwrap();
+    assert_eq!(first["outcome"], "success");
+    assert!(
+        html.contains(&format!(
+            "note: the failure record of this read was not sent, so the trail holds only its access event {} (outcome success): not allowed to send to the access queue {QUEUE_URL}: AccessDenied",
+            first["messageId"].as_str().unwrap()
+        )),
+        "{html}"
+    );
+    assert_eq!(sent.lock().unwrap().len(), 1);
 }
 
 // ---- the health page: verify on request, and the log's newest checkpoint --------------------

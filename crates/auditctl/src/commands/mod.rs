@@ -28,7 +28,9 @@ use crate::commands::words::TrailError;
 use audit_aws::config::CliOptions;
 use audit_model::keys::DEFAULT_TABLE_NAME;
 use audit_trail::Reader;
-use audit_trail::access::{AccessError, Recorder, SdkAccessLog};
+use audit_trail::access::{
+    AccessError, FailedRead, FailureNotSent, ReadFailure, Recorder, SdkAccessLog,
+};
 use audit_trail::output::{Printer, Record};
 use clap::Args;
 use futures::{Stream, StreamExt};
@@ -113,7 +115,8 @@ pub struct Context {
     pub config: aws_config::SdkConfig,
     /// Each command that reads the trail or moves dead letters records that first (after its
     /// arguments are checked, before any read): `context.access.record(...)`, with the stack's
-    /// table, whose tag names the access queue.
+    /// table, whose tag names the access queue. Should the command fail after it, main sends the
+    /// failure event (`Recorder::outcome`).
     pub access: Recorder<SdkAccessLog>,
     /// Where requests go (endpoint or region), for error messages.
     pub location: String,
@@ -142,6 +145,39 @@ impl Failure {
     /// Bad usage found after parsing (exit 2), in the words of `error`.
     pub fn usage(error: impl std::fmt::Display) -> Self {
         Self::Usage(error.to_string())
+    }
+}
+
+/// What a command's failure event says of it (`Recorder::outcome`): its kind and its words.
+/// `verify` finding problems read everything, and a reader closing the output (`| head`) is not
+/// a failed read: neither sends one.
+impl FailedRead for Failure {
+    fn failure(&self) -> Option<ReadFailure> {
+        match self {
+            Self::Usage(message) => Some(ReadFailure {
+                kind: "usage".into(),
+                text: message.clone(),
+            }),
+            Self::Trail(TrailError::Output(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+                None
+            }
+            Self::Trail(error) => Some(ReadFailure {
+                kind: error.kind().into(),
+                text: error.to_string(),
+            }),
+            Self::Problems => None,
+        }
+    }
+
+    fn unrecorded(self, why: FailureNotSent) -> Self {
+        match self {
+            Self::Usage(message) => Self::Usage(format!("{message}\nnote: {why}")),
+            Self::Trail(error) => Self::Trail(TrailError::Unrecorded {
+                error: Box::new(error),
+                why,
+            }),
+            Self::Problems => Self::Problems,
+        }
     }
 }
 
@@ -245,4 +281,57 @@ pub async fn print_items<R: Record>(
     }
     printer.finish()?;
     Ok(printer.rows())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failure_after_the_read_names_its_kind_and_words_and_problems_or_a_closed_pipe_none() {
+        let missing = Failure::Trail(TrailError::TableNotFound {
+            table: "T".into(),
+            at: "region eu-west-1".into(),
+        });
+        assert_eq!(
+            missing.failure(),
+            Some(ReadFailure {
+                kind: "table_not_found".into(),
+                text: "table T not found at region eu-west-1: set TABLE_NAME or --table, or deploy the stack".into(),
+            })
+        );
+        let denied = Failure::Trail(TrailError::Worded(
+            words::cause_and_fix("AccessDenied: no", "region eu-west-1").unwrap(),
+        ));
+        assert_eq!(denied.failure().unwrap().kind, "denied");
+        assert_eq!(Failure::usage("two items").failure().unwrap().kind, "usage");
+        assert_eq!(Failure::Problems.failure(), None);
+        let closed = std::io::Error::from(std::io::ErrorKind::BrokenPipe);
+        assert_eq!(Failure::from(closed).failure(), None);
+    }
+
+    #[test]
+    fn a_failure_record_not_sent_is_said_after_the_commands_own_error() {
+        let why = FailureNotSent {
+            first: "auditctl-1".into(),
+            why: "access queue q not found".into(),
+        };
+        let Failure::Trail(error) =
+            Failure::Trail(TrailError::Worded("it failed".into())).unrecorded(why.clone())
+        else {
+            panic!("still the command's failure")
+        };
+        assert_eq!(
+            error.to_string(),
+            "it failed\nnote: the failure record of this read was not sent, so the trail holds only its access event auditctl-1 (outcome success): access queue q not found"
+        );
+        assert_eq!(error.kind(), "failed");
+        let Failure::Usage(message) = Failure::usage("bad").unrecorded(why) else {
+            panic!("still a usage error")
+        };
+        assert!(
+            message.starts_with("bad\nnote: the failure record"),
+            "{message}"
+        );
+    }
 }

@@ -13,10 +13,9 @@ use audit_proof::tlog::{LogKey, LogReader, witness_key_args};
 use audit_proof::verify::key::TrustedKey;
 use audit_proof::verify::kms::KmsKey;
 use audit_proof::verify::ports::KeySource;
-use audit_proof::verify::{CLOCK_SKEW_SECONDS, LATE_ARCHIVE_SECONDS};
 use audit_trail::access::Action;
 use audit_trail::item::TrailItem;
-use chrono::{DateTime, Duration, Utc};
+use chrono::{DateTime, Utc};
 use clap::Args;
 use futures::TryStreamExt;
 
@@ -34,8 +33,8 @@ archive object holding it was written in the digest period of receivedAt (less 6
 or a later one, up to 24 h 15 min later (a stream retried to its end). For each of those periods
 in order it reads the period's index (log/index/p<start>.tsv.gz: messageId, auditTime, leaf index,
 object, line) until the event's row; then that one archive object (the line, its leaf hash), the
-checkpoint and the few tiles the path needs. It stops at the first period not sealed yet, saying
-when to try again. An event no longer in the table (expired) is found from --audit-time.
+checkpoint and the few tiles the path needs. It stops at the first period not sealed yet, naming the
+event's period (that of its receivedAt) and the time by which the archiver seals it. An event no longer in the table (expired) is found from --audit-time.
 
 The tree size: --tree-size, else the largest that a --witness-key witness has cosigned (its own
 cosignature, verified with that key), else the newest checkpoint. The proof is checked (signature, path, line) before it is printed. What was read
@@ -204,12 +203,7 @@ pub async fn run(args: ProveArgs, context: &Context) -> Result<(), Failure> {
             other => Failure::Trail(other.into()),
         })?;
     let length = args.archive.period;
-    let wanted = Wanted {
-        message_id: args.message_id.clone(),
-        audit_time,
-        first: length.period_of(anchor - Duration::seconds(CLOCK_SKEW_SECONDS)),
-        last: length.period_of(anchor + Duration::seconds(LATE_ARCHIVE_SECONDS)),
-    };
+    let wanted = Wanted::around(args.message_id.clone(), audit_time, anchor, length);
     let (key, arn, _) = log_key(context, key_id).await?;
     let archive = archive(context, &bucket);
     let log = LogReader { archive: &archive };

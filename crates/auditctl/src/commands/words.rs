@@ -105,6 +105,40 @@ pub enum TrailError {
     /// what to do (`prove_words`).
     #[error("{}", prove_words(.0))]
     Prove(#[from] audit_proof::prove::ProveError),
+    /// A read failed after its access was recorded, and its failure event could not be sent.
+    #[error("{error}\nnote: {why}")]
+    Unrecorded {
+        error: Box<TrailError>,
+        why: audit_trail::access::FailureNotSent,
+    },
+}
+
+impl TrailError {
+    /// The failure's kind, short, as an access event's `error.kind` says it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::TableNotFound { .. } => "table_not_found",
+            Self::NoTimeIndex { .. }
+            | Self::NoLookupIndex { .. }
+            | Self::LookupWithoutIndexNeedsFrom { .. } => "no_index",
+            Self::IndexNotActive { .. } => "index_not_active",
+            Self::NoQueueUrl { .. } | Self::NotSet { .. } => "not_configured",
+            Self::QueueNotFound { .. } => "queue_not_found",
+            Self::QueueDenied { .. } => "denied",
+            Self::BucketNotFound { .. } => "bucket_not_found",
+            Self::KeyNotFound { .. } => "key_not_found",
+            Self::KeyUnsuitable { .. } => "key_unsuitable",
+            Self::PeriodMismatch { .. } => "period_mismatch",
+            Self::Worded(text) => cause(text).map_or("failed", Cause::kind),
+            Self::Incomplete(_) => "incomplete",
+            Self::Output(_) => "output",
+            Self::Access(_) => "access_not_recorded",
+            Self::Tags(_) => "tags",
+            Self::Repair(_) => "repair",
+            Self::Prove(_) => "no_proof",
+            Self::Unrecorded { error, .. } => error.kind(),
+        }
+    }
 }
 
 /// Why a proof could not be made, in today's words: what the library found, then what to do (the
@@ -122,9 +156,8 @@ pub fn prove_words(error: &audit_proof::prove::ProveError) -> String {
         ProveError::NoSuchTime { .. } => {
             format!("{found}: pass one of those, or leave --audit-time out")
         }
-        ProveError::NotSealed { retry, .. } => {
-            format!("{found}, and its next scheduled run does by {retry}: try again then")
-        }
+        // The event's period and when it is sealed: nothing else to do but wait for it.
+        ProveError::NotSealed { .. } => found,
         ProveError::Overdue { .. } => format!(
             "{found}: run `auditctl verify` over it to see why (digest missing?), then try again"
         ),
@@ -328,55 +361,96 @@ impl From<audit_trail::Error> for TrailError {
 /// its fix first, then what failed. `at` is where requests went (an endpoint, or a region).
 /// `None` when the message names none of these, or already names its fix.
 pub fn cause_and_fix(message: &str, at: &str) -> Option<String> {
-    let has = |words: &[&str]| words.iter().any(|w| message.contains(w));
     let local = at.starts_with("http://") || at.starts_with("https://");
-    let fix = if has(&[
-        "no credentials found",
-        "credential provider was not enabled",
-        "failed to load IMDS",
-        "IMDS is disabled",
-    ]) {
-        "no AWS credentials: set AWS_PROFILE (or --profile, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY), or `. .local/stack.env` for the local stack".to_owned()
-    } else if has(&[
-        "UnrecognizedClientException",
-        "InvalidClientTokenId",
-        "ExpiredToken",
-        "InvalidSignatureException",
-        "SignatureDoesNotMatch",
-        "InvalidAccessKeyId",
-    ]) {
-        format!(
+    let cause = cause(message)?;
+    // A denial already worded with the policy it needs keeps its words.
+    if cause == Cause::Denied && message.contains("attach ") {
+        return None;
+    }
+    let fix = match cause {
+        Cause::NoCredentials => "no AWS credentials: set AWS_PROFILE (or --profile, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY), or `. .local/stack.env` for the local stack".to_owned(),
+        Cause::CredentialsRefused => format!(
             "AWS refused the credentials at {at}: they are expired or of another account; sign in again (aws sso login) or choose another AWS_PROFILE (--profile), or `. .local/stack.env` for the local stack"
-        )
-    } else if has(&[
-        "Connection refused",
-        "tcp connect error",
-        "dns error",
-        "error trying to connect",
-    ]) {
-        if local {
-            format!(
-                "nothing answers at {at}: is the local stack running? `make local-up` starts it; or check AWS_ENDPOINT_URL (--endpoint-url)"
-            )
-        } else {
+        ),
+        Cause::Unreachable if local => format!(
+            "nothing answers at {at}: is the local stack running? `make local-up` starts it; or check AWS_ENDPOINT_URL (--endpoint-url)"
+        ),
+        Cause::Unreachable => {
             format!("AWS cannot be reached at {at}: check the network, and AWS_REGION (--region)")
         }
-    } else if has(&[
-        "Throttl",
-        "ProvisionedThroughputExceeded",
-        "RequestLimitExceeded",
-        "SlowDown",
-        "TooManyRequests",
-    ]) {
-        format!(
+        Cause::Throttled => format!(
             "AWS throttled the requests at {at} (too many at once for the account or the table): run again in a minute, over a shorter range or with --limit, or raise the table's read capacity"
-        )
-    } else if has(&["AccessDenied", "not authorized to perform"]) && !has(&["attach "]) {
-        "not allowed: attach AuditReaderPolicy (reading the trail and the archive) or AuditOperatorPolicy (also the dead-letter queue and repairs) of the current template.yaml to the caller (`aws sts get-caller-identity` names it)".to_owned()
-    } else {
-        return None;
+        ),
+        Cause::Denied => "not allowed: attach AuditReaderPolicy (reading the trail and the archive) or AuditOperatorPolicy (also the dead-letter queue and repairs) of the current template.yaml to the caller (`aws sts get-caller-identity` names it)".to_owned(),
     };
     Some(format!("{fix}\n  what failed: {message}"))
+}
+
+/// A cause that lies before any one command, as `cause_and_fix` words it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cause {
+    NoCredentials,
+    CredentialsRefused,
+    Unreachable,
+    Throttled,
+    /// AWS denied the caller.
+    Denied,
+}
+
+impl Cause {
+    /// The cause's kind, as an access event's `error.kind` says it.
+    pub const fn kind(self) -> &'static str {
+        match self {
+            Self::NoCredentials => "no_credentials",
+            Self::CredentialsRefused => "credentials_refused",
+            Self::Unreachable => "unreachable",
+            Self::Throttled => "throttled",
+            Self::Denied => "denied",
+        }
+    }
+}
+
+/// Which cause `message` (the SDK's own account, passed on by the libraries) names, if any.
+pub fn cause(message: &str) -> Option<Cause> {
+    let has = |words: &[&str]| words.iter().any(|w| message.contains(w));
+    Some(
+        if has(&[
+            "no credentials found",
+            "credential provider was not enabled",
+            "failed to load IMDS",
+            "IMDS is disabled",
+        ]) {
+            Cause::NoCredentials
+        } else if has(&[
+            "UnrecognizedClientException",
+            "InvalidClientTokenId",
+            "ExpiredToken",
+            "InvalidSignatureException",
+            "SignatureDoesNotMatch",
+            "InvalidAccessKeyId",
+        ]) {
+            Cause::CredentialsRefused
+        } else if has(&[
+            "Connection refused",
+            "tcp connect error",
+            "dns error",
+            "error trying to connect",
+        ]) {
+            Cause::Unreachable
+        } else if has(&[
+            "Throttl",
+            "ProvisionedThroughputExceeded",
+            "RequestLimitExceeded",
+            "SlowDown",
+            "TooManyRequests",
+        ]) {
+            Cause::Throttled
+        } else if has(&["AccessDenied", "not authorized to perform"]) {
+            Cause::Denied
+        } else {
+            return None;
+        },
+    )
 }
 
 /// Why the archiver did not repair (`archive repair`, commands/repair.rs): each names the fix.
@@ -522,12 +596,11 @@ mod tests {
         let pending = TrailError::Prove(ProveError::NotSealed {
             message_id: "m".into(),
             period: "P".into(),
-            sealable: "S".into(),
-            retry: "R".into(),
+            sealed_by: "T".into(),
         });
         assert_eq!(
             pending.to_string(),
-            "the period P (where messageId m may be archived) is not sealed yet: the archiver seals it from S on, and its next scheduled run does by R: try again then"
+            "the period P of messageId m is not sealed yet; the archiver seals it by T"
         );
     }
 

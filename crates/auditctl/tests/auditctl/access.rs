@@ -109,7 +109,7 @@ pub(crate) async fn write_through_function(
 }
 
 /// The fields every access event carries (docs/auditctl.md "Access to the trail is itself
-/// recorded": `actor`, `callerUserId`, `action`, `resource`, `outcome` `unknown`, `messageId`
+/// recorded": `actor`, `callerUserId`, `action`, `resource`, `outcome` `success`, `messageId`
 /// `auditctl-` and 32 hex digits, `auditTime` now); returns its arguments.
 pub(crate) fn assert_access_event(body: &Value, action: &str, resource: &str) -> Value {
     assert_eq!(body["actor"], MOTO_CALLER, "{body}");
@@ -122,8 +122,8 @@ pub(crate) fn assert_access_event(body: &Value, action: &str, resource: &str) ->
     assert_eq!(body["action"], action, "{body}");
     assert_eq!(body["resource"], resource, "{body}");
     assert_eq!(
-        body["outcome"], "unknown",
-        "sent before the command runs: {body}"
+        body["outcome"], "success",
+        "sent before the command reads: the read goes ahead, recorded: {body}"
     );
     let id = body["messageId"].as_str().unwrap();
     let hex = id
@@ -146,6 +146,26 @@ pub(crate) fn assert_access_event(body: &Value, action: &str, resource: &str) ->
     assert_eq!(body["tool"], "auditctl");
     assert_eq!(body["version"], env!("CARGO_PKG_VERSION"));
     body["arguments"].clone()
+}
+
+/// The trail's items of one actor, action or resource (`field` its flag), read without recording.
+fn lookup(moto: &Moto, q: &Queues, field: &str, value: &str) -> Vec<Value> {
+    jsonl(&ok(auditctl(
+        &moto.endpoint,
+        &[
+            "query",
+            field,
+            value,
+            "--from",
+            "2026-11-01T00:00:00Z",
+            "--to",
+            "2100-01-01T00:00:00Z",
+            "--format",
+            "jsonl",
+            "--no-audit-event",
+        ],
+        &q.env(),
+    )))
 }
 
 #[tokio::test]
@@ -234,31 +254,14 @@ async fn each_command_that_reads_the_trail_or_moves_dead_letters_records_one_acc
     // Through the access queue and the real function, the events are in the trail: a lookup by
     // action finds the query's own access, one by actor all four.
     write_through_function(&moto, &q, &events).await;
-    let lookup = |field: &str, value: &str| {
-        jsonl(&ok(auditctl(
-            &moto.endpoint,
-            &[
-                "query",
-                field,
-                value,
-                "--from",
-                "2026-11-01T00:00:00Z",
-                "--to",
-                "2100-01-01T00:00:00Z",
-                "--format",
-                "jsonl",
-                "--no-audit-event",
-            ],
-            &q.env(),
-        )))
-    };
+    let lookup = |field: &str, value: &str| lookup(&moto, &q, field, value);
     let found = lookup("--action", "auditctl.query");
     assert_eq!(found.len(), 1, "{found:?}");
     let item = &found[0];
     assert_eq!(item["messageId"], query_event.as_str());
     assert_eq!(item["actor"], MOTO_CALLER);
     assert_eq!(item["resource"], TABLE);
-    assert_eq!(item["outcome"], "unknown");
+    assert_eq!(item["outcome"], "success");
     assert_eq!(item["extra"]["arguments"]["limit"], "3");
     assert_eq!(item["extra"]["callerUserId"], user_id.as_str());
     assert_eq!(item["extra"]["tool"], "auditctl");
@@ -277,6 +280,79 @@ async fn each_command_that_reads_the_trail_or_moves_dead_letters_records_one_acc
             "auditctl.query"
         ]
     );
+}
+
+#[tokio::test]
+async fn a_read_that_fails_after_its_access_is_recorded_sends_a_failure_event_naming_it() {
+    let moto = Moto::start();
+    write_trail(&moto).await;
+    let q = queues(&moto).await;
+    // The dead-letter queue named is not there: the access is recorded, then the listing fails.
+    let missing = format!("{}/123456789012/NoSuchDeadLetterQueue", moto.endpoint);
+    let env = [
+        ("DEAD_LETTER_QUEUE_URL", missing.as_str()),
+        ("AUDIT_QUEUE_URL", q.source.as_str()),
+        ("ACCESS_QUEUE_URL", q.access.as_str()),
+    ];
+    let output = auditctl(&moto.endpoint, &["dlq", "list"], &env);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let said = stderr(&output);
+    assert_eq!(
+        said,
+        format!(
+            "error: queue {missing} not found: check DEAD_LETTER_QUEUE_URL or --dlq-url, or deploy the stack\n"
+        ),
+        "the command's own error, and nothing about its records when both were sent"
+    );
+    let taken = q.take().await;
+    assert_eq!(taken.len(), 2, "{taken:?}");
+    let bodies: Vec<Value> = taken
+        .iter()
+        .map(|m| serde_json::from_str(m.body().unwrap()).unwrap())
+        .collect();
+    let first = bodies
+        .iter()
+        .find(|b| b["outcome"] == "success")
+        .expect("the access event sent before the read");
+    let failure = bodies
+        .iter()
+        .find(|b| b["outcome"] == "failure")
+        .expect("the failure event sent after it");
+    assert_access_event(first, "auditctl.dlq.list", &missing);
+    assert_eq!(failure["accessEventId"], first["messageId"]);
+    assert_eq!(failure["action"], "auditctl.dlq.list");
+    assert_eq!(failure["resource"], missing.as_str());
+    assert_eq!(failure["actor"], MOTO_CALLER);
+    assert_eq!(failure["arguments"], first["arguments"]);
+    assert_eq!(failure["error"]["kind"], "queue_not_found");
+    assert_eq!(
+        failure["error"]["text"],
+        format!(
+            "queue {missing} not found: check DEAD_LETTER_QUEUE_URL or --dlq-url, or deploy the stack"
+        )
+    );
+
+    // Through the real function both are in the trail, in the order sent: success, then failure.
+    write_through_function(&moto, &q, &taken).await;
+    let found = lookup(&moto, &q, "--action", "auditctl.dlq.list");
+    let outcomes: Vec<(&str, &str)> = found
+        .iter()
+        .map(|r| {
+            (
+                r["outcome"].as_str().unwrap(),
+                r["messageId"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            ("success", first["messageId"].as_str().unwrap()),
+            ("failure", failure["messageId"].as_str().unwrap()),
+        ]
+    );
+    assert_eq!(found[1]["extra"]["accessEventId"], first["messageId"]);
+    assert_eq!(found[1]["extra"]["error"]["kind"], "queue_not_found");
 }
 
 #[tokio::test]

@@ -272,5 +272,16 @@ async fn dlq_redrive_says_how_many_it_saw_of_how_many_and_exits_1_when_another_c
         "the other consumer's still held"
     );
     assert_eq!(q.depth(&q.source).await, (8, 0));
-    assert_eq!(q.depth(&q.access).await, (1, 0), "its access event");
+    // Its access event, then its failure (exit 1: it saw 8 of 12), naming it.
+    let mut events: Vec<Value> = q
+        .take()
+        .await
+        .iter()
+        .map(|m| serde_json::from_str(m.body().unwrap()).unwrap())
+        .collect();
+    events.sort_by_key(|e| e["outcome"] != "success");
+    let outcomes: Vec<&Value> = events.iter().map(|e| &e["outcome"]).collect();
+    assert_eq!(outcomes, ["success", "failure"]);
+    assert_eq!(events[1]["accessEventId"], events[0]["messageId"]);
+    assert_eq!(events[1]["error"]["kind"], "incomplete");
 }

@@ -370,7 +370,15 @@ async fn prove_prints_a_proof_that_check_proof_accepts_for_events_of_two_periods
         "{}",
         text(&output)
     );
-    // With one, the indexes are searched from its period: the next period is not sealed yet.
+    // With one, the indexes are searched from its period: the period after the two sealed ones is
+    // not sealed yet, and is the one named, with the time its sealing run seals it by: its end,
+    // the seal delay, then the schedule or one period, whichever is shorter (10 s here).
+    let pending = first.next().next();
+    let time = |s: i64| {
+        DateTime::from_timestamp(s, 0)
+            .unwrap()
+            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+    };
     let output = stack.run(
         &[
             "prove",
@@ -382,15 +390,20 @@ async fn prove_prints_a_proof_that_check_proof_accepts_for_events_of_two_periods
         &[],
     );
     assert_eq!(output.status.code(), Some(1), "{}", text(&output));
-    assert!(
-        stderr(&output).contains("is not sealed yet"),
+    assert_eq!(
+        stderr(&output).lines().last().unwrap_or_default(),
+        format!(
+            "error: the period {} to {} of messageId nobody is not sealed yet; the archiver seals it by {}",
+            time(pending.start),
+            time(pending.end()),
+            time(pending.sealable_at() + i64::from(SECONDS)),
+        ),
         "{}",
         text(&output)
     );
-    assert!(
-        stderr(&output).contains("its next scheduled run does by"),
-        "{}",
-        text(&output)
+    assert_eq!(
+        audit_proof::verify::sealed_by(&pending),
+        pending.sealable_at() + i64::from(SECONDS)
     );
 
     // The consistency of the first period's tree with the newest.

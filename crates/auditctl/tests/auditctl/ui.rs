@@ -795,6 +795,32 @@ async fn health_names_the_newest_sealed_period_and_tamper_records_and_an_events_
     let bodies = q.access_events().await;
     let arguments = crate::access::assert_access_event(&bodies[0], "auditctl.ui.view", "archive");
     assert_eq!(arguments["page"], "health");
+    // An event's period is that of its receivedAt (where the archiver writes it): received a
+    // second after its auditTime, as the table holds it.
+    let client = moto.client();
+    for item in scan(&client, TABLE).await {
+        let Some(aws_sdk_dynamodb::types::AttributeValue::S(time)) = item.get("auditTime") else {
+            continue;
+        };
+        let mut item = item.clone();
+        let received =
+            chrono::DateTime::parse_from_rfc3339(time).unwrap() + chrono::Duration::seconds(1);
+        item.insert(
+            "receivedAt".into(),
+            aws_sdk_dynamodb::types::AttributeValue::S(
+                received
+                    .to_utc()
+                    .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            ),
+        );
+        client
+            .put_item()
+            .table_name(TABLE)
+            .set_item(Some(item))
+            .send()
+            .await
+            .unwrap();
+    }
     let sealed = ui.get("/event?id=e-23-05", Some(&cookie)).await.text();
     assert!(
         sealed.contains("Sealed: its period 2026-11-23T10:00:00Z – 2026-11-23T11:00:00Z has its signed digest digest/dt=2026-11-23/hour=10/p1795428000.json"),

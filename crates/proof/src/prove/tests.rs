@@ -224,6 +224,7 @@ impl Log {
             audit_time: time.to_owned(),
             first: self.period(first),
             last: self.period(last),
+            own: self.period(first),
         }
     }
 
@@ -321,7 +322,8 @@ async fn an_event_archived_in_the_next_period_is_found_in_its_index() {
 }
 
 #[tokio::test]
-async fn a_period_not_sealed_yet_stops_the_search_and_says_when_to_try_again() {
+async fn a_period_not_sealed_yet_stops_the_search_and_says_the_events_period_and_when_it_is_sealed()
+{
     let mut log = Log::new();
     log.events(0, 3);
     let reader = log.reader();
@@ -332,18 +334,27 @@ async fn a_period_not_sealed_yet_stops_the_search_and_says_when_to_try_again() {
             .locate(&log.wanted("missing", &at(log.period(0).start), 0, 5), now)
             .await,
     );
-    let ProveError::NotSealed { period, retry, .. } = &error else {
-        panic!("{error}");
-    };
-    assert!(period.starts_with(&time(log.period(1).start)), "{error}");
-    assert_eq!(
-        retry,
-        &time(
-            log.period(1).sealable_at()
-                + crate::verify::SEAL_SCHEDULE_SECONDS
-                    .min(i64::from(log.period(1).length.seconds()))
+    // The period named, and its end, the seal delay, then the schedule or one period.
+    let pending = |p: Period| {
+        format!(
+            "the period {} to {} of messageId missing is not sealed yet; the archiver seals it by {}",
+            time(p.start),
+            time(p.end()),
+            time(
+                p.sealable_at()
+                    + crate::verify::SEAL_SCHEDULE_SECONDS.min(i64::from(p.length.seconds()))
+            )
         )
-    );
+    };
+    assert_eq!(error.to_string(), pending(log.period(1)));
+    // The event's own period comes after the first one not sealed: it is the one named, the
+    // one period it can be proven in, and when it is sealed (the periods are sealed in order).
+    let own = Wanted {
+        own: log.period(3),
+        ..log.wanted("missing", &at(log.period(3).start), 0, 5)
+    };
+    let error = prove_error(reader.locate(&own, now).await);
+    assert_eq!(error.to_string(), pending(log.period(3)));
     // Long after: not "wait", but "look why".
     let error = prove_error(
         reader
