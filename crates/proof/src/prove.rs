@@ -292,6 +292,9 @@ pub struct Found {
     pub period: Period,
     /// Periods whose index was read.
     pub searched: u32,
+    /// Which of the period index's names gave the row (0: its own; docs/archive.md "Planted log
+    /// objects"): when the row gives no proof that holds, the names after it are read.
+    pub name: usize,
 }
 
 /// What a period without an index is.
@@ -386,16 +389,31 @@ impl<A: Archive> LogReader<'_, A> {
         period: Period,
         wanted: impl Fn(&IndexRow) -> bool,
     ) -> Result<Option<Option<IndexRow>>, Error> {
+        Ok(self
+            .index_row_from(period, 0, wanted)
+            .await?
+            .map(|row| row.map(|(row, _)| row)))
+    }
+
+    /// [`Self::index_row`] from the index's `first` name on, with the position of the name that
+    /// gave the row.
+    async fn index_row_from(
+        &self,
+        period: Period,
+        first: usize,
+        wanted: impl Fn(&IndexRow) -> bool,
+    ) -> Result<Option<Option<(IndexRow, usize)>>, Error> {
         let mut found = None;
         let mut first_error = None;
-        for name in log_names(&index_key(period)) {
-            let Some(bytes) = self.get(&name).await? else {
+        let names = log_names(&index_key(period));
+        for (position, name) in names.iter().enumerate().skip(first) {
+            let Some(bytes) = self.get(name).await? else {
                 break;
             };
-            match index_rows(period, &name, &bytes) {
+            match index_rows(period, name, &bytes) {
                 Ok(rows) => {
                     if let Some(row) = rows.into_iter().find(&wanted) {
-                        return Ok(Some(Some(row)));
+                        return Ok(Some(Some((row, position))));
                     }
                     found = Some(None);
                 }
@@ -503,14 +521,15 @@ impl<A: Archive> LogReader<'_, A> {
             let taken = |r: &IndexRow| {
                 r.message_id == wanted.message_id && same_time(&r.audit_time, &wanted.audit_time)
             };
-            match self.index_row(period, taken).await? {
+            match self.index_row_from(period, 0, taken).await? {
                 Some(row) => {
                     searched += 1;
-                    if let Some(row) = row {
+                    if let Some((row, name)) = row {
                         return Ok(Found {
                             row,
                             period,
                             searched,
+                            name,
                         });
                     }
                 }
@@ -618,6 +637,9 @@ impl<A: Archive> LogReader<'_, A> {
     /// The proof of the event the index row names: its line read from its archive object, the
     /// tree size chosen, the checkpoint's signature checked, the path made from the tiles, and
     /// the whole checked as `check-proof` checks it.
+    /// When the row gives no proof that holds (a planted index at the period's name can hold a
+    /// wrong row for the event), the rows for the event that the index's later names give are
+    /// tried in turn, and the first proof that holds is the answer; else the first row's failure.
     pub async fn prove(
         &self,
         found: &Found,
@@ -626,10 +648,44 @@ impl<A: Archive> LogReader<'_, A> {
         witnesses: &[WitnessKey],
         tree_size: Option<u64>,
     ) -> Result<Proof, Error> {
-        let row = &found.row;
+        let first = match self
+            .prove_row(&found.row, found.period, key, origin, witnesses, tree_size)
+            .await
+        {
+            Err(Error::Prove(ProveError::Broken { what, period })) => {
+                ProveError::Broken { what, period }
+            }
+            other => return other,
+        };
+        let same = |r: &IndexRow| {
+            r.message_id == found.row.message_id && same_time(&r.audit_time, &found.row.audit_time)
+        };
+        let mut next = found.name + 1;
+        while let Some(Some((row, name))) = self.index_row_from(found.period, next, same).await? {
+            if let Ok(proof) = self
+                .prove_row(&row, found.period, key, origin, witnesses, tree_size)
+                .await
+            {
+                return Ok(proof);
+            }
+            next = name + 1;
+        }
+        Err(first.into())
+    }
+
+    /// The proof of the event `row` names in `period`'s index.
+    async fn prove_row(
+        &self,
+        row: &IndexRow,
+        period: Period,
+        key: &LogKey,
+        origin: &str,
+        witnesses: &[WitnessKey],
+        tree_size: Option<u64>,
+    ) -> Result<Proof, Error> {
         let broken = |what: String| ProveError::Broken {
             what,
-            period: Some(period_text(found.period)),
+            period: Some(period_text(period)),
         };
         let Some(bytes) = self.get(&row.object).await? else {
             return Err(broken(format!(

@@ -870,3 +870,51 @@ async fn planted_cosignature_objects_neither_steer_the_tree_size_nor_enter_the_c
         lines.len()
     );
 }
+
+#[tokio::test]
+async fn a_wrong_row_in_an_index_planted_at_the_name_falls_through_to_the_sealers_index() {
+    // docs/archive.md "Planted log objects": someone wrote an index at the period's name first,
+    // so the sealer wrote the real one under `.1`; the planted one holds a row for the event
+    // that points at another leaf and line.
+    let mut log = Log::new();
+    let events = log.events(0, 20);
+    let period = log.period(0);
+    let name = index_key(period);
+    let real = log.bucket().current(&name).unwrap().body.to_vec();
+    let (id, time) = &events[7];
+    let wrong = IndexRow {
+        message_id: id.clone(),
+        audit_time: time.clone(),
+        leaf_index: 3,
+        object: log.bucket().keys("trail/").pop().unwrap(),
+        line_number: 3,
+    };
+    log.put(&name, gzip(&[wrong.line().trim_end().to_owned()]));
+    let reader = log.reader();
+    let found = reader
+        .locate(&log.wanted(id, time, 0, 1), log.late())
+        .await
+        .unwrap();
+    assert_eq!(
+        (found.row.leaf_index, found.name),
+        (3, 0),
+        "the planted row first"
+    );
+    // Without the sealer's index at an alternate, the wrong row is no proof.
+    let failed = prove_error(
+        reader
+            .prove(&found, &log.log_key(), &origin(BUCKET), &[], None)
+            .await,
+    );
+    assert!(matches!(failed, ProveError::Broken { .. }), "{failed:?}");
+
+    log.put(&format!("{name}.1"), real);
+    let reader = log.reader();
+    let proof = reader
+        .prove(&found, &log.log_key(), &origin(BUCKET), &[], None)
+        .await
+        .unwrap();
+    assert_eq!((proof.leaf_index, proof.line_number), (7, 7));
+    assert_eq!(proof.line, line(id, time));
+    check_proof(&proof, &log.log_key(), &[]).unwrap();
+}
