@@ -196,12 +196,24 @@ def _is_access_event(message: dict) -> bool:
     return str(body.get("action", "")).startswith("auditctl.")
 
 
-def _recorded(messages: list[dict], user: str, actions: list[str]) -> None:
+def _recorded(messages: list[dict], user: str, actions: list[str], failed: tuple[str, ...] = (),
+              kind: str = "denied") -> None:
     """Each command recorded its access under the caller's ARN (moto's GetCallerIdentity), and
-    claimed as its caller the user id that SQS attests as the message's sender."""
+    claimed as its caller the user id that SQS attests as the message's sender: outcome success
+    before it read; each of ``failed``, refused after that, a second event (outcome failure, the
+    error's ``kind``) naming the first by its messageId (docs/auditctl.md "A read that fails")."""
     access = [m for m in messages if _is_access_event(m)]
     events = [json.loads(m["Body"]) for m in access]
-    assert sorted(e["action"] for e in events) == sorted(actions), events
+    first = [e for e in events if e["outcome"] == "success"]
+    failures = [e for e in events if e["outcome"] == "failure"]
+    assert len(first) + len(failures) == len(events), events
+    assert sorted(e["action"] for e in first) == sorted(actions), events
+    assert sorted(e["action"] for e in failures) == sorted(failed), events
+    by_id = {e["messageId"]: e for e in first}
+    for failure in failures:
+        recorded = by_id[failure["accessEventId"]]
+        assert (recorded["action"], recorded["resource"]) == (failure["action"], failure["resource"]), failure
+        assert failure["error"]["kind"] == kind and failure["error"]["text"], failure
     assert {e["actor"] for e in events} == {f"arn:aws:iam::123456789012:user/{user}"}, events
     assert all(json.loads(m["Body"]).get("callerUserId") == m["Attributes"]["SenderId"] for m in access), access
 
@@ -247,8 +259,10 @@ def test_the_reader_policy_reads_the_trail_and_not_the_dead_letter_queue(account
     _refused_clearly(redrive, account.dlq.url)
     assert _depth(account, account.dlq.url) == 1  # nothing moved
     _writes_are_refused(account, reader)
-    # Refused or not, every command recorded its access first, on the access queue only.
-    _recorded(_access_queue(account), "auditreaderpolicy", EVERY_COMMAND)
+    # Refused or not, every command recorded its access first, on the access queue only; the two
+    # refused after it (access denied on the dead-letter queue) their failure too.
+    _recorded(_access_queue(account), "auditreaderpolicy", EVERY_COMMAND,
+              failed=("auditctl.dlq.list", "auditctl.dlq.redrive"))
     assert _audit_queue(account) == []
 
 
@@ -300,10 +314,13 @@ def test_the_operator_may_ask_the_archiver_to_repair_the_archive_and_the_reader_
     assert "not authorized" not in asked.stderr, asked.stderr
     # moto refused one invocation, the reader's, on the function's ARN.
     assert [r for r in refusals(account.work_dir) if "lambda:" in r] == [f"lambda:InvokeFunction on {function}"]
-    # Each recorded its access first, under its own name.
+    # Each recorded its access first, under its own name, then its failure (refused, not found).
     events = [json.loads(m["Body"]) for m in _access_queue(account) if _is_access_event(m)]
-    assert sorted((e["action"], e["actor"].rsplit("/", 1)[1]) for e in events) == [
-        ("auditctl.archive.repair", "auditoperatorpolicy"), ("auditctl.archive.repair", "auditreaderpolicy")]
+    assert sorted((e["action"], e["actor"].rsplit("/", 1)[1], e["outcome"]) for e in events) == [
+        ("auditctl.archive.repair", "auditoperatorpolicy", "failure"),
+        ("auditctl.archive.repair", "auditoperatorpolicy", "success"),
+        ("auditctl.archive.repair", "auditreaderpolicy", "failure"),
+        ("auditctl.archive.repair", "auditreaderpolicy", "success")]
     _writes_are_refused(account, reader)
     _writes_are_refused(account, operator)
 
