@@ -130,6 +130,20 @@ fn write_lines(path: &Path, lines: &[String]) {
     .unwrap();
 }
 
+/// `auditctl export --from FROM --to TO [EXTRA] --evidence BUNDLE --no-audit-event`.
+fn export_range(
+    stack: &Stack,
+    (from, to): (i64, i64),
+    extra: &[&str],
+    bundle: &Path,
+) -> std::process::Output {
+    let (from, to, bundle) = (at(from), at(to), bundle.to_string_lossy());
+    let mut args = vec!["export", "--from", &from, "--to", &to];
+    args.extend_from_slice(extra);
+    args.extend(["--evidence", &bundle, "--no-audit-event"]);
+    stack.run(&args, &[])
+}
+
 fn manifest(bundle: &Path) -> Manifest {
     serde_json::from_slice(&std::fs::read(bundle.join("manifest.json")).unwrap()).unwrap()
 }
@@ -341,20 +355,7 @@ async fn an_exported_bundle_checks_offline_and_every_change_to_it_is_named() {
     // The three periods: the third is not sealed, its events listed as unproven; no
     // completeness claimed.
     let all = dir.join("all");
-    let a = all.to_string_lossy().into_owned();
-    let output = stack.run(
-        &[
-            "export",
-            "--from",
-            &at(first.start),
-            "--to",
-            &at(third.start),
-            "--evidence",
-            &a,
-            "--no-audit-event",
-        ],
-        &[],
-    );
+    let output = export_range(&stack, (first.start, third.start), &[], &all);
     ok(output);
     let written = manifest(&all);
     assert_eq!((written.events, written.unproven_events), (30, 10));
@@ -382,22 +383,8 @@ async fn an_exported_bundle_checks_offline_and_every_change_to_it_is_named() {
 
     // With a filter, only inclusion.
     let filtered = dir.join("filtered");
-    let f = filtered.to_string_lossy().into_owned();
-    let output = stack.run(
-        &[
-            "export",
-            "--from",
-            &at(first.start),
-            "--to",
-            &at(second.start),
-            "--action",
-            "invoice.pay",
-            "--evidence",
-            &f,
-            "--no-audit-event",
-        ],
-        &[],
-    );
+    let both = (first.start, second.start);
+    let output = export_range(&stack, both, &["--action", "invoice.pay"], &filtered);
     ok(output);
     let written = manifest(&filtered);
     assert_eq!(written.events, 30);
@@ -412,20 +399,7 @@ async fn an_exported_bundle_checks_offline_and_every_change_to_it_is_named() {
     assert_eq!(check(&filtered, None).0, 0);
     // The first two periods whole: complete from leaf 0 (no checkpoint before it needed).
     let whole = dir.join("whole");
-    let w = whole.to_string_lossy().into_owned();
-    let output = stack.run(
-        &[
-            "export",
-            "--from",
-            &at(first.start),
-            "--to",
-            &at(second.start),
-            "--evidence",
-            &w,
-            "--no-audit-event",
-        ],
-        &[],
-    );
+    let output = export_range(&stack, both, &[], &whole);
     let err = stderr(&output);
     ok(output);
     // Each index, archive object, checkpoint and tile read once: fewer objects than events.
@@ -435,20 +409,7 @@ async fn an_exported_bundle_checks_offline_and_every_change_to_it_is_named() {
     assert_eq!(check(&whole, None).0, 0);
     // The same as a .tar.gz: the same files, checked as they are.
     let packed = dir.join("whole.tar.gz");
-    let p = packed.to_string_lossy().into_owned();
-    ok(stack.run(
-        &[
-            "export",
-            "--from",
-            &at(first.start),
-            "--to",
-            &at(second.start),
-            "--evidence",
-            &p,
-            "--no-audit-event",
-        ],
-        &[],
-    ));
+    ok(export_range(&stack, both, &[], &packed));
     let mut names = Vec::new();
     let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(
         std::fs::File::open(&packed).unwrap(),
@@ -485,20 +446,7 @@ async fn an_exported_bundle_checks_offline_and_every_change_to_it_is_named() {
 
     // The same as a .zip: the same files, each byte as in the directory, checked as it is.
     let zipped = dir.join("whole.zip");
-    let z = zipped.to_string_lossy().into_owned();
-    ok(stack.run(
-        &[
-            "export",
-            "--from",
-            &at(first.start),
-            "--to",
-            &at(second.start),
-            "--evidence",
-            &z,
-            "--no-audit-event",
-        ],
-        &[],
-    ));
+    ok(export_range(&stack, both, &[], &zipped));
     let files = unzip(&zipped);
     let mut zip_names: Vec<&String> = files.keys().collect();
     zip_names.sort();
