@@ -17,6 +17,7 @@ use crate::access::assert_access_event;
 use crate::dlq::queues;
 use crate::harness::*;
 use crate::prove::{BUCKET, Stack, length, objects_read, text};
+use crate::ui::Ui;
 
 fn at(seconds: i64) -> String {
     DateTime::from_timestamp(seconds, 0)
@@ -483,6 +484,104 @@ async fn an_exported_bundle_checks_offline_and_every_change_to_it_is_named() {
 }
 
 /// A .zip's files by name.
+/// The viewer's "Evidence bundle" of a search: refused without the session; with it, the .zip
+/// `auditctl export --evidence x.zip` makes of the same range (the same files, the manifest but
+/// for when and by whom), which check-proof accepts, and an access event recorded.
+#[tokio::test]
+async fn the_viewers_evidence_bundle_of_a_search_is_the_exports_zip_and_checks() {
+    let mut stack = Stack::new().await;
+    let items = stack.write_events().await;
+    let received = items
+        .iter()
+        .map(|i| {
+            DateTime::parse_from_rfc3339(&i.text("receivedAt"))
+                .unwrap()
+                .to_utc()
+        })
+        .max()
+        .unwrap();
+    let first = length().period_of(received);
+    let second = first.next();
+    stack.archive_and_seal(first, &items[..15], 100).await;
+    stack.archive_and_seal(second, &items[15..30], 200).await;
+    let q = queues(&stack.moto).await;
+    let mut env: Vec<(&str, String)> = stack.env();
+    env.extend(q.env().into_iter().map(|(k, v)| (k, v.to_owned())));
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let ui = Ui::start(&stack.moto, &env);
+    let dir = std::env::temp_dir().join(format!("auditctl-ui-evidence-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = format!(
+        "/evidence.zip?from={}&to={}",
+        at(first.start),
+        at(second.start)
+    );
+
+    let refused = ui.get(&path, None).await;
+    assert_ne!(refused.status, 200, "{}", refused.text());
+    assert_ne!(refused.header("content-type"), Some("application/zip"));
+
+    let cookie = ui.open().await;
+    let search = path.replacen("/evidence.zip", "/", 1);
+    let page = ui.get(&search, Some(&cookie)).await.text();
+    assert!(page.contains("evidence.zip?"), "the link: {page}");
+    let answer = ui.get(&path, Some(&cookie)).await;
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    assert_eq!(answer.header("content-type"), Some("application/zip"));
+    assert!(
+        answer
+            .header("content-disposition")
+            .is_some_and(|d| d.contains("filename=\"audit-evidence.zip\"")),
+        "{:?}",
+        answer.header("content-disposition")
+    );
+    let zipped = dir.join("viewer.zip");
+    std::fs::write(&zipped, answer.bytes()).unwrap();
+    let viewer = unzip(&zipped);
+    let key = dir.join("digest-key.pem");
+    std::fs::write(&key, &viewer["digest-key.pem"]).unwrap();
+    let (code, said) = check_file(&zipped, &key);
+    assert_eq!(code, 0, "{said}");
+    assert!(said.starts_with("OK: 30 event(s)"), "{said}");
+    assert!(said.contains("complete: every leaf from 0 to 30"), "{said}");
+    let bodies = q.access_events().await;
+    let recorded = bodies
+        .iter()
+        .find(|b| b["action"] == "auditctl.ui.export")
+        .expect("the bundle's access event");
+    let arguments = assert_access_event(recorded, "auditctl.ui.export", BUCKET);
+    assert_eq!(arguments["evidence"], "audit-evidence.zip", "{arguments}");
+
+    // The command line's bundle of the same range: the same files and manifest.
+    let exported = dir.join("export.zip");
+    ok(export_range(
+        &stack,
+        (first.start, second.start),
+        &[],
+        &exported,
+    ));
+    let exported = unzip(&exported);
+    assert_eq!(
+        viewer.keys().collect::<Vec<_>>(),
+        exported.keys().collect::<Vec<_>>()
+    );
+    let unmade = |bytes: &[u8]| {
+        let mut manifest: serde_json::Value = serde_json::from_slice(bytes).unwrap();
+        let made_by = manifest["madeBy"].take();
+        manifest["madeAt"].take();
+        (manifest, made_by)
+    };
+    let (manifest, made_by) = unmade(&viewer["manifest.json"]);
+    assert_eq!(manifest, unmade(&exported["manifest.json"]).0);
+    assert!(made_by.as_str().unwrap().contains("arn:aws"), "{made_by}");
+    for (name, bytes) in &viewer {
+        if name != "manifest.json" {
+            assert_eq!(bytes, &exported[name], "{name}");
+        }
+    }
+}
+
 fn unzip(path: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
     let mut archive = zip::ZipArchive::new(std::fs::File::open(path).unwrap()).unwrap();
     (0..archive.len())
