@@ -314,3 +314,24 @@ fn cosigned(cosigned: &[(String, u64)]) -> String {
             .join(", ")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bundles_packing_is_its_paths_ending() {
+        for (path, want) in [
+            ("q3.tar.gz", Packing::TarGz),
+            ("out/q3.tgz", Packing::TarGz),
+            ("q3.zip", Packing::Zip),
+            ("q3", Packing::Directory),
+            ("q3.zip/", Packing::Directory),
+            ("q3.gz", Packing::Directory),
+        ] {
+            assert_eq!(packing(Path::new(path)), want, "{path}");
+        }
+        assert_eq!(packed("q3.zip"), Some(Packing::Zip));
+        assert_eq!(packed("q3"), None);
+    }
+}
