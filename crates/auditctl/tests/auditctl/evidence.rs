@@ -172,17 +172,7 @@ fn refused(
 #[tokio::test]
 async fn an_exported_bundle_checks_offline_and_every_change_to_it_is_named() {
     let mut stack = Stack::new().await;
-    let items = stack.write_events().await;
-    let received = items
-        .iter()
-        .map(|i| {
-            DateTime::parse_from_rfc3339(&i.text("receivedAt"))
-                .unwrap()
-                .to_utc()
-        })
-        .max()
-        .unwrap();
-    let first = length().period_of(received);
+    let (items, first) = stack.write_events_received().await;
     let (second, third) = (first.next(), first.next().next());
     stack.archive_and_seal(first, &items[..15], 100).await;
     stack.archive_and_seal(second, &items[15..30], 200).await;
@@ -490,17 +480,7 @@ async fn an_exported_bundle_checks_offline_and_every_change_to_it_is_named() {
 #[tokio::test]
 async fn the_viewers_evidence_bundle_of_a_search_is_the_exports_zip_and_checks() {
     let mut stack = Stack::new().await;
-    let items = stack.write_events().await;
-    let received = items
-        .iter()
-        .map(|i| {
-            DateTime::parse_from_rfc3339(&i.text("receivedAt"))
-                .unwrap()
-                .to_utc()
-        })
-        .max()
-        .unwrap();
-    let first = length().period_of(received);
+    let (items, first) = stack.write_events_received().await;
     let second = first.next();
     stack.archive_and_seal(first, &items[..15], 100).await;
     stack.archive_and_seal(second, &items[15..30], 200).await;

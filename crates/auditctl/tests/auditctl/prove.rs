@@ -82,6 +82,22 @@ impl Stack {
         put_checked(&self.s3, BUCKET, key, body).await;
     }
 
+    /// Events written through the function (the table's items), and the period of the last
+    /// `receivedAt`: the first an archive of them is written in.
+    pub(crate) async fn write_events_received(&self) -> (Vec<TrailItem>, Period) {
+        let items = self.write_events().await;
+        let received = items
+            .iter()
+            .map(|i| {
+                DateTime::parse_from_rfc3339(&i.text("receivedAt"))
+                    .unwrap()
+                    .to_utc()
+            })
+            .max()
+            .unwrap();
+        (items, length().period_of(received))
+    }
+
     /// Events written through the function; the table's items.
     pub(crate) async fn write_events(&self) -> Vec<TrailItem> {
         let handler = handler(&self.moto.endpoint, TABLE, settings());
