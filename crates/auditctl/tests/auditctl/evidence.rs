@@ -172,7 +172,8 @@ fn refused(
 #[tokio::test]
 async fn an_exported_bundle_checks_offline_and_every_change_to_it_is_named() {
     let mut stack = Stack::new().await;
-    let (items, first) = stack.write_events_received().await;
+    let (items, received) = stack.write_events_received().await;
+    let first = length().period_of(received);
     let (second, third) = (first.next(), first.next().next());
     stack.archive_and_seal(first, &items[..15], 100).await;
     stack.archive_and_seal(second, &items[15..30], 200).await;
@@ -480,7 +481,8 @@ async fn an_exported_bundle_checks_offline_and_every_change_to_it_is_named() {
 #[tokio::test]
 async fn the_viewers_evidence_bundle_of_a_search_is_the_exports_zip_and_checks() {
     let mut stack = Stack::new().await;
-    let (items, first) = stack.write_events_received().await;
+    let (items, received) = stack.write_events_received().await;
+    let first = length().period_of(received);
     let second = first.next();
     stack.archive_and_seal(first, &items[..15], 100).await;
     stack.archive_and_seal(second, &items[15..30], 200).await;
