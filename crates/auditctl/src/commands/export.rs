@@ -12,7 +12,7 @@ use audit_model::keys::DEFAULT_TABLE_NAME;
 use audit_model::message::EventOutcome;
 use audit_model::note::origin;
 use audit_model::range::TimeRange;
-use audit_proof::evidence::bundle::{self, BundleError, Filters, Request};
+use audit_proof::evidence::bundle::{self, Filters, Request};
 use audit_proof::tlog::{LogReader, witness_key_args};
 use audit_trail::access::Action;
 use audit_trail::filter;
@@ -118,18 +118,6 @@ impl ExportArgs {
         .into_iter()
         .filter_map(|(name, value)| Some((name, value?)))
         .collect()
-    }
-}
-
-/// A bundle that cannot be made or written, in auditctl's words: a file that cannot be written
-/// is bad usage (exit 2), as a place that is taken.
-impl From<BundleError> for Failure {
-    fn from(error: BundleError) -> Self {
-        match error {
-            BundleError::Read(error) => error.into(),
-            BundleError::Json { source, .. } => std::io::Error::other(source).into(),
-            error @ BundleError::Write { .. } => Failure::usage(error.to_string()),
-        }
     }
 }
 
