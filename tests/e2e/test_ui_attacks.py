@@ -150,7 +150,7 @@ def test_the_cookie_alone_is_refused_and_costly_actions_need_a_post_from_the_vie
         _access_actions(account)  # what the opening recorded, if anything
         # The cookie replayed without the run's secret, as a server at another port of 127.0.0.1
         # receives it from the browser: refused, nothing read.
-        for path in ("/", "/event?id=iam-earlier-1", "/export.csv?range=24h", "/dlq"):
+        for path in ("/", "/event?id=iam-earlier-1", "/export.csv?range=24h", "/evidence.zip?range=24h", "/dlq"):
             status, _, html = ui.send("GET", path, ui.cookie)
             assert status == 404 and "lacks the run's secret" in html, (path, status, html)
         # The secret without the cookie: refused too.

@@ -160,28 +160,36 @@ fn run_bundle(args: &CheckProofArgs) -> Result<(), Outcome> {
     }
 }
 
-/// How a bundle is packed, by its name's ending.
-#[derive(Clone, Copy)]
-enum Packing {
+/// How an evidence bundle is packed, by its path's ending: a .tar.gz (or .tgz), a .zip, or a
+/// directory. The one rule `auditctl export --evidence` writes by and `check-proof` reads by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Packing {
     TarGz,
     Zip,
+    Directory,
+}
+
+/// How the bundle at `path` is packed, by its ending.
+pub fn packing(path: &Path) -> Packing {
+    let name = path.to_string_lossy();
+    if name.ends_with(".tar.gz") || name.ends_with(".tgz") {
+        Packing::TarGz
+    } else if name.ends_with(".zip") {
+        Packing::Zip
+    } else {
+        Packing::Directory
+    }
 }
 
 /// Whether the argument names a bundle packed as .tar.gz or .zip.
 fn packed(arg: &str) -> Option<Packing> {
-    if arg.ends_with(".tar.gz") || arg.ends_with(".tgz") {
-        Some(Packing::TarGz)
-    } else if arg.ends_with(".zip") {
-        Some(Packing::Zip)
-    } else {
-        None
-    }
+    Some(packing(Path::new(arg))).filter(|p| *p != Packing::Directory)
 }
 
 /// The files of a packed bundle by name (a leading `./` left out).
 fn unpack(path: &Path, packing: Packing) -> std::io::Result<HashMap<String, Vec<u8>>> {
     let file = std::fs::File::open(path)?;
-    if let Packing::Zip = packing {
+    if packing == Packing::Zip {
         return unzip(file);
     }
     let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(file));
@@ -304,5 +312,26 @@ fn cosigned(cosigned: &[(String, u64)]) -> String {
             })
             .collect::<Vec<_>>()
             .join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bundles_packing_is_its_paths_ending() {
+        for (path, want) in [
+            ("q3.tar.gz", Packing::TarGz),
+            ("out/q3.tgz", Packing::TarGz),
+            ("q3.zip", Packing::Zip),
+            ("q3", Packing::Directory),
+            ("q3.zip/", Packing::Directory),
+            ("q3.gz", Packing::Directory),
+        ] {
+            assert_eq!(packing(Path::new(path)), want, "{path}");
+        }
+        assert_eq!(packed("q3.zip"), Some(Packing::Zip));
+        assert_eq!(packed("q3"), None);
     }
 }

@@ -8,6 +8,7 @@ pub mod dead_letter_page;
 pub mod dead_letters;
 mod error;
 mod event_page;
+mod evidence;
 mod export;
 pub mod health;
 mod health_page;
@@ -249,6 +250,7 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
             "/event" => self.event_page(&query).await,
             "/export.csv" => self.export(&query, Format::Csv).await,
             "/export.jsonl" => self.export(&query, Format::Jsonl).await,
+            "/evidence.zip" => self.evidence(&query).await,
             "/chart" => self.chart(&query).await,
             "/health" => self.health_page(&query, false).await,
             "/dlq" => self.dead_letter_page(&query, false).await,

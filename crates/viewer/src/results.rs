@@ -48,6 +48,11 @@ pub fn results(search: &Search, shown: &Shown) -> Markup {
                 span class="command" { "the same bytes as " code { (search.command("csv")) } }
             }
             p class="export" {
+                a href={ "evidence.zip?" (fixed) } download { "Evidence bundle" }
+                " (.zip: these events with their proofs, checked offline by "
+                code { "auditctl check-proof" } "; as " code { "auditctl export --evidence" } ")"
+            }
+            p class="export" {
                 a href={ "health?" (periods) } { "Health and verify of these periods" }
             }
             div id="chart" data-src={ "chart?" (fixed) } {

@@ -168,6 +168,7 @@ async fn without_the_token_or_its_cookie_nothing_is_served_and_the_token_works_o
         "/rows",
         "/event?id=x",
         "/export.csv",
+        "/evidence.zip?range=24h",
         "/health?run=1",
         "/assets/viewer.js",
     ] {

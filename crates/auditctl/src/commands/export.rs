@@ -1,30 +1,27 @@
-//! Owns `auditctl export --evidence`: its flags and help, the filters as a test on an archived
-//! line, the access recorded, the log's key from KMS, and writing the bundle's files. Must not
-//! know how the bundle's contents are found or proven (`audit_proof::evidence`) nor checked.
+//! Owns `auditctl export --evidence`: its flags and help, the access recorded, the log's key from
+//! KMS, the bundle's place checked and its summary printed. Must not know how the bundle is made
+//! or written (`audit_proof::evidence::bundle`), which packing a path asks for
+//! (`audit_check_proof::packing`), nor how it is checked.
 
 use std::net::IpAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use audit_model::evidence::{
-    CHECKPOINT, EVENTS, EVIDENCE_FORMAT, MANIFEST, Manifest, PROOFS, PUBLIC_KEY, Query, UNPROVEN,
-};
+use audit_check_proof::{Packing, packing};
+use audit_model::evidence::PUBLIC_KEY;
 use audit_model::keys::DEFAULT_TABLE_NAME;
 use audit_model::message::EventOutcome;
 use audit_model::note::origin;
 use audit_model::range::TimeRange;
-use audit_proof::evidence::Ask;
+use audit_proof::evidence::bundle::{self, Filters, Request};
 use audit_proof::tlog::{LogReader, witness_key_args};
 use audit_trail::access::Action;
 use audit_trail::filter;
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::DateTime;
 use clap::Args;
-use serde_json::{Map, Value};
 
 use super::archive_flags::ArchiveFlags;
-use super::key::pem;
 use super::prove::{archive, log_key};
 use super::{Context, Failure};
-use crate::commands::words::TrailError;
 
 const EXPORT_HELP: &str = "\
 Writes an evidence bundle for an auditor (docs/archive.md \"Evidence for auditors\"): a directory,
@@ -109,7 +106,7 @@ pub struct ExportArgs {
 
 impl ExportArgs {
     /// The filters given, as (the archived line's field, its value).
-    fn filters(&self) -> Vec<(&'static str, String)> {
+    fn filters(&self) -> Filters {
         [
             ("actor", self.actor.clone()),
             ("action", self.action.clone()),
@@ -122,84 +119,6 @@ impl ExportArgs {
         .filter_map(|(name, value)| Some((name, value?)))
         .collect()
     }
-}
-
-/// Whether the archived line has each filter's field equal to its value (an IP in its
-/// canonical form).
-fn matches(line: &Value, filters: &[(&str, String)]) -> bool {
-    filters.iter().all(|(name, want)| {
-        let got = line.get(*name).and_then(Value::as_str);
-        match (*name, got) {
-            ("sourceIp", Some(got)) => got
-                .parse::<IpAddr>()
-                .is_ok_and(|ip| ip.to_string() == *want),
-            (_, got) => got == Some(want.as_str()),
-        }
-    })
-}
-
-fn write(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
-    std::fs::write(path, bytes)
-        .map_err(|e| Failure::usage(format!("cannot write {}: {e}", path.display())))
-}
-
-/// How the bundle is written, by PATH's ending: a .tar.gz, a .zip, or a directory.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Packing {
-    TarGz,
-    Zip,
-    Directory,
-}
-
-fn packing(path: &Path) -> Packing {
-    let name = path.to_string_lossy();
-    if name.ends_with(".tar.gz") || name.ends_with(".tgz") {
-        Packing::TarGz
-    } else if name.ends_with(".zip") {
-        Packing::Zip
-    } else {
-        Packing::Directory
-    }
-}
-
-/// The bundle's files as one zip archive (deflate), each at its name (no directory above them).
-fn write_zip(path: &Path, files: &[(String, Vec<u8>)]) -> std::io::Result<()> {
-    use std::io::Write;
-    let file = std::fs::File::create(path)?;
-    let mut zip = zip::ZipWriter::new(file);
-    let options = zip::write::SimpleFileOptions::default()
-        .compression_method(zip::CompressionMethod::Deflated)
-        .unix_permissions(0o644);
-    for (name, bytes) in files {
-        zip.start_file(name.as_str(), options)
-            .map_err(std::io::Error::other)?;
-        zip.write_all(bytes)?;
-    }
-    zip.finish().map_err(std::io::Error::other)?.sync_all()
-}
-
-/// The bundle's files as one gzip'd tar, each at its name (no directory above them).
-fn write_tar_gz(path: &Path, files: &[(String, Vec<u8>)]) -> std::io::Result<()> {
-    let file = std::fs::File::create(path)?;
-    let gzip = flate2::write::GzEncoder::new(file, flate2::Compression::default());
-    let mut tar = tar::Builder::new(gzip);
-    for (name, bytes) in files {
-        let mut header = tar::Header::new_gnu();
-        header.set_size(bytes.len() as u64);
-        header.set_mode(0o644);
-        header.set_mtime(Utc::now().timestamp().max(0) as u64);
-        header.set_cksum();
-        tar.append_data(&mut header, name, bytes.as_slice())?;
-    }
-    tar.into_inner()?.finish()?.sync_all()
-}
-
-fn jsonl<T: AsRef<str>>(lines: &[T]) -> String {
-    lines.iter().fold(String::new(), |mut text, line| {
-        text.push_str(line.as_ref());
-        text.push('\n');
-        text
-    })
 }
 
 /// `auditctl export`: the range and the bundle's place checked, the access recorded, the
@@ -242,93 +161,39 @@ pub async fn run(args: ExportArgs, context: &Context) -> Result<(), Failure> {
     let archive = archive(context, &bucket);
     let log = LogReader { archive: &archive };
     let filters = args.filters();
-    let keep = |line: &Value| matches(line, &filters);
-    let length = args.archive.period;
     let log_origin = origin(&bucket);
-    let ask = Ask {
-        first: length.period_of(from),
-        last: length.period_of(to),
-        keep: &keep,
-        filtered: !filters.is_empty(),
+    let request = Request {
+        from,
+        to,
+        from_text: &range.from,
+        to_text: &range.to,
+        filters: &filters,
+        length: args.archive.period,
         key: &key,
+        key_der: &der,
+        key_arn: &arn,
         origin: &log_origin,
         witnesses: &witnesses,
         tree_size: args.tree_size,
-        now: Utc::now().timestamp(),
-    };
-    let evidence = log.evidence(&ask).await?;
-    let proofs = evidence
-        .proofs
-        .iter()
-        .map(serde_json::to_string)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| TrailError::Output(std::io::Error::other(e)))?;
-    let mut files: Vec<(String, Vec<u8>)> = vec![
-        (EVENTS.to_owned(), jsonl(&evidence.events).into_bytes()),
-        (PROOFS.to_owned(), jsonl(&proofs).into_bytes()),
-        (
-            UNPROVEN.to_owned(),
-            jsonl(&evidence.unproven_lines).into_bytes(),
-        ),
-        (
-            CHECKPOINT.to_owned(),
-            evidence.checkpoint.clone().into_bytes(),
-        ),
-        (PUBLIC_KEY.to_owned(), pem(&der).into_bytes()),
-    ];
-    for (file, text) in &evidence.checkpoints {
-        files.push((file.clone(), text.clone().into_bytes()));
-    }
-    let manifest = Manifest {
-        format: EVIDENCE_FORMAT.to_owned(),
-        made_at: Utc::now().to_rfc3339_opts(SecondsFormat::Secs, true),
         made_by,
-        origin: log_origin.clone(),
-        key_arn: arn.clone(),
-        query: Query {
-            from: range.from.clone(),
-            to: range.to.clone(),
-            filters: filters
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), Value::String(v.clone())))
-                .collect::<Map<_, _>>(),
-            period_seconds: length.seconds(),
-        },
-        periods: evidence.periods,
-        events: evidence.events.len() as u64,
-        unproven_events: evidence.unproven.len() as u64,
-        tree_size: evidence.tree_size,
-        proven: evidence.proven,
-        not_proven: evidence.not_proven,
-        completeness: evidence.completeness.clone(),
-        unproven: evidence.unproven,
     };
-    let mut text = serde_json::to_string_pretty(&manifest)
-        .map_err(|e| TrailError::Output(std::io::Error::other(e)))?;
-    text.push('\n');
-    files.push((MANIFEST.to_owned(), text.into_bytes()));
-    if packed {
-        match packing {
-            Packing::Zip => write_zip(dir, &files),
-            _ => write_tar_gz(dir, &files),
-        }
-        .map_err(|e| Failure::usage(format!("cannot write {}: {e}", dir.display())))?;
-    } else {
-        for (file, bytes) in &files {
-            let path = dir.join(file);
-            if let Some(parent) = path.parent() {
-                std::fs::create_dir_all(parent).map_err(|e| {
-                    Failure::usage(format!("cannot make {}: {e}", parent.display()))
-                })?;
-            }
-            write(&path, bytes)?;
-        }
+    let made = bundle::make(&log, &request).await?;
+    let written = |result: std::io::Result<std::fs::File>| {
+        result
+            .and_then(|file| file.sync_all())
+            .map_err(|e| Failure::usage(format!("cannot write {}: {e}", dir.display())))
+    };
+    match packing {
+        Packing::Zip => written(std::fs::File::create(dir).and_then(|f| made.write_zip(f)))?,
+        Packing::TarGz => written(std::fs::File::create(dir).and_then(|f| made.write_tar_gz(f)))?,
+        Packing::Directory => made.write_directory(dir)?,
     }
+    let manifest = &made.manifest;
     eprintln!(
         "wrote {name}: {} event(s) proven in the tree of {}{}, {} unproven (period not sealed yet); {}; check with: auditctl check-proof {name} --public-key {name}/{PUBLIC_KEY} --origin {log_origin}",
         manifest.events,
         manifest.tree_size,
-        match &evidence.completeness {
+        match &manifest.completeness {
             Some(c) => format!(", complete (leaves {} to {})", c.start, c.end),
             None => ", inclusion only".to_owned(),
         },
@@ -336,19 +201,4 @@ pub async fn run(args: ExportArgs, context: &Context) -> Result<(), Failure> {
         archive.count()
     );
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_filter_keeps_lines_whose_field_is_the_value() {
-        let line: Value = serde_json::json!({"actor": "alice", "sourceIp": "2001:DB8::1"});
-        assert!(matches(&line, &[]));
-        assert!(matches(&line, &[("actor", "alice".to_owned())]));
-        assert!(!matches(&line, &[("actor", "bob".to_owned())]));
-        assert!(matches(&line, &[("sourceIp", "2001:db8::1".to_owned())]));
-        assert!(!matches(&line, &[("action", "x".to_owned())]));
-    }
 }

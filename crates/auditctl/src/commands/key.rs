@@ -8,8 +8,6 @@ use audit_proof::tlog::witness_key_arg;
 use audit_proof::verify::key::TrustedKey;
 use audit_proof::verify::kms::KmsKey;
 use audit_proof::verify::ports::KeySource;
-use base64::Engine as _;
-use base64::engine::general_purpose::STANDARD;
 use clap::Args;
 
 use super::archive_flags::LogFlags;
@@ -48,17 +46,8 @@ pub struct KeyArgs {
     log: LogFlags,
 }
 
-/// The DER SubjectPublicKeyInfo as a PEM public key, 64 characters a line.
-pub fn pem(der: &[u8]) -> String {
-    let body = STANDARD.encode(der);
-    let mut text = String::from("-----BEGIN PUBLIC KEY-----\n");
-    for line in body.as_bytes().chunks(64) {
-        text.push_str(&String::from_utf8_lossy(line));
-        text.push('\n');
-    }
-    text.push_str("-----END PUBLIC KEY-----\n");
-    text
-}
+/// The DER SubjectPublicKeyInfo as a PEM public key (the proof library's, which the bundle uses).
+pub use audit_proof::public_key_pem as pem;
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()

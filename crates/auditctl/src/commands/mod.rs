@@ -27,6 +27,7 @@ use crate::commands::choices::Format;
 use crate::commands::words::TrailError;
 use audit_aws::config::CliOptions;
 use audit_model::keys::DEFAULT_TABLE_NAME;
+use audit_proof::evidence::bundle::BundleError;
 use audit_trail::Reader;
 use audit_trail::access::{
     AccessError, FailedRead, FailureNotSent, ReadFailure, Recorder, SdkAccessLog,
@@ -191,6 +192,18 @@ impl From<TrailError> for Failure {
 impl From<audit_proof::Error> for Failure {
     fn from(error: audit_proof::Error) -> Self {
         Self::Trail(error.into())
+    }
+}
+
+/// A bundle that cannot be made or written, in auditctl's words: a file that cannot be written
+/// is bad usage (exit 2), as a place that is taken.
+impl From<BundleError> for Failure {
+    fn from(error: BundleError) -> Self {
+        match error {
+            BundleError::Read(error) => error.into(),
+            BundleError::Json { source, .. } => std::io::Error::other(source).into(),
+            error @ BundleError::Write { .. } => Failure::usage(error.to_string()),
+        }
     }
 }
 

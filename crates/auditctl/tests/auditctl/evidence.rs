@@ -17,6 +17,7 @@ use crate::access::assert_access_event;
 use crate::dlq::queues;
 use crate::harness::*;
 use crate::prove::{BUCKET, Stack, length, objects_read, text};
+use crate::ui::Ui;
 
 fn at(seconds: i64) -> String {
     DateTime::from_timestamp(seconds, 0)
@@ -130,6 +131,20 @@ fn write_lines(path: &Path, lines: &[String]) {
     .unwrap();
 }
 
+/// `auditctl export --from FROM --to TO [EXTRA] --evidence BUNDLE --no-audit-event`.
+fn export_range(
+    stack: &Stack,
+    (from, to): (i64, i64),
+    extra: &[&str],
+    bundle: &Path,
+) -> std::process::Output {
+    let (from, to, bundle) = (at(from), at(to), bundle.to_string_lossy());
+    let mut args = vec!["export", "--from", &from, "--to", &to];
+    args.extend_from_slice(extra);
+    args.extend(["--evidence", &bundle, "--no-audit-event"]);
+    stack.run(&args, &[])
+}
+
 fn manifest(bundle: &Path) -> Manifest {
     serde_json::from_slice(&std::fs::read(bundle.join("manifest.json")).unwrap()).unwrap()
 }
@@ -157,16 +172,7 @@ fn refused(
 #[tokio::test]
 async fn an_exported_bundle_checks_offline_and_every_change_to_it_is_named() {
     let mut stack = Stack::new().await;
-    let items = stack.write_events().await;
-    let received = items
-        .iter()
-        .map(|i| {
-            DateTime::parse_from_rfc3339(&i.text("receivedAt"))
-                .unwrap()
-                .to_utc()
-        })
-        .max()
-        .unwrap();
+    let (items, received) = stack.write_events_received().await;
     let first = length().period_of(received);
     let (second, third) = (first.next(), first.next().next());
     stack.archive_and_seal(first, &items[..15], 100).await;
@@ -341,20 +347,7 @@ async fn an_exported_bundle_checks_offline_and_every_change_to_it_is_named() {
     // The three periods: the third is not sealed, its events listed as unproven; no
     // completeness claimed.
     let all = dir.join("all");
-    let a = all.to_string_lossy().into_owned();
-    let output = stack.run(
-        &[
-            "export",
-            "--from",
-            &at(first.start),
-            "--to",
-            &at(third.start),
-            "--evidence",
-            &a,
-            "--no-audit-event",
-        ],
-        &[],
-    );
+    let output = export_range(&stack, (first.start, third.start), &[], &all);
     ok(output);
     let written = manifest(&all);
     assert_eq!((written.events, written.unproven_events), (30, 10));
@@ -382,22 +375,8 @@ async fn an_exported_bundle_checks_offline_and_every_change_to_it_is_named() {
 
     // With a filter, only inclusion.
     let filtered = dir.join("filtered");
-    let f = filtered.to_string_lossy().into_owned();
-    let output = stack.run(
-        &[
-            "export",
-            "--from",
-            &at(first.start),
-            "--to",
-            &at(second.start),
-            "--action",
-            "invoice.pay",
-            "--evidence",
-            &f,
-            "--no-audit-event",
-        ],
-        &[],
-    );
+    let both = (first.start, second.start);
+    let output = export_range(&stack, both, &["--action", "invoice.pay"], &filtered);
     ok(output);
     let written = manifest(&filtered);
     assert_eq!(written.events, 30);
@@ -412,20 +391,7 @@ async fn an_exported_bundle_checks_offline_and_every_change_to_it_is_named() {
     assert_eq!(check(&filtered, None).0, 0);
     // The first two periods whole: complete from leaf 0 (no checkpoint before it needed).
     let whole = dir.join("whole");
-    let w = whole.to_string_lossy().into_owned();
-    let output = stack.run(
-        &[
-            "export",
-            "--from",
-            &at(first.start),
-            "--to",
-            &at(second.start),
-            "--evidence",
-            &w,
-            "--no-audit-event",
-        ],
-        &[],
-    );
+    let output = export_range(&stack, both, &[], &whole);
     let err = stderr(&output);
     ok(output);
     // Each index, archive object, checkpoint and tile read once: fewer objects than events.
@@ -435,20 +401,7 @@ async fn an_exported_bundle_checks_offline_and_every_change_to_it_is_named() {
     assert_eq!(check(&whole, None).0, 0);
     // The same as a .tar.gz: the same files, checked as they are.
     let packed = dir.join("whole.tar.gz");
-    let p = packed.to_string_lossy().into_owned();
-    ok(stack.run(
-        &[
-            "export",
-            "--from",
-            &at(first.start),
-            "--to",
-            &at(second.start),
-            "--evidence",
-            &p,
-            "--no-audit-event",
-        ],
-        &[],
-    ));
+    ok(export_range(&stack, both, &[], &packed));
     let mut names = Vec::new();
     let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(
         std::fs::File::open(&packed).unwrap(),
@@ -485,20 +438,7 @@ async fn an_exported_bundle_checks_offline_and_every_change_to_it_is_named() {
 
     // The same as a .zip: the same files, each byte as in the directory, checked as it is.
     let zipped = dir.join("whole.zip");
-    let z = zipped.to_string_lossy().into_owned();
-    ok(stack.run(
-        &[
-            "export",
-            "--from",
-            &at(first.start),
-            "--to",
-            &at(second.start),
-            "--evidence",
-            &z,
-            "--no-audit-event",
-        ],
-        &[],
-    ));
+    ok(export_range(&stack, both, &[], &zipped));
     let files = unzip(&zipped);
     let mut zip_names: Vec<&String> = files.keys().collect();
     zip_names.sort();
@@ -535,6 +475,95 @@ async fn an_exported_bundle_checks_offline_and_every_change_to_it_is_named() {
 }
 
 /// A .zip's files by name.
+/// The viewer's "Evidence bundle" of a search: refused without the session; with it, the .zip
+/// `auditctl export --evidence x.zip` makes of the same range (the same files, the manifest but
+/// for when and by whom), which check-proof accepts, and an access event recorded.
+#[tokio::test]
+async fn the_viewers_evidence_bundle_of_a_search_is_the_exports_zip_and_checks() {
+    let mut stack = Stack::new().await;
+    let (items, received) = stack.write_events_received().await;
+    let first = length().period_of(received);
+    let second = first.next();
+    stack.archive_and_seal(first, &items[..15], 100).await;
+    stack.archive_and_seal(second, &items[15..30], 200).await;
+    let q = queues(&stack.moto).await;
+    let mut env: Vec<(&str, String)> = stack.env();
+    env.extend(q.env().into_iter().map(|(k, v)| (k, v.to_owned())));
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let ui = Ui::start(&stack.moto, &env);
+    let dir = std::env::temp_dir().join(format!("auditctl-ui-evidence-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = format!(
+        "/evidence.zip?from={}&to={}",
+        at(first.start),
+        at(second.start)
+    );
+
+    let refused = ui.get(&path, None).await;
+    assert_ne!(refused.status, 200, "{}", refused.text());
+    assert_ne!(refused.header("content-type"), Some("application/zip"));
+
+    let cookie = ui.open().await;
+    let search = path.replacen("/evidence.zip", "/", 1);
+    let page = ui.get(&search, Some(&cookie)).await.text();
+    assert!(page.contains("evidence.zip?"), "the link: {page}");
+    let answer = ui.get(&path, Some(&cookie)).await;
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    assert_eq!(answer.header("content-type"), Some("application/zip"));
+    assert!(
+        answer
+            .header("content-disposition")
+            .is_some_and(|d| d.contains("filename=\"audit-evidence.zip\"")),
+        "{:?}",
+        answer.header("content-disposition")
+    );
+    let zipped = dir.join("viewer.zip");
+    std::fs::write(&zipped, answer.bytes()).unwrap();
+    let viewer = unzip(&zipped);
+    let key = dir.join("digest-key.pem");
+    std::fs::write(&key, &viewer["digest-key.pem"]).unwrap();
+    let (code, said) = check_file(&zipped, &key);
+    assert_eq!(code, 0, "{said}");
+    assert!(said.starts_with("OK: 30 event(s)"), "{said}");
+    assert!(said.contains("complete: every leaf from 0 to 30"), "{said}");
+    let bodies = q.access_events().await;
+    let recorded = bodies
+        .iter()
+        .find(|b| b["action"] == "auditctl.ui.export")
+        .expect("the bundle's access event");
+    let arguments = assert_access_event(recorded, "auditctl.ui.export", BUCKET);
+    assert_eq!(arguments["evidence"], "audit-evidence.zip", "{arguments}");
+
+    // The command line's bundle of the same range: the same files and manifest.
+    let exported = dir.join("export.zip");
+    ok(export_range(
+        &stack,
+        (first.start, second.start),
+        &[],
+        &exported,
+    ));
+    let exported = unzip(&exported);
+    assert_eq!(
+        viewer.keys().collect::<Vec<_>>(),
+        exported.keys().collect::<Vec<_>>()
+    );
+    let unmade = |bytes: &[u8]| {
+        let mut manifest: serde_json::Value = serde_json::from_slice(bytes).unwrap();
+        let made_by = manifest["madeBy"].take();
+        manifest["madeAt"].take();
+        (manifest, made_by)
+    };
+    let (manifest, made_by) = unmade(&viewer["manifest.json"]);
+    assert_eq!(manifest, unmade(&exported["manifest.json"]).0);
+    assert!(made_by.as_str().unwrap().contains("arn:aws"), "{made_by}");
+    for (name, bytes) in &viewer {
+        if name != "manifest.json" {
+            assert_eq!(bytes, &exported[name], "{name}");
+        }
+    }
+}
+
 fn unzip(path: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
     let mut archive = zip::ZipArchive::new(std::fs::File::open(path).unwrap()).unwrap();
     (0..archive.len())

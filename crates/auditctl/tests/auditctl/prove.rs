@@ -82,6 +82,22 @@ impl Stack {
         put_checked(&self.s3, BUCKET, key, body).await;
     }
 
+    /// Events written through the function (the table's items), and the last `receivedAt`:
+    /// its period is the first an archive of them is written in.
+    pub(crate) async fn write_events_received(&self) -> (Vec<TrailItem>, DateTime<Utc>) {
+        let items = self.write_events().await;
+        let received = items
+            .iter()
+            .map(|i| {
+                DateTime::parse_from_rfc3339(&i.text("receivedAt"))
+                    .unwrap()
+                    .to_utc()
+            })
+            .max()
+            .unwrap();
+        (items, received)
+    }
+
     /// Events written through the function; the table's items.
     pub(crate) async fn write_events(&self) -> Vec<TrailItem> {
         let handler = handler(&self.moto.endpoint, TABLE, settings());
@@ -228,17 +244,8 @@ pub(crate) fn objects_read(err: &str) -> u64 {
 #[tokio::test]
 async fn prove_prints_a_proof_that_check_proof_accepts_for_events_of_two_periods() {
     let mut stack = Stack::new().await;
-    let items = stack.write_events().await;
     // Archived in the period of the last receivedAt, and half of them in the period after it.
-    let received = items
-        .iter()
-        .map(|i| {
-            DateTime::parse_from_rfc3339(&i.text("receivedAt"))
-                .unwrap()
-                .to_utc()
-        })
-        .max()
-        .unwrap();
+    let (items, received) = stack.write_events_received().await;
     let first = length().period_of(received);
     let (a, b) = items.split_at(EVENTS / 2);
     stack.archive_and_seal(first, a, 100).await;

@@ -235,11 +235,15 @@ impl Answer {
         }
     }
 
-    fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(n, _)| n == name)
             .map(|(_, v)| v.as_str())
+    }
+
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.body
     }
 
     pub(crate) fn text(&self) -> String {

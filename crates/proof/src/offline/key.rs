@@ -25,6 +25,19 @@ pub enum KeyError {
     NotBase64,
 }
 
+/// The DER SubjectPublicKeyInfo as a PEM public key, 64 characters a line (what `from_pem`
+/// reads back).
+pub fn public_key_pem(der: &[u8]) -> String {
+    let body = STANDARD.encode(der);
+    let mut text = String::from("-----BEGIN PUBLIC KEY-----\n");
+    for line in body.as_bytes().chunks(64) {
+        text.push_str(&String::from_utf8_lossy(line));
+        text.push('\n');
+    }
+    text.push_str("-----END PUBLIC KEY-----\n");
+    text
+}
+
 /// Why a `--witness-key` argument is not a witness's key. Each names the argument.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum WitnessKeyError {

@@ -7,7 +7,8 @@ mod key;
 
 pub use bundle::{BundleProblem, BundleVerdict, check_bundle};
 pub use key::{
-    KeyError, LogKey, WitnessKeyError, check_cosignature, witness_key_arg, witness_key_args,
+    KeyError, LogKey, WitnessKeyError, check_cosignature, public_key_pem, witness_key_arg,
+    witness_key_args,
 };
 
 use audit_model::note::{NoteError, PROOF_FORMAT, Proof, SignedNote};

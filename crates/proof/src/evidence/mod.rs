@@ -2,8 +2,10 @@
 //! for auditors"): each period's index read, its events' lines read once per archive object,
 //! one checkpoint with its cosignatures, each tile read once for every proof, the range proof
 //! when the bundle holds every event of its periods, and the events of periods not sealed yet
-//! listed as unproven. Each proof is checked as `check-proof` checks it. Must not know the
-//! command line, the table or where the bundle is written.
+//! listed as unproven. Each proof is checked as `check-proof` checks it; `bundle` makes and
+//! writes its files. Must not know the command line or the table.
+
+pub mod bundle;
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -24,7 +26,7 @@ pub struct Ask<'a> {
     pub last: Period,
     /// Whether an event (its archived line, parsed) is kept; `filtered` says whether any filter
     /// was given (then only inclusion is proven).
-    pub keep: &'a dyn Fn(&serde_json::Value) -> bool,
+    pub keep: &'a (dyn Fn(&serde_json::Value) -> bool + Sync),
     pub filtered: bool,
     pub key: &'a LogKey,
     pub origin: &'a str,
