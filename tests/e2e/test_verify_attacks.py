@@ -186,13 +186,14 @@ def test_verify_passes_on_the_stacks_trail_then_reports_each_attack_with_its_kin
     assert clean.returncode == 0, out + clean.stderr
     assert problems(out) == [], out
     n, k = len(periods), len(objects)
-    assert f"periods   {n} checked: {n} sealed ({len(empty)} empty), 0 not sealed yet, 0 before the trail, " \
-           f"0 without a usable digest" in out, out
+    assert f"periods   {n} checked: {n} sealed ({len(empty)} empty), 0 not sealed yet, " \
+           f"0 without a usable digest\n" in out, out
+    assert "\ntrail     " not in out, out
     assert f"objects   {k} checked ({k} trail, 0 tamper); 0 not covered by a digest" in out, out
     assert f"events    {events} checked ({events} trail, 0 tamper)" in out, out
-    assert f"items     {events} archived events looked up in the table (0 expired by TTL); {events} items in " \
-           f"the range compared with the archive: {events} archived, 0 not archived yet, 0 from before the " \
-           f"trail" in out, out
+    assert f"items     {events} archived events looked up in the table, {events} found as archived\n" in out, out
+    assert f"items     {events} items of the table in the range looked up in the archive, {events} archived;" \
+        in out, out
     # The transparency log the sealer wrote from the chain's first digest: every line a leaf.
     assert f"log       the log begins at {digest_key(genesis)}; tree sizes 0 to {events}: {events} leaves " \
            f"appended" in out, out
@@ -315,8 +316,8 @@ def test_verify_passes_on_the_stacks_trail_then_reports_each_attack_with_its_kin
     # Within the grace, the unsealed period is counted, not a problem.
     pending = verify(auditctl, system, "--from", iso(unsealed), "--to", iso(unsealed + P - 0.001))
     assert pending.returncode == 0, pending.stdout + pending.stderr
-    assert "periods   1 checked: 0 sealed (0 empty), 1 not sealed yet, 0 before the trail, 0 without a usable " \
-           "digest" in pending.stdout, pending.stdout
+    assert f"periods   1 checked: 0 sealed (0 empty), 1 not sealed yet (the newest 1, from {iso(unsealed)[:19]}Z: " \
+           f"within the grace, no digest is due before " in pending.stdout, pending.stdout
 
     # 3. One run over the whole chain up to that period, past its grace: each attack once, with
     # its kind and key, and nothing else (no broken link after the hidden digest).
@@ -352,14 +353,17 @@ def test_verify_passes_on_the_stacks_trail_then_reports_each_attack_with_its_kin
     assert "holds another hash at leaf 0" in line_of(out, "leaf missing", tile), out
     n = (unsealed - genesis) // P + 1
     assert f"periods   {n} checked: {n - 1} sealed (" in out, out
-    assert ", 0 not sealed yet, 0 before the trail, 1 without a usable digest" in out, out
+    assert ", 0 not sealed yet, 1 without a usable digest (digest missing or signature invalid: reported above)" \
+        in out, out
     # The overwritten and the hidden objects are checked at their sealed versions, and the tamper
     # objects the archiver wrote of the attacks on the table like any other.
     k, t = len(objects), len(tamper)
     assert f"objects   {k + t} checked ({k} trail, {t} tamper); 0 not covered by a digest" in out, out
     assert f"events    {events + tamper_events} checked ({events} trail, {tamper_events} tamper)" in out, out
-    assert f"items     {events} archived events looked up in the table (0 expired by TTL); {events - 1} items in " \
-           f"the range compared with the archive: {events - 1} archived, 0 not archived yet" in out, out
+    assert f"items     {events} archived events looked up in the table, {events - 2} found as archived: 1 changed " \
+           f"(item changed: reported above), 1 not in the table (item missing: reported above)" in out, out
+    assert f"items     {events - 1} items of the table in the range looked up in the archive, {events - 1} archived;" \
+        in out, out
     assert "problems  14 (2 digest missing, 3 signature invalid, 1 object changed, 1 object missing, " \
            "1 object not in digest, 1 item changed, 2 item modified, 1 item missing, 1 item not attested, " \
            "1 leaf missing)" in out, out
@@ -431,8 +435,8 @@ def test_verify_reports_undone_tampering_and_a_planted_first_digest_and_counts_a
     out = run.stdout
     assert run.returncode == 0, out + run.stderr
     assert problems(out) == [], out
-    assert "1 items in the range compared with the archive: 1 archived" in out, out
-    assert summary_line(out, "items ").endswith("; 1 archived late"), out
+    assert "\nitems     1 items of the table in the range looked up in the archive, 1 archived (1 late: found " \
+           "beyond --archive-lag); " in out, out
 
 
     # A digest key planted three periods before the chain's first, signed by another key in the
@@ -471,7 +475,8 @@ def test_verify_reports_undone_tampering_and_a_planted_first_digest_and_counts_a
     assert "whether or not it was restored" in line_of(out, "item modified", victim["messageId"]), out
     assert summary_line(out, "chain ") == \
         f"chain     trusted from {digest_key(genesis)}: the chain's first digest (previous null)", out
-    assert ", 3 before the trail, 0 without a usable digest" in out, out
+    assert f"the range starts before the trail: its first period is {iso(genesis)[:19]}Z (digest " \
+           f"{digest_key(genesis)}); the 3 period(s) before it are not counted" in out, out
 
 
 def test_verify_never_passes_a_trail_whose_sealing_never_worked(work_dir, auditctl):

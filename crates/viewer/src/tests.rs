@@ -633,6 +633,29 @@ mod health_checks {
             "{html}"
         );
         assert!(html.contains("events    1 checked"), "{html}");
+        assert!(!html.contains("trail     "), "{html}");
+        // From the period before the trail's first: counted from the first, and said once.
+        let before = Period {
+            start: period.start - i64::from(period.length.seconds()),
+            length: period.length,
+        };
+        let over_both = format!(
+            "/health?from={}&to={}&run=1",
+            stamp(before.start),
+            stamp(period.end() - 1).replace(".000Z", ".999Z")
+        );
+        let (status, both) = post(&viewer, &cookie, &over_both).await;
+        assert_eq!(status, StatusCode::OK, "{both}");
+        assert!(both.contains("verified: no problem"), "{both}");
+        assert!(both.contains("periods   1 checked: 1 sealed"), "{both}");
+        assert!(
+            both.contains(&format!(
+                "trail     the range starts before the trail: its first period is {} (digest {}); the 1 period(s) before it are not counted",
+                stamp(period.start).replace(".000Z", "Z"),
+                audit_model::digest::digest_key(period)
+            )),
+            "{both}"
+        );
         assert!(
             html.contains(r#"<option value="" selected>From and to</option>"#)
                 && html.contains(&format!(r#"name="from" value="{}""#, stamp(period.start))),
@@ -658,18 +681,18 @@ mod health_checks {
 
         // Each run was recorded first, as auditctl.ui.verify with the range.
         let bodies = actions(&sent);
-        assert_eq!(bodies.len(), 2);
-        for body in &bodies {
+        assert_eq!(bodies.len(), 3);
+        for (body, from) in bodies.iter().zip([period, before, period]) {
             assert_eq!(body["action"], "auditctl.ui.verify");
             assert_eq!(body["resource"], "archive");
-            assert_eq!(body["arguments"]["from"], stamp(period.start));
+            assert_eq!(body["arguments"]["from"], stamp(from.start));
         }
         // Without run=1 the page does not verify, and records a view.
         let (status, html) = get(&viewer, &cookie, "/health").await;
         assert_eq!(status, StatusCode::OK, "{html}");
         assert!(!html.contains("Verify ran over"), "{html}");
         assert!(html.contains(r#"name="run" value="1">Verify these periods"#));
-        assert_eq!(actions(&sent)[2]["action"], "auditctl.ui.view");
+        assert_eq!(actions(&sent)[3]["action"], "auditctl.ui.view");
     }
 
     /// Verify costs: a GET that asks for it, or a POST from no or another origin, runs nothing

@@ -8,7 +8,7 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 use audit_model::archive::Period;
-use audit_model::digest::ProblemKind;
+use audit_model::digest::{ProblemKind, digest_key};
 
 use crate::Error;
 
@@ -162,8 +162,15 @@ pub struct Summary {
     pub trail_events: u64,
     pub tamper_events: u64,
     /// Objects in the range's periods that no digest covers (not sealed yet, before the trail, or
-    /// their digest missing).
+    /// their digest missing), and of those, in periods before the trail and in periods not sealed
+    /// yet (the rest are in periods without a usable digest).
     pub unsealed_objects: u64,
+    pub objects_before_trail: u64,
+    pub objects_not_sealed_yet: u64,
+    /// The period of the chain's first digest (where the trail begins), when there is one.
+    pub genesis: Option<Period>,
+    /// The periods not sealed yet: from when, and when the last one's digest is due.
+    pub unsealed_span: Option<Unsealed>,
     /// Objects in sealed periods' places that their digest does not list, but a later digest
     /// lists as late (found after their period was sealed).
     pub late_objects: u64,
@@ -180,6 +187,17 @@ pub struct Summary {
     /// The transparency log.
     pub log: LogSummary,
     pub problems: BTreeMap<ProblemKind, u64>,
+}
+
+/// The periods of the range not sealed yet (within the grace: counted, not a problem).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unsealed {
+    /// The first one's start (epoch seconds).
+    pub from: i64,
+    /// When the last one's digest is due: its sealing time and the grace after it.
+    pub due: i64,
+    /// No period after them was sealed or found missing: they are the range's newest.
+    pub newest: bool,
 }
 
 /// What was checked of the transparency log.
@@ -263,6 +281,10 @@ pub struct TableSummary {
     pub archived_compared: u64,
     /// Of those, gone from the table after their `expiresAt` (TTL).
     pub expired: u64,
+    /// Of those, in the table but different (each an `item changed`).
+    pub changed: u64,
+    /// Of those, not in the table and not expired (each an `item missing`).
+    pub missing: u64,
     /// Items of the table with auditTime in the range.
     pub items: u64,
     /// Of those, found among the archived events.
@@ -273,6 +295,8 @@ pub struct TableSummary {
     pub not_archived_yet: u64,
     /// Written before the chain's first digest (never archived).
     pub before_trail: u64,
+    /// In none of the periods they can have been archived in (each an `item not archived`).
+    pub not_archived: u64,
     /// Periods read beyond the range to find where items were archived.
     pub extra_periods: u64,
     /// Of the items archived, those found only after `--archive-lag` (up to the stream's 24
@@ -301,59 +325,27 @@ impl Summary {
             .then(|| format!("key       {}", self.key))
             .into_iter()
             .collect();
-        lines.extend([
-            format!(
-                "chain     {}",
-                if self.chain.is_empty() {
-                    "nothing to check"
-                } else {
-                    &self.chain
-                }
-            ),
-            format!(
-                "periods   {} checked: {} sealed ({} empty), {} not sealed yet, {} before the trail, {} without a usable digest",
-                self.periods,
-                self.sealed,
-                self.empty,
-                self.not_sealed_yet,
-                self.before_trail,
-                self.missing
-            ),
-            format!(
-                "objects   {} checked ({} trail, {} tamper); {} not covered by a digest; {} not attested; late objects: {}",
-                self.trail_objects + self.tamper_objects,
-                self.trail_objects,
-                self.tamper_objects,
-                self.unsealed_objects,
-                self.unattested,
-                self.late_objects
-            ),
-            format!(
-                "events    {} checked ({} trail, {} tamper); {} archived twice",
-                self.trail_events + self.tamper_events,
-                self.trail_events,
-                self.tamper_events,
-                self.duplicated
-            ),
-        ]);
-        if let Some(table) = &self.table {
-            lines.push(format!(
-                "items     {} archived events looked up in the table ({} expired by TTL); {} items in the range compared with the archive: {} archived, {} not archived yet, {} from before the trail; {} periods read beyond the range; {} archived late",
-                table.archived_compared,
-                table.expired,
-                table.items,
-                table.items_archived,
-                table.not_archived_yet,
-                table.before_trail,
-                table.extra_periods,
-                table.archived_late
-            ));
-            if table.items_repaired > 0 {
-                lines.push(format!(
-                    "repairs   {} of the archived items archived by auditctl archive repair (in objects a repair wrote: keyed p<period>-9…, metadata repair: true)",
-                    table.items_repaired
-                ));
+        lines.push(format!(
+            "chain     {}",
+            if self.chain.is_empty() {
+                "nothing to check"
+            } else {
+                &self.chain
             }
+        ));
+        lines.push(self.periods_line());
+        lines.extend(self.trail_line());
+        lines.push(self.objects_line());
+        lines.push(format!(
+            "events    {} checked ({} trail, {} tamper); {} archived twice{}",
+            self.trail_events + self.tamper_events,
+            self.trail_events,
+            self.tamper_events,
+            self.duplicated,
+            reported(self.duplicated, "event duplicated")
+        ));
+        if let Some(table) = &self.table {
+            lines.extend(table.lines());
         }
         match &self.attestations {
             Some((arn, checked)) => lines.push(format!(
@@ -380,68 +372,180 @@ impl Summary {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_problem_prints_kind_subject_and_detail_two_spaces_apart() {
-        let problem = Problem::new(
-            ProblemKind::ObjectChanged,
-            "trail/dt=2026-11-22/hour=10/p1795341600-x-a0.jsonl.gz",
-            "version 2 beside the sealed version 1",
-        );
-        assert_eq!(
-            problem.to_string(),
-            "object changed  trail/dt=2026-11-22/hour=10/p1795341600-x-a0.jsonl.gz  version 2 beside the sealed version 1"
-        );
-    }
-
-    #[test]
-    fn the_console_prints_problems_as_lines_and_the_summary_last() {
-        let mut console = Console::new(Vec::new(), false);
-        console
-            .problem(&Problem::new(ProblemKind::ItemMissing, "m-1", "gone"))
-            .unwrap();
-        let mut summary = Summary::default();
-        summary.count(ProblemKind::ItemMissing);
-        console.progress(
-            &summary,
-            Period {
-                start: 0,
-                length: Default::default(),
-            },
-            1,
-        );
-        console.finish(&summary).unwrap();
-        let text = String::from_utf8(console.out).unwrap();
-        let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines[0], "item missing  m-1  gone");
-        assert!(lines[1].starts_with("chain     nothing to check"));
-        assert!(lines[2].starts_with("periods   0 checked"));
-        assert_eq!(lines.last().unwrap(), &"problems  1 (1 item missing)");
-        assert_eq!(console.printed, 1);
-    }
-
-    #[test]
-    fn the_summary_counts_problems_by_kind() {
-        let mut summary = Summary {
-            periods: 3,
-            sealed: 2,
-            ..Summary::default()
+impl Summary {
+    /// The periods from the trail's first (those before it are the `trail` line's), and why any
+    /// of them is not sealed.
+    fn periods_line(&self) -> String {
+        let checked = self.periods - self.before_trail;
+        let pending = match (self.not_sealed_yet, self.unsealed_span) {
+            (0, _) | (_, None) => String::new(),
+            (n, Some(span)) => format!(
+                " ({}from {}: within the grace, no digest is due before {})",
+                if span.newest {
+                    format!("the newest {n}, ")
+                } else {
+                    String::new()
+                },
+                time(span.from),
+                time(span.due)
+            ),
         };
-        assert!(summary.holds());
-        assert!(summary.lines().last().unwrap().contains("none"));
-        summary.count(ProblemKind::ItemChanged);
-        summary.count(ProblemKind::DigestMissing);
-        summary.count(ProblemKind::ItemChanged);
-        assert!(!summary.holds());
-        assert_eq!(
-            summary.lines().last().unwrap(),
-            "problems  3 (1 digest missing, 2 item changed)"
-        );
-        assert_eq!(summary.lines().len(), 5);
-        summary.table = Some(TableSummary::default());
-        assert_eq!(summary.lines().len(), 6);
+        format!(
+            "periods   {checked} checked: {} sealed ({} empty), {} not sealed yet{pending}, {} without a usable digest{}",
+            self.sealed,
+            self.empty,
+            self.not_sealed_yet,
+            self.missing,
+            reported(self.missing, "digest missing or signature invalid")
+        )
+    }
+
+    /// When the range starts before the trail: where the trail begins, once.
+    fn trail_line(&self) -> Option<String> {
+        if self.before_trail == 0 {
+            return None;
+        }
+        let n = self.before_trail;
+        let objects = match self.objects_before_trail {
+            0 => String::new(),
+            k => format!(
+                "; {k} object(s) in them, which no digest can prove (trail not sealed: reported above)"
+            ),
+        };
+        Some(match self.genesis {
+            Some(genesis) if n == self.periods => format!(
+                "trail     the range ends before the trail begins (its first period {}, digest {}): none of its {n} period(s) is checked{objects}",
+                time(genesis.start),
+                digest_key(genesis)
+            ),
+            Some(genesis) => format!(
+                "trail     the range starts before the trail: its first period is {} (digest {}); the {n} period(s) before it are not counted{objects}",
+                time(genesis.start),
+                digest_key(genesis)
+            ),
+            None => format!(
+                "trail     none: no digest chain (see chain), so none of the range's {n} period(s) is checked{objects}"
+            ),
+        })
+    }
+
+    /// The objects checked, and why any is not covered by a digest.
+    fn objects_line(&self) -> String {
+        let missing =
+            self.unsealed_objects - self.objects_before_trail - self.objects_not_sealed_yet;
+        let why = because(&[
+            (
+                self.objects_not_sealed_yet,
+                "in periods not sealed yet (not a problem)",
+            ),
+            (
+                self.objects_before_trail,
+                "before the trail (trail not sealed: reported above)",
+            ),
+            (
+                missing,
+                "in periods without a usable digest (reported above)",
+            ),
+        ]);
+        let late = match self.late_objects {
+            0 => String::new(),
+            _ => " (found after their period was sealed, and listed as late by a later digest)"
+                .to_owned(),
+        };
+        format!(
+            "objects   {} checked ({} trail, {} tamper); {} not covered by a digest{why}; {} not attested{}; late objects: {}{late}",
+            self.trail_objects + self.tamper_objects,
+            self.trail_objects,
+            self.tamper_objects,
+            self.unsealed_objects,
+            self.unattested,
+            reported(self.unattested, "object not attested"),
+            self.late_objects
+        )
     }
 }
+
+impl TableSummary {
+    /// The `items` lines: the archived events looked up in the table, the table's items looked up
+    /// in the archive, each with why any was not found as it should be; repairs when any.
+    fn lines(&self) -> Vec<String> {
+        let same = self.archived_compared - self.changed - self.missing - self.expired;
+        let not_same = because(&[
+            (self.changed, "changed (item changed: reported above)"),
+            (
+                self.missing,
+                "not in the table (item missing: reported above)",
+            ),
+            (
+                self.expired,
+                "expired by TTL (their expiresAt passed: not a problem)",
+            ),
+        ]);
+        let not_archived = because(&[
+            (
+                self.not_archived_yet,
+                "not archived yet (written within --archive-lag of now)",
+            ),
+            (
+                self.before_trail,
+                "written before the trail (trail not sealed: reported above)",
+            ),
+            (
+                self.not_archived,
+                "not archived (item not archived: reported above)",
+            ),
+        ]);
+        let late = match self.archived_late {
+            0 => String::new(),
+            n => format!(" ({n} late: found beyond --archive-lag)"),
+        };
+        let mut lines = vec![
+            format!(
+                "items     {} archived events looked up in the table, {same} found as archived{not_same}",
+                self.archived_compared
+            ),
+            format!(
+                "items     {} items of the table in the range looked up in the archive, {} archived{late}{not_archived}; {} period(s) read beyond the range",
+                self.items, self.items_archived, self.extra_periods
+            ),
+        ];
+        if self.items_repaired > 0 {
+            lines.push(format!(
+                "repairs   {} of the archived items archived by auditctl archive repair (in objects a repair wrote: keyed p<period>-9…, metadata repair: true)",
+                self.items_repaired
+            ));
+        }
+        lines
+    }
+}
+
+/// `: n why, m why` of the counts that are not zero; nothing when all are.
+fn because(parts: &[(u64, &str)]) -> String {
+    let said: Vec<String> = parts
+        .iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, why)| format!("{n} {why}"))
+        .collect();
+    if said.is_empty() {
+        String::new()
+    } else {
+        format!(": {}", said.join(", "))
+    }
+}
+
+/// ` (<kind>: reported above)` when `n` is not zero.
+fn reported(n: u64, kind: &str) -> String {
+    match n {
+        0 => String::new(),
+        _ => format!(" ({kind}: reported above)"),
+    }
+}
+
+fn time(seconds: i64) -> String {
+    chrono::DateTime::from_timestamp(seconds, 0)
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+        .unwrap_or_else(|| seconds.to_string())
+}
+
+#[cfg(test)]
+mod tests;

@@ -264,27 +264,33 @@ impl<'a, T: Table> TableCheck<'a, T> {
             self.summary.archived_compared += 1;
             match found.get(&(event.message_id.clone(), event.audit_time.clone())) {
                 Some(item) if same_item(&event.line, &item.line) => {}
-                Some(item) => problems.push(Problem::new(
-                    ProblemKind::ItemChanged,
-                    &event.message_id,
-                    format!(
-                        "auditTime {}: {} in the table, not as archived in {}",
-                        event.audit_time,
-                        differences(&event.line, &item.line),
-                        event.object
-                    ),
-                )),
+                Some(item) => {
+                    self.summary.changed += 1;
+                    problems.push(Problem::new(
+                        ProblemKind::ItemChanged,
+                        &event.message_id,
+                        format!(
+                            "auditTime {}: {} in the table, not as archived in {}",
+                            event.audit_time,
+                            differences(&event.line, &item.line),
+                            event.object
+                        ),
+                    ))
+                }
                 None if event.expires_at.is_some_and(|at| at <= self.now) => {
                     self.summary.expired += 1;
                 }
-                None => problems.push(Problem::new(
-                    ProblemKind::ItemMissing,
-                    &event.message_id,
-                    format!(
-                        "auditTime {}: not in the table, archived in {}",
-                        event.audit_time, event.object
-                    ),
-                )),
+                None => {
+                    self.summary.missing += 1;
+                    problems.push(Problem::new(
+                        ProblemKind::ItemMissing,
+                        &event.message_id,
+                        format!(
+                            "auditTime {}: not in the table, archived in {}",
+                            event.audit_time, event.object
+                        ),
+                    ))
+                }
             }
         }
         self.batch = Vec::with_capacity(BATCH);

@@ -30,7 +30,7 @@ use super::digests::{self, Before, Loaded};
 use super::key::TrustedKey;
 use super::log::{self, LogCheck};
 use super::ports::{Archive, Entry, Table};
-use super::report::{Observer, Problem, Summary};
+use super::report::{Observer, Problem, Summary, Unsealed};
 use super::seen::{Lookup, Seen};
 use super::table::{ArchivedEvent, TableCheck, Window};
 use super::{LATE_ARCHIVE_SECONDS, Settings};
@@ -100,6 +100,7 @@ pub async fn verify_with_witnesses<A: Archive, T: Table, O: Observer>(
         .as_ref()
         .map(|a| (a.arn().to_owned(), a.checked()));
     summary.table = walk.table.map(|t| t.summary);
+    summary.genesis = walk.genesis;
     summary.log = walk.log.summary;
     Ok(summary)
 }
@@ -246,6 +247,7 @@ impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
         if self.genesis.is_none_or(|g| period.start < g.start) {
             self.summary.before_trail += 1;
             self.summary.unsealed_objects += live;
+            self.summary.objects_before_trail += live;
             self.previous = None;
             self.log.unknown();
             if live > 0 {
@@ -261,6 +263,9 @@ impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
                 ))?;
             }
             return Ok(());
+        }
+        if let Some(span) = &mut self.summary.unsealed_span {
+            span.newest = false;
         }
         let key = digest_key(period);
         let candidates = digests::load_period(self.archive, period).await?;
@@ -292,11 +297,17 @@ impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
                 ))?;
             } else {
                 self.summary.not_sealed_yet += 1;
+                self.summary.objects_not_sealed_yet += live;
+                let due = period.sealable_at() + self.settings.grace_seconds;
+                let span = self.summary.unsealed_span.get_or_insert(Unsealed {
+                    from: period.start,
+                    due,
+                    newest: true,
+                });
+                span.due = due;
+                span.newest = true;
             }
-            self.summary.unsealed_objects += live;
-            self.previous = None;
-            self.log.unknown();
-            return self.current_events(&groups).await;
+            return self.unsealed(&groups, live).await;
         };
         // The period's digest: the first of its names validly signed, else the first that is a
         // digest at all (its problems reported).
@@ -408,6 +419,15 @@ impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
                 self.current_events(&groups).await
             }
         }
+    }
+
+    /// A period no digest covers (not sealed yet, or its digest missing): its objects counted,
+    /// their events handed to the table check.
+    async fn unsealed(&mut self, groups: &Groups, live: u64) -> Result<(), Error> {
+        self.summary.unsealed_objects += live;
+        self.previous = None;
+        self.log.unknown();
+        self.current_events(groups).await
     }
 
     /// Why a period before the chain's start cannot be proven (for `trail not sealed`).

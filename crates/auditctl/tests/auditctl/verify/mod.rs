@@ -464,9 +464,18 @@ async fn verify_passes_on_a_trail_as_sealed_and_records_its_access() {
         "{out}"
     );
     assert!(
-        out.contains("20 items in the range compared with the archive: 20 archived"),
+        out.contains(
+            "\nitems     20 archived events looked up in the table, 20 found as archived\n"
+        ),
         "{out}"
     );
+    assert!(
+        out.contains(
+            "\nitems     20 items of the table in the range looked up in the archive, 20 archived;"
+        ),
+        "{out}"
+    );
+    assert!(!out.contains("\ntrail "), "{out}");
     assert!(
         out.ends_with("problems  none: the trail is as sealed\n"),
         "{out}"
@@ -736,9 +745,21 @@ async fn verify_never_passes_a_trail_with_data_and_no_digest() {
         "{out}"
     );
     assert!(
-        out.contains(&format!(
-            "periods   {PERIODS} checked: 0 sealed (0 empty), 0 not sealed yet, {PERIODS} before the trail"
+        out.contains(
+            "\nperiods   0 checked: 0 sealed (0 empty), 0 not sealed yet, 0 without a usable digest\n"
+        ),
+        "{out}"
+    );
+    assert!(
+        summary_line(&out, "trail     ").starts_with(&format!(
+            "trail     none: no digest chain (see chain), so none of the range's {PERIODS} period(s) is checked; "
         )),
+        "{out}"
+    );
+    assert!(
+        summary_line(&out, "trail     ").ends_with(
+            " object(s) in them, which no digest can prove (trail not sealed: reported above)"
+        ),
         "{out}"
     );
 }
@@ -799,7 +820,21 @@ async fn verify_reports_a_planted_earlier_digest_and_every_tamper_record_and_tru
         ),
         "{out}"
     );
-    assert!(out.contains("5 before the trail"), "{out}");
+    assert_eq!(
+        summary_line(&out, "trail     "),
+        format!(
+            "trail     the range starts before the trail: its first period is {} (digest {}); the 5 period(s) before it are not counted",
+            DateTime::from_timestamp(stack.period(0).start, 0)
+                .unwrap()
+                .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            digest_key(stack.period(0))
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("\nperiods   {PERIODS} checked: {PERIODS} sealed")),
+        "{out}"
+    );
 }
 
 #[tokio::test]

@@ -212,6 +212,7 @@ impl<A: Archive, T: Table, O: Observer> Walk<'_, A, T, O> {
         }
         if let Some(table) = self.table.as_mut() {
             table.summary.extra_periods = extra;
+            table.summary.not_archived = pending.len() as u64;
             let problems: Vec<Problem> = pending.iter().map(|p| p.problem()).collect();
             self.report_all(problems)?;
         }
