@@ -382,22 +382,11 @@ impl<A: Archive> LogReader<'_, A> {
     /// index, `Some(None)` when no row is taken. When its own name does not give one, its
     /// alternates are read in order up to the first that is not there: someone planted an object
     /// at the name and the sealer wrote the index under an alternate (docs/archive.md "Planted
-    /// log objects"; a wrong row makes a proof fail, never hold). An object that is not an index
-    /// is passed over while another name gives rows.
-    pub async fn index_row(
-        &self,
-        period: Period,
-        wanted: impl Fn(&IndexRow) -> bool,
-    ) -> Result<Option<Option<IndexRow>>, Error> {
-        Ok(self
-            .index_row_from(period, 0, wanted)
-            .await?
-            .map(|row| row.map(|(row, _)| row)))
-    }
-
-    /// [`Self::index_row`] from the index's `first` name on, with the position of the name that
-    /// gave the row.
-    async fn index_row_from(
+    /// log objects"; a wrong row gives no proof, and `prove` then reads the names after it). An
+    /// object that is not an index is passed over while another name gives rows. From the
+    /// index's `first` name on (0: its
+    /// own), with the position of the name that gave the row.
+    async fn index_row(
         &self,
         period: Period,
         first: usize,
@@ -521,7 +510,7 @@ impl<A: Archive> LogReader<'_, A> {
             let taken = |r: &IndexRow| {
                 r.message_id == wanted.message_id && same_time(&r.audit_time, &wanted.audit_time)
             };
-            match self.index_row_from(period, 0, taken).await? {
+            match self.index_row(period, 0, taken).await? {
                 Some(row) => {
                     searched += 1;
                     if let Some((row, name)) = row {
@@ -661,7 +650,7 @@ impl<A: Archive> LogReader<'_, A> {
             r.message_id == found.row.message_id && same_time(&r.audit_time, &found.row.audit_time)
         };
         let mut next = found.name + 1;
-        while let Some(Some((row, name))) = self.index_row_from(found.period, next, same).await? {
+        while let Some(Some((row, name))) = self.index_row(found.period, next, same).await? {
             if let Ok(proof) = self
                 .prove_row(&row, found.period, key, origin, witnesses, tree_size)
                 .await

@@ -512,16 +512,7 @@ async fn archive_as_the_archiver(
 #[tokio::test]
 async fn prove_proves_events_of_three_periods_sealed_by_the_archivers_sealer() {
     let stack = Stack::new().await;
-    let items = stack.write_events().await;
-    let received = items
-        .iter()
-        .map(|i| {
-            DateTime::parse_from_rfc3339(&i.text("receivedAt"))
-                .unwrap()
-                .to_utc()
-        })
-        .max()
-        .unwrap();
+    let (items, received) = stack.write_events_received().await;
     // A third of the events archived in the period of their receivedAt, the others in the two
     // periods after it (late archive writes), one object each.
     let bucket = audit_aws::s3::S3Bucket::new(stack.s3.clone(), BUCKET.to_owned());
