@@ -8,10 +8,11 @@ and the table the same columns as the template's Glue table.
 
 With ``--source ocsf`` the same questions run over the OCSF Parquet copy instead (docs/ocsf.md
 "Queries"): sql/ocsf/*.sql, the Glue table ``ocsf``'s columns, the objects of the stack's
-OCSF_BUCKET under ext/ pulled into `.local/ocsf/`, read with DuckDB's read_parquet (Athena's
-json_extract_scalar is DuckDB's json_extract_string). ``--bytes`` prints on stderr what Athena
-would scan for the answer: every byte of the gzip JSON-lines objects read, or, for Parquet, the
-compressed column chunks of the columns the query names (DuckDB's parquet_metadata).
+OCSF_BUCKET under ext/ pulled into `.local/ocsf/`, read with DuckDB's read_parquet (OCSF's objects
+are structs, read as `actor."user".name` in both; Athena's json_extract_scalar, for `unmapped`, is
+DuckDB's json_extract_string). ``--bytes`` prints on stderr what Athena would scan for the answer:
+every byte of the gzip JSON-lines objects read, or, for Parquet, the compressed column chunks of
+the fields the query names (a struct's named fields only; DuckDB's parquet_metadata).
 
 1. Pulls the archive's trail/ objects from the running local stack (`make local-up`; the endpoint
    and bucket from `.local/stack.env`, or AWS_ENDPOINT_URL and ARCHIVE_BUCKET) into
@@ -65,7 +66,48 @@ def glue_columns(template: Path | None = None, table: str = GLUE_TABLE) -> list[
 
     tpl = Template(load_template(template or DEFAULT_TEMPLATE))
     columns = tpl.properties(table)["TableInput"]["StorageDescriptor"]["Columns"]
-    return [(c["Name"], HIVE_TO_DUCKDB[c["Type"]]) for c in columns]
+    return [(c["Name"], duckdb_type(c["Type"])) for c in columns]
+
+
+def duckdb_type(hive: str) -> str:
+    """A Hive type (``struct<a:string,b:array<bigint>>``) as DuckDB's (``STRUCT("a" VARCHAR, "b" BIGINT[])``)."""
+    def parse(text: str, at: int) -> tuple[str, int]:
+        for opener, make in (("struct<", "struct"), ("array<", "array")):
+            if text.startswith(opener, at):
+                at += len(opener)
+                if make == "array":
+                    inner, at = parse(text, at)
+                    return f"{inner}[]", at + 1  # past '>'
+                fields = []
+                while text[at] != ">":
+                    name_end = text.index(":", at)
+                    name = text[at:name_end]
+                    inner, at = parse(text, name_end + 1)
+                    fields.append(f'"{name}" {inner}')
+                    if text[at] == ",":
+                        at += 1
+                return f"STRUCT({', '.join(fields)})", at + 1
+        end = at
+        while end < len(text) and text[end] not in ",>":
+            end += 1
+        return HIVE_TO_DUCKDB[text[at:end]], end
+
+    duck, end = parse(hive, 0)
+    if end != len(hive):
+        raise ValueError(f"{hive!r}: not a Hive type this reads")
+    return duck
+
+
+def named_fields(sql: str) -> list[tuple[str, ...]]:
+    """The column and field paths a query names (comments left out): ``actor."user".name`` as
+    (actor, user, name), ``resources[1].uid`` as (resources, uid), ``status_id`` as (status_id,)."""
+    import re
+
+    code = "\n".join(line.split("--", 1)[0] for line in sql.splitlines())
+    code = re.sub(r"'[^']*'", "''", code)  # string literals name nothing
+    chain = r'(?:"?[A-Za-z_]+"?)(?:\[\d+\])?(?:\.(?:"?[A-Za-z_]+"?)(?:\[\d+\])?)*'
+    return [tuple(re.sub(r'\[\d+\]', "", part).strip('"') for part in match.split("."))
+            for match in re.findall(chain, code)]
 
 
 def canonical(text: str) -> str:
@@ -165,9 +207,7 @@ def connect_ocsf(ocsf_dir: Path, template: Path | None = None):
 
 def bytes_scanned(name: str, source: str, directory: Path, template: Path | None = None) -> tuple[int, int]:
     """(bytes, objects) Athena would scan for the query over every object of ``directory``: the
-    whole gzip JSON-lines objects, or the compressed chunks of the Parquet columns it names."""
-    import re
-
+    whole gzip JSON-lines objects, or the compressed chunks of the Parquet fields it names."""
     import duckdb
 
     if source == "trail":
@@ -176,13 +216,17 @@ def bytes_scanned(name: str, source: str, directory: Path, template: Path | None
     files = ocsf_files(directory)
     if not files:
         return 0, 0
-    words = set(re.findall(r"[A-Za-z_]+", query_text(name, source)))
-    named = [n for n, _ in glue_columns(template, OCSF_GLUE_TABLE) if n in words]
+    named = named_fields(query_text(name, source))
     listed = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
-    marks = ", ".join("?" for _ in named)
-    total = duckdb.connect().execute(
-        f"SELECT sum(total_compressed_size) FROM parquet_metadata([{listed}]) WHERE path_in_schema IN ({marks})",
-        named).fetchone()[0]
+    chunks = duckdb.connect().execute(
+        f"SELECT path_in_schema, total_compressed_size FROM parquet_metadata([{listed}])").fetchall()
+
+    def read(path: str) -> bool:
+        # A leaf's path without the LIST levels: resources, list, element, uid -> (resources, uid).
+        leaf = tuple(p for p in path.split(", ") if p not in ("list", "element"))
+        return any(leaf[:len(n)] == n for n in named)
+
+    total = sum(size for path, size in chunks if read(path))
     return int(total or 0), len(files)
 
 

@@ -2,16 +2,16 @@
 -- copy (docs/ocsf.md "Queries"), the same columns and rows.
 -- Parameters, in order: the first day to read (YYYY-MM-DD), the actor, and the range's two ends
 -- (auditTime, canonical UTC, both included).
-SELECT json_extract_scalar(metadata, '$.original_time') AS auditTime,
-       json_extract_scalar(metadata, '$.event_code') AS action,
-       coalesce(json_extract_scalar(resources, '$[0].name'), json_extract_scalar(resources, '$[0].uid'),
+SELECT metadata.original_time AS auditTime,
+       metadata.event_code AS action,
+       coalesce(resources[1].name, resources[1].uid,
                 json_extract_scalar(unmapped, '$.resource')) AS resource,
        CASE status_id WHEN 1 THEN 'success' WHEN 2 THEN 'failure' END AS outcome,
-       json_extract_scalar(src_endpoint, '$.ip') AS sourceIp,
-       json_extract_scalar(metadata, '$.uid') AS messageId,
+       src_endpoint.ip AS sourceIp,
+       metadata.uid AS messageId,
        message AS auditText
 FROM ocsf
 WHERE eventDay >= replace(?, '-', '')
-  AND coalesce(json_extract_scalar(actor, '$.user.uid'), json_extract_scalar(actor, '$.user.name')) = ?
-  AND json_extract_scalar(metadata, '$.original_time') BETWEEN ? AND ?
+  AND coalesce(actor."user".uid, actor."user".name) = ?
+  AND metadata.original_time BETWEEN ? AND ?
 ORDER BY auditTime, messageId

@@ -97,7 +97,7 @@ def ocsf_records(system: LocalSystem, into: Path) -> tuple[list[str], list[tuple
         return [], []
     pattern = str(into / "ext" / "**" / "*.parquet")
     rows = duckdb.connect().execute(
-        "SELECT json_extract_string(metadata, '$.uid'), class_uid, json_extract_string(actor, '$.user.name'), "
+        "SELECT metadata.uid, class_uid, actor.\"user\".name, "
         "json_extract_string(unmapped, '$.trail') FROM read_parquet(?, hive_partitioning = true) ORDER BY 1",
         [pattern]).fetchall()
     return keys, rows

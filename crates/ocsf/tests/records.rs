@@ -343,6 +343,29 @@ fn a_tamper_line_or_a_broken_line_gives_no_record() {
     );
 }
 
+/// A Parquet row as the JSON record it holds, absent attributes left out.
+fn row_json(row: &parquet::record::Row) -> serde_json::Map<String, Value> {
+    row.get_column_iter()
+        .filter_map(|(name, field)| Some((name.clone(), field_json(field)?)))
+        .collect()
+}
+
+fn field_json(field: &Field) -> Option<Value> {
+    Some(match field {
+        Field::Null => return None,
+        Field::Long(n) => Value::from(*n),
+        Field::Str(text) => Value::from(text.as_str()),
+        Field::Group(row) => Value::Object(row_json(row)),
+        Field::ListInternal(list) => Value::Array(
+            list.elements()
+                .iter()
+                .map(|e| field_json(e).unwrap_or(Value::Null))
+                .collect(),
+        ),
+        other => panic!("a column of another type: {other:?}"),
+    })
+}
+
 #[test]
 fn a_parquet_object_holds_one_class_in_time_order_and_reads_back() {
     let mut api: Vec<Record> = [
@@ -366,27 +389,42 @@ fn a_parquet_object_holds_one_class_in_time_order_and_reads_back() {
     let column = meta.row_group(0).column(0);
     assert!(column.compression().to_string().starts_with("ZSTD"));
     let mut times = Vec::new();
-    for (row, expected) in reader.get_row_iter(None).unwrap().zip(&api) {
+    let mut sorted = api.clone();
+    sorted.sort_by_key(|r| r.time);
+    for (row, expected) in reader.get_row_iter(None).unwrap().zip(&sorted) {
         let row = row.unwrap();
-        let field = |name: &str| {
-            row.get_column_iter()
-                .find(|(n, _)| n.as_str() == name)
-                .map(|(_, f)| f.clone())
+        let read = row_json(&row);
+        let Some(Value::Number(time)) = read.get("time") else {
+            panic!("time is a number")
         };
-        let Some(Field::Long(time)) = field("time") else {
-            panic!("time is a long")
-        };
-        times.push(time);
-        assert_eq!(field("class_uid"), Some(Field::Long(6003)));
-        let Some(Field::Str(metadata)) = field("metadata") else {
-            panic!("metadata is text")
-        };
-        assert_eq!(
-            serde_json::from_str::<Value>(&metadata).unwrap(),
-            expected.fields["metadata"]
-        );
-        let user = field("user");
-        assert_eq!(user, Some(Field::Null), "API Activity has no user");
+        times.push(time.as_i64().unwrap());
+        assert_eq!(read["class_uid"], 6003);
+        assert!(read.get("user").is_none(), "API Activity has no user");
+        // Every attribute reads back as mapped: objects as groups, arrays as lists, `unmapped`
+        // as its JSON text.
+        let mut read = read;
+        let unmapped = read.remove("unmapped").unwrap();
+        let unmapped: Value = serde_json::from_str(unmapped.as_str().unwrap()).unwrap();
+        read.insert("unmapped".into(), unmapped);
+        assert_eq!(Value::Object(read), Value::Object(expected.fields.clone()));
+    }
+    // A reader that names one nested field reads that column alone.
+    let leaves: Vec<String> = meta
+        .file_metadata()
+        .schema_descr()
+        .columns()
+        .iter()
+        .map(|c| c.path().string())
+        .collect();
+    for path in [
+        "actor.user.name",
+        "api.operation",
+        "src_endpoint.ip",
+        "metadata.original_time",
+        "resources.list.element.name",
+        "unmapped",
+    ] {
+        assert!(leaves.iter().any(|l| l == path), "{path} in {leaves:?}");
     }
     assert!(times.windows(2).all(|w| w[0] <= w[1]) && times.len() == api.len());
     // The same records give the same bytes: writing an object again changes nothing.
@@ -462,4 +500,67 @@ fn another_eventbridge_event_maps_its_detail_type_region_and_account() {
         all.iter()
             .any(|r| at(r, "/unmapped/envelope") == "cloudtrail")
     );
+}
+
+/// The records of a Parquet object as JSON, `unmapped` parsed from its text.
+fn read_back(bytes: Vec<u8>) -> Vec<Value> {
+    let reader = SerializedFileReader::new(bytes::Bytes::from(bytes)).unwrap();
+    reader
+        .get_row_iter(None)
+        .unwrap()
+        .map(|row| {
+            let mut read = row_json(&row.unwrap());
+            if let Some(Value::String(text)) = read.remove("unmapped") {
+                read.insert("unmapped".into(), serde_json::from_str(&text).unwrap());
+            }
+            Value::Object(read)
+        })
+        .collect()
+}
+
+#[test]
+fn every_sample_record_of_either_class_reads_back_from_parquet_as_mapped() {
+    let all: Vec<Record> = [
+        "clean-batch.json",
+        "cloudevents-batch.json",
+        "cloudtrail-batch.json",
+        "eventbridge-batch.json",
+        "extra-fields.json",
+        "mixed-batch.json",
+    ]
+    .iter()
+    .flat_map(|f| records(f))
+    .collect();
+    let mut classes = 0;
+    for class in [Class::ApiActivity, Class::Authentication] {
+        let mut of: Vec<Record> = all.iter().filter(|r| r.class == class).cloned().collect();
+        assert!(!of.is_empty(), "the samples have {class:?} records");
+        let mut bytes = Vec::new();
+        write(&mut of, &mut bytes).unwrap();
+        let expected: Vec<Value> = of.iter().map(|r| Value::Object(r.fields.clone())).collect();
+        assert_eq!(read_back(bytes), expected);
+        classes += 1;
+    }
+    assert_eq!(classes, 2);
+}
+
+#[test]
+fn a_record_with_an_attribute_the_schema_lacks_is_refused_not_written_short() {
+    let mut one = records("clean-batch.json");
+    one.truncate(1);
+    let mut extended = one.clone();
+    extended[0].fields["metadata"]["tenant_uid"] = json!("t-1");
+    let error = write(&mut extended, Vec::new()).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "record attribute metadata.tenant_uid has no column: the schema (columns.rs) must name it"
+    );
+    let mut mistyped = one.clone();
+    mistyped[0].fields["api"]["operation"] = json!(7);
+    let error = write(&mut mistyped, Vec::new()).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "record attribute api.operation does not fit its column"
+    );
+    assert!(write(&mut one, Vec::new()).unwrap().is_some());
 }

@@ -8,7 +8,7 @@ use crate::archive_and_queries::{
     bucket_policy_statements, denies_plain_http_on_bucket_and_objects, sql_files_in,
 };
 use crate::support::*;
-use audit_ocsf::columns::{COLUMNS, Kind};
+use audit_ocsf::columns::COLUMNS;
 use serde_yaml::Value;
 
 /// Every Allow statement of the role's inline policies, as (action, resource) pairs.
@@ -192,14 +192,7 @@ fn the_glue_table_reads_the_objects_as_the_writer_lays_them_out() {
         .collect();
     let written: Vec<(String, String)> = COLUMNS
         .iter()
-        .map(|(name, kind)| {
-            let hive = if *kind == Kind::Integer {
-                "bigint"
-            } else {
-                "string"
-            };
-            ((*name).to_owned(), hive.to_owned())
-        })
+        .map(|node| (node.name().to_owned(), node.hive_type()))
         .collect();
     assert_eq!(columns, written, "the writer's columns, in order");
 }
