@@ -21,7 +21,7 @@ WATCH_PORT ?= 9000
 CHROMIUM_VERSION ?= 156.0.8078.108-1~deb12u1
 TABLE_NAME ?= AuditMessages
 
-.PHONY: bench-prove bench-ui chromium help venv venv-bench peers fmt-check lint test test-suites test-build test-rust unit build build-zip bench bench-quick bench-seal bench-verify watch invoke clean
+.PHONY: bench-ocsf bench-prove bench-ui chromium help venv venv-bench peers fmt-check lint test test-suites test-build test-rust unit build build-zip bench bench-quick bench-seal bench-verify watch invoke clean
 
 help: ## list the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 16
@@ -129,6 +129,9 @@ bench-quick: peers ## a shorter benchmark run (smaller sizes, no package build);
 
 bench-seal: ## the sealer over simulated hours (4 and 64 shards, 100 to 30,000 events/s, 20 ms a request) on a simulated clock: one line per configuration (docs/scaling.md; a few minutes)
 	cargo bench -p audit-archiver --bench seal
+
+bench-ocsf: ## the OCSF copy's CPU and bytes per event: 100,000 sample events mapped and written as Parquet in the writer's batches (docs/ocsf.md "Figures"; a release build, then seconds)
+	cargo bench -p audit-ocsf --bench encode
 
 bench-verify: venv ## auditctl verify over 100,000 and 1,000,000 archived events on moto, next to sha256sum of the same bytes, with prove and check-proof (BENCHMARKS.md "Proving the trail"; run by hand, about 10 minutes)
 	cargo build --release --bin auditctl

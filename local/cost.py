@@ -9,9 +9,9 @@ How the counts become a year in AWS:
 * **per event**: each program's requests per event were measured at a trickle (one event per
   receive and per archive object) and in full batches. A request's count per event is taken as
   ``a + b / k``, ``k`` the events per receive (the receiver's side) or per archive object (the
-  archiver's, the sealer's and the witness's side), ``a`` and ``b`` solved from the two
-  measurements; ``k`` in AWS follows from the rate (events a second) and the configuration's
-  batching windows;
+  archiver's, the sealer's and the witness's side; the records per invocation on the OCSF
+  writer's), ``a`` and ``b`` solved from the two measurements; ``k`` in AWS follows from the
+  rate (events a second) and the configuration's batching windows;
 * **fixed**: an AWS hour is one sealing run and eleven idle runs of the five-minute schedule, one
   witness cosignature, with the requests of each kind of run as measured; Lambda's pollers on the
   two queues; the keys, alarms (a metric-math alarm counted per metric it reads), custom metrics
@@ -37,6 +37,8 @@ HOURS_A_YEAR = 8760
 VOLUMES = (1_000_000, 100_000_000, 10_000_000_000)
 RECEIVER_SIDE = ("producer", "receiver-poller", "receiver")
 ARCHIVER_SIDE = ("archiver", "sealer", "witness")
+# The OCSF copy's writer (docs/ocsf.md): a second consumer of the stream, its own batches.
+OCSF_SIDE = ("ocsf-writer",)
 
 # Configurations: template.yaml's parameters (the others at their defaults) and what each gives
 # up. What the model prices (the windows, memory, hot window, indexes, alarms, dashboard) is read
@@ -80,6 +82,8 @@ def template_counts(path: Path = TEMPLATE, parameters: dict | None = None) -> di
     metrics = sum(sum(1 for m in a["Metrics"] if "MetricStat" in m) if "Metrics" in a else 1 for a in alarms)
     table = tpl.properties("AuditMessagesTable")
     receiver, archiver = tpl.properties("AuditReceiverFunction"), tpl.properties("AuditArchiverFunction")
+    writer = tpl.properties("AuditOcsfWriterFunction")
+    writer_batch = {int(e["Properties"]["BatchSize"]) for e in writer["Events"].values() if e["Type"] == "DynamoDB"}
 
     def window(function: dict, kind: str) -> int:
         windows = {int(e["Properties"].get("MaximumBatchingWindowInSeconds", 0))
@@ -94,6 +98,8 @@ def template_counts(path: Path = TEMPLATE, parameters: dict | None = None) -> di
             "indexes": len(table.get("GlobalSecondaryIndexes", [])), "billing_mode": table["BillingMode"],
             "sqs_window_s": window(receiver, "SQS"), "archive_window_s": window(archiver, "DynamoDB"),
             "receiver_memory_mb": int(receiver["MemorySize"]), "archiver_memory_mb": int(archiver["MemorySize"]),
+            "ocsf_window_s": window(writer, "DynamoDB"), "ocsf_memory_mb": int(writer["MemorySize"]),
+            "ocsf_batch_size": writer_batch.pop(),
             "table_days": days or None, "parameter_values": tpl.parameter_values}
 
 
@@ -189,6 +195,9 @@ class Model:
         trickle, batch = counts["trickle"], counts["batch"]
         self.k_receive = (self._events_per_receive(trickle), self._events_per_receive(batch))
         self.k_object = (trickle["events_per_object"], batch["events_per_object"])
+        # Records per OCSF writer invocation in each phase (its batches, as the trigger gave them).
+        self.k_ocsf = tuple(p["records_invoked"]["ocsf-writer"] / max(p["invocations"]["ocsf-writer"], 1)
+                            for p in (trickle, batch))
         period = counts["local"]["digest_period_s"]
         self.e_period = tuple(p["events"] / max(p["seconds"] / period, 1) for p in (trickle, batch))
 
@@ -198,13 +207,15 @@ class Model:
         return phase["events"] / max(receives, 1)
 
     # ------------------------------------------------------------------------------------------
-    def batches(self, config: dict, events: int) -> tuple[float, float]:
-        """Events per receive and per archive object in AWS at ``events`` a year."""
+    def batches(self, config: dict, events: int) -> tuple[float, float, float]:
+        """Events per receive, per archive object and per OCSF writer batch in AWS at ``events``
+        a year (each stream shard batches on its own, within the consumer's window)."""
         rate = events / SECONDS_A_YEAR
         k_receive = min(max(rate * max(config["sqs_window_s"], self.a["sqs_receive_round_trip_seconds"]), 1), 10)
         shards = max(1, math.ceil(rate * (1 + config["indexes"]) / self.a["dynamodb_wcu_per_partition"]))
         k_object = min(max(rate / shards * config["archive_window_s"], 1), 1000)
-        return k_receive, k_object
+        k_ocsf = min(max(rate / shards * config["ocsf_window_s"], 1), config["ocsf_batch_size"])
+        return k_receive, k_object, k_ocsf
 
     def _per_event(self, program: str, api: str, field: str, k: float, ks: tuple[float, float],
                    e: float | None = None) -> float:
@@ -226,18 +237,24 @@ class Model:
 
     def variable(self, config: dict, events: int) -> dict[str, float]:
         """Dollars a year by line for ``events`` a year, without the fixed part."""
-        k_receive, k_object = self.batches(config, events)
+        k_receive, k_object, k_ocsf = self.batches(config, events)
         e_period = max(events / HOURS_A_YEAR, 1.0)  # events in an AWS period (an hour)
         lines: dict[str, float] = {}
 
         def add(line: str, usd: float) -> None:
             lines[line] = lines.get(line, 0.0) + usd
 
-        apis = {(p, api) for phase in ("trickle", "batch") for p in RECEIVER_SIDE + ARCHIVER_SIDE
+        apis = {(p, api) for phase in ("trickle", "batch") for p in RECEIVER_SIDE + ARCHIVER_SIDE + OCSF_SIDE
                 for api in self.counts[phase]["per_event"].get(p, {})}
-        put_bytes = s3_bytes = 0.0
+        put_bytes = s3_bytes = ocsf_bytes = 0.0
+
+        def side(program: str) -> tuple[float, tuple[float, float]]:
+            if program in RECEIVER_SIDE:
+                return k_receive, self.k_receive
+            return (k_ocsf, self.k_ocsf) if program in OCSF_SIDE else (k_object, self.k_object)
+
         for program, api in sorted(apis):
-            k, ks = (k_receive, self.k_receive) if program in RECEIVER_SIDE else (k_object, self.k_object)
+            k, ks = side(program)
             n = self._per_event(program, api, "requests", k, ks, e_period) * events
             key = price_key(api)
             if key is None:
@@ -247,9 +264,11 @@ class Model:
                 n *= self.a["dynamodb_item_kb"] * (1 + config["indexes"])
                 if api.endswith("PutItem"):
                     put_bytes += self._per_event(program, api, "bytes", k, ks, e_period)
-            if api.startswith("s3 PutObject"):
+            if api.startswith("s3 PutObject") and program in OCSF_SIDE:
+                ocsf_bytes += self._per_event(program, api, "bytes", k, ks, e_period)
+            elif api.startswith("s3 PutObject"):
                 s3_bytes += self._per_event(program, api, "bytes", k, ks, e_period)
-            add(LINE[key], n * self.p[key])
+            add(LINE[key] + (" (OCSF copy)" if program in OCSF_SIDE else ""), n * self.p[key])
         months = self.a["months_kept"]
         table_months = months if config["table_days"] is None else min(config["table_days"] / 30.4, months)
         # The item, its copy in byAuditTime (projection ALL), and a part for each lookup index.
@@ -259,15 +278,18 @@ class Model:
         add("DynamoDB point-in-time recovery",
             events * put_bytes / 1e9 * table_months * self.p["dynamodb_pitr_gb_month"])
         add("S3 storage", events * s3_bytes / 1e9 * months * self.p["s3_storage_gb_month"])
+        add("S3 storage (OCSF copy)", events * ocsf_bytes / 1e9 * months * self.p["s3_storage_gb_month"])
         for fn, ks, k, memory in (("receiver", self.k_receive, k_receive, config["receiver_memory_mb"]),
-                                  ("archiver", self.k_object, k_object, config["archiver_memory_mb"])):
+                                  ("archiver", self.k_object, k_object, config["archiver_memory_mb"]),
+                                  ("ocsf-writer", self.k_ocsf, k_ocsf, config["ocsf_memory_mb"])):
             invocations = self._activity("invocations", fn, k, ks) * events
             seconds = self.counts["durations_ms"][fn] / 1000
-            add("Lambda", invocations * (self.p["lambda_request"]
-                                         + seconds * memory / 1024 * self.p["lambda_gb_second_arm64"]))
+            copy = " (OCSF copy)" if fn in OCSF_SIDE else ""
+            add("Lambda" + copy, invocations * (self.p["lambda_request"]
+                                                + seconds * memory / 1024 * self.p["lambda_gb_second_arm64"]))
             log_gb = (self._activity("log_bytes", fn, k, ks) * events
                       + invocations * self.a["lambda_own_log_bytes_per_invocation"]) / 1e9
-            add("CloudWatch Logs", log_gb * self.p["cloudwatch_logs_ingest_gb"])
+            add("CloudWatch Logs" + copy, log_gb * self.p["cloudwatch_logs_ingest_gb"])
         return lines
 
     def fixed(self, config: dict, idle: bool = False) -> dict[str, float]:

@@ -13,6 +13,10 @@ Phases, after a warm-up (the counts of which are dropped):
   own receive, invocation and archive object: below a few events a second, as in AWS);
 * **batch**: BATCH_EVENTS events sent ten to a request as fast as the producer can.
 
+The OCSF writer (docs/ocsf.md) runs beside the archiver on a stream trigger of its own, with its
+template window scaled as the archiver's; its requests are the program "ocsf-writer", and the
+records each of its invocations was given are kept, as the archiver's are.
+
 For each active phase, the requests per event are the phase's requests less what the idle phase
 made in as many seconds (the sealing and witness runs that would have run anyway), divided by
 the events. SQS receives that returned nothing are polling, kept apart (Lambda's event source
@@ -25,11 +29,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from local import procs
@@ -121,6 +126,8 @@ def _settle(system: LocalSystem, timeout: float = 600) -> None:
         raise RuntimeError(f"queue not drained: {system.depth()}")
     if not system.wait_archived(timeout):
         raise RuntimeError("the archiver did not catch up with the stream")
+    if not system.wait_ocsf_written(timeout):
+        raise RuntimeError("the OCSF writer did not catch up with the stream")
     if not system.wait_sealed(time.time(), timeout):
         raise RuntimeError("the last period was not sealed")
 
@@ -129,7 +136,7 @@ def _per_event(counts: dict, idle: dict, idle_s: float, seconds: float, events: 
     """Requests (and bytes) per event: the phase's, less the idle phase's for as long, per event."""
     out: dict[str, dict] = {}
     for program, apis in counts.items():
-        if program == "stream-poller":
+        if program in ("stream-poller", "ocsf-stream-poller"):
             continue
         for api, cell in apis.items():
             if api.endswith(" empty"):
@@ -146,10 +153,14 @@ def _per_event(counts: dict, idle: dict, idle_s: float, seconds: float, events: 
 def _activity(system: LocalSystem) -> dict:
     """Invocations so far (each function) and the bytes each function has logged (what Lambda
     sends to CloudWatch Logs, less its own START/END/REPORT lines)."""
-    logs = {"receiver": "function.log", "archiver": "archiver.log", "sealer": "sealer.log"}
+    logs = {"receiver": "function.log", "archiver": "archiver.log", "sealer": "sealer.log",
+            "ocsf-writer": "ocsf-writer.log"}
     return {"invocations": {"receiver": sum(t.stats.invocations for t in system.triggers),
                             "archiver": system.streams.stats.invocations,
-                            "sealer": system.scheduler.stats.runs},
+                            "sealer": system.scheduler.stats.runs,
+                            "ocsf-writer": system.ocsf_streams.stats.invocations},
+            "records_invoked": {"archiver": system.streams.stats.records_invoked,
+                                "ocsf-writer": system.ocsf_streams.stats.records_invoked},
             "log_bytes": {k: (system.work_dir / f).stat().st_size if (system.work_dir / f).exists() else 0
                           for k, f in logs.items()}}
 
@@ -184,6 +195,13 @@ def logs_summary(work: Path) -> dict:
             if "DurationMs" in doc and (fn == "sealer" or doc.get("BatchSize")):
                 durations.setdefault(fn, []).append(float(doc["DurationMs"]))
     every = set().union(*metrics.values()) if metrics else set()
+    # The OCSF writer logs its handler's time with each batch it is given (no EMF of its own).
+    writer = work / "ocsf-writer.log"
+    for line in writer.read_text(errors="replace").splitlines() if writer.exists() else []:
+        found = re.search(r'duration_ms[=":]+\s*([0-9.]+)', line)
+        records = re.search(r'records[=":]+\s*([0-9]+)', line)
+        if found and records and int(records.group(1)) > 0:
+            durations.setdefault("ocsf-writer", []).append(float(found.group(1)))
     return {"durations_ms": {fn: round(max(sum(v) / len(v), 1.0), 1) for fn, v in durations.items()},
             "emf_metrics": {"all": len(every), "sealer": len(metrics.get("sealer", ()))}}
 
@@ -209,10 +227,13 @@ def measure(work: Path, out: Path) -> dict:
     meter = Meter()
     producer_sqs = None
     with LocalSystem(work, archiver=True, meter=meter, archive_batching_window=LOCAL_ARCHIVE_WINDOW,
-                     pollers=2) as system:
+                     pollers=2, ocsf_writer=True) as system:
         recorder = RunRecorder(meter, system)
         producer_sqs = _client("sqs", meter.endpoint("producer", system.endpoint))
-        made = Producer(system, seed=11, poison_share=0.0, retry_share=0.0, run_id="cost")
+        # Events happen as they are sent: auditTimes within the last minute, not spread over a
+        # month (a month would give the OCSF copy an object per day partition of every batch).
+        made = Producer(system, seed=11, poison_share=0.0, retry_share=0.0, run_id="cost",
+                        audit_times=(datetime.now(timezone.utc) - timedelta(seconds=60), 60))
 
         def bodies(n: int) -> list[str]:
             return [body for body, _ in made.make(n)]

@@ -555,10 +555,10 @@ def canonical(dt: datetime) -> str:
     return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
 
 
-def _rfc3339(r: random.Random, base: datetime) -> tuple[str, str]:
-    """A random RFC 3339 time with an offset and 0, 3, 6 or 9 fractional digits, and its
-    canonical UTC form (truncated to milliseconds)."""
-    instant = base + timedelta(seconds=r.randrange(0, 86400 * 30), microseconds=r.randrange(0, 10**6))
+def _rfc3339(r: random.Random, base: datetime, spread_s: int = 86400 * 30) -> tuple[str, str]:
+    """A random RFC 3339 time in the ``spread_s`` seconds from ``base``, with an offset and 0, 3,
+    6 or 9 fractional digits, and its canonical UTC form (truncated to milliseconds)."""
+    instant = base + timedelta(seconds=r.randrange(0, max(spread_s, 1)), microseconds=r.randrange(0, 10**6))
     offset = timedelta(minutes=r.choice([0, 0, 60, 120, -300, 330, -600, 545]))
     local = instant.astimezone(timezone(offset))
     digits = r.choice([0, 3, 6, 9])
@@ -604,14 +604,17 @@ class Producer:
     sent twice by the producer (same body and producer id, a new SQS message), and poison."""
 
     def __init__(self, system: LocalSystem, seed: int = 7, poison_share: float = 0.05,
-                 retry_share: float = 0.1, run_id: str | None = None):
+                 retry_share: float = 0.1, run_id: str | None = None,
+                 audit_times: tuple[datetime, int] | None = None):
+        """``audit_times``: the first time and the seconds the auditTimes given are spread over
+        (default: 30 days from 2026-11-01, every day a partition of its own)."""
         self.system = system
         self.r = random.Random(seed)
         self.poison_share = poison_share
         self.retry_share = retry_share
         self.run = run_id or f"r{seed}"
         self.ledger = Ledger()
-        self.base = datetime(2026, 11, 1, tzinfo=timezone.utc)
+        self.base, self.spread_s = audit_times or (datetime(2026, 11, 1, tzinfo=timezone.utc), 86400 * 30)
         self._n = 0
 
     def make(self, count: int) -> list[tuple[str, Any]]:
@@ -638,7 +641,7 @@ class Producer:
                 producer_id = f"{self.run}-p{i}"
                 body["messageId"] = producer_id
             if style < 0.5 or r.random() < 0.6:
-                text, audit_time = _rfc3339(r, self.base)
+                text, audit_time = _rfc3339(r, self.base, self.spread_s)
                 body["auditTime"] = text
             elif r.random() < 0.3:
                 body["auditTime"] = None  # explicit null: SentTimestamp is used

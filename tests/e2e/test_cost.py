@@ -19,19 +19,22 @@ def _prices(**usd):
     return doc
 
 
-def _phase(events, per_event, invocations=1.0, log_bytes=0.0, receives=None, objects=None):
+def _phase(events, per_event, invocations=1.0, log_bytes=0.0, receives=None, objects=None, ocsf_batch=1):
     return {"events": events, "seconds": 15.0, "events_per_object": objects or 1.0,
             "counts": {"receiver-poller": {"sqs ReceiveMessage": {"requests": receives or events, "bytes": 0}}},
             "per_event": per_event,
-            "invocations": {"receiver": invocations * events, "archiver": invocations * events},
-            "log_bytes": {"receiver": log_bytes * events, "archiver": log_bytes * events}}
+            "invocations": {"receiver": invocations * events, "archiver": invocations * events,
+                            "ocsf-writer": events / ocsf_batch},
+            "records_invoked": {"archiver": events, "ocsf-writer": events},
+            "log_bytes": {"receiver": log_bytes * events, "archiver": log_bytes * events, "ocsf-writer": 0}}
 
 
 def _counts(trickle, batch, sealing=None, idle_run=None):
-    return {"trickle": trickle, "batch": batch, "local": {"digest_period_s": 15}, "durations_ms": {"receiver": 0, "archiver": 0, "sealer": 0},
+    return {"trickle": trickle, "batch": batch, "local": {"digest_period_s": 15}, "durations_ms": {"receiver": 0, "archiver": 0, "sealer": 0, "ocsf-writer": 0},
             "emf_metrics": {"all": 0, "sealer": 0},
-            "idle": {"runs": 1, "seconds": 15.0, "log_bytes": {"sealer": 0, "receiver": 0, "archiver": 0},
-                     "invocations": {"receiver": 0, "archiver": 0},
+            "idle": {"runs": 1, "seconds": 15.0, "log_bytes": {"sealer": 0, "receiver": 0, "archiver": 0,
+                                                                "ocsf-writer": 0},
+                     "invocations": {"receiver": 0, "archiver": 0, "ocsf-writer": 0},
                      "sealer": {"per_sealing_run": sealing or {}, "per_idle_run": idle_run or {}},
                      "witness": {"per_cosigning_run": {}}}}
 
@@ -83,6 +86,32 @@ def test_requests_writes_and_storage_become_dollars():
     assert lines["DynamoDB storage"] == pytest.approx(0.5 * 2.6 * 12 * 0.25)
     hot = model.variable({**config, "table_days": 30.4}, 1_000_000)
     assert hot["DynamoDB storage"] == pytest.approx(0.5 * 2.6 * 1 * 0.25)
+
+
+def test_the_ocsf_copy_is_priced_on_lines_of_its_own_from_its_own_batches():
+    # Measured: 2 PUTs an event when each batch held one event (a class each, both present), 0.02
+    # when batches held 100; the objects' bytes likewise. The writer's window (300 s by default)
+    # sets its batches in AWS, not the archiver's.
+    trickle = {"ocsf-writer": {"s3 PutObject ext/": {"requests": 2.0, "bytes": 400.0}}}
+    batch = {"ocsf-writer": {"s3 PutObject ext/": {"requests": 0.02, "bytes": 50.0}}}
+    counts = _counts(_phase(10, trickle), _phase(1000, batch, ocsf_batch=100))
+    prices = _prices(s3_put_class_request=5e-6, s3_storage_gb_month=0.02, lambda_request=0.2e-6)
+    model = cost.Model(counts, prices, NO_TEMPLATE)
+    config = cost.configuration("default")
+    assert config["ocsf_window_s"] == 300 and config["ocsf_batch_size"] == 1000
+    events = 1_000_000
+    k = events / cost.SECONDS_A_YEAR * 300  # one shard at this rate
+    assert model.batches(config, events)[2] == pytest.approx(k)
+    lines = model.variable(config, events)
+    puts = cost.per_event_at(2.0, 1, 0.02, 100, k) * events
+    assert lines["S3 PUT/LIST requests (OCSF copy)"] == pytest.approx(puts * 5e-6)
+    assert lines.get("S3 PUT/LIST requests", 0) == 0, "the archive's PUTs are not the copy's"
+    stored = cost.per_event_at(400.0, 1, 50.0, 100, k) * events / 1e9
+    assert lines["S3 storage (OCSF copy)"] == pytest.approx(stored * 12 * 0.02)
+    # One invocation a batch.
+    assert lines["Lambda (OCSF copy)"] == pytest.approx(cost.per_event_at(1.0, 1, 0.01, 100, k) * events * 0.2e-6)
+    # A longer window gives larger batches, up to the batch size.
+    assert model.batches({**config, "ocsf_window_s": 10**9}, events)[2] == 1000
 
 
 def test_the_fixed_cost_is_an_aws_hour_of_runs_and_the_templates_monthly_items():
