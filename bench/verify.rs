@@ -68,6 +68,7 @@ use audit_aws::s3::memory::MemoryBucket;
 use audit_aws::s3::{Bucket, Created};
 use audit_model::archive::{ObjectKind, PeriodLength, SEAL_DELAY};
 use audit_model::digest::hex;
+use audit_model::note::origin;
 use audit_model::tlog::{TreeEdge, leaf_hash};
 use aws_lc_rs::digest::{SHA256, digest};
 use bytes::Bytes;

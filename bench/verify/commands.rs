@@ -226,14 +226,16 @@ pub(crate) async fn run_prove(
             .arg(&out)
             .arg("--public-key")
             .arg(&pem)
+            .args(["--origin", &origin(BUCKET)])
             .env_clear()
             .output()
             .expect("auditctl check-proof");
         proved.check_walls.push(started.elapsed().as_secs_f64());
         assert!(
             output.status.success(),
-            "check-proof refused {message_id}: {}",
-            String::from_utf8_lossy(&output.stdout)
+            "check-proof refused {message_id}: {}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
         );
     }
     eprintln!(
