@@ -26,7 +26,14 @@
 //!    `--audit-time`, the table being empty as for expired items), its wall time and what it read
 //!    (objects, bytes: its stderr), and `auditctl check-proof` of each proof with the key's PEM and
 //!    no AWS configuration; with the log's PUTs and bytes per million events from the sealer's
-//!    report. `--prove-only` skips verify and the bounds (the 10,000,000-event stand-in).
+//!    report. `--prove-only` skips verify and the bounds (the 10,000,000-event stand-in);
+//! 7. with `--evidence`: `auditctl export --evidence` of the whole range (every period, no filter)
+//!    into a directory, a `.zip` and a `.tar.gz`, each followed by `auditctl check-proof` of the
+//!    bundle with the key's PEM and no AWS configuration (it must say OK, every event proven and
+//!    the bundle complete): the wall time, CPU and peak RSS of each, moto's CPU during the export,
+//!    the bundle's bytes against the events' own (the archived lines', which events.jsonl must hold
+//!    exactly), by file for the directory and the `.zip`'s members. `--evidence-only` skips verify
+//!    and the bounds.
 //!
 //! Prints one Markdown table row per size. moto (Python) serves every byte over loopback on the
 //! same 2 cores, so its CPU is part of verify's wall time: auditctl's CPU per event is the figure
@@ -36,8 +43,9 @@
 //! cargo build --release --bin auditctl
 //! cargo bench -p audit-bench --bench verify -- [--events 100000,1000000] [--per-object 1000]
 //!     [--objects-per-period 12] [--period 3600] [--bound-only] [--prove K] [--prove-only]
+//!     [--evidence] [--evidence-only]
 //! ```
-//! (`make bench-verify` does both.) `--bound-only` builds the archive and measures the bounds
+//! (`make bench-verify` does both; `make bench-evidence` the bundles of 100,000 events.) `--bound-only` builds the archive and measures the bounds
 //! without running auditctl.
 
 #[path = "../crates/archiver/tests/support/moto.rs"]
@@ -49,6 +57,8 @@ mod archive;
 mod bounds;
 #[path = "verify/commands.rs"]
 mod commands;
+#[path = "verify/evidence.rs"]
+mod evidence;
 #[path = "verify/usage.rs"]
 mod usage;
 
@@ -68,6 +78,7 @@ use audit_aws::s3::memory::MemoryBucket;
 use audit_aws::s3::{Bucket, Created};
 use audit_model::archive::{ObjectKind, PeriodLength, SEAL_DELAY};
 use audit_model::digest::hex;
+use audit_model::note::origin;
 use audit_model::tlog::{TreeEdge, leaf_hash};
 use aws_lc_rs::digest::{SHA256, digest};
 use bytes::Bytes;
@@ -80,6 +91,7 @@ use serde_json::{Map, Value, json};
 use archive::*;
 use bounds::*;
 use commands::*;
+use evidence::*;
 use usage::*;
 
 #[global_allocator]
@@ -110,6 +122,10 @@ struct Options {
     prove: u64,
     /// No verify run and no bound (the 10,000,000-event stand-in for `prove`).
     prove_only: bool,
+    /// Evidence bundles of the whole range exported and checked (`evidence.rs`).
+    evidence: bool,
+    /// The bundles only: no verify run and no bound.
+    evidence_only: bool,
     /// moto's own `moto_server` (or `$MOTO_SERVER`), without bench/moto_server.py's listing fix.
     moto_as_is: bool,
 }
@@ -150,9 +166,17 @@ impl Options {
             prove: number("--prove", 0),
             prove_only: args.iter().any(|a| a == "--prove-only"),
             moto_as_is: args.iter().any(|a| a == "--moto-as-is"),
+            evidence: args
+                .iter()
+                .any(|a| a == "--evidence" || a == "--evidence-only"),
+            evidence_only: args.iter().any(|a| a == "--evidence-only"),
         };
         assert!(options.per_object > 0 && options.objects_per_period > 0);
         assert!(options.sizes.iter().all(|&n| n > 0), "--events: at least 1");
+        assert!(
+            !(options.evidence && options.prove_only),
+            "--evidence needs the archive on moto: not with --prove-only"
+        );
         options
     }
 }
@@ -232,7 +256,20 @@ async fn run(options: &Options, events: u64, auditctl: &Path, work: &Path) {
         .await;
         push_prove_row(events, &sealed, &proved);
     }
-    if options.prove_only {
+    if options.evidence {
+        run_evidence(
+            auditctl,
+            &moto,
+            &key_arn,
+            &plan,
+            period,
+            events,
+            written.raw_bytes,
+            work,
+        )
+        .await;
+    }
+    if options.prove_only || options.evidence_only {
         return;
     }
 
@@ -376,7 +413,7 @@ fn main() {
     let auditctl = std::env::var_os("AUDITCTL")
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("target/release/auditctl"));
-    if !options.bound_only {
+    if !options.bound_only || options.evidence {
         assert!(
             auditctl.exists(),
             "{} not found: cargo build --release --bin auditctl (or --bound-only)",
@@ -393,7 +430,9 @@ fn main() {
         .enable_all()
         .build()
         .expect("a runtime");
-    header();
+    if !options.evidence_only {
+        header();
+    }
     for &events in &options.sizes {
         runtime.block_on(run(&options, events, &auditctl, &work));
     }
@@ -422,6 +461,7 @@ fn main() {
             println!("{row}");
         }
     }
+    print_evidence();
     println!();
     println!(
         "moto (Python) serves every byte over loopback on the same {} cores, so its CPU is part of \

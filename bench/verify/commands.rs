@@ -34,9 +34,8 @@ pub(crate) fn run_verify(
     let moto_before = moto_cpu();
     let started = Instant::now();
     // Through a fresh copy of this binary: see `measure_child`.
-    let mut child = Command::new(std::env::current_exe().expect("this benchmark's path"))
-        .arg(MEASURE_CHILD)
-        .arg(auditctl)
+    let mut command = measured(auditctl);
+    command
         .args(["verify", "--from", &from, "--to", &to, "--no-audit-event"])
         .env("AWS_ENDPOINT_URL", &moto.endpoint)
         .env("AWS_REGION", "us-east-1")
@@ -48,43 +47,16 @@ pub(crate) fn run_verify(
         .env("DIGEST_KEY_ID", key_arn)
         .env("ATTESTATION_KEY_ID", attestation_key.unwrap_or(""))
         .env("DIGEST_PERIOD_SECONDS", period.seconds().to_string())
-        .env_remove("AUDIT_QUEUE_URL")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {}: {e}", auditctl.display()));
-    let reader = |mut pipe: Box<dyn Read + Send>| {
-        std::thread::spawn(move || {
-            let mut text = String::new();
-            let _ = pipe.read_to_string(&mut text);
-            text
-        })
-    };
-    let stdout = reader(Box::new(child.stdout.take().expect("stdout")));
-    let stderr = reader(Box::new(child.stderr.take().expect("stderr")));
-    let status = child.wait().expect("the measuring process");
+        .env_remove("AUDIT_QUEUE_URL");
+    let Measured {
+        usage,
+        wall,
+        stdout,
+        stderr,
+    } = run_measured(command);
     let moto_cpu = moto_before
         .zip(moto_cpu())
         .map(|(a, b)| b.saturating_sub(a));
-    let stdout = stdout.join().unwrap_or_default();
-    let stderr = stderr.join().unwrap_or_default();
-    let measured = stderr
-        .lines()
-        .rev()
-        .find_map(|l| l.strip_prefix(MEASURED))
-        .map(|rest| rest.split_whitespace().collect::<Vec<_>>());
-    let (usage, wall) = match measured.as_deref() {
-        Some([code, cpu, rss, wall]) => (
-            Usage {
-                code: code.parse().ok(),
-                cpu: Duration::from_secs_f64(cpu.parse().unwrap_or(0.0)),
-                max_rss_kib: rss.parse().unwrap_or(0),
-            },
-            wall.parse().unwrap_or(0.0),
-        ),
-        _ => panic!("auditctl was not measured ({status}):\n{stderr}"),
-    };
     eprintln!(
         "  verify: {wall:.2} s from its start to its exit, {:.2} s with the measuring process",
         started.elapsed().as_secs_f64()
@@ -127,20 +99,9 @@ fn median(values: &[f64]) -> f64 {
     sorted.get(sorted.len() / 2).copied().unwrap_or(0.0)
 }
 
-/// `auditctl prove` for `count` events spread over the archive (the table exists and is empty:
-/// prove finds each event from its --audit-time, as for an expired item), each proof checked with
-/// `auditctl check-proof` against the key's public key from KMS.
-pub(crate) async fn run_prove(
-    auditctl: &Path,
-    moto: &Moto,
-    key_arn: &str,
-    plan: &Plan,
-    period: PeriodLength,
-    count: u64,
-    work: &Path,
-) -> Proved {
-    let events: u64 = plan.objects.iter().map(|o| o.events).sum();
-    moto.create_table().await;
+/// The digest key's public key from moto's KMS, as a PEM file under `work` (what an auditor
+/// gets from `auditctl key --pem`).
+pub(crate) async fn key_pem(moto: &Moto, key_arn: &str, work: &Path) -> PathBuf {
     let der = moto
         .kms()
         .get_public_key()
@@ -170,6 +131,24 @@ pub(crate) async fn run_prove(
         ),
     )
     .expect("the key's PEM");
+    pem
+}
+
+/// `auditctl prove` for `count` events spread over the archive (the table exists and is empty:
+/// prove finds each event from its --audit-time, as for an expired item), each proof checked with
+/// `auditctl check-proof` against the key's public key from KMS.
+pub(crate) async fn run_prove(
+    auditctl: &Path,
+    moto: &Moto,
+    key_arn: &str,
+    plan: &Plan,
+    period: PeriodLength,
+    count: u64,
+    work: &Path,
+) -> Proved {
+    let events: u64 = plan.objects.iter().map(|o| o.events).sum();
+    moto.create_table().await;
+    let pem = key_pem(moto, key_arn, work).await;
     let mut proved = Proved {
         prove_walls: Vec::new(),
         reads: Vec::new(),
@@ -226,14 +205,16 @@ pub(crate) async fn run_prove(
             .arg(&out)
             .arg("--public-key")
             .arg(&pem)
+            .args(["--origin", &origin(BUCKET)])
             .env_clear()
             .output()
             .expect("auditctl check-proof");
         proved.check_walls.push(started.elapsed().as_secs_f64());
         assert!(
             output.status.success(),
-            "check-proof refused {message_id}: {}",
-            String::from_utf8_lossy(&output.stdout)
+            "check-proof refused {message_id}: {}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
         );
     }
     eprintln!(

@@ -10,6 +10,72 @@ pub(crate) struct Usage {
     pub(crate) max_rss_kib: u64,
 }
 
+/// What a command run through `measure_child` gave: its usage, its wall time from its start to
+/// its exit, its stdout and its stderr (without the measuring line).
+pub(crate) struct Measured {
+    pub(crate) usage: Usage,
+    pub(crate) wall: f64,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
+}
+
+/// `program` to run through a fresh copy of this binary (`measure_child`): add its arguments and
+/// environment, then `run_measured`.
+pub(crate) fn measured(program: &Path) -> Command {
+    let mut command = Command::new(std::env::current_exe().expect("this benchmark's path"));
+    command.arg(MEASURE_CHILD).arg(program);
+    command
+}
+
+/// Runs a command made by `measured`, its output read as it comes, and what it used.
+pub(crate) fn run_measured(mut command: Command) -> Measured {
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {command:?}: {e}"));
+    let reader = |mut pipe: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = pipe.read_to_string(&mut text);
+            text
+        })
+    };
+    let stdout = reader(Box::new(child.stdout.take().expect("stdout")));
+    let stderr = reader(Box::new(child.stderr.take().expect("stderr")));
+    let status = child.wait().expect("the measuring process");
+    let stdout = stdout.join().unwrap_or_default();
+    let stderr = stderr.join().unwrap_or_default();
+    let measured = stderr
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix(MEASURED))
+        .map(|rest| rest.split_whitespace().collect::<Vec<_>>());
+    let (usage, wall) = match measured.as_deref() {
+        Some([code, cpu, rss, wall]) => (
+            Usage {
+                code: code.parse().ok(),
+                cpu: Duration::from_secs_f64(cpu.parse().unwrap_or(0.0)),
+                max_rss_kib: rss.parse().unwrap_or(0),
+            },
+            wall.parse().unwrap_or(0.0),
+        ),
+        _ => panic!("{command:?} was not measured ({status}):\n{stderr}"),
+    };
+    let stderr = stderr
+        .lines()
+        .filter(|l| !l.starts_with(MEASURED))
+        .collect::<Vec<_>>()
+        .join("\n");
+    Measured {
+        usage,
+        wall,
+        stdout,
+        stderr,
+    }
+}
+
 /// Reaps `child` (std's `Child::wait` would find it gone).
 pub(crate) fn wait4(child: Child) -> Usage {
     let pid = i32::try_from(child.id()).expect("a pid");

@@ -209,3 +209,55 @@ fn a_complete_bundle_with_one_event_left_out_fails_its_completeness() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Proof line `n` (from 1) of the bundle in `dir`, changed by `change`.
+fn change_proof(dir: &Path, n: usize, change: impl Fn(&mut serde_json::Value)) {
+    let path = dir.join("proofs.jsonl");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let changed: String = text
+        .lines()
+        .enumerate()
+        .map(|(i, l)| {
+            if i + 1 != n {
+                return format!("{l}\n");
+            }
+            let mut proof: serde_json::Value = serde_json::from_str(l).unwrap();
+            change(&mut proof);
+            format!("{proof}\n")
+        })
+        .collect();
+    std::fs::write(&path, changed).unwrap();
+}
+
+#[test]
+fn a_proof_whose_path_does_not_reach_checkpoint_txts_root_is_named() {
+    let dir = bundle("path");
+    change_proof(&dir, 3, |proof| {
+        proof["inclusionPath"][0] = serde_json::json!(HexHash(&[7; 32]).to_string());
+    });
+    let (code, said) = check(&dir);
+    assert_eq!(code, Some(1), "{said}");
+    assert!(
+        said.starts_with("FAILED: proofs.jsonl line 3 (messageId m-6): the line is not the leaf 6 of the checkpoint's tree"),
+        "{said}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_proof_in_another_checkpoint_of_the_log_is_named_and_checked_against_it() {
+    // The log's own checkpoint of 9 leaves, signed by its key, in place of checkpoint.txt's.
+    let dir = bundle("other");
+    let other = std::fs::read_to_string(dir.join(checkpoint_file(9))).unwrap();
+    change_proof(&dir, 2, |proof| {
+        proof["checkpoint"] = serde_json::json!(other);
+    });
+    let (code, said) = check(&dir);
+    assert_eq!(code, Some(1), "{said}");
+    assert_eq!(
+        said,
+        "FAILED: proofs.jsonl line 2: its checkpoint is not checkpoint.txt\n\
+         FAILED: proofs.jsonl line 2 (messageId m-5): the proof says treeSize 12 but its checkpoint is of size 9\n"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

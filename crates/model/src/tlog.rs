@@ -561,6 +561,46 @@ impl SubtreeHashes for Tiles {
     }
 }
 
+/// Complete subtrees' hashes remembered across proofs in one tree: a subtree inside a tile (its
+/// height not a multiple of [`TILE_HEIGHT`]) is the node hash of its two halves, each computed
+/// once; one at a tile entry is the source's. Proofs of neighbouring leaves (an evidence bundle's,
+/// one per event) then share their hashing, where each alone rehashes up to a tile's 256 entries
+/// at every tile level.
+pub struct Remembered<'a, S> {
+    source: &'a mut S,
+    known: HashMap<Subtree, Hash>,
+}
+
+impl<'a, S: SubtreeHashes> Remembered<'a, S> {
+    pub fn new(source: &'a mut S) -> Self {
+        Self {
+            source,
+            known: HashMap::new(),
+        }
+    }
+}
+
+impl<S: SubtreeHashes> SubtreeHashes for Remembered<'_, S> {
+    fn subtree(&mut self, subtree: Subtree) -> Result<Hash, TlogError> {
+        if let Some(hash) = self.known.get(&subtree) {
+            return Ok(*hash);
+        }
+        let hash = if subtree.height.is_multiple_of(TILE_HEIGHT) {
+            self.source.subtree(subtree)?
+        } else {
+            let half = |index| Subtree {
+                height: subtree.height - 1,
+                index,
+            };
+            let left = self.subtree(half(2 * subtree.index))?;
+            let right = self.subtree(half(2 * subtree.index + 1))?;
+            node_hash(&left, &right)
+        };
+        self.known.insert(subtree, hash);
+        Ok(hash)
+    }
+}
+
 /// The tree's right edge: at each level, the hashes of the tile that is not full yet. What the
 /// sealer keeps to append leaves, write tiles and compute the root.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

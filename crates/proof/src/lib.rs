@@ -26,5 +26,5 @@ pub mod witness;
 pub use error::Error;
 pub use offline::{
     BundleProblem, BundleVerdict, CheckError, LogKey, Verdict, check_bundle, check_cosignature,
-    check_proof, public_key_pem, witness_key_arg, witness_key_args,
+    check_inclusion, check_proof, public_key_pem, witness_key_arg, witness_key_args,
 };

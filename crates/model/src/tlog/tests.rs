@@ -303,6 +303,55 @@ fn proofs_made_from_tiles_are_those_made_from_the_leaves() {
 }
 
 #[test]
+fn proofs_through_remembered_tiles_are_those_made_from_the_tiles() {
+    // Every leaf of a tree over three level-0 tiles, a partial one and a level-1 tile, in leaf
+    // order as an evidence bundle proves them, and a few out of order.
+    let size = 70_000u64;
+    let all = leaves(size);
+    let mut edge = TreeEdge::default();
+    let mut full = Vec::new();
+    for leaf in &all {
+        edge.push(*leaf, &mut full);
+    }
+    let mut tiles = Tiles {
+        size,
+        tiles: full.into_iter().chain(edge.partial_tiles()).collect(),
+    };
+    let mut memo = Memo(HashMap::new(), all);
+    let mut direct = tiles.clone();
+    let mut remembered = Remembered::new(&mut tiles);
+    let order = (0..size).chain([size - 1, 0, 65_536, 255, 256]);
+    for index in order {
+        let path = inclusion_proof(index, size, &mut remembered).unwrap();
+        assert_eq!(path, inclusion_proof(index, size, &mut memo).unwrap());
+        if index % 997 == 0 {
+            assert_eq!(path, inclusion_proof(index, size, &mut direct).unwrap());
+        }
+    }
+    assert_eq!(tree_root(size, &mut remembered).unwrap(), edge.root());
+}
+
+#[test]
+fn a_missing_tile_is_named_through_remembered_tiles_too() {
+    let mut empty = Tiles {
+        size: 1000,
+        tiles: HashMap::new(),
+    };
+    let mut remembered = Remembered::new(&mut empty);
+    assert_eq!(
+        inclusion_proof(3, 1000, &mut remembered),
+        Err(TlogError::TileMissing {
+            path: TileRef {
+                level: 0,
+                index: 0,
+                width: 256
+            }
+            .key()
+        })
+    );
+}
+
+#[test]
 fn tile_keys_follow_the_c2sp_layout() {
     let key = |level, index, width| {
         TileRef {

@@ -11,7 +11,7 @@ use audit_model::note::{Proof, SignedNote, WitnessKey};
 use audit_model::tlog::range::roots_of_range;
 use audit_model::tlog::{Hash, HexHash, leaf_hash, parse_hex_hash};
 
-use super::{CheckError, LogKey, check_cosignature, check_proof};
+use super::{CheckError, LogKey, check_cosignature, check_inclusion, check_proof};
 
 /// One way a bundle does not hold; each reads as a line after `FAILED: `.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -148,7 +148,7 @@ pub fn check_bundle(
         Err(problem) => return Err(vec![problem]),
     };
     let mut cosigned = Vec::new();
-    let checkpoint_text = match signed(read, CHECKPOINT, key, origin) {
+    let checkpoint = match signed(read, CHECKPOINT, key, origin) {
         Ok((note, body)) => {
             if body.size != manifest.tree_size {
                 problems.push(BundleProblem::TreeSize {
@@ -166,7 +166,7 @@ pub fn check_bundle(
                     }),
                 }
             }
-            Some(note.text())
+            Some((note.text(), body))
         }
         Err(problem) => {
             problems.push(problem);
@@ -213,13 +213,17 @@ pub fn check_bundle(
                 message_id: proof.message_id.clone(),
             });
         }
-        if checkpoint_text
-            .as_deref()
-            .is_some_and(|t| t != proof.checkpoint)
-        {
-            problems.push(BundleProblem::OtherCheckpoint { line });
-        }
-        if let Err(source) = check_proof(&proof, key, &[]) {
+        // A proof in checkpoint.txt, whose signature was checked above, is checked against its
+        // body; any other checkpoint is a problem, and its proof is checked in full.
+        let checked = match &checkpoint {
+            Some((text, body)) if *text == proof.checkpoint => check_inclusion(&proof, body),
+            Some(_) => {
+                problems.push(BundleProblem::OtherCheckpoint { line });
+                check_proof(&proof, key, &[]).map(|_| ())
+            }
+            None => check_proof(&proof, key, &[]).map(|_| ()),
+        };
+        if let Err(source) = checked {
             problems.push(BundleProblem::Proof {
                 line,
                 message_id: proof.message_id.clone(),
