@@ -99,8 +99,10 @@ def duckdb_type(hive: str) -> str:
 
 
 def named_fields(sql: str) -> list[tuple[str, ...]]:
-    """The column and field paths a query names (comments left out): ``actor."user".name`` as
-    (actor, user, name), ``resources[1].uid`` as (resources, uid), ``status_id`` as (status_id,)."""
+    """The column and field paths a query names (comments and string literals left out):
+    ``actor."user".name`` as (actor, user, name), ``status_id`` as (status_id,),
+    ``element_at(resources, 1).uid`` as (element_at,), (resources,) and (uid,): all of
+    ``resources``. Words that are no column (keywords, functions, aliases) match no leaf."""
     import re
 
     code = "\n".join(line.split("--", 1)[0] for line in sql.splitlines())
@@ -190,11 +192,14 @@ def ocsf_files(ocsf_dir: Path) -> list[Path]:
 
 
 def connect_ocsf(ocsf_dir: Path, template: Path | None = None):
-    """DuckDB with the view `ocsf` over ocsf_dir's ext/ objects, and Athena's json_extract_scalar."""
+    """DuckDB with the view `ocsf` over ocsf_dir's ext/ objects, and Athena's json_extract_scalar
+    and element_at."""
     import duckdb
 
     con = duckdb.connect()
     con.execute("CREATE MACRO json_extract_scalar(j, p) AS json_extract_string(j, p)")
+    # Athena's element_at(array, n): NULL past the end where array[n] fails (DuckDB's own is for maps).
+    con.execute("CREATE MACRO element_at(l, i) AS l[i]")
     if not ocsf_files(ocsf_dir):
         cols = ", ".join(f'"{n}" {t}' for n, t in glue_columns(template, OCSF_GLUE_TABLE))
         con.execute(f'CREATE TABLE ocsf ({cols}, region VARCHAR, "accountId" VARCHAR, "eventDay" VARCHAR)')
@@ -216,14 +221,16 @@ def bytes_scanned(name: str, source: str, directory: Path, template: Path | None
     files = ocsf_files(directory)
     if not files:
         return 0, 0
-    named = named_fields(query_text(name, source))
+    # Identifiers are case-insensitive in Athena. A field reached through element_at(resources, 1)
+    # names the whole list (Athena reads all of it).
+    named = [tuple(p.lower() for p in n) for n in named_fields(query_text(name, source))]
     listed = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
     chunks = duckdb.connect().execute(
         f"SELECT path_in_schema, total_compressed_size FROM parquet_metadata([{listed}])").fetchall()
 
     def read(path: str) -> bool:
         # A leaf's path without the LIST levels: resources, list, element, uid -> (resources, uid).
-        leaf = tuple(p for p in path.split(", ") if p not in ("list", "element"))
+        leaf = tuple(p.lower() for p in path.split(", ") if p not in ("list", "element"))
         return any(leaf[:len(n)] == n for n in named)
 
     total = sum(size for path, size in chunks if read(path))

@@ -4,7 +4,7 @@
 -- (auditTime, canonical UTC, both included).
 SELECT metadata.original_time AS auditTime,
        metadata.event_code AS action,
-       coalesce(resources[1].name, resources[1].uid,
+       coalesce(element_at(resources, 1).name, element_at(resources, 1).uid,
                 json_extract_scalar(unmapped, '$.resource')) AS resource,
        CASE status_id WHEN 1 THEN 'success' WHEN 2 THEN 'failure' END AS outcome,
        src_endpoint.ip AS sourceIp,
