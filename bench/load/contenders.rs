@@ -193,6 +193,8 @@ impl Function {
             .env("AWS_SESSION_TOKEN", "bench")
             .env("AWS_REGION", "us-east-1")
             .env("TABLE_NAME", "AuditMessages")
+            // Every item attested, as deployed (template.yaml sets it); ignored by the peers.
+            .env("ATTESTATION_KEY_ID", BENCH_ATTESTATION_KEY)
             .env("MAX_CONCURRENCY", max_concurrency().to_string())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

@@ -342,8 +342,13 @@ pub(crate) fn measure(bench: &Bench) -> Report {
         };
         cpu_sizes.insert(who, size);
         for tls in [false, true] {
+            let attested = endpoints.attested();
             let figure = bench.cpu_per_record(who, tls, size);
-            eprintln!("cpu {} tls {tls}: {figure:?}", who.name());
+            eprintln!(
+                "cpu {} tls {tls}: {figure:?}; requests with an attested item: {}",
+                who.name(),
+                endpoints.attested() - attested
+            );
             cpu.insert((who, tls), figure);
         }
     }

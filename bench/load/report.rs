@@ -46,7 +46,10 @@ impl Report {
             "## CPU path without I/O (`cargo bench -p audit-bench --bench cpu`)\n\n\
              Median of repeated runs: parse and validate the bodies; the same plus building the item and its \
              `PutItem` request body; the whole batch (dedupe, units, bounded concurrency, outcomes, response) with a \
-             store that builds the request body and answers at once.\n\n{}",
+             store that builds the request body and answers at once; the whole batch again with every item \
+             attested (`audit_receiver::attest`: each item's attested bytes and leaf hash, one Ed25519 signature \
+             per 16 items, the inclusion paths, the `attestation` attribute in the request body). What the \
+             attestation costs: \"Attestation: what it costs the receiver\" below.\n\n{}",
             self.cpu_table
         );
         let findings =
@@ -261,7 +264,9 @@ impl Report {
             "## CPU per record, 0 ms RTT\n\n\
              One warm batch against an endpoint that answers at once; the process's CPU time (all \
              threads; for the peers, their process CPU time around the handler call) divided by \
-             the records. Peak RSS is the process's high-water mark after that batch.\n\n\
+             the records. Peak RSS is the process's high-water mark after that batch. \
+             audit-receiver attests every item, as deployed (`ATTESTATION_KEY_ID`: the stand-in \
+             answers its one KMS Sign at start).\n\n\
              | contender | records | plain HTTP | TLS | TLS costs | peak RSS (TLS run) |\n\
              | --- | ---: | ---: | ---: | ---: | ---: |\n",
         );
