@@ -210,7 +210,7 @@ def connect_ocsf(ocsf_dir: Path, template: Path | None = None):
     return con
 
 
-def bytes_scanned(name: str, source: str, directory: Path, template: Path | None = None) -> tuple[int, int]:
+def bytes_scanned(name: str, source: str, directory: Path) -> tuple[int, int]:
     """(bytes, objects) Athena would scan for the query over every object of ``directory``: the
     whole gzip JSON-lines objects, or the compressed chunks of the Parquet fields it names."""
     import duckdb
