@@ -11,6 +11,21 @@ pub(crate) struct Verified {
     pub(crate) summary: String,
 }
 
+/// `command` pointed at the archive on `moto`: its endpoint and region, test credentials (none
+/// from the environment), the bucket, the digest key and the period length.
+pub(crate) fn on_archive(command: &mut Command, moto: &Moto, key_arn: &str, period: PeriodLength) {
+    command
+        .env("AWS_ENDPOINT_URL", &moto.endpoint)
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env_remove("AWS_PROFILE")
+        .env_remove("AWS_SESSION_TOKEN")
+        .env("ARCHIVE_BUCKET", BUCKET)
+        .env("DIGEST_KEY_ID", key_arn)
+        .env("DIGEST_PERIOD_SECONDS", period.seconds().to_string());
+}
+
 pub(crate) fn run_verify(
     auditctl: &Path,
     moto: &Moto,
@@ -37,17 +52,9 @@ pub(crate) fn run_verify(
     let mut command = measured(auditctl);
     command
         .args(["verify", "--from", &from, "--to", &to, "--no-audit-event"])
-        .env("AWS_ENDPOINT_URL", &moto.endpoint)
-        .env("AWS_REGION", "us-east-1")
-        .env("AWS_ACCESS_KEY_ID", "test")
-        .env("AWS_SECRET_ACCESS_KEY", "test")
-        .env_remove("AWS_PROFILE")
-        .env_remove("AWS_SESSION_TOKEN")
-        .env("ARCHIVE_BUCKET", BUCKET)
-        .env("DIGEST_KEY_ID", key_arn)
         .env("ATTESTATION_KEY_ID", attestation_key.unwrap_or(""))
-        .env("DIGEST_PERIOD_SECONDS", period.seconds().to_string())
         .env_remove("AUDIT_QUEUE_URL");
+    on_archive(&mut command, moto, key_arn, period);
     let Measured {
         usage,
         wall,
@@ -162,7 +169,8 @@ pub(crate) async fn run_prove(
         let (message_id, audit_time) = (text("messageId"), text("auditTime"));
         let out = work.join(format!("proof-{n}.json"));
         let started = Instant::now();
-        let output = Command::new(auditctl)
+        let mut command = Command::new(auditctl);
+        command
             .args([
                 "--no-audit-event",
                 "prove",
@@ -172,17 +180,9 @@ pub(crate) async fn run_prove(
             ])
             .arg("--out")
             .arg(&out)
-            .env("AWS_ENDPOINT_URL", &moto.endpoint)
-            .env("AWS_REGION", "us-east-1")
-            .env("AWS_ACCESS_KEY_ID", "test")
-            .env("AWS_SECRET_ACCESS_KEY", "test")
-            .env_remove("AWS_PROFILE")
-            .env("TABLE_NAME", moto::TABLE)
-            .env("ARCHIVE_BUCKET", BUCKET)
-            .env("DIGEST_KEY_ID", key_arn)
-            .env("DIGEST_PERIOD_SECONDS", period.seconds().to_string())
-            .output()
-            .expect("auditctl prove");
+            .env("TABLE_NAME", moto::TABLE);
+        on_archive(&mut command, moto, key_arn, period);
+        let output = command.output().expect("auditctl prove");
         let wall = started.elapsed().as_secs_f64();
         let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
         assert!(

@@ -136,17 +136,9 @@ pub(crate) async fn run_evidence(
             .args(["--no-audit-event", "export", "--from", &from, "--to", &to])
             .arg("--evidence")
             .arg(&path)
-            .env("AWS_ENDPOINT_URL", &moto.endpoint)
-            .env("AWS_REGION", "us-east-1")
-            .env("AWS_ACCESS_KEY_ID", "test")
-            .env("AWS_SECRET_ACCESS_KEY", "test")
-            .env_remove("AWS_PROFILE")
-            .env_remove("AWS_SESSION_TOKEN")
             .env("TABLE_NAME", moto::TABLE)
-            .env("ARCHIVE_BUCKET", BUCKET)
-            .env("DIGEST_KEY_ID", key_arn)
-            .env("DIGEST_PERIOD_SECONDS", period.seconds().to_string())
             .env_remove("ACCESS_QUEUE_URL");
+        on_archive(&mut command, moto, key_arn, period);
         let moto_before = moto_cpu();
         let export = run_measured(command);
         let moto_cpu = moto_before
