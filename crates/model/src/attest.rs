@@ -13,16 +13,18 @@ use aws_lc_rs::signature::{ECDSA_P256_SHA256_ASN1, ED25519, UnparsedPublicKey};
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::{Map, Value};
-use std::borrow::Cow;
 use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::ops::Not as _;
 
-use crate::keys::{AUDIT_BUCKET, PARTITION_KEY, SORT_KEY};
+use crate::keys::{
+    AUDIT_BUCKET, LOOKUP_SHARDS, PARTITION_KEY, SORT_KEY, lookup_key_of_shard,
+    lookup_value_is_hashed,
+};
 use crate::message::AuditItem;
 
-use crate::tlog::{
-    Hash, Subtree, SubtreeHashes, TlogError, inclusion_proof, leaf_hash, node_hash,
-    root_of_inclusion, tree_root,
-};
+use crate::tlog::{Hash, TlogError, leaf_hash, node_hash, root_of_inclusion};
 
 /// The item's attribute (a String) that carries its attestation.
 pub const ATTESTATION: &str = "attestation";
@@ -165,11 +167,19 @@ pub fn attestation_text(
     size: u64,
     path: &[Hash],
 ) -> String {
-    let path: Vec<u8> = path.iter().flatten().copied().collect();
-    format!(
-        "{VERSION}.{certificate}.{signature}.{index}.{size}.{}",
-        URL_SAFE_NO_PAD.encode(path)
-    )
+    let path = path.as_flattened();
+    let mut text = String::with_capacity(
+        VERSION.len() + certificate.len() + signature.len() + 48 + path.len().div_ceil(3) * 4,
+    );
+    text.push_str(VERSION);
+    text.push('.');
+    text.push_str(certificate);
+    text.push('.');
+    text.push_str(signature);
+    // Writing into a String cannot fail.
+    let _ = write!(text, ".{index}.{size}.");
+    URL_SAFE_NO_PAD.encode_string(path, &mut text);
+    text
 }
 
 /// The base64url text of a batch signature.
@@ -226,77 +236,170 @@ pub fn attested_bytes(line: &Map<String, Value>) -> Vec<u8> {
 }
 
 /// `attested_bytes` of the line of `item` as the table stores it, written directly from the item
-/// (no JSON tree built: the receiver pays this for every record). The same bytes as
+/// (no JSON tree built, no field list sorted: the receiver pays this for every record, so the
+/// attributes are written in their fixed name order). The same bytes as
 /// `attested_bytes(&item_line)` for the item's line: `audit_aws::dynamodb` tests that.
 pub fn item_attested_bytes(item: &AuditItem) -> Vec<u8> {
-    enum Field<'a> {
-        Text(Cow<'a, str>),
-        Number(String),
-        Json(&'a Map<String, Value>),
-    }
-    fn text(value: &str) -> Field<'_> {
-        Field::Text(Cow::Borrowed(value))
-    }
-    let mut fields: Vec<(&str, Field<'_>)> = Vec::with_capacity(24);
-    fields.push((PARTITION_KEY, text(&item.message_id)));
-    fields.push((SORT_KEY, text(&item.audit_time)));
-    fields.push((AUDIT_BUCKET, text(&item.audit_bucket)));
-    if let Some(audit_text) = &item.audit_text {
-        fields.push(("auditText", text(audit_text)));
-    }
-    for (name, value) in item.field_attributes() {
-        fields.push((name, Field::Text(value)));
-    }
-    for (name, value) in item.lookup_keys() {
-        fields.push((name, Field::Text(Cow::Owned(value))));
-    }
-    fields.push(("sqsMessageId", text(&item.sqs_message_id)));
-    fields.push(("receivedAt", text(&item.received_at)));
-    for (name, value) in [
-        ("sentAt", &item.sent_at),
-        ("eventSource", &item.event_source),
-        ("senderId", &item.sender_id),
-        ("originalSenderId", &item.original_sender_id),
-    ] {
-        if let Some(value) = value {
-            fields.push((name, text(value)));
-        }
-    }
-    if let Some(count) = item.receive_count {
-        fields.push(("receiveCount", Field::Number(count.to_string())));
-    }
-    if let Some(expires_at) = item.expires_at {
-        fields.push((
-            "expiresAt",
-            Field::Number(canonical_number(&expires_at.to_string())),
-        ));
-    }
-    if !item.extra.is_empty() {
-        fields.push(("extra", Field::Json(&item.extra)));
-    }
-    fields.sort_unstable_by(|a, b| a.0.cmp(b.0));
-    let mut out = Vec::with_capacity(512);
-    out.push(b'{');
-    for (i, (name, field)) in fields.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        write_string(&mut out, name);
-        out.push(b':');
-        match field {
-            Field::Text(value) => write_string(&mut out, value),
-            Field::Number(number) => out.extend_from_slice(number.as_bytes()),
-            Field::Json(map) => write_object(&mut out, map),
-        }
-    }
-    out.push(b'}');
+    let mut out = Vec::with_capacity(768 + item.audit_text.as_ref().map_or(0, String::len));
+    write_item_attested_bytes(item, &mut out);
     out
 }
 
-/// A JSON string as serde_json writes it.
+/// The leaf of `item` in its batch's tree (`item_leaf` of its line), its bytes written into
+/// `buffer` (emptied first: one buffer serves a batch).
+pub fn item_attested_leaf(item: &AuditItem, buffer: &mut Vec<u8>) -> Hash {
+    buffer.clear();
+    write_item_attested_bytes(item, buffer);
+    leaf_hash(buffer)
+}
+
+/// `item_attested_bytes`, written at the end of `out`.
+fn write_item_attested_bytes(item: &AuditItem, out: &mut Vec<u8>) {
+    let f = &item.fields;
+    // Every lookup key's shard (`keys::lookup_key`), computed once.
+    let shard = crate::message::fnv1a_32(item.message_id.as_bytes()) % LOOKUP_SHARDS;
+    let mut line = Line::new(out);
+    // Every attribute an item can have, in name order (`ITEM_ATTRIBUTES_IN_ORDER` is checked).
+    line.text("action", f.action.as_deref());
+    line.lookup("actionKey", f.action.as_deref(), shard);
+    line.text("actor", f.actor.as_deref());
+    line.lookup("actorKey", f.actor.as_deref(), shard);
+    line.text(AUDIT_BUCKET, Some(&item.audit_bucket));
+    line.text("auditText", item.audit_text.as_deref());
+    line.text(SORT_KEY, Some(&item.audit_time));
+    line.text("eventSource", item.event_source.as_deref());
+    if let Some(expires_at) = item.expires_at {
+        // An integer's decimal text is DynamoDB's canonical form of it.
+        line.number("expiresAt", expires_at);
+    }
+    if !item.extra.is_empty() {
+        line.name("extra");
+        write_object(line.out, &item.extra);
+    }
+    line.text(PARTITION_KEY, Some(&item.message_id));
+    line.text("originalSenderId", item.original_sender_id.as_deref());
+    line.text("outcome", f.outcome.map(|o| o.as_str()));
+    if let Some(count) = item.receive_count {
+        line.number("receiveCount", count);
+    }
+    line.text("receivedAt", Some(&item.received_at));
+    line.text("resource", f.resource.as_deref());
+    line.lookup("resourceKey", f.resource.as_deref(), shard);
+    line.text("senderId", item.sender_id.as_deref());
+    line.text("sentAt", item.sent_at.as_deref());
+    if let Some(ip) = f.source_ip {
+        line.name("sourceIp");
+        line.out.push(b'"');
+        // An address's text needs no escaping.
+        let _ = write!(line.out, "{ip}");
+        line.out.push(b'"');
+    }
+    line.text("sqsMessageId", Some(&item.sqs_message_id));
+    line.finish();
+}
+
+/// The attribute names `item_attested_bytes` writes, in the order it writes them: name order.
+#[cfg(test)]
+pub(crate) const ITEM_ATTRIBUTES_IN_ORDER: [&str; 21] = [
+    "action",
+    "actionKey",
+    "actor",
+    "actorKey",
+    AUDIT_BUCKET,
+    "auditText",
+    SORT_KEY,
+    "eventSource",
+    "expiresAt",
+    "extra",
+    PARTITION_KEY,
+    "originalSenderId",
+    "outcome",
+    "receiveCount",
+    "receivedAt",
+    "resource",
+    "resourceKey",
+    "senderId",
+    "sentAt",
+    "sourceIp",
+    "sqsMessageId",
+];
+
+/// A line's object being written, attribute by attribute.
+struct Line<'a> {
+    out: &'a mut Vec<u8>,
+    first: bool,
+}
+
+impl<'a> Line<'a> {
+    fn new(out: &'a mut Vec<u8>) -> Self {
+        out.push(b'{');
+        Self { out, first: true }
+    }
+
+    fn name(&mut self, name: &str) {
+        if !self.first {
+            self.out.push(b',');
+        }
+        self.first = false;
+        write_string(self.out, name);
+        self.out.push(b':');
+    }
+
+    fn text(&mut self, name: &str, value: Option<&str>) {
+        if let Some(value) = value {
+            self.name(name);
+            write_string(self.out, value);
+        }
+    }
+
+    /// A lookup key (`keys::lookup_key_of_shard`): `<value>#<shard>` written as it goes, the
+    /// value's hash in its place when it is too long to key.
+    fn lookup(&mut self, name: &str, value: Option<&str>, shard: u32) {
+        let Some(value) = value else {
+            return;
+        };
+        self.name(name);
+        if lookup_value_is_hashed(value) {
+            write_string(self.out, &lookup_key_of_shard(value, shard));
+        } else {
+            write_string(self.out, value);
+            // Before the closing quote: `#` and digits need no escape.
+            self.out.pop();
+            let _ = write!(self.out, "#{shard}\"");
+        }
+    }
+
+    fn number(&mut self, name: &str, value: impl std::fmt::Display) {
+        self.name(name);
+        let _ = write!(self.out, "{value}");
+    }
+
+    fn finish(self) {
+        self.out.push(b'}');
+    }
+}
+
+/// A JSON string as serde_json writes it: as it is between quotes when nothing in it needs an
+/// escape (serde_json escapes only `"`, `\\` and control characters).
 fn write_string(out: &mut Vec<u8>, value: &str) {
-    // Writing a &str into a Vec cannot fail.
-    let _ = serde_json::to_writer(&mut *out, value);
+    // 16 bytes at a time, without a branch per byte.
+    let plain = value.as_bytes().chunks(16).all(|chunk| {
+        chunk
+            .iter()
+            .fold(false, |escape, &b| {
+                escape | (b < 0x20) | (b == b'"') | (b == b'\\')
+            })
+            .not()
+    });
+    if plain {
+        out.reserve(value.len() + 2);
+        out.push(b'"');
+        out.extend_from_slice(value.as_bytes());
+        out.push(b'"');
+    } else {
+        // Writing a &str into a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut *out, value);
+    }
 }
 
 /// A JSON object's fields in name order, numbers canonical, as `attested_bytes` writes them.
@@ -321,7 +424,14 @@ fn write_fields<'a>(out: &mut Vec<u8>, fields: impl Iterator<Item = (&'a String,
 fn write_value(out: &mut Vec<u8>, value: &Value) {
     match value {
         Value::Number(number) => {
-            out.extend_from_slice(canonical_number(&number.to_string()).as_bytes())
+            let text = number.as_str();
+            let integer = text.strip_prefix('-').unwrap_or(text);
+            if !integer.is_empty() && integer.bytes().all(|b| b.is_ascii_digit()) && text != "-0" {
+                // A JSON integer (no leading zero) is in DynamoDB's canonical form already.
+                out.extend_from_slice(text.as_bytes());
+            } else {
+                out.extend_from_slice(canonical_number(text).as_bytes());
+            }
         }
         Value::String(text) => write_string(out, text),
         Value::Array(values) => {
@@ -463,53 +573,37 @@ fn root_from_path(attestation: &Attestation, leaf: &Hash) -> Result<Hash, NotAtt
         .map_err(|e| NotAttested::NotCovered(e.to_string()))
 }
 
-/// A batch's tree: its root and each leaf's inclusion path, in the leaves' order.
+/// A batch's tree: its root and each leaf's inclusion path, in the leaves' order (RFC 9162: each
+/// inner node hashed once, a path's hashes from the leaf's sibling up).
 pub fn batch_tree(leaves: &[Hash]) -> Result<(Hash, Vec<Vec<Hash>>), TlogError> {
-    let size = leaves.len() as u64;
-    let mut source = Memo {
-        leaves,
-        known: HashMap::new(),
-    };
-    let root = tree_root(size, &mut source)?;
-    let paths = (0..size)
-        .map(|index| inclusion_proof(index, size, &mut source))
-        .collect::<Result<_, _>>()?;
+    if leaves.is_empty() {
+        return Err(TlogError::IndexOutOfRange { index: 0, size: 0 });
+    }
+    let depth = (usize::BITS - (leaves.len() - 1).leading_zeros()) as usize;
+    let mut paths: Vec<Vec<Hash>> = (0..leaves.len())
+        .map(|_| Vec::with_capacity(depth))
+        .collect();
+    let root = subtree(leaves, &mut paths);
     Ok((root, paths))
 }
 
-/// Complete subtrees' hashes over a batch's leaves, each computed once.
-struct Memo<'a> {
-    leaves: &'a [Hash],
-    known: HashMap<Subtree, Hash>,
-}
-
-impl SubtreeHashes for Memo<'_> {
-    fn subtree(&mut self, subtree: Subtree) -> Result<Hash, TlogError> {
-        if let Some(hash) = self.known.get(&subtree) {
-            return Ok(*hash);
-        }
-        let hash = if subtree.height == 0 {
-            *self
-                .leaves
-                .get(usize::try_from(subtree.index).unwrap_or(usize::MAX))
-                .ok_or(TlogError::IndexOutOfRange {
-                    index: subtree.index,
-                    size: self.leaves.len() as u64,
-                })?
-        } else {
-            let left = self.subtree(Subtree {
-                height: subtree.height - 1,
-                index: subtree.index * 2,
-            })?;
-            let right = self.subtree(Subtree {
-                height: subtree.height - 1,
-                index: subtree.index * 2 + 1,
-            })?;
-            node_hash(&left, &right)
-        };
-        self.known.insert(subtree, hash);
-        Ok(hash)
+/// The hash of `leaves`' tree, each leaf's path in it appended to `paths` (one per leaf).
+fn subtree(leaves: &[Hash], paths: &mut [Vec<Hash>]) -> Hash {
+    if leaves.len() == 1 {
+        return leaves[0];
     }
+    // The largest power of two smaller than the count: RFC 9162's split.
+    let split = 1usize << (usize::BITS - 1 - (leaves.len() - 1).leading_zeros());
+    let (left_paths, right_paths) = paths.split_at_mut(split);
+    let left = subtree(&leaves[..split], left_paths);
+    let right = subtree(&leaves[split..], right_paths);
+    for path in left_paths {
+        path.push(right);
+    }
+    for path in right_paths {
+        path.push(left);
+    }
+    node_hash(&left, &right)
 }
 
 /// A JSON number's text as DynamoDB gives a number back: no exponent, no leading zeros, no

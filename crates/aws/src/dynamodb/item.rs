@@ -362,10 +362,17 @@ pub(crate) mod tests {
         for body in [
             r#"{"auditText":"t","auditTime":"2026-11-22T10:00:00Z"}"#,
             r#"{"auditTime":"2026-11-22T10:00:00Z","auditText":"é \"quoted\" \u0001 line\nbreak","actor":"alice","action":"user.login","resource":"r/1","outcome":"success","sourceIp":"2001:db8::1"}"#,
-            r#"{"auditText":"t","auditTime":"2026-11-22T10:00:00Z","amount":12.50,"big":1E+2,"tiny":-0.0010,"huge":1234567890123456789012345.5,"list":[1.0,"x",{"b":true,"a":null}],"nested":{"z":{},"a":[]}}"#,
+            r#"{"auditText":"t","auditTime":"2026-11-22T10:00:00Z","amount":12.50,"big":1E+2,"tiny":-0.0010,"negzero":-0,"int":-120,"huge":1234567890123456789012345.5,"list":[1.0,"x",{"b":true,"a":null}],"nested":{"z":{},"a":[]}}"#,
             r#"{"messageId":"m-1","auditTime":"2026-11-22T10:00:00Z","auditText":"t","actor":"bob"}"#,
+            r#"{"auditTime":"2026-11-22T10:00:00Z","auditText":"back\\slash \u007f del","resource":"only/a/resource","outcome":"failure","sourceIp":"192.0.2.7"}"#,
+            &format!(
+                r#"{{"auditTime":"2026-11-22T10:00:00Z","auditText":"t","actor":"{}","action":"a\"b"}}"#,
+                "é".repeat(1000)
+            ),
         ] {
             let mut item = item(body);
+            // A redriven delivery also carries its first sender.
+            item.original_sender_id = Some("AROAFIRST:receiver".into());
             assert_eq!(
                 String::from_utf8(item_attested_bytes(&item)).unwrap(),
                 String::from_utf8(attested_bytes(&item_line_map(&item))).unwrap(),

@@ -246,3 +246,57 @@ fn a_cache_gives_the_same_verdicts_as_a_fresh_check_and_stays_bounded() {
         NotAttested::Signature
     );
 }
+
+/// The transparency log's own tree over a slice of leaves (each subtree computed from them).
+struct Leaves<'a>(&'a [Hash]);
+
+impl crate::tlog::SubtreeHashes for Leaves<'_> {
+    fn subtree(&mut self, subtree: crate::tlog::Subtree) -> Result<Hash, TlogError> {
+        if subtree.height == 0 {
+            return Ok(self.0[subtree.index as usize]);
+        }
+        let half = |index| crate::tlog::Subtree {
+            height: subtree.height - 1,
+            index,
+        };
+        let left = self.subtree(half(subtree.index * 2))?;
+        let right = self.subtree(half(subtree.index * 2 + 1))?;
+        Ok(node_hash(&left, &right))
+    }
+}
+
+#[test]
+fn a_batch_tree_is_the_logs_tree_with_the_logs_inclusion_paths() {
+    for size in 1..=40usize {
+        let leaves: Vec<Hash> = (0..size).map(|i| leaf_hash(&i.to_be_bytes())).collect();
+        let (root, paths) = batch_tree(&leaves).unwrap();
+        let mut log = Leaves(&leaves);
+        assert_eq!(
+            root,
+            crate::tlog::tree_root(size as u64, &mut log).unwrap(),
+            "{size}"
+        );
+        for (index, path) in paths.iter().enumerate() {
+            let expected = crate::tlog::inclusion_proof(index as u64, size as u64, &mut log);
+            assert_eq!(path, &expected.unwrap(), "leaf {index} of {size}");
+            let back = root_of_inclusion(index as u64, size as u64, &leaves[index], path);
+            assert_eq!(back.unwrap(), root);
+        }
+    }
+    assert!(batch_tree(&[]).is_err());
+}
+
+#[test]
+fn the_item_writer_knows_every_attribute_in_name_order() {
+    let mut sorted = ITEM_ATTRIBUTES_IN_ORDER;
+    sorted.sort_unstable();
+    assert_eq!(sorted, ITEM_ATTRIBUTES_IN_ORDER);
+    // Each lookup index's key is one of them.
+    for index in crate::keys::LOOKUP_INDEXES {
+        assert!(
+            ITEM_ATTRIBUTES_IN_ORDER.contains(&index.key),
+            "{}",
+            index.key
+        );
+    }
+}
