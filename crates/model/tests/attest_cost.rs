@@ -20,7 +20,7 @@ use aws_lc_rs::signature::{
 use serde_json::{Map, Value, json};
 
 /// Items per batch signature: the receiver's `ITEMS_PER_SIGNATURE`.
-const BATCH: usize = 16;
+const BATCH: usize = 32;
 const ITEMS: usize = 1_024;
 
 /// An item of the receiver's shape as the stream carries it (DynamoDB's JSON), about 0.7 KB.

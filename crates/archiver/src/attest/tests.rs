@@ -61,7 +61,8 @@ fn marker(read: &Read) -> Option<Value> {
 fn only_foreign_inserts_are_marked_with_their_reason_and_verdicts_are_remembered() {
     let kms = MemoryKey::new("arn:aws:kms:us-east-1:000000000000:key/attest");
     let check = AttestationCheck::new(ReceiverKey::from_der(&kms.public_key().der));
-    let mut items: Vec<AuditItem> = (0..20).map(|i| item(&format!("m-{i}"))).collect();
+    // Two trees of the receiver's (32 items, then 8).
+    let mut items: Vec<AuditItem> = (0..40).map(|i| item(&format!("m-{i}"))).collect();
     attester(&kms).attest(items.iter_mut());
     let mut records: Vec<Value> = items
         .iter()
@@ -99,11 +100,11 @@ fn only_foreign_inserts_are_marked_with_their_reason_and_verdicts_are_remembered
         "{reasons:?}"
     );
     assert!(foreign[0].keys.contains("m-forged"));
-    for read in &reads[..20] {
+    for read in &reads[..40] {
         assert_eq!(marker(read), None);
     }
     assert_eq!(
-        marker(&reads[21]),
+        marker(&reads[41]),
         Some(json!({"S": "it has no attestation"}))
     );
     // The verdicts of the run's certificate and its two batches' signatures, remembered once.

@@ -31,7 +31,7 @@ use audit_model::access::{self, Refused};
 use audit_model::context::Redrivers;
 use audit_model::message::{AuditItem, AuditMessage, InvalidMessage, parse_sent_timestamp};
 
-use crate::attest::Attester;
+use crate::attest::{Attester, ITEMS_PER_SIGNATURE};
 use crate::deadletter::{DeadLetterQueue, SendError};
 use crate::store::{AuditStore, StoreError};
 use retry::{RetryBudget, write};
@@ -259,15 +259,29 @@ pub async fn process_batch<S: AuditStore, Q: DeadLetterQueue>(
         .collect();
 
     // Each record's item, built before any is written (one receive time for the batch), so that
-    // one signature attests them all; a record that cannot be an item keeps its failure.
+    // one signature attests many; a record that cannot be an item keeps its failure. Attested a
+    // signature's worth at a time, as they are built (the items still in the cache).
     let received_at = Utc::now();
-    let mut items: Vec<Result<AuditItem, Failure>> = unique
-        .iter()
-        .zip(&deliveries)
-        .map(|(&i, delivery)| prepared(settings, &records[i], delivery, received_at))
-        .collect();
-    if let Some(attester) = ports.attester {
-        attester.attest(items.iter_mut().filter_map(|item| item.as_mut().ok()));
+    let mut items: Vec<Result<AuditItem, Failure>> = Vec::with_capacity(unique.len());
+    let per_signature = ports.attester.map_or(usize::MAX, |_| ITEMS_PER_SIGNATURE);
+    for (positions, received) in unique
+        .chunks(per_signature)
+        .zip(deliveries.chunks(per_signature))
+    {
+        let start = items.len();
+        items.extend(
+            positions
+                .iter()
+                .zip(received)
+                .map(|(&i, delivery)| prepared(settings, &records[i], delivery, received_at)),
+        );
+        if let Some(attester) = ports.attester {
+            attester.attest(
+                items[start..]
+                    .iter_mut()
+                    .filter_map(|item| item.as_mut().ok()),
+            );
+        }
     }
 
     let slots: Vec<OnceLock<(Outcome, Option<SendError>)>> =
