@@ -5,6 +5,11 @@
 //! (or `make bench`).
 
 use std::hint::black_box;
+
+/// The function's allocator (crates/receiver/src/main.rs), so the figures are the function's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::time::Duration;
 
 use audit_aws::dynamodb::{PutOutcome, StoreError, put_item_body};

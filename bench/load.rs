@@ -171,6 +171,21 @@ fn main() {
         println!("batch of 10: peak RSS {:.1} MB", function.peak_rss_mb());
         return;
     }
+    if std::env::args().any(|a| a == "--attestation-cost") {
+        // What the attestation adds to a batch of 10,000 at 0 ms RTT (BENCHMARKS.md "CPU per
+        // record, 0 ms RTT"), without the rest of the run.
+        for tls in [false, true] {
+            let cost = bench.attestation_cost(tls, 10_000, 5).expect("a run");
+            println!(
+                "attestation (tls {tls}): {:.1} µs CPU per record without, {:.1} with: {:+.1} µs ({:+.1} %)",
+                cost.plain,
+                cost.attested,
+                cost.attested - cost.plain,
+                100.0 * cost.share()
+            );
+        }
+        return;
+    }
     if std::env::args().any(|a| a == "--sustained-only") {
         // For a profiler: one environment, batches of 10 (or `--records N`) at the share RTT
         // over TLS, whole core. Two sizes split a batch's fixed cost from a record's.

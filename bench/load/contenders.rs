@@ -171,6 +171,9 @@ pub(crate) struct Launch<'a> {
     pub(crate) share: Option<&'a CpuShare>,
     /// Lambda Managed Instances' setting; None leaves it unset (a classic environment).
     pub(crate) at_once: Option<usize>,
+    /// Every item attested, as deployed (template.yaml sets `ATTESTATION_KEY_ID`); false
+    /// measures the function without it (what the attestation costs). Ignored by the peers.
+    pub(crate) attested: bool,
 }
 
 impl Function {
@@ -193,12 +196,13 @@ impl Function {
             .env("AWS_SESSION_TOKEN", "bench")
             .env("AWS_REGION", "us-east-1")
             .env("TABLE_NAME", "AuditMessages")
-            // Every item attested, as deployed (template.yaml sets it); ignored by the peers.
-            .env("ATTESTATION_KEY_ID", BENCH_ATTESTATION_KEY)
             .env("MAX_CONCURRENCY", max_concurrency().to_string())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
+        if launch.attested {
+            command.env("ATTESTATION_KEY_ID", BENCH_ATTESTATION_KEY);
+        }
         if let Some(n) = launch.at_once {
             command.env("AWS_LAMBDA_MAX_CONCURRENCY", n.to_string());
         }

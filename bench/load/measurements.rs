@@ -33,6 +33,7 @@ impl Bench {
             ca_file: &self.endpoints.ca_file,
             share,
             at_once: None,
+            attested: true,
         })
     }
 
@@ -97,19 +98,8 @@ impl Bench {
         self.endpoints.set_rtt(0);
         match who {
             Contender::Ours | Contender::Naive => {
-                let mut function = Function::start(&self.launch(who, tls, None)?);
-                function.startup();
-                function.invoke(event_json(100, 3)); // warm, as in a warm Lambda
-                let before = function.cpu();
-                let (_, response) = function.invoke(event_json(size, 4));
-                let cpu = function.cpu() - before;
-                if failures(&response) != 0 {
-                    return Err(format!("{} records failed", failures(&response)));
-                }
-                Ok((
-                    cpu.as_secs_f64() * 1e6 / size as f64,
-                    function.peak_rss_mb(),
-                ))
+                let launch = self.launch(who, tls, None)?;
+                function_cpu_per_record(&launch, size)
             }
             peer => {
                 let file = event_file(&self.work, size, 5);
@@ -223,6 +213,8 @@ pub(crate) struct Report {
     pub(crate) cold_requests: usize,
     pub(crate) cpu: BTreeMap<(Contender, bool), Result<(f64, f64), String>>,
     pub(crate) cpu_sizes: BTreeMap<Contender, usize>,
+    /// Ours with and without the attestation, by TLS.
+    pub(crate) attestation: BTreeMap<bool, Result<AttestationCost, String>>,
     pub(crate) latency: BTreeMap<(Contender, usize), Result<Duration, String>>,
     /// Batches of 10 and 100 at 50 ms RTT with the template's default memory size's CPU share.
     pub(crate) latency_default_memory: Result<Latencies, String>,
@@ -352,6 +344,14 @@ pub(crate) fn measure(bench: &Bench) -> Report {
             cpu.insert((who, tls), figure);
         }
     }
+    // --- What the attestation adds to ours: with and without it, in turns.
+    let mut attestation = BTreeMap::new();
+    for tls in [false, true] {
+        let runs = if quick { 2 } else { 5 };
+        let figure = bench.attestation_cost(tls, cpu_sizes[&Contender::Ours], runs);
+        eprintln!("attestation tls {tls}: {figure:?}");
+        attestation.insert(tls, figure);
+    }
 
     // --- Latency by batch size at 50 ms RTT, TLS.
     endpoints.set_rtt(RTT_LATENCY_MS);
@@ -447,6 +447,7 @@ pub(crate) fn measure(bench: &Bench) -> Report {
         cold_requests,
         cpu,
         cpu_sizes,
+        attestation,
         latency,
         latency_default_memory,
         sizes,
@@ -456,4 +457,73 @@ pub(crate) fn measure(bench: &Bench) -> Report {
         zip_mb,
         cpu_table,
     }
+}
+
+/// CPU per record (the median of three batches of `size`, each of its own records: one alone
+/// varies by ±15 % from run to run on a shared machine) and peak RSS of a warm function.
+fn function_cpu_per_record(launch: &Launch, size: usize) -> Result<(f64, f64), String> {
+    let mut function = Function::start(launch);
+    function.startup();
+    function.invoke(event_json(100, 3)); // warm, as in a warm Lambda
+    let mut per_record = Vec::with_capacity(3);
+    for seed in [4, 40, 41] {
+        let before = function.cpu();
+        let (_, response) = function.invoke(event_json(size, seed));
+        let cpu = function.cpu() - before;
+        if failures(&response) != 0 {
+            return Err(format!("{} records failed", failures(&response)));
+        }
+        per_record.push(cpu.as_secs_f64() * 1e6 / size as f64);
+    }
+    per_record.sort_by(f64::total_cmp);
+    Ok((per_record[1], function.peak_rss_mb()))
+}
+
+impl Bench {
+    /// What the attestation adds to the function's CPU per record in a batch of `size` at 0 ms
+    /// RTT: `runs` functions with it and as many without, one after the other in turns (so
+    /// that the machine's drift falls on both), and the least of each.
+    pub(crate) fn attestation_cost(
+        &self,
+        tls: bool,
+        size: usize,
+        runs: usize,
+    ) -> Result<AttestationCost, String> {
+        self.endpoints.set_rtt(0);
+        let (mut with, mut without) = (Vec::new(), Vec::new());
+        for _ in 0..runs {
+            for attested in [true, false] {
+                let launch = Launch {
+                    attested,
+                    ..self.launch(Contender::Ours, tls, None)?
+                };
+                let (cpu, _) = function_cpu_per_record(&launch, size)?;
+                if attested { &mut with } else { &mut without }.push(cpu);
+            }
+        }
+        eprintln!("CPU per record with the attestation {with:.1?}, without {without:.1?}");
+        Ok(AttestationCost {
+            attested: least(&with),
+            plain: least(&without),
+        })
+    }
+}
+
+/// The function's CPU per record with and without the attestation (µs): the least of each, the
+/// run least disturbed by the machine's other work (a shared machine only ever adds to it).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AttestationCost {
+    pub(crate) attested: f64,
+    pub(crate) plain: f64,
+}
+
+impl AttestationCost {
+    /// What the attestation adds, as a share of the function's CPU per record without it.
+    pub(crate) fn share(&self) -> f64 {
+        (self.attested - self.plain) / self.plain
+    }
+}
+
+fn least(values: &[f64]) -> f64 {
+    values.iter().copied().fold(f64::INFINITY, f64::min)
 }

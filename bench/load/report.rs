@@ -288,6 +288,35 @@ impl Report {
             );
         }
         out.push('\n');
+        out.push_str(&self.attestation_paragraph());
+        out
+    }
+
+    /// What the attestation adds to ours, measured with and without it in turns.
+    fn attestation_paragraph(&self) -> String {
+        let size = self.cpu_sizes[&Contender::Ours];
+        let mut out = format!(
+            "What the attestation adds (SPEC: at most 15 % CPU per record): audit-receiver with \
+             and without `ATTESTATION_KEY_ID`, one after the other in turns, the least of each \
+             (each run itself the median of three batches of {size}; a shared machine only ever \
+             adds to a run's CPU):\n\n\
+             | transport | without | with | adds |\n| --- | ---: | ---: | ---: |\n"
+        );
+        for (tls, figure) in &self.attestation {
+            let name = if *tls { "TLS" } else { "plain HTTP" };
+            let _ = writeln!(
+                out,
+                "| {name} | {} | {} | {} |",
+                cell(figure, |c| format!("{:.1} µs", c.plain)),
+                cell(figure, |c| format!("{:.1} µs", c.attested)),
+                cell(figure, |c| format!(
+                    "{:+.1} µs ({:+.0} %)",
+                    c.attested - c.plain,
+                    100.0 * c.share()
+                )),
+            );
+        }
+        out.push('\n');
         out
     }
 
