@@ -79,54 +79,60 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
             let filters = filters(&search);
             let mut arguments = search.arguments();
             arguments.insert("evidence".into(), EVIDENCE_FILE.into());
-            self.access
-                .record_with(
+            // The access recorded first; should making the bundle then fail, its failure too.
+            let (_, zip) = self
+                .access
+                .read(
                     Action::UiExport,
                     &archive.name,
                     &self.table,
                     Some(&arguments),
+                    async {
+                        let made_by = self
+                            .access
+                            .caller()
+                            .map(|c| c.arn.clone())
+                            .unwrap_or_else(|| "not recorded (--no-audit-event)".to_owned());
+                        let info = fetch().await.map_err(Error::from)?;
+                        let (der, arn) = (info.der.clone(), info.arn.clone());
+                        TrustedKey::new(info).map_err(Error::from)?;
+                        let key = LogKey::from_der(&der).map_err(failed)?;
+                        let time = |text: &str| {
+                            DateTime::parse_from_rfc3339(text)
+                                .map(|t| t.to_utc())
+                                .map_err(|e| Failed::bad(format!("{text}: {e}")))
+                        };
+                        let log_origin = origin(&archive.name);
+                        let request = Request {
+                            from: time(&search.range.from)?,
+                            to: time(&search.range.to)?,
+                            from_text: &search.range.from,
+                            to_text: &search.range.to,
+                            filters: &filters,
+                            length: archive.length,
+                            key: &key,
+                            key_der: &der,
+                            key_arn: &arn,
+                            origin: &log_origin,
+                            witnesses: &archive.witnesses,
+                            tree_size: None,
+                            made_by,
+                        };
+                        let log = LogReader {
+                            archive: &archive.bucket,
+                        };
+                        let made =
+                            bundle::make(&log, &request)
+                                .await
+                                .map_err(|error| match error {
+                                    BundleError::Read(error) => Error::from(error).into(),
+                                    error => failed(error),
+                                })?;
+                        made.zip_bytes().map_err(failed)
+                    },
                 )
                 .await?;
-            let made_by = self
-                .access
-                .caller()
-                .map(|c| c.arn.clone())
-                .unwrap_or_else(|| "not recorded (--no-audit-event)".to_owned());
-            let info = fetch().await.map_err(Error::from)?;
-            let (der, arn) = (info.der.clone(), info.arn.clone());
-            TrustedKey::new(info).map_err(Error::from)?;
-            let key = LogKey::from_der(&der).map_err(failed)?;
-            let time = |text: &str| {
-                DateTime::parse_from_rfc3339(text)
-                    .map(|t| t.to_utc())
-                    .map_err(|e| Failed::bad(format!("{text}: {e}")))
-            };
-            let log_origin = origin(&archive.name);
-            let request = Request {
-                from: time(&search.range.from)?,
-                to: time(&search.range.to)?,
-                from_text: &search.range.from,
-                to_text: &search.range.to,
-                filters: &filters,
-                length: archive.length,
-                key: &key,
-                key_der: &der,
-                key_arn: &arn,
-                origin: &log_origin,
-                witnesses: &archive.witnesses,
-                tree_size: None,
-                made_by,
-            };
-            let log = LogReader {
-                archive: &archive.bucket,
-            };
-            let made = bundle::make(&log, &request)
-                .await
-                .map_err(|error| match error {
-                    BundleError::Read(error) => Error::from(error).into(),
-                    error => failed(error),
-                })?;
-            made.zip_bytes().map_err(failed)
+            Ok(zip)
         };
         match made.await {
             Ok(zip) => {

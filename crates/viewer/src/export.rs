@@ -11,13 +11,13 @@ use futures::{StreamExt, TryStreamExt};
 use http::Response;
 use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Frame;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::response::{self, Body, Failed};
 use super::search::Search;
 use super::{CONCURRENCY, EXPORT_PAGE_SIZE, Viewer};
-use crate::error::Error;
-use audit_trail::access::{AccessLog, Action};
+use crate::error::{Error, Words};
+use audit_trail::access::{AccessLog, Action, Recorded, Recorder};
 use audit_trail::item::TrailItem;
 use audit_trail::merge::Order;
 use audit_trail::output::{Format, Printer};
@@ -39,7 +39,8 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
                 Format::Table => "table",
             };
             arguments.insert("format".into(), Value::String(name.into()));
-            self.access
+            let (recorded, ()) = self
+                .access
                 .read(
                     Action::UiExport,
                     &self.table,
@@ -48,9 +49,16 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
                     async { Ok::<_, Failed>(self.reader.check_index(&search.plan).await?) },
                 )
                 .await?;
-            Ok::<_, Failed>((search, name))
+            let failure = Failure {
+                access: self.access.clone(),
+                recorded,
+                table: self.table.clone(),
+                arguments,
+                words: self.words,
+            };
+            Ok::<_, Failed>((search, name, failure))
         };
-        let (search, name) = match prepared.await {
+        let (search, name, failure) = match prepared.await {
             Ok(ready) => ready,
             Err(failed) => return failed.page(self.words, "Export failed", None),
         };
@@ -67,7 +75,7 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
             .read(&search.plan, search.range.clone(), options)
             .try_filter(move |row| futures::future::ready(!(hide && row.is_access_event())))
             .map_err(Error::from);
-        let body = export_body(rows, format);
+        let body = export_body(rows, format, failure);
         let content_type = match format {
             Format::Csv => "text/csv; charset=utf-8",
             _ => "application/x-ndjson; charset=utf-8",
@@ -76,40 +84,74 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
     }
 }
 
+/// What an export's body needs to record its read failing after the response began: the
+/// recorder, the access event sent, and what it named.
+pub(super) struct Failure<L> {
+    pub(super) access: Arc<Recorder<L>>,
+    pub(super) recorded: Recorded,
+    pub(super) table: String,
+    pub(super) arguments: Map<String, Value>,
+    pub(super) words: Words,
+}
+
+impl<L: AccessLog> Failure<L> {
+    /// The body's error once the read's failure event is sent (`auditctl.ui.export`, outcome
+    /// `failure`, naming the access event), or saying that it could not be.
+    async fn record(&self, error: Error) -> std::io::Error {
+        let failed = self
+            .access
+            .fail(
+                &self.recorded,
+                Action::UiExport,
+                &self.table,
+                Some(&self.arguments),
+                Failed::from(error),
+            )
+            .await;
+        std::io::Error::other(failed.message(self.words))
+    }
+}
+
 /// Rows printed as `auditctl query` prints them, in chunks as they are read; a failure after
-/// the first bytes ends the body with an error (the download fails rather than looking whole).
-fn export_body(
+/// the first bytes ends the body with an error (the download fails rather than looking whole),
+/// once its failure event is recorded (`failure`).
+pub(super) fn export_body<L: AccessLog + 'static>(
     rows: impl futures::Stream<Item = Result<TrailItem, Error>> + Send + 'static,
     format: Format,
+    failure: Failure<L>,
 ) -> Body {
     let buffer = Shared::default();
     let printer = Printer::<_, TrailItem>::new(format, buffer.clone());
-    let state = (Box::pin(rows), Some(printer), buffer);
-    let chunks = futures::stream::unfold(state, |(mut rows, printer, buffer)| async move {
-        let mut printer = printer?;
-        loop {
-            match rows.next().await {
-                Some(Ok(row)) => {
-                    if let Err(error) = printer.print(&row) {
-                        return Some((Err(error), (rows, None, buffer)));
+    let state = (Box::pin(rows), Some(printer), buffer, Arc::new(failure));
+    let chunks =
+        futures::stream::unfold(state, |(mut rows, printer, buffer, failure)| async move {
+            let mut printer = printer?;
+            loop {
+                match rows.next().await {
+                    Some(Ok(row)) => {
+                        if let Err(error) = printer.print(&row) {
+                            return Some((Err(error), (rows, None, buffer, failure)));
+                        }
+                        if buffer.len() >= EXPORT_CHUNK {
+                            return Some((
+                                Ok(buffer.take()),
+                                (rows, Some(printer), buffer, failure),
+                            ));
+                        }
                     }
-                    if buffer.len() >= EXPORT_CHUNK {
-                        return Some((Ok(buffer.take()), (rows, Some(printer), buffer)));
+                    Some(Err(error)) => {
+                        let error = failure.record(error).await;
+                        return Some((Err(error), (rows, None, buffer, failure)));
                     }
-                }
-                Some(Err(error)) => {
-                    let error = std::io::Error::other(error.to_string());
-                    return Some((Err(error), (rows, None, buffer)));
-                }
-                None => {
-                    return match printer.finish() {
-                        Ok(()) => Some((Ok(buffer.take()), (rows, None, buffer))),
-                        Err(error) => Some((Err(error), (rows, None, buffer))),
-                    };
+                    None => {
+                        return match printer.finish() {
+                            Ok(()) => Some((Ok(buffer.take()), (rows, None, buffer, failure))),
+                            Err(error) => Some((Err(error), (rows, None, buffer, failure))),
+                        };
+                    }
                 }
             }
-        }
-    });
+        });
     BodyExt::boxed_unsync(StreamBody::new(chunks.map_ok(Frame::data)))
 }
 

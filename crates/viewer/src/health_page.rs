@@ -95,10 +95,7 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
                 .access
                 .read(action, &archive.name, &self.table, Some(&arguments), listed)
                 .await?;
-            let log = archive
-                .log_head(newest.as_ref(), self.words)
-                .await
-                .map_err(self.words);
+            let log = archive.log_head(newest.as_ref(), self.words).await;
             let verified = if run {
                 Some(
                     match archive.clone().verify(search.range.clone(), now).await {
@@ -126,6 +123,24 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
                     .fail(&recorded, action, &archive.name, Some(&arguments), failed)
                     .await)),
                 verified => verified,
+            };
+            // The log's head that could not be read is the read failing too: its failure event
+            // is sent (once: a verify run's failure has said the read failed already).
+            let log = match log {
+                Err(error) if !matches!(verified, Some(Err(_))) => {
+                    let failed = self
+                        .access
+                        .fail(
+                            &recorded,
+                            action,
+                            &archive.name,
+                            Some(&arguments),
+                            Failed::from(error),
+                        )
+                        .await;
+                    Err(failed.message(self.words))
+                }
+                log => log.map_err(self.words),
             };
             let status = match &verified {
                 Some(Err(failed)) => failed.status,

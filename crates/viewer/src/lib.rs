@@ -87,7 +87,8 @@ pub struct Viewer<L, B = audit_aws::s3::S3Bucket> {
     table: String,
     /// Where requests go (endpoint or region), for error messages.
     location: String,
-    access: Recorder<L>,
+    /// Shared with the exports' bodies, which record a failure after their first bytes.
+    access: Arc<Recorder<L>>,
     session: Session,
     dead_letters: Option<DeadLetters>,
     /// How the pages word an error (the command line's words).
@@ -148,7 +149,7 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
             reader,
             table,
             location,
-            access,
+            access: Arc::new(access),
             session,
             dead_letters: None,
             archive: None,

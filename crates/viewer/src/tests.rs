@@ -318,7 +318,7 @@ async fn each_read_records_its_access_event_first_with_what_it_asked_for() {
             Some(&cookie),
         ))
         .await;
-    let Recorder::Send { log, .. } = &viewer.access else {
+    let Recorder::Send { log, .. } = &*viewer.access else {
         panic!("a recorder that sends");
     };
     assert_eq!(
@@ -406,8 +406,10 @@ async fn a_failed_read_whose_failure_record_cannot_be_sent_shows_its_error_and_s
 mod health_checks {
     use super::*;
     use crate::archive::KeyFetch;
+    use audit_aws::error::AwsError;
     use audit_aws::kms::MemoryKey as TestKey;
     use audit_aws::s3::MemoryBucket;
+    use audit_aws::s3::memory::{Effect, Fault, Operation};
     use audit_model::archive::{ObjectKind, Period, PeriodLength};
     use audit_model::digest::digest_key;
     use audit_model::note::{
@@ -534,6 +536,60 @@ mod health_checks {
             witnesses,
         });
         (viewer, sent, signer)
+    }
+
+    /// An evidence bundle whose making fails after its access was recorded (the digest key is
+    /// gone): the page says so and the trail holds the access event and its failure event.
+    #[tokio::test]
+    async fn an_evidence_bundle_that_fails_records_its_failure() {
+        let (mut viewer, sent, _) = viewer(false, true);
+        let gone: KeyFetch = Arc::new(|| {
+            Box::pin(async {
+                Err(audit_proof::Error::KeyNotFound {
+                    key: ARN.into(),
+                    at: "memory".into(),
+                })
+            })
+        });
+        let mut archive = Arc::try_unwrap(viewer.archive.take().unwrap())
+            .ok()
+            .expect("the viewer's only handle");
+        archive.key = Some(gone);
+        let viewer = viewer.with_archive(archive);
+        let cookie = open(&viewer).await;
+        let response = viewer
+            .respond(request(
+                Method::GET,
+                &at(&viewer, "/evidence.zip?range=24h"),
+                Some(&cookie),
+            ))
+            .await;
+        assert_ne!(response.status(), StatusCode::OK);
+        let html = body(response).await;
+        assert!(html.contains("Evidence bundle failed"), "{html}");
+        let sent = sent.lock().unwrap();
+        let bodies: Vec<Value> = sent
+            .iter()
+            .map(|e| serde_json::from_str(&e.body).unwrap())
+            .collect();
+        let actions: Vec<(&str, &str)> = bodies
+            .iter()
+            .map(|b| {
+                (
+                    b["action"].as_str().unwrap(),
+                    b["outcome"].as_str().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            actions,
+            [
+                ("auditctl.ui.export", "success"),
+                ("auditctl.ui.export", "failure")
+            ]
+        );
+        assert_eq!(bodies[1]["accessEventId"], bodies[0]["messageId"]);
+        assert_eq!(bodies[1]["error"]["kind"], "key_not_found", "{}", bodies[1]);
     }
 
     fn archive(viewer: &Viewer<Twin, MemoryBucket>) -> &MemoryArchive {
@@ -693,6 +749,42 @@ mod health_checks {
         assert!(!html.contains("Verify ran over"), "{html}");
         assert!(html.contains(r#"name="run" value="1">Verify these periods"#));
         assert_eq!(actions(&sent)[3]["action"], "auditctl.ui.view");
+    }
+
+    /// The log's head that cannot be read (its checkpoints cannot be listed): the page shows the
+    /// rest and says why, and the view's failure event is sent after its access event.
+    #[tokio::test]
+    async fn a_log_head_that_cannot_be_read_is_shown_and_records_the_views_failure() {
+        let (viewer, sent, key) = viewer(false, true);
+        let cookie = open(&viewer).await;
+        seal(archive(&viewer), sealed_hour(), &key).await;
+        archive(&viewer).inject(Fault {
+            operation: Operation::List,
+            prefix: audit_model::note::CHECKPOINTS_PREFIX.into(),
+            times: None,
+            effect: Effect::Fail(AwsError::from_answer(503, "SlowDown", "injected")),
+        });
+        let (status, html) = get(&viewer, &cookie, "/health").await;
+        assert_eq!(status, StatusCode::OK, "{html}");
+        assert!(html.contains("SlowDown"), "{html}");
+        let bodies = actions(&sent);
+        let outcomes: Vec<(&str, &str)> = bodies
+            .iter()
+            .map(|b| {
+                (
+                    b["action"].as_str().unwrap(),
+                    b["outcome"].as_str().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            outcomes,
+            [
+                ("auditctl.ui.view", "success"),
+                ("auditctl.ui.view", "failure")
+            ]
+        );
+        assert_eq!(bodies[1]["accessEventId"], bodies[0]["messageId"]);
     }
 
     /// Verify costs: a GET that asks for it, or a POST from no or another origin, runs nothing
@@ -1246,4 +1338,90 @@ mod health_checks {
             "{marks:?}"
         );
     }
+}
+
+/// An export whose read fails after its first bytes were sent (the table deleted mid-way): the
+/// download ends in an error, not a short file, and the trail holds the access event and its
+/// failure event naming it.
+#[tokio::test]
+async fn an_export_failing_after_its_first_bytes_ends_in_an_error_and_records_its_failure() {
+    use crate::export::{Failure, export_body};
+    use aws_sdk_dynamodb::types::AttributeValue::S;
+    use http_body_util::BodyExt as _;
+    let (viewer, sent) = viewer(false);
+    let arguments = Map::from_iter([("format".to_owned(), Value::from("jsonl"))]);
+    // The access is recorded before anything is read, as the export does.
+    let recorded = viewer
+        .access
+        .record_with(
+            Action::UiExport,
+            "AuditMessages",
+            "AuditMessages",
+            Some(&arguments),
+        )
+        .await
+        .unwrap();
+    let text = "x".repeat(1_000);
+    let rows = (0..100)
+        .map(move |i| {
+            TrailItem::from(std::collections::HashMap::from([
+                ("messageId".to_owned(), S(format!("m-{i}"))),
+                ("auditTime".to_owned(), S("2026-11-22T10:00:00.000Z".into())),
+                ("auditText".to_owned(), S(text.clone())),
+            ]))
+        })
+        .map(Ok)
+        .chain([Err(Error::Trail(audit_trail::Error::TableNotFound {
+            table: "AuditMessages".into(),
+            at: "us-east-1".into(),
+        }))]);
+    let failure = Failure {
+        access: viewer.access.clone(),
+        recorded,
+        table: "AuditMessages".into(),
+        arguments,
+        words: own_words,
+    };
+    let mut body = export_body(futures::stream::iter(rows), Format::Jsonl, failure);
+    let mut received = Vec::new();
+    let error = loop {
+        match body.frame().await {
+            Some(Ok(frame)) => received.extend_from_slice(&frame.into_data().unwrap()),
+            Some(Err(error)) => break error,
+            None => panic!("the body ended as if whole"),
+        }
+    };
+    assert!(received.len() >= 64 * 1024, "a first chunk was sent");
+    assert!(
+        error.to_string().contains("AuditMessages not found"),
+        "{error}"
+    );
+    let sent = sent.lock().unwrap();
+    let bodies: Vec<Value> = sent
+        .iter()
+        .map(|e| serde_json::from_str(&e.body).unwrap())
+        .collect();
+    let actions: Vec<(&str, &str)> = bodies
+        .iter()
+        .map(|b| {
+            (
+                b["action"].as_str().unwrap(),
+                b["outcome"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        actions,
+        [
+            ("auditctl.ui.export", "success"),
+            ("auditctl.ui.export", "failure")
+        ]
+    );
+    assert_eq!(bodies[1]["accessEventId"], bodies[0]["messageId"]);
+    assert_eq!(bodies[1]["arguments"], bodies[0]["arguments"]);
+    assert_eq!(
+        bodies[1]["error"]["kind"], "table_not_found",
+        "{}",
+        bodies[1]
+    );
 }
