@@ -87,12 +87,15 @@ pub struct Bundle {
     pub manifest: Manifest,
 }
 
-fn jsonl<T: AsRef<str>>(lines: &[T]) -> String {
-    lines.iter().fold(String::new(), |mut text, line| {
-        text.push_str(line.as_ref());
-        text.push('\n');
-        text
-    })
+/// The lines, each ended by a newline; each line is freed once copied (a bundle's events are
+/// its largest part: never held twice over).
+fn jsonl(lines: Vec<String>) -> Vec<u8> {
+    let mut text = Vec::with_capacity(lines.iter().map(|line| line.len() + 1).sum());
+    for line in lines {
+        text.extend_from_slice(line.as_bytes());
+        text.push(b'\n');
+    }
+    text
 }
 
 /// The bundle of `request`: its events and proofs read from the archive, every file made.
@@ -114,22 +117,26 @@ pub async fn make<A: Archive>(
         tree_size: request.tree_size,
         now: Utc::now().timestamp(),
     };
-    let evidence = log.evidence(&ask).await?;
-    let proofs = evidence
-        .proofs
-        .iter()
-        .map(serde_json::to_string)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|source| BundleError::Json {
+    let mut evidence = log.evidence(&ask).await?;
+    let event_count = evidence.events.len() as u64;
+    // Each proof written as its line and freed, as the events below.
+    let mut proofs = Vec::new();
+    for proof in std::mem::take(&mut evidence.proofs) {
+        serde_json::to_writer(&mut proofs, &proof).map_err(|source| BundleError::Json {
             what: "proofs",
             source,
         })?;
+        proofs.push(b'\n');
+    }
     let mut files: Vec<(String, Vec<u8>)> = vec![
-        (EVENTS.to_owned(), jsonl(&evidence.events).into_bytes()),
-        (PROOFS.to_owned(), jsonl(&proofs).into_bytes()),
+        (
+            EVENTS.to_owned(),
+            jsonl(std::mem::take(&mut evidence.events)),
+        ),
+        (PROOFS.to_owned(), proofs),
         (
             UNPROVEN.to_owned(),
-            jsonl(&evidence.unproven_lines).into_bytes(),
+            jsonl(std::mem::take(&mut evidence.unproven_lines)),
         ),
         (
             CHECKPOINT.to_owned(),
@@ -159,7 +166,7 @@ pub async fn make<A: Archive>(
             period_seconds: length.seconds(),
         },
         periods: evidence.periods,
-        events: evidence.events.len() as u64,
+        events: event_count,
         unproven_events: evidence.unproven.len() as u64,
         tree_size: evidence.tree_size,
         proven: evidence.proven,
