@@ -137,7 +137,7 @@ bench-verify: venv ## auditctl verify over 100,000 and 1,000,000 archived events
 	cargo build --release --bin auditctl
 	cargo bench -p audit-bench --bench verify -- --events 100000,1000000 --prove 20
 
-bench-evidence: venv ## auditctl export --evidence of 100,000 archived events on moto into a directory, a .zip and a .tar.gz, each checked offline with check-proof (BENCHMARKS.md "An evidence bundle of 100,000 events"; run by hand, about 3 minutes after the release build, 1.3 GB of memory)
+bench-evidence: venv ## auditctl export --evidence of 100,000 archived events on moto into a directory, a .zip and a .tar.gz, each checked offline with check-proof (BENCHMARKS.md "An evidence bundle of 100,000 events"; run by hand, about 3 minutes after the release build, 0.9 GB of memory)
 	cargo build --release --bin auditctl
 	cargo bench -p audit-bench --bench verify -- --events 100000 --evidence-only
 
