@@ -80,6 +80,28 @@ fn viewer(refuse: bool) -> (Viewer<Twin>, Arc<Mutex<Vec<AccessEvent>>>) {
     viewer_taking(refuse, None)
 }
 
+/// The bodies of the access events sent, in order.
+fn actions(sent: &Arc<Mutex<Vec<AccessEvent>>>) -> Vec<Value> {
+    sent.lock()
+        .unwrap()
+        .iter()
+        .map(|e| serde_json::from_str(&e.body).unwrap())
+        .collect()
+}
+
+/// Each access event's action and outcome.
+fn outcomes(bodies: &[Value]) -> Vec<(&str, &str)> {
+    bodies
+        .iter()
+        .map(|b| {
+            (
+                b["action"].as_str().unwrap(),
+                b["outcome"].as_str().unwrap(),
+            )
+        })
+        .collect()
+}
+
 /// A viewer whose access log refuses (`refuse`), or takes `takes` events and then refuses.
 fn viewer_taking(
     refuse: bool,
@@ -326,23 +348,10 @@ async fn each_read_records_its_access_event_first_with_what_it_asked_for() {
         1,
         "the access queue is checked once, each access sent"
     );
-    let sent = sent.lock().unwrap();
-    let bodies: Vec<Value> = sent
-        .iter()
-        .map(|e| serde_json::from_str(&e.body).unwrap())
-        .collect();
-    let actions: Vec<(&str, &str)> = bodies
-        .iter()
-        .map(|b| {
-            (
-                b["action"].as_str().unwrap(),
-                b["outcome"].as_str().unwrap(),
-            )
-        })
-        .collect();
+    let bodies = actions(&sent);
     // Each read failed after its access event (outcome success): a second one says so.
     assert_eq!(
-        actions,
+        outcomes(&bodies),
         [
             ("auditctl.ui.search", "success"),
             ("auditctl.ui.search", "failure"),
@@ -567,22 +576,9 @@ mod health_checks {
         assert_ne!(response.status(), StatusCode::OK);
         let html = body(response).await;
         assert!(html.contains("Evidence bundle failed"), "{html}");
-        let sent = sent.lock().unwrap();
-        let bodies: Vec<Value> = sent
-            .iter()
-            .map(|e| serde_json::from_str(&e.body).unwrap())
-            .collect();
-        let actions: Vec<(&str, &str)> = bodies
-            .iter()
-            .map(|b| {
-                (
-                    b["action"].as_str().unwrap(),
-                    b["outcome"].as_str().unwrap(),
-                )
-            })
-            .collect();
+        let bodies = actions(&sent);
         assert_eq!(
-            actions,
+            outcomes(&bodies),
             [
                 ("auditctl.ui.export", "success"),
                 ("auditctl.ui.export", "failure")
@@ -654,14 +650,6 @@ mod health_checks {
         path: &str,
     ) -> (StatusCode, String) {
         post_from(viewer, cookie, path, Some(OWN_ORIGIN)).await
-    }
-
-    fn actions(sent: &Arc<Mutex<Vec<AccessEvent>>>) -> Vec<Value> {
-        sent.lock()
-            .unwrap()
-            .iter()
-            .map(|e| serde_json::from_str(&e.body).unwrap())
-            .collect()
     }
 
     #[tokio::test]
@@ -768,17 +756,8 @@ mod health_checks {
         assert_eq!(status, StatusCode::OK, "{html}");
         assert!(html.contains("SlowDown"), "{html}");
         let bodies = actions(&sent);
-        let outcomes: Vec<(&str, &str)> = bodies
-            .iter()
-            .map(|b| {
-                (
-                    b["action"].as_str().unwrap(),
-                    b["outcome"].as_str().unwrap(),
-                )
-            })
-            .collect();
         assert_eq!(
-            outcomes,
+            outcomes(&bodies),
             [
                 ("auditctl.ui.view", "success"),
                 ("auditctl.ui.view", "failure")
@@ -1396,22 +1375,9 @@ async fn an_export_failing_after_its_first_bytes_ends_in_an_error_and_records_it
         error.to_string().contains("AuditMessages not found"),
         "{error}"
     );
-    let sent = sent.lock().unwrap();
-    let bodies: Vec<Value> = sent
-        .iter()
-        .map(|e| serde_json::from_str(&e.body).unwrap())
-        .collect();
-    let actions: Vec<(&str, &str)> = bodies
-        .iter()
-        .map(|b| {
-            (
-                b["action"].as_str().unwrap(),
-                b["outcome"].as_str().unwrap(),
-            )
-        })
-        .collect();
+    let bodies = actions(&sent);
     assert_eq!(
-        actions,
+        outcomes(&bodies),
         [
             ("auditctl.ui.export", "success"),
             ("auditctl.ui.export", "failure")

@@ -291,6 +291,32 @@ fn the_item_writer_knows_every_attribute_in_name_order() {
     let mut sorted = ITEM_ATTRIBUTES_IN_ORDER;
     sorted.sort_unstable();
     assert_eq!(sorted, ITEM_ATTRIBUTES_IN_ORDER);
+    // An item with every attribute: the writer writes each of them, and in that order (the
+    // bytes are those of the same object written in name order).
+    use crate::message::{AuditItem, AuditMessage, Delivery, parse_audit_time};
+    let body = r#"{"messageId":"m-1","auditTime":"2026-11-22T10:00:00Z","auditText":"t","actor":"alice","action":"user.login","resource":"r/1","outcome":"success","sourceIp":"192.0.2.1","amount":12.50}"#;
+    let time = parse_audit_time("2026-11-22T10:00:01Z").unwrap();
+    let item = AuditItem::new(
+        AuditMessage::parse(Some(body), None).unwrap(),
+        Delivery {
+            sqs_message_id: "sqs-1".into(),
+            original_message_id: "sqs-0".into(),
+            sent_at: Some(time),
+            receive_count: Some(2),
+            event_source: Some("arn:aws:sqs:us-east-1:000000000000:AuditQueue".into()),
+            sender_id: Some("AROAREDRIVER:operator".into()),
+            original_sender_id: Some("AROAPRODUCER:orders".into()),
+        },
+        time,
+        Some(30),
+    );
+    let bytes = item_attested_bytes(&item);
+    let line: Map<String, Value> = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(
+        line.keys().map(String::as_str).collect::<Vec<_>>(),
+        ITEM_ATTRIBUTES_IN_ORDER
+    );
+    assert_eq!(attested_bytes(&line), bytes);
     // Each lookup index's key is one of them.
     for index in crate::keys::LOOKUP_INDEXES {
         assert!(
