@@ -55,8 +55,9 @@ CONFIGURATIONS = {
                                 "ArchiverMemorySize": "256", "RetentionDays": "30", "LookupIndexes": "none",
                                 "Dashboard": "false"},
         "gives_up": "an event reaches the table up to 20 s later and the archive up to 5 minutes later; "
-                    "the table answers lookups for 30 days only, older ones are read from the archive "
-                    "(Athena, `make sql` locally); a lookup by actor, action or resource reads every event "
+                    "the table keeps 30 days: `auditctl query` reads an older range from the archive "
+                    "(every period received since, through its index: seconds to a minute, not milliseconds), "
+                    "SQL through Athena (`make sql` locally); a lookup by actor, action or resource reads every event "
                     "of its range from the time index (no byActor, byAction, byResource); no dashboard "
                     "(the alarms stay); the archiver at 256 MB, whose sealing keeps up with about 4,800 events/s, "
                     "not 18,000 (docs/scaling.md)",

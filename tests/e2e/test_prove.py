@@ -10,6 +10,11 @@ three periods. For an event of each:
 - docs/operations.md's Python check, run exactly as printed there with this venv's Python
   (`cryptography`), prints OK, and refuses the same proof with one byte of its line changed.
 
+The same stack keeps items one day (RetentionDays 1, the table's hot window): `auditctl query` reads
+a range before the window from the archive (sealed periods through their index, the others by
+listing), says so, gives the archived events as the table gave them, in order, filtered, once each,
+even once the table no longer holds them, and without ARCHIVE_BUCKET stops naming it.
+
 Every wait is on the stack's own states (drained, caught up, sealed, checkpoint written); none races
 the clock."""
 
@@ -40,9 +45,16 @@ def auditctl() -> Path:
     return ROOT / "target" / "debug" / "auditctl"
 
 
-@pytest.fixture
-def system(work_dir):
-    with LocalSystem(work_dir, visibility_timeout=2, archiver=True, archive_batching_window=1) as s:
+@pytest.fixture(scope="module")
+def system():
+    work = Path(os.environ.get("E2E_WORK_DIR", ROOT / ".local" / "e2e")) / "test_prove"
+    if work.exists():
+        import shutil
+
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    with LocalSystem(work, visibility_timeout=2, archiver=True, archive_batching_window=1,
+                     parameters={"RetentionDays": "1"}) as s:
         yield s
 
 
@@ -151,3 +163,72 @@ def test_events_of_three_periods_are_proven_and_checked_offline_by_auditctl_and_
 
     assert len(objects) == BURSTS, f"the events are not in {BURSTS} periods' objects: {objects}"
     assert len(leaves) == BURSTS
+
+
+def send(system: LocalSystem, message_id: str, at: float, actor: str) -> None:
+    system.sqs.send_message(QueueUrl=system.queue_url, MessageBody=json.dumps(
+        {"messageId": message_id, "auditTime": iso(at), "auditText": f"event {message_id}", "actor": actor,
+         "action": "user.login"}))
+
+
+def jsonl(done: subprocess.CompletedProcess) -> list[dict]:
+    assert done.returncode == 0, done.stdout + done.stderr
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+def test_a_range_before_the_tables_hot_window_is_read_from_the_archive(system, auditctl):
+    # Three events of three days ago (a producer's late re-send: received now), two of them sealed
+    # before the third is sent; and one of now.
+    old = time.time() - 3 * 86400
+    send(system, "old-0", old, "carol")
+    send(system, "old-1", old + 1, "dave")
+    assert system.wait_drained(120) and system.wait_archived(120)
+    wait_logged(system, time.time(), 180)
+    send(system, "old-2", old + 2, "carol")
+    send(system, "now-0", time.time(), "carol")
+    assert system.wait_drained(120) and system.wait_archived(120)
+
+    # As the table holds them now (auditctl get, which adds whether the receiver attested it), before
+    # one is deleted.
+    held = {}
+    for message_id in ("old-0", "old-1", "old-2"):
+        got = run(auditctl, system, "get", message_id, "--format", "jsonl")
+        assert got.returncode == 0 and got.stdout.endswith(',"attested":"yes"}\n'), got.stdout + got.stderr
+        held[message_id] = got.stdout.removesuffix(',"attested":"yes"}\n') + "}"
+    # The table's TTL deletes what is past the window (moto does not run TTL: deleted here).
+    _client("dynamodb", system.endpoint).delete_item(
+        TableName=system.stack.table_name,
+        Key={"messageId": {"S": "old-1"}, "auditTime": {"S": json.loads(held["old-1"])["auditTime"]}})
+
+    old_range = ("--from", iso(old - 60), "--to", iso(old + 60))
+    read = run(auditctl, system, "query", *old_range, "--format", "jsonl")
+    assert [e["messageId"] for e in jsonl(read)] == ["old-0", "old-1", "old-2"], read.stderr
+    # Each as the table gave it, byte for byte (old-1 too, which the table no longer holds).
+    assert read.stdout.splitlines() == [held["old-0"], held["old-1"], held["old-2"]]
+    said = re.search(r"before (\S+) \(the table's hot window: RetentionDays 1\) events are read from the "
+                     r"archive s3://(\S+): the (\d+) period\(s\) received from .* (\d+) event\(s\); "
+                     r"from \S+ on, from the table", read.stderr)
+    assert said, read.stderr
+    assert said.group(2) == system.stack.archive_bucket.name and said.group(4) == "3", read.stderr
+
+    # A lookup filters what the archive gives; newest first is newest first.
+    carol = run(auditctl, system, "query", *old_range, "--actor", "carol", "--desc", "--format", "jsonl")
+    assert [e["messageId"] for e in jsonl(carol)] == ["old-2", "old-0"], carol.stderr
+
+    # A range across the window: the archive's part, then the table's, each event once.
+    across = run(auditctl, system, "query", "--from", iso(old - 60), "--actor", "carol", "--format", "jsonl")
+    assert [e["messageId"] for e in jsonl(across)] == ["old-0", "old-2", "now-0"], across.stderr
+    newest = run(auditctl, system, "query", "--from", iso(old - 60), "--actor", "carol", "--desc",
+                 "--limit", "2", "--format", "jsonl")
+    assert [e["messageId"] for e in jsonl(newest)] == ["now-0", "old-2"], newest.stderr
+
+    # Inside the window the archive is not read.
+    recent = run(auditctl, system, "query", "--from", iso(time.time() - 3600), "--actor", "carol",
+                 "--format", "jsonl")
+    assert [e["messageId"] for e in jsonl(recent)] == ["now-0"] and "archive" not in recent.stderr
+
+    # Without the bucket: exit 2, naming what to set and where the window starts.
+    unset = run(auditctl, system, "query", *old_range, env={**os.environ, **system.stack_env(), "ARCHIVE_BUCKET": ""})
+    assert unset.returncode == 2, unset.stdout + unset.stderr
+    assert "set ARCHIVE_BUCKET or --bucket (stack output AuditArchiveBucketName)" in unset.stderr, unset.stderr
+    assert "RetentionDays 1" in unset.stderr, unset.stderr

@@ -229,11 +229,13 @@ def test_the_access_queue_the_table_tags_and_the_functions_role_on_moto(work_dir
         assert set(json.loads(stack.dead_letter_queue.attributes["RedriveAllowPolicy"])["sourceQueueArns"]) == {
             stack.source_queue.arn, access["QueueArn"]}
 
-        # The table names the access queue and the receiver's role, as auditctl reads them.
+        # The table names the access queue, the receiver's role and its hot window (RetentionDays:
+        # 0, items kept forever, as make local-up deploys), as auditctl reads them.
         table_arn = ddb.describe_table(TableName=stack.table_name)["Table"]["TableArn"]
         tags = {t["Key"]: t["Value"] for t in ddb.list_tags_of_resource(ResourceArn=table_arn)["Tags"]}
         role = iam.get_role(RoleName="audit-receiver-local-AuditReceiverRole")["Role"]
-        assert tags == {"audit:access-queue-arn": access["QueueArn"], "audit:receiver-role-id": role["RoleId"]}
+        assert tags == {"audit:access-queue-arn": access["QueueArn"], "audit:receiver-role-id": role["RoleId"],
+                        "audit:retention-days": "0"}
         assert json.loads(json.dumps(role["AssumeRolePolicyDocument"])) == stack.roles["AuditReceiverRole"].trust
 
         # The receiver runs as that role, session named after the function, as in Lambda: what it

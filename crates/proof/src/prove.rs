@@ -24,6 +24,7 @@ use crate::Error;
 use crate::archive::Archive;
 use crate::tlog::{LogKey, LogReader, check_proof};
 
+pub mod archived;
 mod counted;
 mod index;
 

@@ -44,6 +44,21 @@ impl Keyed for TrailItem {
 }
 
 impl TrailItem {
+    /// An archived line (the item's JSON line, `audit_model::line`) as the item the table holds:
+    /// strings, numbers with their digits, booleans, nulls, maps and lists as the receiver writes
+    /// them. `None` for a line that is not an object with `messageId` and `auditTime` strings.
+    pub fn from_line(line: &str) -> Option<Self> {
+        let Ok(Value::Object(map)) = serde_json::from_str::<Value>(line) else {
+            return None;
+        };
+        let item = Self::from(
+            map.iter()
+                .map(|(name, value)| (name.clone(), super::hot::attribute(value)))
+                .collect::<HashMap<_, _>>(),
+        );
+        (!item.audit_time.is_empty() && !item.message_id.is_empty()).then_some(item)
+    }
+
     /// The item in DynamoDB's JSON (`{"name": {"S": "…"}, …}`), as the wire and an export carry it.
     pub fn dynamo_json(&self) -> Map<String, Value> {
         self.attributes

@@ -10,6 +10,7 @@ pub mod dlq;
 mod error;
 pub mod fetch;
 pub mod filter;
+pub mod hot;
 pub mod item;
 pub mod merge;
 pub mod output;

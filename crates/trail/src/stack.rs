@@ -1,6 +1,6 @@
 //! Owns what the stack's table says about the stack in its tags (template.yaml sets them): the
 //! access queue's ARN (`audit:access-queue-arn`) and the receiver function's role id
-//! (`audit:receiver-role-id`); and the ARN an SQS queue URL names (docs/architecture.md "The crates", trail). Must not know the commands or
+//! (`audit:receiver-role-id`), and the days the table keeps an item (`audit:retention-days`); and the ARN an SQS queue URL names (docs/architecture.md "The crates", trail). Must not know the commands or
 //! what is checked against these.
 
 use audit_aws::error::{AwsError, ErrorKind};
@@ -10,11 +10,17 @@ pub const ACCESS_QUEUE_TAG: &str = "audit:access-queue-arn";
 /// The table's tag naming the receiver function's role by its role id (`AROA…`).
 pub const RECEIVER_ROLE_TAG: &str = "audit:receiver-role-id";
 
+/// The table's tag naming the days DynamoDB's TTL keeps an item (`RetentionDays`; 0: forever).
+pub const RETENTION_DAYS_TAG: &str = "audit:retention-days";
+
 /// The table's tags that auditctl reads; a tag absent or empty is `None`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct StackTags {
     pub access_queue_arn: Option<String>,
     pub receiver_role_id: Option<String>,
+    /// The table's hot window in days: `None` when items are kept forever (0, or no tag: a stack
+    /// deployed before the tag, whose `auditctl query` then reads the table alone, as before).
+    pub retention_days: Option<u32>,
 }
 
 /// Why the table's tags could not be read.
@@ -82,6 +88,11 @@ impl StackTags {
                 match tag.key.as_str() {
                     ACCESS_QUEUE_TAG => tags.access_queue_arn = value,
                     RECEIVER_ROLE_TAG => tags.receiver_role_id = value,
+                    RETENTION_DAYS_TAG => {
+                        tags.retention_days = value
+                            .and_then(|v| v.parse::<u32>().ok())
+                            .filter(|days| *days > 0);
+                    }
                     _ => {}
                 }
             }

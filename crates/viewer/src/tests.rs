@@ -43,6 +43,7 @@ impl AccessLog for Twin {
         Ok(StackTags {
             access_queue_arn: Some(QUEUE_ARN.into()),
             receiver_role_id: None,
+            retention_days: None,
         })
     }
     async fn send(&self, event: &AccessEvent) -> Result<(), AccessError> {

@@ -127,6 +127,18 @@ impl ArchiveFlags {
     }
 }
 
+/// The archive as `auditctl query` reads it past the table's hot window: the bucket and the
+/// digest period.
+#[derive(Debug, Clone, Args)]
+pub struct ArchiveReadFlags {
+    #[command(flatten)]
+    pub bucket: BucketFlag,
+    /// The digest period in seconds, the archiver's DIGEST_PERIOD_SECONDS (3600 in AWS, short on
+    /// the local stack).
+    #[arg(long = "period-seconds", env = "DIGEST_PERIOD_SECONDS", value_name = "SECONDS", default_value = DEFAULT_PERIOD, value_parser = parse_period)]
+    pub period: PeriodLength,
+}
+
 /// The digest period in AWS, as the flag's default: the model's, checked when this compiles.
 const DEFAULT_PERIOD: &str = "3600";
 const _: () = assert!(DEFAULT_DIGEST_PERIOD_SECONDS == 3600);

@@ -6,13 +6,20 @@ use std::time::Instant;
 
 use chrono::{DateTime, NaiveDate, SecondsFormat, Utc};
 
+use crate::commands::archive_flags::ArchiveReadFlags;
 use crate::commands::choices::By;
+use audit_model::archive::PeriodLength;
 use audit_model::message::EventOutcome;
 use audit_model::range::TimeRange;
+use audit_proof::prove::archived::Archived;
+use audit_proof::tlog::LogReader;
 use audit_trail::access::Action;
 use audit_trail::filter::{self, Fields, Plan};
+use audit_trail::hot::{HotWindow, archived_items};
+use audit_trail::item::TrailItem;
 use audit_trail::merge::Order;
 use audit_trail::query::QueryOptions;
+use audit_trail::stack::StackTags;
 use clap::Args;
 use futures::{StreamExt, TryStreamExt};
 
@@ -41,6 +48,11 @@ deployed without a lookup index (template.yaml's LookupIndexes) answers a lookup
 the time index over --from..--to with a filter, saying so on stderr (every event of the range is
 read); without --from it stops and names the fix.
 
+Past the table's hot window (a stack deployed with RetentionDays: the table's tag
+audit:retention-days), the part of the range before the window is read from the archive
+(ARCHIVE_BUCKET or --bucket, DIGEST_PERIOD_SECONDS or --period-seconds): every period from the day
+before --from to now, a sealed one through its index; stderr says what was read.
+
 Who sent it: actor is what the producer claims; senderId is the IAM principal SQS attests sent
 the message (a user id, or ROLEID:SESSION for a role), shown in every format beside it, and
 originalSenderId the first sender of a redriven event. --sender ID keeps the events whose
@@ -56,7 +68,8 @@ Examples:
   auditctl query --actor alice --action invoice.delete --by actor --from 2026-11-01T00:00:00Z --to 2026-12-01T00:00:00Z
   auditctl query --actor alice --sender AROAEXAMPLEROLEID:billing --from 2026-11-01T00:00:00Z --to 2026-12-01T00:00:00Z
 
-Environment: TABLE_NAME, ACCESS_QUEUE_URL, AWS_ENDPOINT_URL, AWS_PROFILE, AWS_REGION.")]
+Environment: TABLE_NAME, ACCESS_QUEUE_URL, ARCHIVE_BUCKET, DIGEST_PERIOD_SECONDS, AWS_ENDPOINT_URL,
+AWS_PROFILE, AWS_REGION.")]
 pub struct QueryArgs {
     /// First auditTime included, RFC 3339 with an offset, e.g. 2026-11-22T10:00:00Z, or a date
     /// (2026-11-22: that day's start, UTC). Needed for a time query; a lookup (--actor, --action,
@@ -105,6 +118,9 @@ pub struct QueryArgs {
     no_access: bool,
     #[command(flatten)]
     table: TableArgs,
+    /// Past the table's hot window: where the archive is.
+    #[command(flatten)]
+    archive: ArchiveReadFlags,
 }
 
 /// Who did what to what: one of --actor, --action, --resource picks a lookup index; the others
@@ -170,22 +186,63 @@ pub async fn run(args: QueryArgs, context: &Context) -> Result<(), Failure> {
         }
         checked => checked.map(|()| plan)?,
     };
+    let order = if args.desc {
+        Order::Descending
+    } else {
+        Order::Ascending
+    };
     let options = QueryOptions {
-        order: if args.desc {
-            Order::Descending
-        } else {
-            Order::Ascending
-        },
+        order,
         page_size: args.page_size,
         concurrency: usize::from(args.concurrency),
         // Without access events, the rows read are not the rows printed: the take below stops.
         limit: args.limit.filter(|_| !args.no_access),
     };
     let started = Instant::now();
+    // The table's hot window (RetentionDays): the range's part before it is the archive's.
+    let tags = StackTags::read(reader.client(), &args.table.table, &context.location)
+        .await
+        .map_err(TrailError::from)?;
+    let window = tags
+        .retention_days
+        .map(|days| HotWindow::at(days, Utc::now()));
+    let (archived, table_range) = match &window {
+        Some(window) => {
+            let split = window.split(&range);
+            let archived = match &split.archive {
+                Some(part) => {
+                    let bucket = args.archive.bucket.given().ok_or_else(|| {
+                        Failure::usage(words::hot_window_needs_bucket(&args.table.table, window))
+                    })?;
+                    let filters = plan.on_time_index().filters;
+                    let (mut read, first) =
+                        read_archive(context, &bucket, args.archive.period, part).await?;
+                    let lines = std::mem::take(&mut read.lines);
+                    let items = archived_items(lines, part, &filters, order);
+                    eprintln!(
+                        "{}",
+                        words::read_from_archive(window, &bucket, &first, &read, items.len())
+                    );
+                    items
+                }
+                None => Vec::new(),
+            };
+            (archived, split.table)
+        }
+        None => (Vec::new(), Some(range)),
+    };
     let no_access = args.no_access;
-    let rows = reader
-        .read(&plan, range, options)
-        .try_filter(move |row| futures::future::ready(!(no_access && row.is_access_event())));
+    let table_rows = match table_range {
+        Some(part) => reader.read(&plan, part, options).left_stream(),
+        None => futures::stream::empty().right_stream(),
+    };
+    let archived = futures::stream::iter(archived.into_iter().map(Ok::<TrailItem, _>));
+    // Oldest first: the archive's part, then the table's; newest first, the other way round.
+    let rows = match order {
+        Order::Ascending => archived.chain(table_rows).left_stream(),
+        Order::Descending => table_rows.chain(archived).right_stream(),
+    }
+    .try_filter(move |row| futures::future::ready(!(no_access && row.is_access_event())));
     let rows = match args.limit {
         Some(limit) => rows
             .take(usize::try_from(limit).unwrap_or(usize::MAX))
@@ -197,6 +254,40 @@ pub async fn run(args: QueryArgs, context: &Context) -> Result<(), Failure> {
         eprintln!("{}", reader.stats.line(printed, started.elapsed()));
     }
     Ok(())
+}
+
+/// What was read from the archive for `part` (its events' `auditTime`s), from every period from
+/// the day before its start (no earlier than the archive's first object) to now: an event is
+/// archived in the period it was received in, which may be long after its `auditTime`. With the
+/// first period's start.
+async fn read_archive(
+    context: &Context,
+    bucket: &str,
+    length: PeriodLength,
+    part: &TimeRange,
+) -> Result<(Archived, String), Failure> {
+    let archive = super::prove::archive(context, bucket);
+    let log = LogReader { archive: &archive };
+    let (Some((from, _)), Some(first)) = (part.bounds(), log.first_trail_period(length).await?)
+    else {
+        return Ok((
+            Archived::default(),
+            "(the archive holds no event)".to_owned(),
+        ));
+    };
+    let wanted = length.period_of(from - chrono::Duration::days(1));
+    let first = if first.start > wanted.start {
+        first
+    } else {
+        wanted
+    };
+    let last = length.period_of(Utc::now());
+    let keep = |time: &str| part.from.as_str() <= time && time <= part.to.as_str();
+    let read = log.archived(first, last, &keep).await?;
+    let first = DateTime::from_timestamp(first.start, 0)
+        .unwrap_or_default()
+        .to_rfc3339_opts(SecondsFormat::Secs, true);
+    Ok((read, first))
 }
 
 /// How far back a lookup reads without --from.

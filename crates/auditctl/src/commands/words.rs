@@ -304,6 +304,41 @@ pub fn lookup_on_time_index(
     )
 }
 
+/// Why `auditctl query` cannot read a range that reaches before the table's hot window: the
+/// archive bucket is not set.
+pub fn hot_window_needs_bucket(table: &str, window: &audit_trail::hot::HotWindow) -> String {
+    format!(
+        "the range reaches before {start}, where the hot window of table {table} starts (RetentionDays {days}: DynamoDB's TTL deletes older items; the archive keeps them): set ARCHIVE_BUCKET or --bucket (stack output AuditArchiveBucketName) to read that part from the archive, or start --from at {start}",
+        start = window.start,
+        days = window.days
+    )
+}
+
+/// What `auditctl query` says on stderr when it read part of the range from the archive.
+pub fn read_from_archive(
+    window: &audit_trail::hot::HotWindow,
+    bucket: &str,
+    first: &str,
+    read: &audit_proof::prove::archived::Archived,
+    events: usize,
+) -> String {
+    let mut said = format!(
+        "before {start} (the table's hot window: RetentionDays {days}) events are read from the archive s3://{bucket}: the {periods} period(s) received from {first} to now ({indexed} through their index, the rest listed), {objects} object(s), {events} event(s); from {start} on, from the table",
+        start = window.start,
+        days = window.days,
+        periods = read.periods,
+        indexed = read.indexed,
+        objects = read.objects,
+    );
+    if read.unreadable > 0 {
+        said.push_str(&format!(
+            "; {} object(s) of periods not sealed yet are not gzip JSON lines and were passed over (not the archiver's: `auditctl verify` names them)",
+            read.unreadable
+        ));
+    }
+    said
+}
+
 /// How the viewer's pages word its errors: as the commands do (`Viewer::with_words`).
 pub fn viewer_words(error: audit_viewer::Error) -> String {
     TrailError::from(error).to_string()

@@ -918,3 +918,68 @@ async fn a_wrong_row_in_an_index_planted_at_the_name_falls_through_to_the_sealer
     assert_eq!(proof.line, line(id, time));
     check_proof(&proof, &log.log_key(), &[]).unwrap();
 }
+
+#[tokio::test]
+async fn events_are_read_back_by_time_through_the_index_of_a_sealed_period_and_by_listing_the_others()
+ {
+    let mut log = Log::new();
+    let first = log.events(1, 4);
+    log.events(2, 3);
+    // Period 3 is not sealed: an event of period 0's time received late, and one of its own.
+    let late = line("late", &at(log.period(0).start + 5));
+    let own = line("own", &at(log.period(3).start + 1));
+    log.object(3, &[late.clone(), own]);
+    let (from, to) = (at(log.period(0).start), at(log.period(1).end() - 1));
+    let keep = |time: &str| from.as_str() <= time && time <= to.as_str();
+    let read = log
+        .reader()
+        .archived(log.period(1), log.period(3), &keep)
+        .await
+        .unwrap();
+    let mut expected: Vec<String> = first.iter().map(|(id, t)| line(id, t)).collect();
+    expected.push(late);
+    assert_eq!(read.lines, expected);
+    // Period 2's object holds no time asked for: its index says so, and it is not read.
+    assert_eq!(
+        (read.periods, read.indexed, read.objects, read.unreadable),
+        (3, 2, 2, 0)
+    );
+
+    // An object of the unsealed period that is not gzip is counted, not read.
+    let planted = ObjectKey::new(
+        ObjectKind::Trail,
+        DateTime::from_timestamp(log.period(3).start + 2, 0).unwrap(),
+        length(),
+        "1",
+        0,
+    )
+    .unwrap()
+    .to_string();
+    log.put(&planted, b"not gzip".to_vec());
+    let read = log
+        .reader()
+        .archived(log.period(3), log.period(3), &keep)
+        .await
+        .unwrap();
+    assert_eq!((read.lines.len(), read.objects, read.unreadable), (1, 2, 1));
+}
+
+#[tokio::test]
+async fn the_first_trail_period_is_the_oldest_archivers_object_and_planted_keys_are_passed_over() {
+    let mut log = Log::new();
+    assert_eq!(
+        log.reader().first_trail_period(length()).await.unwrap(),
+        None
+    );
+    log.put("trail/dt=2000-01-01/hour=00/planted.jsonl.gz", gzip(&[]));
+    assert_eq!(
+        log.reader().first_trail_period(length()).await.unwrap(),
+        None
+    );
+    log.events(2, 1);
+    log.events(5, 1);
+    assert_eq!(
+        log.reader().first_trail_period(length()).await.unwrap(),
+        Some(log.period(2))
+    );
+}

@@ -81,6 +81,7 @@ fn stack() -> Twin {
             StackTags {
                 access_queue_arn: Some(QUEUE_ARN.into()),
                 receiver_role_id: None,
+                retention_days: None,
             },
         )],
         ..Twin::default()

@@ -203,10 +203,11 @@ fn table_streams_new_and_old_images_and_takes_its_class_from_a_parameter() {
 }
 
 #[test]
-fn table_tags_name_the_access_queue_and_the_receivers_role() {
+fn table_tags_name_the_access_queue_the_receivers_role_and_the_hot_window() {
     // What auditctl checks (docs/deploy.md "The access queue"): the stack's access queue, so that a
     // wrong ACCESS_QUEUE_URL is refused, and the receiver's role id, the SenderId (before ':') of
-    // what the function dead-letters.
+    // what the function dead-letters; and the days TTL keeps an item, before which `auditctl
+    // query` reads the archive (docs/auditctl.md "Past the table's hot window").
     let t = template();
     let tags: BTreeMap<String, Value> = one_or_many(at(props(&t, "AuditMessagesTable"), &["Tags"]))
         .iter()
@@ -222,6 +223,10 @@ fn table_tags_name_the_access_queue_and_the_receivers_role() {
             (
                 "audit:receiver-role-id".to_string(),
                 get_att("AuditReceiverRole", "RoleId")
+            ),
+            (
+                "audit:retention-days".to_string(),
+                serde_yaml::from_str("{Ref: RetentionDays}").expect("literal YAML")
             ),
         ])
     );
