@@ -55,7 +55,7 @@ CONFIGURATIONS = {
                                 "ArchiverMemorySize": "256", "RetentionDays": "30", "LookupIndexes": "none",
                                 "Dashboard": "false"},
         "gives_up": "an event reaches the table up to 20 s later and the archive up to 5 minutes later; "
-                    "the table keeps 30 days: `auditctl query` reads an older range from the archive "
+                    "the table keeps 30 days: `auditctl query` and the viewer read an older range from the archive "
                     "(every period received since, through its index: seconds to a minute, not milliseconds), "
                     "SQL through Athena (`make sql` locally); a lookup by actor, action or resource reads every event "
                     "of its range from the time index (no byActor, byAction, byResource); no dashboard "

@@ -269,9 +269,10 @@ pub enum Recorder<L> {
     Send {
         log: L,
         arguments: Map<String, Value>,
-        /// The table whose tag named this access queue, and the caller, once checked: a run
-        /// that records many accesses (`auditctl ui`) checks them once and then only sends.
-        checked: tokio::sync::OnceCell<(String, Caller)>,
+        /// The table whose tag named this access queue, the caller, and the table's tags, once
+        /// checked: a run that records many accesses (`auditctl ui`) checks them once and then
+        /// only sends.
+        checked: tokio::sync::OnceCell<Box<(String, Caller, StackTags)>>,
         /// The last access recorded, for a command's failure after it (`Recorder::outcome`).
         last: std::sync::Mutex<Option<Box<failed::Sent>>>,
     },
@@ -309,7 +310,16 @@ impl<L: AccessLog> Recorder<L> {
     /// Who the access was recorded as, once recorded (`None` when skipped or not yet sent).
     pub fn caller(&self) -> Option<&Caller> {
         match self {
-            Self::Send { checked, .. } => checked.get().map(|(_, caller)| caller),
+            Self::Send { checked, .. } => checked.get().map(|checked| &checked.1),
+            Self::Skipped | Self::NotConfigured => None,
+        }
+    }
+
+    /// The table's tags as read to check the access queue, once an access was recorded (`None`
+    /// when skipped or not yet sent: the caller reads them itself).
+    pub fn stack_tags(&self) -> Option<&StackTags> {
+        match self {
+            Self::Send { checked, .. } => checked.get().map(|checked| &checked.2),
             Self::Skipped | Self::NotConfigured => None,
         }
     }
@@ -350,13 +360,13 @@ impl<L: AccessLog> Recorder<L> {
                 checked,
                 last,
             } => {
-                let caller = match checked.get() {
-                    Some((checked_table, caller)) if checked_table == table => caller.clone(),
+                let caller = match checked.get().map(|checked| &**checked) {
+                    Some((checked_table, caller, _)) if checked_table == table => caller.clone(),
                     _ => {
-                        check_queue(log, table).await?;
+                        let tags = check_queue(log, table).await?;
                         let caller = log.caller().await?;
                         // Kept for the first table checked (the only one a run uses).
-                        let _ = checked.set((table.to_owned(), caller.clone()));
+                        let _ = checked.set(Box::new((table.to_owned(), caller.clone(), tags)));
                         caller
                     }
                 };
@@ -385,23 +395,24 @@ impl<L: AccessLog> Recorder<L> {
     }
 }
 
-/// The access queue is the stack's: its URL names the ARN that the stack's table names.
-async fn check_queue(log: &impl AccessLog, table: &str) -> Result<(), AccessError> {
+/// The access queue is the stack's: its URL names the ARN that the stack's table names. The
+/// table's tags, when it is.
+async fn check_queue(log: &impl AccessLog, table: &str) -> Result<StackTags, AccessError> {
     let url = log.queue_url();
     if url.trim().is_empty() {
         return Err(AccessError::EmptyQueueUrl);
     }
     let given = log.queue_arn()?;
-    let expected = log
-        .stack_tags(table)
-        .await?
+    let tags = log.stack_tags(table).await?;
+    let expected = tags
         .access_queue_arn
+        .clone()
         .ok_or_else(|| AccessError::NoQueueTag {
             table: table.to_owned(),
             url: url.to_owned(),
         })?;
     if given == expected {
-        Ok(())
+        Ok(tags)
     } else {
         Err(AccessError::WrongQueue {
             url: url.to_owned(),

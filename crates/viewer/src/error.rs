@@ -21,6 +21,11 @@ pub enum Error {
         bucket: String,
         error: audit_proof::Error,
     },
+    /// A search reaches before the table's hot window and no archive is configured.
+    #[error(
+        "the search reaches before {start}, where the table's hot window starts (RetentionDays {days}: DynamoDB's TTL deletes older items; the archive keeps them): start auditctl ui with ARCHIVE_BUCKET or --bucket (stack output AuditArchiveBucketName) to search that part in the archive, or search from {start} on"
+    )]
+    PastHotWindow { start: String, days: u32 },
     /// A verify run's task ended without an answer.
     #[error("verify stopped: {0}")]
     VerifyStopped(String),
@@ -59,7 +64,7 @@ impl Error {
             },
             Self::Listing { .. } => "archive_listing",
             Self::VerifyStopped(_) => "verify_stopped",
-            Self::NoKey => "not_configured",
+            Self::NoKey | Self::PastHotWindow { .. } => "not_configured",
             Self::NoRandom(_) => "no_random",
             Self::Listen { .. } => "listen",
         }

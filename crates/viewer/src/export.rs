@@ -39,14 +39,30 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
                 Format::Table => "table",
             };
             arguments.insert("format".into(), Value::String(name.into()));
-            let (recorded, ()) = self
+            let options = QueryOptions {
+                order: Order::Descending,
+                page_size: EXPORT_PAGE_SIZE,
+                concurrency: CONCURRENCY,
+                limit: None,
+            };
+            let (recorded, rows) = self
                 .access
                 .read(
                     Action::UiExport,
                     &self.table,
                     &self.table,
                     Some(&arguments),
-                    async { Ok::<_, Failed>(self.reader.check_index(&search.plan).await?) },
+                    async {
+                        let rows = self
+                            .trail_rows(
+                                self.reader.clone(),
+                                &search.plan,
+                                search.range.clone(),
+                                options,
+                            )
+                            .await?;
+                        Ok::<_, Failed>(rows)
+                    },
                 )
                 .await?;
             let failure = Failure {
@@ -56,25 +72,16 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
                 arguments,
                 words: self.words,
             };
-            Ok::<_, Failed>((search, name, failure))
+            Ok::<_, Failed>((search, name, failure, rows))
         };
-        let (search, name, failure) = match prepared.await {
+        let (search, name, failure, rows) = match prepared.await {
             Ok(ready) => ready,
             Err(failed) => return failed.page(self.words, "Export failed", None),
         };
-        let options = QueryOptions {
-            order: Order::Descending,
-            page_size: EXPORT_PAGE_SIZE,
-            concurrency: CONCURRENCY,
-            limit: None,
-        };
         // As `auditctl query --no-access` when the search hides access events.
         let hide = !search.shows_access();
-        let rows = self
-            .reader
-            .read(&search.plan, search.range.clone(), options)
-            .try_filter(move |row| futures::future::ready(!(hide && row.is_access_event())))
-            .map_err(Error::from);
+        let rows =
+            rows.try_filter(move |row| futures::future::ready(!(hide && row.is_access_event())));
         let body = export_body(rows, format, failure);
         let content_type = match format {
             Format::Csv => "text/csv; charset=utf-8",

@@ -12,6 +12,7 @@ mod evidence;
 mod export;
 pub mod health;
 mod health_page;
+mod hot;
 pub mod page;
 pub mod proof_column;
 pub mod response;
@@ -97,6 +98,9 @@ pub struct Viewer<L, B = audit_aws::s3::S3Bucket> {
     /// The receiver's attestation key (`ATTESTATION_KEY_ID`), when given: an event's page says
     /// of each item whether the receiver attested it.
     attestations: Option<Arc<audit_proof::verify::attest::Attestations>>,
+    /// The table's hot window in days (its tag `audit:retention-days`), read once when no access
+    /// check read the tags.
+    hot_days: tokio::sync::OnceCell<Option<u32>>,
 }
 
 /// The dead-letter queue the viewer works, and where a redrive sends messages.
@@ -154,6 +158,7 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
             dead_letters: None,
             archive: None,
             attestations: None,
+            hot_days: tokio::sync::OnceCell::new(),
             words: own_words,
         }
     }
@@ -285,17 +290,25 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
         };
         let form = page::search_form(&page::form_values(&search));
         match self.rows(&search).await {
-            Ok(rows) => response::page(
-                StatusCode::OK,
-                page::layout(
-                    "Search",
-                    html! {
-                        (form)
-                        (page::recorded_note(&rows.recorded))
-                        (results::results(&search, &rows.shown()))
-                    },
-                ),
-            ),
+            Ok(rows) => {
+                // Read already (cached): which part of the range the archive answered.
+                let window = self.hot_window().await.ok().flatten();
+                let archived = window.filter(|w| search.range.from < w.start);
+                response::page(
+                    StatusCode::OK,
+                    page::layout(
+                        "Search",
+                        html! {
+                            (form)
+                            (page::recorded_note(&rows.recorded))
+                            @if let Some(window) = &archived {
+                                (page::archive_note(window))
+                            }
+                            (results::results(&search, &rows.shown()))
+                        },
+                    ),
+                )
+            }
             Err(failed) => {
                 let status = failed.status;
                 let retry = failed.retry.then(|| format!("./?{query}"));
@@ -350,11 +363,10 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
         })
     }
 
-    /// The index checked, then the rows after the cursor, newest first, and one more to know
+    /// The rows after the cursor (the index checked when the table is read), newest first, and one more to know
     /// whether a next page exists: the rows, their proof marks, the next page's cursor, and how
     /// many access events were left out.
     async fn page(&self, search: &Search) -> Result<Page, Failed> {
-        self.reader.check_index(&search.plan).await?;
         let options = QueryOptions {
             order: Order::Descending,
             page_size: page_size(search),
@@ -367,10 +379,13 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
         // A person reads a page at a time: each shard reads on only when its rows are needed
         // (exports and charts read whole ranges, each shard a page ahead).
         let mut rows: Vec<TrailItem> = self
-            .reader
-            .clone()
-            .on_demand()
-            .read(&search.plan, search.page_range(), options)
+            .trail_rows(
+                self.reader.clone().on_demand(),
+                &search.plan,
+                search.page_range(),
+                options,
+            )
+            .await?
             .try_filter(|row| {
                 let after = cursor
                     .as_ref()
@@ -405,7 +420,6 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
             let mut arguments = search.arguments();
             arguments.insert("chart".into(), Value::Bool(true));
             let counted = async {
-                self.reader.check_index(&search.plan).await?;
                 let options = QueryOptions {
                     order: Order::Descending,
                     page_size: EXPORT_PAGE_SIZE,
@@ -415,11 +429,15 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
                 let mut counts = chart::Hours::default();
                 let hide = !search.shows_access();
                 let mut hidden = 0u64;
-                let mut rows = std::pin::pin!(
-                    self.reader
-                        .read(&search.plan, search.range.clone(), options)
-                        .take(CHART_MAX)
-                );
+                let mut rows = self
+                    .trail_rows(
+                        self.reader.clone(),
+                        &search.plan,
+                        search.range.clone(),
+                        options,
+                    )
+                    .await?
+                    .take(CHART_MAX);
                 while let Some(row) = rows.next().await {
                     let row = row?;
                     if hide && row.is_access_event() {

@@ -58,6 +58,16 @@ pub fn recorded_note(recorded: &Recorded) -> Markup {
     html! { p class="note" role="note" { (why) } }
 }
 
+/// What a search past the table's hot window says: which part was read from the archive.
+pub fn archive_note(window: &audit_trail::hot::HotWindow) -> Markup {
+    html! {
+        p class="note" role="note" {
+            "Events before " (window.start) " are read from the archive: the table keeps "
+            (window.days) " day(s) (RetentionDays). Later events are read from the table."
+        }
+    }
+}
+
 /// The range presets as `<option>`s: `chosen` selected (`default` when none is), none when the
 /// range is `custom` (from and to).
 fn preset_options(chosen: &str, custom: bool, default: Preset) -> Markup {

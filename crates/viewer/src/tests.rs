@@ -22,6 +22,8 @@ struct Twin {
     takes: Option<usize>,
     /// Times the table's tags were read (the access queue checked).
     checks: Arc<std::sync::atomic::AtomicUsize>,
+    /// The table's hot window its tags name (`audit:retention-days`).
+    retention_days: Option<u32>,
 }
 
 impl AccessLog for Twin {
@@ -43,7 +45,7 @@ impl AccessLog for Twin {
         Ok(StackTags {
             access_queue_arn: Some(QUEUE_ARN.into()),
             receiver_role_id: None,
-            retention_days: None,
+            retention_days: self.retention_days,
         })
     }
     async fn send(&self, event: &AccessEvent) -> Result<(), AccessError> {
@@ -114,6 +116,7 @@ fn viewer_taking(
         refuse,
         takes,
         checks: Arc::default(),
+        retention_days: None,
     };
     let session = Session::new(HOST_PORT.parse().unwrap()).unwrap();
     let viewer = Viewer::new(
@@ -536,6 +539,7 @@ mod health_checks {
             dead_letters: None,
             archive: None,
             attestations: None,
+            hot_days: tokio::sync::OnceCell::new(),
             words: own_words,
         }
         .with_archive(archive::Archive {
@@ -587,6 +591,113 @@ mod health_checks {
         );
         assert_eq!(bodies[1]["accessEventId"], bodies[0]["messageId"]);
         assert_eq!(bodies[1]["error"]["kind"], "key_not_found", "{}", bodies[1]);
+    }
+
+    /// A table that keeps items one day (RetentionDays 1): a search of three days ago reads the
+    /// archive (a sealed hour through its index, the open hour by listing), never the table
+    /// (whose reader fails at once), filters and orders what it reads, and says so; a viewer
+    /// without the archive says what to set.
+    #[tokio::test]
+    async fn a_search_before_the_tables_hot_window_reads_the_archive_and_says_so() {
+        let (plain, sent) = super::viewer(false);
+        let Recorder::Send { log, .. } = Arc::try_unwrap(plain.access).ok().unwrap() else {
+            unreachable!()
+        };
+        let twin = Twin {
+            retention_days: Some(1),
+            ..log
+        };
+        let signer = TestKey::new(ARN);
+        let viewer = Viewer::new(
+            reader(),
+            "AuditMessages".into(),
+            "nowhere".into(),
+            Recorder::new(Some(twin.clone()), false, Map::new()),
+            plain.session,
+        );
+        let unarchived = Viewer::new(
+            reader(),
+            "AuditMessages".into(),
+            "nowhere".into(),
+            Recorder::new(Some(twin), false, Map::new()),
+            Session::new(HOST_PORT.parse().unwrap()).unwrap(),
+        );
+        let viewer = viewer.with_archive(archive::Archive {
+            bucket: S3Archive::over(MemoryBucket::new(), "archive", "memory"),
+            name: "archive".into(),
+            length: PeriodLength::default(),
+            key: None,
+            witnesses: Vec::new(),
+        });
+        let bucket: &MemoryBucket = archive(&viewer);
+        let old = Utc::now() - chrono::Duration::days(3);
+        let line = |id: &str, seconds: i64, actor: &str| {
+            format!(
+                r#"{{"action":"user.login","actor":"{actor}","auditTime":"{}","messageId":"{id}"}}"#,
+                (old + chrono::Duration::seconds(seconds))
+                    .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+            )
+        };
+        let hour = sealed_hour();
+        let at = chrono::DateTime::from_timestamp(hour.start + 60, 0).unwrap();
+        write_object(
+            bucket,
+            ObjectKind::Trail,
+            at,
+            hour.length,
+            100,
+            &[line("old-a", 1, "carol"), line("old-b", 2, "dave")],
+        );
+        seal(bucket, hour, &signer).await;
+        // Received now, in the open hour: listed.
+        write_object(
+            bucket,
+            ObjectKind::Trail,
+            Utc::now(),
+            hour.length,
+            200,
+            &[line("old-c", 3, "carol")],
+        );
+        let cookie = open(&viewer).await;
+        let range = |from: i64, to: i64| {
+            format!(
+                "from={}&to={}",
+                (old + chrono::Duration::seconds(from))
+                    .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                (old + chrono::Duration::seconds(to))
+                    .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+            )
+            .replace('+', "%2B")
+        };
+        let (status, html) = get(&viewer, &cookie, &format!("/?{}", range(-60, 60))).await;
+        assert_eq!(status, StatusCode::OK, "{html}");
+        let (a, b, c) = (
+            html.find("old-a").expect("old-a"),
+            html.find("old-b").expect("old-b"),
+            html.find("old-c").expect("old-c"),
+        );
+        assert!(c < b && b < a, "newest first");
+        assert!(
+            html.contains("are read from the archive: the table keeps 1 day(s)"),
+            "{html}"
+        );
+        let (status, html) = get(
+            &viewer,
+            &cookie,
+            &format!("/?{}&actor=carol&by=time", range(-60, 60)),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{html}");
+        assert!(html.contains("old-a") && html.contains("old-c") && !html.contains("old-b"));
+        assert_eq!(actions(&sent).len(), 2);
+
+        let cookie = open(&unarchived).await;
+        let (status, html) = get(&unarchived, &cookie, &format!("/?{}", range(-60, 60))).await;
+        assert_ne!(status, StatusCode::OK);
+        assert!(
+            html.contains("start auditctl ui with ARCHIVE_BUCKET or --bucket"),
+            "{html}"
+        );
     }
 
     fn archive(viewer: &Viewer<Twin, MemoryBucket>) -> &MemoryArchive {

@@ -200,9 +200,13 @@ pub async fn run(args: QueryArgs, context: &Context) -> Result<(), Failure> {
     };
     let started = Instant::now();
     // The table's hot window (RetentionDays): the range's part before it is the archive's.
-    let tags = StackTags::read(reader.client(), &args.table.table, &context.location)
-        .await
-        .map_err(TrailError::from)?;
+    // As the access's check read them, else (--no-audit-event) read here.
+    let tags = match context.access.stack_tags() {
+        Some(tags) => tags.clone(),
+        None => StackTags::read(reader.client(), &args.table.table, &context.location)
+            .await
+            .map_err(TrailError::from)?,
+    };
     let window = tags
         .retention_days
         .map(|days| HotWindow::at(days, Utc::now()));
@@ -221,7 +225,13 @@ pub async fn run(args: QueryArgs, context: &Context) -> Result<(), Failure> {
                     let items = archived_items(lines, part, &filters, order);
                     eprintln!(
                         "{}",
-                        words::read_from_archive(window, &bucket, &first, &read, items.len())
+                        words::read_from_archive(
+                            window,
+                            &bucket,
+                            first.as_deref(),
+                            &read,
+                            items.len()
+                        )
                     );
                     items
                 }
@@ -256,37 +266,27 @@ pub async fn run(args: QueryArgs, context: &Context) -> Result<(), Failure> {
     Ok(())
 }
 
-/// What was read from the archive for `part` (its events' `auditTime`s), from every period from
-/// the day before its start (no earlier than the archive's first object) to now: an event is
-/// archived in the period it was received in, which may be long after its `auditTime`. With the
-/// first period's start.
+/// What was read from the archive for `part` (its events' `auditTime`s): every period an event
+/// of it can have been received in (`LogReader::archived_from`). With the first period's start
+/// (`None`: the archive holds no object).
 async fn read_archive(
     context: &Context,
     bucket: &str,
     length: PeriodLength,
     part: &TimeRange,
-) -> Result<(Archived, String), Failure> {
+) -> Result<(Archived, Option<String>), Failure> {
     let archive = super::prove::archive(context, bucket);
     let log = LogReader { archive: &archive };
-    let (Some((from, _)), Some(first)) = (part.bounds(), log.first_trail_period(length).await?)
-    else {
-        return Ok((
-            Archived::default(),
-            "(the archive holds no event)".to_owned(),
-        ));
+    let Some((from, _)) = part.bounds() else {
+        return Ok((Archived::default(), None));
     };
-    let wanted = length.period_of(from - chrono::Duration::days(1));
-    let first = if first.start > wanted.start {
-        first
-    } else {
-        wanted
-    };
-    let last = length.period_of(Utc::now());
     let keep = |time: &str| part.from.as_str() <= time && time <= part.to.as_str();
-    let read = log.archived(first, last, &keep).await?;
-    let first = DateTime::from_timestamp(first.start, 0)
-        .unwrap_or_default()
-        .to_rfc3339_opts(SecondsFormat::Secs, true);
+    let (read, first) = log.archived_from(length, from, Utc::now(), &keep).await?;
+    let first = first.map(|first| {
+        DateTime::from_timestamp(first.start, 0)
+            .unwrap_or_default()
+            .to_rfc3339_opts(SecondsFormat::Secs, true)
+    });
     Ok((read, first))
 }
 

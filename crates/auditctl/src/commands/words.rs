@@ -283,9 +283,10 @@ impl From<audit_viewer::Error> for TrailError {
             Error::Listen { address, error } => Self::Worded(format!(
                 "cannot listen on {address}: {error}; choose another --port, or leave it out for a free one"
             )),
-            error @ (Error::Listing { .. } | Error::VerifyStopped(_) | Error::NoRandom(_)) => {
-                Self::Worded(error.to_string())
-            }
+            error @ (Error::Listing { .. }
+            | Error::VerifyStopped(_)
+            | Error::NoRandom(_)
+            | Error::PastHotWindow { .. }) => Self::Worded(error.to_string()),
         }
     }
 }
@@ -314,18 +315,24 @@ pub fn hot_window_needs_bucket(table: &str, window: &audit_trail::hot::HotWindow
     )
 }
 
-/// What `auditctl query` says on stderr when it read part of the range from the archive.
+/// What `auditctl query` says on stderr when it read part of the range from the archive: `first`
+/// is the first period read (`None`: the archive holds no object yet).
 pub fn read_from_archive(
     window: &audit_trail::hot::HotWindow,
     bucket: &str,
-    first: &str,
+    first: Option<&str>,
     read: &audit_proof::prove::archived::Archived,
     events: usize,
 ) -> String {
+    let start = &window.start;
+    let days = window.days;
+    let Some(first) = first else {
+        return format!(
+            "before {start} (the table's hot window: RetentionDays {days}) events are read from the archive s3://{bucket}, which holds none yet; from {start} on, from the table"
+        );
+    };
     let mut said = format!(
         "before {start} (the table's hot window: RetentionDays {days}) events are read from the archive s3://{bucket}: the {periods} period(s) received from {first} to now ({indexed} through their index, the rest listed), {objects} object(s), {events} event(s); from {start} on, from the table",
-        start = window.start,
-        days = window.days,
         periods = read.periods,
         indexed = read.indexed,
         objects = read.objects,

@@ -12,6 +12,7 @@ use audit_model::archive::{
     ObjectKey, ObjectKind, Period, PeriodLength, TRAIL_PREFIX, object_prefixes,
 };
 use audit_model::tlog::object_lines;
+use chrono::{DateTime, Utc};
 use futures::{StreamExt, TryStreamExt};
 
 use super::{ProveError, gunzip};
@@ -63,6 +64,30 @@ impl<A: Archive> LogReader<'_, A> {
                 start: key.period_start,
                 length,
             }))
+    }
+
+    /// The archived lines whose `auditTime` `keep` takes, of every period an event of `from` or
+    /// later can have been received in: from the day before `from` (a producer's clock may run
+    /// ahead of the receiver's), but no earlier than the archive's first object, to `now`'s
+    /// period. With the first period read (`None`: the archive holds no object, nothing read).
+    pub async fn archived_from(
+        &self,
+        length: PeriodLength,
+        from: DateTime<Utc>,
+        now: DateTime<Utc>,
+        keep: &(dyn Fn(&str) -> bool + Sync),
+    ) -> Result<(Archived, Option<Period>), Error> {
+        let Some(oldest) = self.first_trail_period(length).await? else {
+            return Ok((Archived::default(), None));
+        };
+        let wanted = length.period_of(from - chrono::Duration::days(1));
+        let first = if oldest.start > wanted.start {
+            oldest
+        } else {
+            wanted
+        };
+        let read = self.archived(first, length.period_of(now), keep).await?;
+        Ok((read, Some(first)))
     }
 
     /// The archived lines of the periods from `first` to `last` whose `auditTime` `keep` takes,

@@ -155,8 +155,8 @@ impl<L: AccessLog> Recorder<L> {
         else {
             return Ok(());
         };
-        let caller = match checked.get() {
-            Some((_, caller)) => caller.clone(),
+        let caller = match checked.get().map(|checked| &**checked) {
+            Some((_, caller, _)) => caller.clone(),
             None => log.caller().await?,
         };
         let event = failure_event(
