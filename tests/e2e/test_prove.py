@@ -211,6 +211,11 @@ def test_a_range_before_the_tables_hot_window_is_read_from_the_archive(system, a
     assert said, read.stderr
     assert said.group(2) == system.stack.archive_bucket.name and said.group(4) == "3", read.stderr
 
+    # --hot-days 0: the table alone, which no longer holds old-1.
+    table_only = run(auditctl, system, "query", *old_range, "--hot-days", "0", "--format", "jsonl")
+    assert [e["messageId"] for e in jsonl(table_only)] == ["old-0", "old-2"], table_only.stderr
+    assert "archive" not in table_only.stderr
+
     # A lookup filters what the archive gives; newest first is newest first.
     carol = run(auditctl, system, "query", *old_range, "--actor", "carol", "--desc", "--format", "jsonl")
     assert [e["messageId"] for e in jsonl(carol)] == ["old-2", "old-0"], carol.stderr

@@ -17,6 +17,12 @@ use serde_json::Value;
 use crate::item::TrailItem;
 use crate::merge::Order;
 
+/// How far after `now - days` the window starts.
+pub const MARGIN: Duration = Duration::seconds(60);
+/// How far before the window a range computed back from now may start and still be the table's
+/// alone (`HotWindow::clip_default`).
+pub const DEFAULT_SLACK: Duration = Duration::minutes(10);
+
 /// The days the table keeps an item, and the first `auditTime` it is sure to still hold.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HotWindow {
@@ -35,15 +41,36 @@ pub struct Split {
 }
 
 impl HotWindow {
-    /// The window of `days` days at `now`: it starts two seconds after `now - days` truncated to
-    /// its second, so that every item at or after its start has an `expiresAt` (its second plus
-    /// the days) after `now`: it has not expired.
+    /// The window of `days` days at `now`: it starts `MARGIN` after `now - days` truncated to its
+    /// second, so that every item at or after its start has an `expiresAt` (its second plus the
+    /// days) after `now` by a minute at least: it has not expired, even by a clock that runs a
+    /// little ahead of this one, and a read of the table that takes a while still finds it.
     pub fn at(days: u32, now: DateTime<Utc>) -> Self {
         let edge = now - Duration::days(i64::from(days));
         let second = edge.duration_trunc(Duration::seconds(1)).unwrap_or(edge);
         Self {
             days,
-            start: canonical_time(second + Duration::seconds(2)),
+            start: canonical_time(second + MARGIN),
+        }
+    }
+
+    /// A range computed back from now (a viewer's preset, a lookup's default 30 days) that
+    /// reaches before the window by no more than `DEFAULT_SLACK` starts at the window: "the last
+    /// 30 days" of a 30-day table is the table's, not a minute of it read from a year of archive.
+    /// Any other range is as given.
+    pub fn clip_default(&self, range: TimeRange) -> TimeRange {
+        let start = DateTime::parse_from_rfc3339(&self.start).map(|t| t.to_utc());
+        let from = DateTime::parse_from_rfc3339(&range.from).map(|t| t.to_utc());
+        match (start, from) {
+            (Ok(start), Ok(from))
+                if from < start && start - from <= DEFAULT_SLACK && self.start <= range.to =>
+            {
+                TimeRange {
+                    from: self.start.clone(),
+                    to: range.to,
+                }
+            }
+            _ => range,
         }
     }
 
@@ -84,13 +111,7 @@ pub fn archived_items(
     let mut items: Vec<TrailItem> = lines
         .iter()
         .filter_map(|line| TrailItem::from_line(line))
-        .filter(|item| {
-            range.from <= item.audit_time
-                && item.audit_time <= range.to
-                && filters.iter().all(|(name, value)| {
-                    matches!(item.attributes.get(*name), Some(AttributeValue::S(s)) if s == value)
-                })
-        })
+        .filter(|item| kept(item, range, filters))
         .collect();
     items.sort_by(|a, b| (&a.audit_time, &a.message_id).cmp(&(&b.audit_time, &b.message_id)));
     items.dedup_by(|a, b| a.audit_time == b.audit_time && a.message_id == b.message_id);
@@ -98,6 +119,20 @@ pub fn archived_items(
         items.reverse();
     }
     items
+}
+
+/// Whether an archived line is an item of `range` that `filters` keep (what `archived_items`
+/// keeps): for a reader that drops the others as it reads.
+pub fn line_kept(line: &str, range: &TimeRange, filters: &[(&str, String)]) -> bool {
+    TrailItem::from_line(line).is_some_and(|item| kept(&item, range, filters))
+}
+
+fn kept(item: &TrailItem, range: &TimeRange, filters: &[(&str, String)]) -> bool {
+    range.from <= item.audit_time
+        && item.audit_time <= range.to
+        && filters.iter().all(|(name, value)| {
+            matches!(item.attributes.get(*name), Some(AttributeValue::S(s)) if s == value)
+        })
 }
 
 /// A plain JSON value as the attribute the table stores it as (the inverse of the model's line
@@ -134,16 +169,17 @@ mod tests {
     #[test]
     fn the_window_starts_where_no_item_can_have_expired_and_splits_a_range_there() {
         let window = HotWindow::at(30, now());
-        // expiresAt = the item's second + 30 days: at 10:00:02 it is after now (10:00:00.4).
-        assert_eq!(window.start, "2026-10-30T10:00:02.000Z");
+        // expiresAt = the item's second + 30 days: at 10:01:00 it is a minute after now
+        // (10:00:00.4).
+        assert_eq!(window.start, "2026-10-30T10:01:00.000Z");
         let split = window.split(&range("2026-10-01T00:00:00Z", "2026-11-29T10:00:00Z"));
         assert_eq!(
             split.archive,
-            Some(range("2026-10-01T00:00:00Z", "2026-10-30T10:00:01.999Z"))
+            Some(range("2026-10-01T00:00:00Z", "2026-10-30T10:00:59.999Z"))
         );
         assert_eq!(
             split.table,
-            Some(range("2026-10-30T10:00:02Z", "2026-11-29T10:00:00Z"))
+            Some(range("2026-10-30T10:01:00Z", "2026-11-29T10:00:00Z"))
         );
         // Inside the window: the table alone; before it: the archive alone.
         let inside = window.split(&range("2026-11-01T00:00:00Z", "2026-11-02T00:00:00Z"));
@@ -151,14 +187,30 @@ mod tests {
         let before = window.split(&range("2026-09-01T00:00:00Z", "2026-09-02T00:00:00Z"));
         assert_eq!((before.archive.is_some(), before.table), (true, None));
         // The window's first millisecond is the table's, the one before the archive's.
-        let edge = window.split(&range("2026-10-30T10:00:01.999Z", "2026-10-30T10:00:02Z"));
+        let edge = window.split(&range("2026-10-30T10:00:59.999Z", "2026-10-30T10:01:00Z"));
         assert_eq!(
             (edge.archive.unwrap().to, edge.table.unwrap().from),
             (
-                "2026-10-30T10:00:01.999Z".to_owned(),
-                "2026-10-30T10:00:02.000Z".to_owned()
+                "2026-10-30T10:00:59.999Z".to_owned(),
+                "2026-10-30T10:01:00.000Z".to_owned()
             )
         );
+    }
+
+    #[test]
+    fn a_range_back_from_now_that_just_misses_the_window_is_the_tables() {
+        let window = HotWindow::at(30, now());
+        // "The last 30 days" at now: a minute before the window, the table's alone.
+        let last_30_days = range("2026-10-30T10:00:00.400Z", "2026-11-29T10:00:00.400Z");
+        assert_eq!(
+            window.clip_default(last_30_days).from,
+            "2026-10-30T10:01:00.000Z"
+        );
+        // Further back, or wholly before the window: as given, the archive answers.
+        let last_31_days = range("2026-10-29T10:00:00Z", "2026-11-29T10:00:00Z");
+        assert_eq!(window.clip_default(last_31_days.clone()), last_31_days);
+        let before = range("2026-10-30T09:55:00Z", "2026-10-30T09:59:00Z");
+        assert_eq!(window.clip_default(before.clone()), before);
     }
 
     #[test]

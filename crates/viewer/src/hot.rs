@@ -10,7 +10,7 @@ use audit_proof::tlog::LogReader;
 use audit_trail::Reader;
 use audit_trail::access::AccessLog;
 use audit_trail::filter::Plan;
-use audit_trail::hot::{HotWindow, archived_items};
+use audit_trail::hot::{HotWindow, archived_items, line_kept};
 use audit_trail::item::TrailItem;
 use audit_trail::merge::Order;
 use audit_trail::query::QueryOptions;
@@ -43,18 +43,25 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
 
     /// `plan`'s rows over `range` through `reader`, in `options.order`: the table's index checked
     /// when the table is read; before the hot window, the archive's (oldest first they come
-    /// first, newest first last, read when reached).
+    /// first, newest first last, read when reached). `preset`: the range is a preset's, back
+    /// from now (`HotWindow::clip_default`).
     pub(crate) async fn trail_rows(
         &self,
         reader: Reader,
         plan: &Plan,
         range: TimeRange,
+        preset: bool,
         options: QueryOptions,
     ) -> Result<BoxStream<'static, Result<TrailItem, Error>>, Error> {
         let order = options.order;
         let Some(window) = self.hot_window().await? else {
             reader.check_index(plan).await?;
             return Ok(reader.read(plan, range, options).err_into().boxed());
+        };
+        let range = if preset {
+            window.clip_default(range)
+        } else {
+            range
         };
         let split = window.split(&range);
         let table = match split.table {
@@ -79,8 +86,9 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
             let items = match part.bounds() {
                 Some((from, _)) => {
                     let keep = |time: &str| part.from.as_str() <= time && time <= part.to.as_str();
+                    let keep_line = |line: &str| line_kept(line, &part, &filters);
                     let (read, _) = log
-                        .archived_from(archive.length, from, Utc::now(), &keep)
+                        .archived_from(archive.length, from, Utc::now(), &keep, &keep_line)
                         .await?;
                     archived_items(read.lines, &part, &filters, order)
                 }

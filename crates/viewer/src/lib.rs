@@ -383,6 +383,7 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
                 self.reader.clone().on_demand(),
                 &search.plan,
                 search.page_range(),
+                search.preset.is_some(),
                 options,
             )
             .await?
@@ -434,6 +435,7 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
                         self.reader.clone(),
                         &search.plan,
                         search.range.clone(),
+                        search.preset.is_some(),
                         options,
                     )
                     .await?

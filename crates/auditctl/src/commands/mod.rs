@@ -235,8 +235,8 @@ impl From<std::io::Error> for Failure {
 /// every 100 ms, with a progress line on stderr when stderr is a terminal, every 200 ms whether
 /// rows arrive or not (a long stretch without events is read with no row to show). Returns the
 /// rows printed.
-pub async fn print_items<R: Record>(
-    rows: impl Stream<Item = Result<R, audit_trail::Error>>,
+pub async fn print_items<R: Record, E: Into<Failure>>(
+    rows: impl Stream<Item = Result<R, E>>,
     table: &TableArgs,
     reader: &Reader,
 ) -> Result<u64, Failure> {
@@ -286,7 +286,7 @@ pub async fn print_items<R: Record>(
             shown_progress = false;
         }
         let Some(row) = row else { break };
-        printer.print(&row?)?;
+        printer.print(&row.map_err(Into::into)?)?;
         if last.elapsed() >= Duration::from_millis(100) {
             printer.flush()?;
             last = Instant::now();

@@ -15,8 +15,7 @@ use audit_proof::prove::archived::Archived;
 use audit_proof::tlog::LogReader;
 use audit_trail::access::Action;
 use audit_trail::filter::{self, Fields, Plan};
-use audit_trail::hot::{HotWindow, archived_items};
-use audit_trail::item::TrailItem;
+use audit_trail::hot::{HotWindow, Split, archived_items, line_kept};
 use audit_trail::merge::Order;
 use audit_trail::query::QueryOptions;
 use audit_trail::stack::StackTags;
@@ -49,9 +48,10 @@ the time index over --from..--to with a filter, saying so on stderr (every event
 read); without --from it stops and names the fix.
 
 Past the table's hot window (a stack deployed with RetentionDays: the table's tag
-audit:retention-days), the part of the range before the window is read from the archive
-(ARCHIVE_BUCKET or --bucket, DIGEST_PERIOD_SECONDS or --period-seconds): every period from the day
-before --from to now, a sealed one through its index; stderr says what was read.
+audit:retention-days, or --hot-days), the part of the range before the window is read from the
+archive (ARCHIVE_BUCKET or --bucket, DIGEST_PERIOD_SECONDS or --period-seconds): every period from
+the day before --from to now, a sealed one through its index; stderr says what was read. A
+lookup's default 30 days that reaches before the window by minutes only is the table's.
 
 Who sent it: actor is what the producer claims; senderId is the IAM principal SQS attests sent
 the message (a user id, or ROLEID:SESSION for a role), shown in every format beside it, and
@@ -116,6 +116,11 @@ pub struct QueryArgs {
     /// viewer hides them by default); they are still read, and --limit counts the rows printed.
     #[arg(long)]
     no_access: bool,
+    /// The table's hot window in days, in place of what its tag audit:retention-days says
+    /// (RetentionDays): e.g. the shorter window that was in force before RetentionDays was
+    /// raised, whose items TTL deleted already. 0 reads the table alone.
+    #[arg(long, value_name = "DAYS")]
+    hot_days: Option<u32>,
     #[command(flatten)]
     table: TableArgs,
     /// Past the table's hot window: where the archive is.
@@ -207,46 +212,66 @@ pub async fn run(args: QueryArgs, context: &Context) -> Result<(), Failure> {
             .await
             .map_err(TrailError::from)?,
     };
-    let window = tags
-        .retention_days
-        .map(|days| HotWindow::at(days, Utc::now()));
-    let (archived, table_range) = match &window {
-        Some(window) => {
-            let split = window.split(&range);
-            let archived = match &split.archive {
-                Some(part) => {
-                    let bucket = args.archive.bucket.given().ok_or_else(|| {
-                        Failure::usage(words::hot_window_needs_bucket(&args.table.table, window))
-                    })?;
-                    let filters = plan.on_time_index().filters;
-                    let (mut read, first) =
-                        read_archive(context, &bucket, args.archive.period, part).await?;
-                    let lines = std::mem::take(&mut read.lines);
-                    let items = archived_items(lines, part, &filters, order);
-                    eprintln!(
-                        "{}",
-                        words::read_from_archive(
-                            window,
-                            &bucket,
-                            first.as_deref(),
-                            &read,
-                            items.len()
-                        )
-                    );
-                    items
-                }
-                None => Vec::new(),
-            };
-            (archived, split.table)
-        }
-        None => (Vec::new(), Some(range)),
+    let window = match args.hot_days {
+        Some(0) => None,
+        Some(days) => Some(days),
+        None => tags.retention_days,
+    }
+    .map(|days| HotWindow::at(days, Utc::now()));
+    let range = match &window {
+        // A lookup's default 30 days that just misses the window: the table's alone.
+        Some(window) if args.from.is_none() => window.clip_default(range),
+        _ => range,
     };
+    let split = match &window {
+        Some(window) => window.split(&range),
+        None => Split {
+            archive: None,
+            table: Some(range),
+        },
+    };
+    let archived = match (&window, split.archive) {
+        (Some(window), Some(part)) => {
+            let bucket = args.archive.bucket.given().ok_or_else(|| {
+                Failure::usage(words::hot_window_needs_bucket(&args.table.table, window))
+            })?;
+            Some((window.clone(), bucket, part))
+        }
+        _ => None,
+    };
+    let filters = plan.on_time_index().filters;
+    let length = args.archive.period;
+    // Read when reached: newest first with --limit, the table's rows may be all it takes.
+    let archived = futures::stream::iter(archived)
+        .then(move |(window, bucket, part)| {
+            let filters = filters.clone();
+            async move {
+                let (mut read, first) =
+                    read_archive(context, &bucket, length, &part, &filters).await?;
+                let lines = std::mem::take(&mut read.lines);
+                let items = archived_items(lines, &part, &filters, order);
+                eprintln!(
+                    "{}",
+                    words::read_from_archive(
+                        &window,
+                        &bucket,
+                        first.as_deref(),
+                        &read,
+                        items.len()
+                    )
+                );
+                Ok::<_, Failure>(futures::stream::iter(items.into_iter().map(Ok)))
+            }
+        })
+        .try_flatten();
     let no_access = args.no_access;
-    let table_rows = match table_range {
-        Some(part) => reader.read(&plan, part, options).left_stream(),
+    let table_rows = match split.table {
+        Some(part) => reader
+            .read(&plan, part, options)
+            .map_err(Failure::from)
+            .left_stream(),
         None => futures::stream::empty().right_stream(),
     };
-    let archived = futures::stream::iter(archived.into_iter().map(Ok::<TrailItem, _>));
     // Oldest first: the archive's part, then the table's; newest first, the other way round.
     let rows = match order {
         Order::Ascending => archived.chain(table_rows).left_stream(),
@@ -274,6 +299,7 @@ async fn read_archive(
     bucket: &str,
     length: PeriodLength,
     part: &TimeRange,
+    filters: &[(&'static str, String)],
 ) -> Result<(Archived, Option<String>), Failure> {
     let archive = super::prove::archive(context, bucket);
     let log = LogReader { archive: &archive };
@@ -281,7 +307,10 @@ async fn read_archive(
         return Ok((Archived::default(), None));
     };
     let keep = |time: &str| part.from.as_str() <= time && time <= part.to.as_str();
-    let (read, first) = log.archived_from(length, from, Utc::now(), &keep).await?;
+    let keep_line = |line: &str| line_kept(line, part, filters);
+    let (read, first) = log
+        .archived_from(length, from, Utc::now(), &keep, &keep_line)
+        .await?;
     let first = first.map(|first| {
         DateTime::from_timestamp(first.start, 0)
             .unwrap_or_default()

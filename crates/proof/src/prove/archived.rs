@@ -22,8 +22,7 @@ use crate::tlog::LogReader;
 
 /// Periods read at once.
 pub const PERIODS_IN_FLIGHT: usize = 16;
-/// Keys of `trail/dt=` looked at for the first archive object (planted keys that are not the
-/// archiver's are passed over).
+/// Keys of `trail/dt=` listed at once while looking for the first archive object.
 const FIRST_KEYS: usize = 100;
 
 /// What was read from the archive: the lines kept, in period order (the same event may be there
@@ -55,18 +54,33 @@ impl<A: Archive> LogReader<'_, A> {
     /// without one: no event is archived before it.
     pub async fn first_trail_period(&self, length: PeriodLength) -> Result<Option<Period>, Error> {
         let prefix = format!("{TRAIL_PREFIX}dt=");
-        let keys = self.archive.keys(&prefix, None, FIRST_KEYS).await?;
-        Ok(keys
-            .iter()
-            .filter_map(|key| ObjectKey::parse(key))
-            .find(|key| key.kind == ObjectKind::Trail && key.written_within_its_period(length))
-            .map(|key| Period {
-                start: key.period_start,
-                length,
-            }))
+        let mut after: Option<String> = None;
+        loop {
+            // Page by page: keys someone planted before the first of the archiver's are passed
+            // over, however many.
+            let keys = self
+                .archive
+                .keys(&prefix, after.as_deref(), FIRST_KEYS)
+                .await?;
+            let found = keys
+                .iter()
+                .filter_map(|key| ObjectKey::parse(key))
+                .find(|key| key.kind == ObjectKind::Trail && key.written_within_its_period(length));
+            if let Some(key) = found {
+                return Ok(Some(Period {
+                    start: key.period_start,
+                    length,
+                }));
+            }
+            if keys.len() < FIRST_KEYS {
+                return Ok(None);
+            }
+            after = keys.last().cloned();
+        }
     }
 
-    /// The archived lines whose `auditTime` `keep` takes, of every period an event of `from` or
+    /// The archived lines whose `auditTime` `keep` takes and that `keep_line` takes (the caller's
+    /// filters, so that what is dropped is never held), of every period an event of `from` or
     /// later can have been received in: from the day before `from` (a producer's clock may run
     /// ahead of the receiver's), but no earlier than the archive's first object, to `now`'s
     /// period. With the first period read (`None`: the archive holds no object, nothing read).
@@ -76,6 +90,7 @@ impl<A: Archive> LogReader<'_, A> {
         from: DateTime<Utc>,
         now: DateTime<Utc>,
         keep: &(dyn Fn(&str) -> bool + Sync),
+        keep_line: &(dyn Fn(&str) -> bool + Sync),
     ) -> Result<(Archived, Option<Period>), Error> {
         let Some(oldest) = self.first_trail_period(length).await? else {
             return Ok((Archived::default(), None));
@@ -86,17 +101,20 @@ impl<A: Archive> LogReader<'_, A> {
         } else {
             wanted
         };
-        let read = self.archived(first, length.period_of(now), keep).await?;
+        let read = self
+            .archived(first, length.period_of(now), keep, keep_line)
+            .await?;
         Ok((read, Some(first)))
     }
 
-    /// The archived lines of the periods from `first` to `last` whose `auditTime` `keep` takes,
-    /// `PERIODS_IN_FLIGHT` periods read at once.
+    /// The archived lines of the periods from `first` to `last` whose `auditTime` `keep` takes
+    /// and that `keep_line` takes, `PERIODS_IN_FLIGHT` periods read at once.
     pub async fn archived(
         &self,
         first: Period,
         last: Period,
         keep: &(dyn Fn(&str) -> bool + Sync),
+        keep_line: &(dyn Fn(&str) -> bool + Sync),
     ) -> Result<Archived, Error> {
         let mut periods = Vec::new();
         let mut period = first;
@@ -105,7 +123,7 @@ impl<A: Archive> LogReader<'_, A> {
             period = period.next();
         }
         let reads: Vec<PeriodRead> = futures::stream::iter(periods)
-            .map(|period| self.period_lines(period, keep))
+            .map(|period| self.period_lines(period, keep, keep_line))
             .buffered(PERIODS_IN_FLIGHT)
             .try_collect()
             .await?;
@@ -124,6 +142,7 @@ impl<A: Archive> LogReader<'_, A> {
         &self,
         period: Period,
         keep: &(dyn Fn(&str) -> bool + Sync),
+        keep_line: &(dyn Fn(&str) -> bool + Sync),
     ) -> Result<PeriodRead, Error> {
         let broken = |what: String| {
             Error::from(ProveError::Broken {
@@ -162,7 +181,10 @@ impl<A: Archive> LogReader<'_, A> {
                         .ok_or_else(|| {
                             broken(format!("the archive object {object} has no line {number}"))
                         })?;
-                    read.lines.push(String::from_utf8_lossy(line).into_owned());
+                    let line = String::from_utf8_lossy(line);
+                    if keep_line(&line) {
+                        read.lines.push(line.into_owned());
+                    }
                 }
             }
             return Ok(read);
@@ -185,8 +207,9 @@ impl<A: Archive> LogReader<'_, A> {
                     let time = serde_json::from_slice::<serde_json::Value>(line)
                         .ok()
                         .and_then(|v| v.get("auditTime")?.as_str().map(str::to_owned));
-                    if time.is_some_and(|t| keep(&t)) {
-                        read.lines.push(String::from_utf8_lossy(line).into_owned());
+                    let line = String::from_utf8_lossy(line);
+                    if time.is_some_and(|t| keep(&t)) && keep_line(&line) {
+                        read.lines.push(line.into_owned());
                     }
                 }
             }

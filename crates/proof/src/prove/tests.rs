@@ -931,14 +931,24 @@ async fn events_are_read_back_by_time_through_the_index_of_a_sealed_period_and_b
     log.object(3, &[late.clone(), own]);
     let (from, to) = (at(log.period(0).start), at(log.period(1).end() - 1));
     let keep = |time: &str| from.as_str() <= time && time <= to.as_str();
+    let all = |_: &str| true;
     let read = log
         .reader()
-        .archived(log.period(1), log.period(3), &keep)
+        .archived(log.period(1), log.period(3), &keep, &all)
         .await
         .unwrap();
     let mut expected: Vec<String> = first.iter().map(|(id, t)| line(id, t)).collect();
-    expected.push(late);
+    expected.push(late.clone());
     assert_eq!(read.lines, expected);
+    // A line the caller's filter drops is not kept, read through the index or listed.
+    let not_e_1_1 = |line: &str| !line.contains("e-1-1");
+    let read = log
+        .reader()
+        .archived(log.period(1), log.period(3), &keep, &not_e_1_1)
+        .await
+        .unwrap();
+    assert_eq!(read.lines.len(), expected.len() - 1);
+    assert!(read.lines.contains(&late));
     // Period 2's object holds no time asked for: its index says so, and it is not read.
     assert_eq!(
         (read.periods, read.indexed, read.objects, read.unreadable),
@@ -958,7 +968,7 @@ async fn events_are_read_back_by_time_through_the_index_of_a_sealed_period_and_b
     log.put(&planted, b"not gzip".to_vec());
     let read = log
         .reader()
-        .archived(log.period(3), log.period(3), &keep)
+        .archived(log.period(3), log.period(3), &keep, &all)
         .await
         .unwrap();
     assert_eq!((read.lines.len(), read.objects, read.unreadable), (1, 2, 1));
