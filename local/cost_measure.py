@@ -224,6 +224,13 @@ def _verify(system: LocalSystem, meter: Meter, began: str, events: int) -> dict:
 
 
 def measure(work: Path, out: Path) -> dict:
+    # The functions' logs are appended to: a run reads only its own (an earlier run's EMF
+    # documents would add their metrics and durations to this one's).
+    if work.exists():
+        import shutil
+
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
     meter = Meter()
     producer_sqs = None
     with LocalSystem(work, archiver=True, meter=meter, archive_batching_window=LOCAL_ARCHIVE_WINDOW,

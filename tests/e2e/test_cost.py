@@ -133,6 +133,19 @@ def test_the_fixed_cost_is_an_aws_hour_of_runs_and_the_templates_monthly_items()
     assert fixed["CloudWatch dashboard"] == 36.0
 
 
+def test_the_metrics_a_clean_hour_publishes_and_expired_with_a_hot_window():
+    # The run counts what a clean hour publishes (the counts of trouble only when not zero);
+    # with a hot window TTL deletes items every hour, and the archiver publishes Expired too.
+    counts = {**_counts(_phase(1, {}), _phase(1, {})), "emf_metrics": {"all": 11, "sealer": 3}}
+    model = cost.Model(counts, _prices(cloudwatch_metric_month=0.3))
+    kept = model.fixed({**cost.configuration("default"), "table_days": None})
+    hot = model.fixed({**cost.configuration("default"), "table_days": 7})
+    idle = model.fixed({**cost.configuration("default"), "table_days": 7}, idle=True)
+    assert kept["CloudWatch custom metrics"] == pytest.approx(11 * 12 * 0.3)
+    assert hot["CloudWatch custom metrics"] == pytest.approx(12 * 12 * 0.3)
+    assert idle["CloudWatch custom metrics"] == pytest.approx(3 * 12 * 0.3)
+
+
 def test_the_fixed_cost_is_spread_over_the_events():
     assert cost.per_million({"a": 3.0}, {"f": 100.0}, 1_000_000) == 103.0
     assert cost.per_million({"a": 300.0}, {"f": 100.0}, 100_000_000) == 4.0
@@ -168,7 +181,7 @@ def test_each_configuration_is_read_from_the_template_with_its_parameters():
     # LookupIndexes none and Dashboard false: the time index alone, no dashboard; the alarms
     # and keys stay.
     assert (cheapest["indexes"], cheapest["dashboards"]) == (1, 0)
-    assert (cheapest["sqs_window_s"], cheapest["archive_window_s"], cheapest["table_days"]) == (20, 300, 30)
+    assert (cheapest["sqs_window_s"], cheapest["archive_window_s"], cheapest["table_days"]) == (20, 300, 7)
     assert (cheapest["receiver_memory_mb"], cheapest["archiver_memory_mb"]) == (128, 256)
     assert (cheapest["kms_keys"], cheapest["alarm_metrics"]) == (default["kms_keys"], default["alarm_metrics"])
     assert cost.template_counts(parameters={"LookupIndexes": "actor,resource"})["indexes"] == 3
@@ -186,7 +199,7 @@ def test_writes_storage_and_the_dashboard_follow_the_configurations_indexes_and_
     assert lines["cheapest"]["DynamoDB writes"] == pytest.approx(2.00)
     # 0.5 GB of items: the item and byAuditTime's copy, 0.2 for each lookup index; 30 days kept.
     assert lines["default"]["DynamoDB storage"] == pytest.approx(0.5 * 2.6 * 12 * 0.25)
-    assert lines["cheapest"]["DynamoDB storage"] == pytest.approx(0.5 * 2.0 * 30 / 30.4 * 0.25)
+    assert lines["cheapest"]["DynamoDB storage"] == pytest.approx(0.5 * 2.0 * 7 / 30.4 * 0.25)
     assert model.fixed(cost.configuration("default"))["CloudWatch dashboard"] == 36.0
     assert model.fixed(cost.configuration("cheapest"))["CloudWatch dashboard"] == 0.0
     # Provisioned capacity is not priced: the model says so rather than price it as on demand.

@@ -80,7 +80,8 @@ pub fn publish(
 /// ERROR line naming the key when found), ArchivedBytes, ArchiveLagMs (now − the oldest record's
 /// ApproximateCreationDateTime), ForeignItem (INSERTs of items the receiver did not write: no
 /// attestation that checks with its key; each also an ERROR line "item not attested") and
-/// DurationMs.
+/// DurationMs. AlreadyArchived, Expired, TrailModified, Failed, ArchiveConflict and ForeignItem
+/// only when not zero (`Metrics::trouble`: a metric that stays zero costs nothing).
 pub fn metrics_document(
     report: &BatchReport,
     duration: Duration,
@@ -90,12 +91,12 @@ pub fn metrics_document(
     let mut metrics = Metrics::new();
     metrics.count("BatchSize", report.sequence_numbers.len());
     metrics.count("Archived", report.archived);
-    metrics.count("AlreadyArchived", report.already_archived);
-    metrics.count("Expired", report.expired);
-    metrics.count("TrailModified", report.tampered.len());
-    metrics.count("Failed", report.failed().len());
-    metrics.count("ArchiveConflict", report.conflicts.len());
-    metrics.count("ForeignItem", report.foreign.len());
+    metrics.trouble("AlreadyArchived", report.already_archived);
+    metrics.trouble("Expired", report.expired);
+    metrics.trouble("TrailModified", report.tampered.len());
+    metrics.trouble("Failed", report.failed().len());
+    metrics.trouble("ArchiveConflict", report.conflicts.len());
+    metrics.trouble("ForeignItem", report.foreign.len());
     metrics.add("ArchivedBytes", "Bytes", report.bytes_written());
     if let Some(lag) = lag_ms(report, now) {
         metrics.millis("ArchiveLagMs", lag);
@@ -137,7 +138,8 @@ pub fn publish_seal(
 /// The sealing run's EMF document: DigestsSealed, SealLagSeconds (now − the end of the newest
 /// sealed period: what the alarm watches), SealFailed (1 when due periods were left unsealed by a
 /// failure), LateObject (objects found after their period was sealed, listed in `late`),
-/// Unattested (objects listed as unattested) and DurationMs.
+/// Unattested (objects listed as unattested) and DurationMs; SealFailed, LateObject and Unattested
+/// only when not zero (`Metrics::trouble`).
 pub fn seal_metrics_document(
     report: &SealReport,
     duration: Duration,
@@ -148,17 +150,17 @@ pub fn seal_metrics_document(
     metrics.count("DigestsSealed", report.sealed.len());
     metrics.add("SealLagSeconds", "Seconds", report.lag_seconds(now));
     // The deadline stopping a long catch-up is not a failure: the next run goes on.
-    metrics.count(
+    metrics.trouble(
         "SealFailed",
-        u8::from(
+        usize::from(
             report
                 .failure
                 .as_ref()
                 .is_some_and(|f| !matches!(f, SealError::Deadline)),
         ),
     );
-    metrics.count("LateObject", report.late());
-    metrics.count("Unattested", report.unattested());
+    metrics.trouble("LateObject", report.late());
+    metrics.trouble("Unattested", report.unattested());
     metrics.millis("DurationMs", whole_millis(duration));
     metrics.document(NAMESPACE, now.timestamp_millis(), function_name)
 }
@@ -174,6 +176,16 @@ mod tests {
     use super::*;
     use crate::report::{Conflict, TamperEvent, WrittenObject};
     use serde_json::json;
+
+    /// The metrics a document declares, in order.
+    fn declared(doc: &Value) -> Vec<String> {
+        doc["_aws"]["CloudWatchMetrics"][0]["Metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["Name"].as_str().unwrap().to_owned())
+            .collect()
+    }
 
     #[test]
     fn the_metrics_document_is_valid_emf_with_the_archive_metrics() {
@@ -226,6 +238,9 @@ mod tests {
         assert_eq!(doc["ArchivedBytes"], 120);
         assert_eq!(doc["ArchiveLagMs"], 2500);
         assert_eq!(doc["DurationMs"], 7);
+        // None was found archived already: that count of trouble is not published.
+        assert_eq!(doc["AlreadyArchived"], Value::Null);
+        assert!(!declared(&doc).contains(&"AlreadyArchived".to_owned()));
         for metric in directive["Metrics"].as_array().unwrap() {
             let name = metric["Name"].as_str().unwrap();
             assert!(doc.get(name).is_some(), "{name} declared without a value");
@@ -255,12 +270,25 @@ mod tests {
         let doc = seal_metrics_document(&report, Duration::from_millis(3), now, Some("f"));
         assert_eq!(doc["DigestsSealed"], 1);
         assert_eq!(doc["SealLagSeconds"], 90);
-        assert_eq!(doc["SealFailed"], 0);
+        // A count of trouble that is zero is not published (no hour of it billed); its alarm
+        // reads missing data as zero.
+        assert_eq!(doc["SealFailed"], Value::Null);
+        assert!(!declared(&doc).contains(&"SealFailed".to_owned()));
         assert_eq!(doc["LateObject"], 1);
         assert_eq!(doc["Unattested"], 3);
         report.failure = Some(SealError::Deadline);
         let doc = seal_metrics_document(&report, Duration::from_millis(3), now, Some("f"));
-        assert_eq!(doc["SealFailed"], 0);
+        assert_eq!(doc["SealFailed"], Value::Null);
+        // An idle run publishes its lag, its digests (none) and its time only.
+        let idle = SealReport {
+            head: report.head.clone(),
+            ..SealReport::default()
+        };
+        let doc = seal_metrics_document(&idle, Duration::from_millis(3), now, Some("f"));
+        assert_eq!(
+            declared(&doc),
+            ["DigestsSealed", "SealLagSeconds", "DurationMs"]
+        );
         report.failure = Some(SealError::Sign(AwsError::from_answer(
             400,
             "DisabledException",

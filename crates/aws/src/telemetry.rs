@@ -90,6 +90,17 @@ impl Metrics {
         self.add(name, "Count", value);
     }
 
+    /// A count of trouble (records failed or dead-lettered, tampering, conflicts, …), declared
+    /// only when it is not zero: CloudWatch bills a custom metric for each hour it receives data,
+    /// so a metric that stays zero costs nothing, and every alarm on such a count reads missing
+    /// data as zero (`TreatMissingData: notBreaching`, or `FILL(m, 0)` in its math). The summary
+    /// log line still carries the count.
+    pub fn trouble(&mut self, name: impl Into<String>, count: usize) {
+        if count > 0 {
+            self.count(name, count);
+        }
+    }
+
     /// A duration in milliseconds.
     pub fn millis(&mut self, name: impl Into<String>, value: impl Into<Value>) {
         self.add(name, "Milliseconds", value);

@@ -54,8 +54,9 @@ pub fn publish(
 }
 
 /// The EMF document: Written, Duplicates, DeadLettered and Failed, one `DeadLettered.<reason>` and
-/// `Failed.<reason>` per reason seen,
-/// BatchSize, OldestMessageAgeMs (now − earliest SentTimestamp) and DurationMs.
+/// `Failed.<reason>` per reason seen, BatchSize, OldestMessageAgeMs (now − earliest
+/// SentTimestamp) and DurationMs. Duplicates, DeadLettered and Failed only when not zero
+/// (`Metrics::trouble`: a metric that stays zero costs nothing).
 pub fn metrics_document(
     report: &BatchReport,
     duration: Duration,
@@ -65,9 +66,9 @@ pub fn metrics_document(
     let mut metrics = Metrics::new();
     metrics.count("BatchSize", report.received);
     metrics.count("Written", report.written());
-    metrics.count("Duplicates", report.duplicates());
-    metrics.count("DeadLettered", report.dead_lettered().count());
-    metrics.count("Failed", report.failures().count());
+    metrics.trouble("Duplicates", report.duplicates());
+    metrics.trouble("DeadLettered", report.dead_lettered().count());
+    metrics.trouble("Failed", report.failures().count());
     for (code, count) in report.dead_lettered_by_reason() {
         metrics.count(format!("DeadLettered.{code}"), count);
     }
@@ -146,6 +147,30 @@ mod tests {
             let name = metric["Name"].as_str().unwrap();
             assert!(doc.get(name).is_some(), "{name} declared without a value");
         }
+    }
+
+    #[test]
+    fn a_clean_batch_publishes_no_count_of_trouble() {
+        // Zero duplicates, dead letters and failures are not published: a metric with no data in
+        // an hour is not billed for it, and their alarms read missing data as zero.
+        let clean = BatchReport {
+            received: 1,
+            records: vec![RecordOutcome {
+                sqs_message_id: "a".into(),
+                outcome: Outcome::Written,
+                dead_letter_error: None,
+            }],
+            oldest_sent_at: None,
+        };
+        let doc = metrics_document(&clean, Duration::ZERO, Utc::now(), Some("f"));
+        let declared: Vec<&str> = doc["_aws"]["CloudWatchMetrics"][0]["Metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["Name"].as_str().unwrap())
+            .collect();
+        assert_eq!(declared, ["BatchSize", "Written", "DurationMs"]);
+        assert!(doc.get("Failed").is_none() && doc.get("DeadLettered").is_none());
     }
 
     #[test]
