@@ -226,11 +226,9 @@ def _verify(system: LocalSystem, meter: Meter, began: str, events: int) -> dict:
 def measure(work: Path, out: Path) -> dict:
     # The functions' logs are appended to: a run reads only its own (an earlier run's EMF
     # documents would add their metrics and durations to this one's).
-    if work.exists():
-        import shutil
-
-        shutil.rmtree(work)
-    work.mkdir(parents=True)
+    work.mkdir(parents=True, exist_ok=True)
+    for old in work.glob("*.log"):
+        old.unlink()
     meter = Meter()
     producer_sqs = None
     with LocalSystem(work, archiver=True, meter=meter, archive_batching_window=LOCAL_ARCHIVE_WINDOW,
@@ -296,8 +294,9 @@ def measure(work: Path, out: Path) -> dict:
             recorder.take()
         result["auditctl"] = _verify(system, meter, began, 5 + TRICKLE_EVENTS + BATCH_EVENTS)
 
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=ROOT_DIR).stdout.strip()
+    # The commit measured, `-dirty` when the working tree had changes (what ran was not it).
+    commit = subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=7"], capture_output=True,
+                            text=True, cwd=ROOT_DIR).stdout.strip()
     doc = {"command": "make cost-measure", "date": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%MZ"),
            "commit": commit,
            "local": {"digest_period_s": period, "seal_interval_s": system.stack.schedule.interval_s

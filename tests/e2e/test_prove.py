@@ -227,6 +227,11 @@ def test_a_range_before_the_tables_hot_window_is_read_from_the_archive(system, a
                  "--limit", "2", "--format", "jsonl")
     assert [e["messageId"] for e in jsonl(newest)] == ["now-0", "old-2"], newest.stderr
 
+    # Newest first, a limit the table's rows fill reads no archive.
+    filled = run(auditctl, system, "query", "--from", iso(old - 60), "--actor", "carol", "--desc",
+                 "--limit", "1", "--format", "jsonl")
+    assert [e["messageId"] for e in jsonl(filled)] == ["now-0"] and "archive" not in filled.stderr, filled.stderr
+
     # Inside the window the archive is not read.
     recent = run(auditctl, system, "query", "--from", iso(time.time() - 3600), "--actor", "carol",
                  "--format", "jsonl")

@@ -58,7 +58,6 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
                                 self.reader.clone(),
                                 &search.plan,
                                 search.range.clone(),
-                                search.preset.is_some(),
                                 options,
                             )
                             .await?;

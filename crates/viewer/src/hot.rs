@@ -43,14 +43,14 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
 
     /// `plan`'s rows over `range` through `reader`, in `options.order`: the table's index checked
     /// when the table is read; before the hot window, the archive's (oldest first they come
-    /// first, newest first last, read when reached). `preset`: the range is a preset's, back
-    /// from now (`HotWindow::clip_default`).
+    /// first, newest first last, read when reached). A range that misses the window by minutes
+    /// only (a preset, back from now; the chart's and the exports' links carry it as from and
+    /// to) starts at the window (`HotWindow::clip_default`).
     pub(crate) async fn trail_rows(
         &self,
         reader: Reader,
         plan: &Plan,
         range: TimeRange,
-        preset: bool,
         options: QueryOptions,
     ) -> Result<BoxStream<'static, Result<TrailItem, Error>>, Error> {
         let order = options.order;
@@ -58,11 +58,7 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
             reader.check_index(plan).await?;
             return Ok(reader.read(plan, range, options).err_into().boxed());
         };
-        let range = if preset {
-            window.clip_default(range)
-        } else {
-            range
-        };
+        let range = window.clip_default(range);
         let split = window.split(&range);
         let table = match split.table {
             Some(part) => {

@@ -293,7 +293,8 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
             Ok(rows) => {
                 // Read already (cached): which part of the range the archive answered.
                 let window = self.hot_window().await.ok().flatten();
-                let archived = window.filter(|w| search.range.from < w.start);
+                let archived =
+                    window.filter(|w| w.clip_default(search.range.clone()).from < w.start);
                 response::page(
                     StatusCode::OK,
                     page::layout(
@@ -383,7 +384,6 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
                 self.reader.clone().on_demand(),
                 &search.plan,
                 search.page_range(),
-                search.preset.is_some(),
                 options,
             )
             .await?
@@ -435,7 +435,6 @@ impl<L: AccessLog + 'static, B: Bucket + 'static> Viewer<L, B> {
                         self.reader.clone(),
                         &search.plan,
                         search.range.clone(),
-                        search.preset.is_some(),
                         options,
                     )
                     .await?

@@ -1,6 +1,7 @@
 //! Owns `auditctl query`: its flags and help, and wiring them to the library's time range, plan
 //! and reader. Must not know how the table is read (`audit_trail::query`) or printed.
 
+use std::io::IsTerminal;
 use std::net::IpAddr;
 use std::time::Instant;
 
@@ -119,7 +120,7 @@ pub struct QueryArgs {
     /// The table's hot window in days, in place of what its tag audit:retention-days says
     /// (RetentionDays): e.g. the shorter window that was in force before RetentionDays was
     /// raised, whose items TTL deleted already. 0 reads the table alone.
-    #[arg(long, value_name = "DAYS")]
+    #[arg(long, value_name = "DAYS", value_parser = clap::value_parser!(u32).range(0..=36500))]
     hot_days: Option<u32>,
     #[command(flatten)]
     table: TableArgs,
@@ -205,19 +206,23 @@ pub async fn run(args: QueryArgs, context: &Context) -> Result<(), Failure> {
     };
     let started = Instant::now();
     // The table's hot window (RetentionDays): the range's part before it is the archive's.
-    // As the access's check read them, else (--no-audit-event) read here.
-    let tags = match context.access.stack_tags() {
-        Some(tags) => tags.clone(),
-        None => StackTags::read(reader.client(), &args.table.table, &context.location)
-            .await
-            .map_err(TrailError::from)?,
-    };
-    let window = match args.hot_days {
-        Some(0) => None,
+    // --hot-days, else the table's tag as the access's check read it, else (--no-audit-event)
+    // read here.
+    let days = match args.hot_days {
         Some(days) => Some(days),
-        None => tags.retention_days,
-    }
-    .map(|days| HotWindow::at(days, Utc::now()));
+        None => match context.access.stack_tags() {
+            Some(tags) => tags.retention_days,
+            None => {
+                StackTags::read(reader.client(), &args.table.table, &context.location)
+                    .await
+                    .map_err(TrailError::from)?
+                    .retention_days
+            }
+        },
+    };
+    let window = days
+        .filter(|days| *days > 0)
+        .map(|days| HotWindow::at(days, Utc::now()));
     let range = match &window {
         // A lookup's default 30 days that just misses the window: the table's alone.
         Some(window) if args.from.is_none() => window.clip_default(range),
@@ -250,6 +255,10 @@ pub async fn run(args: QueryArgs, context: &Context) -> Result<(), Failure> {
                     read_archive(context, &bucket, length, &part, &filters).await?;
                 let lines = std::mem::take(&mut read.lines);
                 let items = archived_items(lines, &part, &filters, order);
+                // On its own line, whatever progress line print_items left open.
+                if std::io::stderr().is_terminal() {
+                    eprint!("\r\x1b[K");
+                }
                 eprintln!(
                     "{}",
                     words::read_from_archive(

@@ -981,7 +981,13 @@ async fn the_first_trail_period_is_the_oldest_archivers_object_and_planted_keys_
         log.reader().first_trail_period(length()).await.unwrap(),
         None
     );
-    log.put("trail/dt=2000-01-01/hour=00/planted.jsonl.gz", gzip(&[]));
+    // More keys than a listing page, none the archiver's, before its first: passed over.
+    for n in 0..150 {
+        log.put(
+            &format!("trail/dt=2000-01-01/hour=00/planted-{n:03}.jsonl.gz"),
+            gzip(&[]),
+        );
+    }
     assert_eq!(
         log.reader().first_trail_period(length()).await.unwrap(),
         None
